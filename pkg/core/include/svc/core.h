@@ -1,0 +1,175 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/*
+ * svc/core.h - what every ShopMicro program shares: error codes, logging,
+ * configuration from the environment, and the clock.
+ *
+ * Nothing here depends on gRPC, libpq or any other transport, so pkg/resilience
+ * and the unit tests can use it alone.
+ */
+#ifndef SVC_CORE_H
+#define SVC_CORE_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+
+#define SVC_COUNTOF(a) (sizeof(a) / sizeof((a)[0]))
+
+/* ------------------------------------------------------------------------
+ * Errors
+ *
+ * One enum for the whole system. Each code carries the gRPC status it maps
+ * to, so there is exactly one table that knows both vocabularies (the gRPC
+ * numbers are the stable wire values 0..16 and need no gRPC header).
+ * APPEND ONLY: names appear in logs and metrics.
+ * ------------------------------------------------------------------------ */
+#define SVC_ERR_MAP(XX)                                                  \
+    /* name          grpc  text */                                       \
+    XX(OK,           0,    "ok")                                         \
+    XX(ECANCELLED,   1,    "cancelled")                                  \
+    XX(EUNKNOWN,     2,    "unknown error")                              \
+    XX(EINVAL,       3,    "invalid argument")                           \
+    XX(ETIMEDOUT,    4,    "deadline exceeded")                          \
+    XX(ENOTFOUND,    5,    "not found")                                  \
+    XX(EEXIST,       6,    "already exists")                             \
+    XX(EPERM,        7,    "permission denied")                          \
+    XX(EEXHAUSTED,   8,    "resource exhausted")                         \
+    XX(EPRECOND,     9,    "failed precondition")                        \
+    XX(EABORTED,     10,   "aborted")                                    \
+    XX(ERANGE,       11,   "out of range")                               \
+    XX(EUNIMPL,      12,   "unimplemented")                              \
+    XX(EINTERNAL,    13,   "internal error")                             \
+    XX(EUNAVAIL,     14,   "unavailable")                                \
+    XX(EDATALOSS,    15,   "data loss")                                  \
+    XX(EUNAUTH,      16,   "unauthenticated")                            \
+    XX(ENOMEM,       8,    "out of memory")
+
+typedef enum {
+#define SVC_XX(name, grpc, text) SVC_##name,
+    SVC_ERR_MAP(SVC_XX)
+#undef SVC_XX
+    SVC__ERR_LAST
+} svc_err_t;
+
+/* A short lower-case description ("unavailable"). Never NULL. */
+const char *svc_strerror(svc_err_t e);
+/* The code's name as gRPC spells it ("UNAVAILABLE"). Never NULL. */
+const char *svc_err_name(svc_err_t e);
+/* The gRPC status code (0..16) for e. */
+int svc_err_to_grpc(svc_err_t e);
+/* The error for a gRPC status code; unknown codes give SVC_EUNKNOWN. */
+svc_err_t svc_err_from_grpc(int grpc_code);
+
+/* Caller-owned detail text travels in a buffer of this size ("errbuf"). */
+#define SVC_ERRBUF_LEN 256
+/* Formats into errbuf (truncating); a no-op when errbuf is NULL. */
+void svc_errbuf_set(char *errbuf, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+
+/* ------------------------------------------------------------------------
+ * Clock
+ *
+ * Monotonic nanoseconds. Everything that measures time or computes a
+ * deadline takes an svc_clock_t so that tests can drive time by hand.
+ * ------------------------------------------------------------------------ */
+typedef struct svc_clock {
+    uint64_t (*now_ns)(void *ctx);
+    void *ctx;
+} svc_clock_t;
+
+/* The process-wide monotonic clock (CLOCK_MONOTONIC). Never NULL. */
+const svc_clock_t *svc_clock_monotonic(void);
+/* Shorthands for the monotonic clock. */
+uint64_t svc_now_ns(void);
+uint64_t svc_now_ms(void);
+/* Reads c, or the monotonic clock when c is NULL. */
+static inline uint64_t svc_clock_now(const svc_clock_t *c)
+{
+    return c != NULL ? c->now_ns(c->ctx) : svc_now_ns();
+}
+
+#define SVC_NS_PER_MS 1000000ull
+#define SVC_NS_PER_US 1000ull
+/* "No deadline": compare with it rather than testing for zero. */
+#define SVC_DEADLINE_NONE UINT64_MAX
+
+/* ------------------------------------------------------------------------
+ * Logging
+ *
+ * One line per event on stderr, key=value:
+ *   ts=2026-12-02T14:00:00.123Z level=info mod=catalog req=ab12 msg="..." k=v
+ * The level comes from the environment (SVC_LOG_LEVEL or the service's own
+ * variable, passed to svc_log_set_level_name). Thread-safe: each line is
+ * formatted into a local buffer and written with one write(2).
+ * pkg/ libraries do not log detail they can return; they fill an errbuf.
+ * ------------------------------------------------------------------------ */
+typedef enum { SVC_LOG_DEBUG, SVC_LOG_INFO, SVC_LOG_WARN, SVC_LOG_ERROR } svc_log_level_t;
+
+/* Sets the minimum level from "debug" | "info" | "warn" | "error".
+ * Returns false (and changes nothing) for any other name. */
+bool svc_log_set_level_name(const char *name);
+void svc_log_set_level(svc_log_level_t lvl);
+bool svc_log_enabled(svc_log_level_t lvl);
+
+/* The request id of the call this thread is serving ("" when none). The
+ * gRPC dispatcher sets it from x-request-id metadata; every line carries it. */
+void svc_log_set_request_id(const char *id);
+const char *svc_log_request_id(void);
+
+/* Writes one line. fmt forms the msg="..." value; `kv` (may be NULL) is a
+ * pre-formatted " k=v k=v" suffix. Use the macros below. */
+void svc_log_write(svc_log_level_t lvl, const char *module, const char *kv, const char *fmt,
+                   ...) __attribute__((format(printf, 4, 5)));
+
+#define SVC_LOG(lvl, mod, ...)                                                                     \
+    do {                                                                                           \
+        if (svc_log_enabled(lvl))                                                                  \
+            svc_log_write((lvl), (mod), NULL, __VA_ARGS__);                                        \
+    } while (0)
+#define svc_log_debug(mod, ...) SVC_LOG(SVC_LOG_DEBUG, mod, __VA_ARGS__)
+#define svc_log_info(mod, ...)  SVC_LOG(SVC_LOG_INFO, mod, __VA_ARGS__)
+#define svc_log_warn(mod, ...)  SVC_LOG(SVC_LOG_WARN, mod, __VA_ARGS__)
+#define svc_log_error(mod, ...) SVC_LOG(SVC_LOG_ERROR, mod, __VA_ARGS__)
+
+/* ------------------------------------------------------------------------
+ * Configuration
+ *
+ * Each program describes its settings in one table; one line per setting is
+ * enough to parse the environment, validate, print --help and write docs:
+ *
+ *   static const svc_cfg_entry_t table[] = {
+ *     { "CATALOG_LISTEN", SVC_CFG_STR, 0, 0, "127.0.0.1:50051",
+ *       SVC_CFG_OFF(cat_config_t, listen), "gRPC listen address host:port" },
+ *   };
+ * ------------------------------------------------------------------------ */
+typedef enum {
+    SVC_CFG_STR,  /* char[SVC_CFG_STR_MAX] field; min/max bound the length   */
+    SVC_CFG_INT,  /* int64_t field; min/max bound the value                  */
+    SVC_CFG_BOOL, /* bool field: 1/0, true/false, yes/no, on/off             */
+    SVC_CFG_LOG_LEVEL, /* char[SVC_CFG_STR_MAX]: debug|info|warn|error       */
+} svc_cfg_type_t;
+
+#define SVC_CFG_STR_MAX 512
+#define SVC_CFG_OFF(type, field) offsetof(type, field)
+
+typedef struct svc_cfg_entry {
+    const char *env;      /* environment variable name                       */
+    svc_cfg_type_t type;
+    int64_t min, max;     /* bounds (value for INT, length for STR); 0,0: none */
+    const char *def;      /* default as text; NULL: required                 */
+    size_t offset;        /* where the parsed value goes in the config struct */
+    const char *help;     /* one line for --help and docs/operations.md      */
+} svc_cfg_entry_t;
+
+/* Fills `out` (a struct whose fields the table describes) from the
+ * environment, applying defaults and bounds. Returns SVC_EINVAL naming the
+ * first bad variable in errbuf. `getenv_fn` NULL means getenv (tests inject). */
+svc_err_t svc_cfg_load(const svc_cfg_entry_t *table, size_t n, void *out,
+                       const char *(*getenv_fn)(const char *name), char *errbuf);
+/* Prints the table as an aligned "VARIABLE  default  help" list. */
+void svc_cfg_print_help(FILE *f, const svc_cfg_entry_t *table, size_t n);
+/* Logs the effective configuration once at start-up (values of variables
+ * whose name ends in _DSN or _PASSWORD are not printed in full). */
+void svc_cfg_log(const char *module, const svc_cfg_entry_t *table, size_t n, const void *cfg);
+
+#endif /* SVC_CORE_H */
