@@ -131,10 +131,10 @@ void svc_cfg_print_help(FILE *f, const svc_cfg_entry_t *table, size_t n)
     fprintf(f, "Environment variables:\n");
     for (size_t i = 0; i < n; i++) {
         const svc_cfg_entry_t *e = &table[i];
-        fprintf(f, "  %-28s %-24s %s", e->env, e->def != NULL ? e->def : "(required)", e->help);
+        fprintf(f, "  %s (default: %s", e->env, e->def != NULL ? e->def : "none, required");
         if (e->type == SVC_CFG_INT && (e->min != 0 || e->max != 0))
-            fprintf(f, " [%" PRId64 "..%" PRId64 "]", e->min, e->max);
-        fputc('\n', f);
+            fprintf(f, "; range %" PRId64 "..%" PRId64, e->min, e->max);
+        fprintf(f, ")\n      %s\n", e->help);
     }
 }
 

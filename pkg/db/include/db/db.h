@@ -1,0 +1,95 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/*
+ * db/db.h - PostgreSQL through libpq, the way a service needs it:
+ *
+ *  - one connection per worker thread (a libpq connection is not
+ *    thread-safe; one per worker needs no locks and no pool);
+ *  - connected lazily and re-established on the next call after it broke,
+ *    with every prepared statement prepared again, so "database down" is an
+ *    UNAVAILABLE answer, never a crash, and "database back" heals by itself;
+ *  - every statement bounded by the incoming call's deadline: expired work
+ *    is skipped, and a statement still running at the deadline is abandoned;
+ *  - schema migrations applied in order, once, at start-up.
+ *
+ * Only parameterised, prepared SQL: values never become SQL text.
+ */
+#ifndef DB_DB_H
+#define DB_DB_H
+
+#include <libpq-fe.h>
+
+#include "svc/core.h"
+
+/* A statement the connection prepares on every (re)connect. */
+typedef struct db_stmt {
+    const char *name;  /* prepared statement name                           */
+    const char *sql;   /* with $1..$n placeholders                          */
+    int nparams;
+    bool idempotent;   /* safe to run twice: retried once on a connection
+                          found dead (e.g. after a Postgres restart)        */
+} db_stmt_t;
+
+/* One schema migration; see svc_embed_migrations() in pkg/cmake. */
+typedef struct db_migration {
+    int version;       /* applied in increasing order, each exactly once    */
+    const char *name;
+    const char *sql;
+} db_migration_t;
+
+#define DB_DEFAULT_CONNECT_TIMEOUT_MS   2000
+#define DB_DEFAULT_STATEMENT_TIMEOUT_MS 5000
+
+typedef struct db_opts {
+    const char *dsn;              /* libpq conninfo; copied                  */
+    const db_stmt_t *stmts;       /* borrowed; must outlive the connection   */
+    size_t n_stmts;
+    int connect_timeout_ms;       /* DB_DEFAULT_CONNECT_TIMEOUT_MS           */
+    /* Server-side backstop for calls without a deadline, and for abandoned
+     * statements: Postgres cancels anything running longer. */
+    int statement_timeout_ms;     /* DB_DEFAULT_STATEMENT_TIMEOUT_MS         */
+    const char *application_name; /* shown in pg_stat_activity; copied       */
+} db_opts_t;
+
+typedef struct db_conn db_conn_t;
+
+void db_opts_init(db_opts_t *o);
+
+/* Creates a connection handle. Does not connect: the first db_exec does,
+ * so a service can start while Postgres is down. *out is owned by caller. */
+svc_err_t db_conn_new(const db_opts_t *o, db_conn_t **out, char *errbuf);
+/* Closes the connection. NULL-safe. */
+void db_conn_free(db_conn_t *c);
+
+/*
+ * Runs prepared statement number `idx` (index into opts.stmts) with text
+ * parameters (NULL = SQL NULL), finishing by deadline_ns (monotonic;
+ * SVC_DEADLINE_NONE: statement_timeout only).
+ *
+ * On SVC_OK, *res is the result (PGRES_TUPLES_OK or PGRES_COMMAND_OK),
+ * owned by caller: PQclear() it. Errors:
+ *   SVC_EUNAVAIL   connection down or lost (re-established on the next call)
+ *   SVC_ETIMEDOUT  deadline reached (the connection is dropped and re-made)
+ *   SVC_EEXIST     unique violation      SVC_EINVAL  bad value / check failed
+ *   SVC_EABORTED   serialization failure or deadlock
+ *   SVC_EINTERNAL  anything else
+ * with libpq's message in errbuf. Not thread-safe: one thread per conn.
+ */
+svc_err_t db_exec(db_conn_t *c, size_t idx, const char *const *params, uint64_t deadline_ns,
+                  PGresult **res, char *errbuf);
+
+/* True when the connection is established and idle (for readiness checks). */
+bool db_conn_ok(const db_conn_t *c);
+
+/*
+ * Applies the migrations not yet recorded in table schema_migrations, in
+ * version order, each in its own transaction, under an advisory lock so
+ * that two instances starting together do not race. Uses a connection of
+ * its own. Logs one line per applied migration under `module`.
+ */
+svc_err_t db_migrate(const char *dsn, const db_migration_t *m, size_t n, const char *module,
+                     char *errbuf);
+
+/* Maps a failed result to an svc_err_t by SQLSTATE (exposed for tests). */
+svc_err_t db_err_from_sqlstate(const char *sqlstate);
+
+#endif /* DB_DB_H */

@@ -1,0 +1,271 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/*
+ * db.c - a self-healing libpq connection with deadlines.
+ *
+ * All waiting is done with poll(2) on the connection's socket against the
+ * caller's deadline, using libpq's asynchronous API, so no call can block
+ * past its deadline. When the deadline passes mid-statement the connection
+ * is dropped rather than cancelled: PQcancel() opens a new connection and
+ * waits for the server, which would block without bound if Postgres were
+ * frozen; the server-side statement_timeout stops the orphaned statement.
+ */
+#include <errno.h>
+#include <poll.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "db/db.h"
+
+struct db_conn {
+    PGconn *pg;
+    db_opts_t o;
+    char *dsn;
+    char *app_name;
+    char options[64];
+};
+
+void db_opts_init(db_opts_t *o)
+{
+    memset(o, 0, sizeof *o);
+    o->connect_timeout_ms = DB_DEFAULT_CONNECT_TIMEOUT_MS;
+    o->statement_timeout_ms = DB_DEFAULT_STATEMENT_TIMEOUT_MS;
+    o->application_name = "shopmicro";
+}
+
+svc_err_t db_conn_new(const db_opts_t *o, db_conn_t **out, char *errbuf)
+{
+    db_conn_t *c = calloc(1, sizeof *c);
+
+    *out = NULL;
+    if (c == NULL)
+        return SVC_ENOMEM;
+    c->o = *o;
+    c->dsn = strdup(o->dsn != NULL ? o->dsn : "");
+    c->app_name = strdup(o->application_name != NULL ? o->application_name : "shopmicro");
+    if (c->dsn == NULL || c->app_name == NULL) {
+        db_conn_free(c);
+        return SVC_ENOMEM;
+    }
+    snprintf(c->options, sizeof c->options, "-c statement_timeout=%d", o->statement_timeout_ms);
+    *out = c;
+    return SVC_OK;
+}
+
+static void drop(db_conn_t *c)
+{
+    PQfinish(c->pg);
+    c->pg = NULL;
+}
+
+void db_conn_free(db_conn_t *c)
+{
+    if (c == NULL)
+        return;
+    drop(c);
+    free(c->dsn);
+    free(c->app_name);
+    free(c);
+}
+
+bool db_conn_ok(const db_conn_t *c)
+{
+    return c->pg != NULL && PQstatus(c->pg) == CONNECTION_OK;
+}
+
+/* Milliseconds poll() may wait before `deadline_ns`; -1 = forever. */
+static int poll_ms(uint64_t deadline_ns)
+{
+    uint64_t now = svc_now_ns();
+
+    if (deadline_ns == SVC_DEADLINE_NONE)
+        return -1;
+    if (now >= deadline_ns)
+        return 0;
+    return (int)((deadline_ns - now + SVC_NS_PER_MS - 1) / SVC_NS_PER_MS);
+}
+
+/* Waits until the socket is readable/writable. 0 ok, -1 deadline, -2 error. */
+static int wait_socket(PGconn *pg, short events, uint64_t deadline_ns)
+{
+    struct pollfd p = {.fd = PQsocket(pg), .events = events};
+    int rc;
+
+    if (p.fd < 0)
+        return -2;
+    do
+        rc = poll(&p, 1, poll_ms(deadline_ns));
+    while (rc < 0 && errno == EINTR);
+    return rc > 0 ? 0 : rc == 0 ? -1 : -2;
+}
+
+static svc_err_t connect_by(db_conn_t *c, uint64_t deadline_ns, char *errbuf)
+{
+    const char *keys[] = {"dbname", "options", "application_name", NULL};
+    const char *vals[] = {c->dsn, c->options, c->app_name, NULL};
+    uint64_t limit = svc_now_ns() + (uint64_t)c->o.connect_timeout_ms * SVC_NS_PER_MS;
+    PostgresPollingStatusType st = PGRES_POLLING_WRITING;
+
+    if (deadline_ns < limit)
+        limit = deadline_ns;
+    /* Keywords after "dbname" override what the DSN says (expand_dbname=1). */
+    c->pg = PQconnectStartParams(keys, vals, 1);
+    if (c->pg == NULL)
+        return SVC_ENOMEM;
+    while (st != PGRES_POLLING_OK && st != PGRES_POLLING_FAILED) {
+        int w = wait_socket(c->pg, st == PGRES_POLLING_READING ? POLLIN : POLLOUT, limit);
+        if (w == -1) {
+            svc_errbuf_set(errbuf, "database unavailable: connect timed out");
+            drop(c);
+            return limit == deadline_ns ? SVC_ETIMEDOUT : SVC_EUNAVAIL;
+        }
+        st = PQconnectPoll(c->pg);
+    }
+    if (st == PGRES_POLLING_FAILED) {
+        svc_errbuf_set(errbuf, "database unavailable: %s", PQerrorMessage(c->pg));
+        drop(c);
+        return SVC_EUNAVAIL;
+    }
+    return SVC_OK;
+}
+
+svc_err_t db_err_from_sqlstate(const char *s)
+{
+    if (s == NULL || strlen(s) != 5)
+        return SVC_EUNAVAIL; /* no SQLSTATE: the connection itself failed */
+    if (strcmp(s, "23505") == 0)
+        return SVC_EEXIST;
+    if (strncmp(s, "22", 2) == 0 || strcmp(s, "23514") == 0 || strcmp(s, "23502") == 0)
+        return SVC_EINVAL;
+    if (strcmp(s, "40001") == 0 || strcmp(s, "40P01") == 0)
+        return SVC_EABORTED;
+    if (strcmp(s, "57014") == 0)
+        return SVC_ETIMEDOUT; /* statement_timeout */
+    if (strncmp(s, "08", 2) == 0 || strncmp(s, "57P", 3) == 0 || strcmp(s, "53300") == 0)
+        return SVC_EUNAVAIL;  /* connection, shutdown, too many connections */
+    return SVC_EINTERNAL;
+}
+
+/* Collects the result of the statement sent last, by the deadline. */
+static svc_err_t await_result(db_conn_t *c, uint64_t deadline_ns, PGresult **out, char *errbuf)
+{
+    PGresult *r, *first = NULL;
+    svc_err_t err = SVC_OK;
+
+    while (PQisBusy(c->pg)) {
+        int w = wait_socket(c->pg, POLLIN, deadline_ns);
+        if (w == -1) {
+            svc_errbuf_set(errbuf, "database call abandoned at its deadline");
+            drop(c);
+            return SVC_ETIMEDOUT;
+        }
+        if (w == -2 || !PQconsumeInput(c->pg))
+            break;
+    }
+    /* Drain every result so the connection is ready for the next call;
+     * keep the first one, which carries any error. */
+    while ((r = PQgetResult(c->pg)) != NULL) {
+        if (first == NULL)
+            first = r;
+        else
+            PQclear(r);
+    }
+    if (first == NULL || (PQresultStatus(first) != PGRES_TUPLES_OK &&
+                          PQresultStatus(first) != PGRES_COMMAND_OK)) {
+        const char *state = first ? PQresultErrorField(first, PG_DIAG_SQLSTATE) : NULL;
+        err = db_err_from_sqlstate(state);
+        svc_errbuf_set(errbuf, "%s%s", err == SVC_EUNAVAIL ? "database unavailable: " : "",
+                       first ? PQresultErrorMessage(first) : PQerrorMessage(c->pg));
+        PQclear(first);
+        first = NULL;
+    }
+    *out = first;
+    return err;
+}
+
+static svc_err_t prepare_all(db_conn_t *c, uint64_t deadline_ns, char *errbuf)
+{
+    for (size_t i = 0; i < c->o.n_stmts; i++) {
+        const db_stmt_t *s = &c->o.stmts[i];
+        PGresult *r = NULL;
+        svc_err_t err;
+
+        if (!PQsendPrepare(c->pg, s->name, s->sql, s->nparams, NULL)) {
+            svc_errbuf_set(errbuf, "database unavailable: %s", PQerrorMessage(c->pg));
+            drop(c);
+            return SVC_EUNAVAIL;
+        }
+        err = await_result(c, deadline_ns, &r, errbuf);
+        PQclear(r);
+        if (err != SVC_OK) {
+            if (c->pg != NULL && PQstatus(c->pg) == CONNECTION_OK && err != SVC_EUNAVAIL)
+                err = SVC_EINTERNAL; /* bad SQL in a statement table: a bug */
+            drop(c);
+            return err;
+        }
+    }
+    return SVC_OK;
+}
+
+static svc_err_t ensure_connected(db_conn_t *c, uint64_t deadline_ns, char *errbuf)
+{
+    svc_err_t err;
+
+    if (c->pg != NULL && PQstatus(c->pg) == CONNECTION_OK)
+        return SVC_OK;
+    drop(c);
+    err = connect_by(c, deadline_ns, errbuf);
+    if (err == SVC_OK)
+        err = prepare_all(c, deadline_ns, errbuf);
+    return err;
+}
+
+static svc_err_t exec_once(db_conn_t *c, size_t idx, const char *const *params,
+                           uint64_t deadline_ns, PGresult **res, char *errbuf)
+{
+    const db_stmt_t *s = &c->o.stmts[idx];
+    svc_err_t err = ensure_connected(c, deadline_ns, errbuf);
+
+    if (err != SVC_OK)
+        return err;
+    if (!PQsendQueryPrepared(c->pg, s->name, s->nparams, params, NULL, NULL, 0)) {
+        svc_errbuf_set(errbuf, "database unavailable: %s", PQerrorMessage(c->pg));
+        drop(c);
+        return SVC_EUNAVAIL;
+    }
+    return await_result(c, deadline_ns, res, errbuf);
+}
+
+svc_err_t db_exec(db_conn_t *c, size_t idx, const char *const *params, uint64_t deadline_ns,
+                  PGresult **res, char *errbuf)
+{
+    uint64_t backstop;
+    bool was_idle;
+    svc_err_t err;
+
+    *res = NULL;
+    if (idx >= c->o.n_stmts) {
+        svc_errbuf_set(errbuf, "db_exec: no statement %zu", idx);
+        return SVC_EINTERNAL;
+    }
+    if (deadline_ns != SVC_DEADLINE_NONE && svc_now_ns() >= deadline_ns) {
+        svc_errbuf_set(errbuf, "deadline expired before the database call");
+        return SVC_ETIMEDOUT;
+    }
+    /* Never wait without bound: with no caller deadline, give the server's
+     * statement_timeout a moment to fire first. */
+    backstop = svc_now_ns() + ((uint64_t)c->o.statement_timeout_ms + 1000) * SVC_NS_PER_MS;
+    if (deadline_ns > backstop)
+        deadline_ns = backstop;
+    was_idle = c->pg != NULL && PQtransactionStatus(c->pg) == PQTRANS_IDLE;
+    err = exec_once(c, idx, params, deadline_ns, res, errbuf);
+    /* After a Postgres restart every idle connection is dead but does not
+     * know it until used. An idempotent statement outside a transaction can
+     * safely run again on a fresh connection, so the caller never sees it. */
+    if (err == SVC_EUNAVAIL && was_idle && c->o.stmts[idx].idempotent &&
+        (c->pg == NULL || PQstatus(c->pg) == CONNECTION_BAD))
+        err = exec_once(c, idx, params, deadline_ns, res, errbuf);
+    if (err == SVC_EUNAVAIL && c->pg != NULL && PQstatus(c->pg) == CONNECTION_BAD)
+        drop(c);
+    return err;
+}

@@ -1,0 +1,175 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/*
+ * rpc/rpc.h - gRPC C core for ShopMicro: a server driven by a method table,
+ * and a blocking unary client call. protobuf-c messages in and out.
+ *
+ * Server threading: N worker threads, each with its own completion queue.
+ * A call lives on one worker from arrival to the last byte of the reply, so
+ * a handler may use per-worker state (a database connection) without locks.
+ * Handlers run on the worker and may block (SQL, outgoing calls).
+ *
+ * What the dispatcher does once, so a handler is business logic only:
+ * decode the request, refuse work whose deadline already passed, run the
+ * handler, map svc_err_t to a gRPC status, encode the reply, write one
+ * access-log line, and free everything the call allocated.
+ */
+#ifndef RPC_RPC_H
+#define RPC_RPC_H
+
+#include <grpc/grpc.h>
+#include <protobuf-c/protobuf-c.h>
+
+#include "svc/core.h"
+
+/* ------------------------------------------------------------------------
+ * Process set-up
+ * ------------------------------------------------------------------------ */
+
+/* Call first in main(), before any thread exists: blocks SIGTERM/SIGINT in
+ * the calling thread (every thread created later inherits the mask, so only
+ * rpc_server_run receives them), ignores SIGPIPE, and calls grpc_init(). */
+void rpc_init(void);
+/* Pairs with rpc_init(): grpc_shutdown(). */
+void rpc_shutdown(void);
+
+/* ------------------------------------------------------------------------
+ * Server
+ * ------------------------------------------------------------------------ */
+
+typedef struct rpc_server rpc_server_t;
+/* One incoming call, as seen by its handler. Valid until the handler returns. */
+typedef struct rpc_ctx rpc_ctx_t;
+
+/*
+ * A handler. `req` is the decoded request (borrowed). On SVC_OK it sets
+ * *resp to the reply, allocated with rpc_ctx_alloc() (or static); it is
+ * encoded and freed by the dispatcher. On error it returns the code and may
+ * write the status message into errbuf (SVC_ERRBUF_LEN bytes); an empty
+ * errbuf sends svc_strerror(code).
+ */
+typedef svc_err_t (*rpc_handler_fn)(rpc_ctx_t *ctx, const ProtobufCMessage *req,
+                                    ProtobufCMessage **resp, char *errbuf);
+
+typedef struct rpc_method {
+    const char *path;                          /* "/pkg.Service/Method"             */
+    const ProtobufCMessageDescriptor *request; /* decodes the request             */
+    rpc_handler_fn handler;
+} rpc_method_t;
+
+#define RPC_DEFAULT_WORKERS          4
+#define RPC_DEFAULT_SLOTS_PER_METHOD 8     /* calls accepted ahead per worker   */
+#define RPC_DEFAULT_DRAIN_MS         10000 /* in-flight time allowed on SIGTERM */
+#define RPC_DEFAULT_MAX_MESSAGE      (4 * 1024 * 1024)
+
+typedef struct rpc_server_opts {
+    const char *listen;       /* "host:port"; port 0 picks a free one (tests)    */
+    int workers;              /* RPC_DEFAULT_WORKERS                              */
+    int slots_per_method;     /* RPC_DEFAULT_SLOTS_PER_METHOD                     */
+    int drain_ms;             /* RPC_DEFAULT_DRAIN_MS; then in-flight calls are cancelled */
+    int max_message_bytes;    /* RPC_DEFAULT_MAX_MESSAGE, both directions         */
+    const char *log_module;   /* "rpc" when NULL; used for access-log lines       */
+    void *app;                /* borrowed; handed to handlers (rpc_ctx_app)       */
+    /* Per-worker state, created on the worker thread before it serves a call
+     * and destroyed on it after the last (e.g. a database connection).
+     * worker_init returning NULL stops start-up with an error. Optional. */
+    void *(*worker_init)(int worker_index, void *app, char *errbuf);
+    void (*worker_fini)(void *worker_state);
+} rpc_server_opts_t;
+
+void rpc_server_opts_init(rpc_server_opts_t *o);
+
+/*
+ * Creates the server and binds the port. SO_REUSEPORT is off, so a second
+ * server on a busy port fails here with SVC_EUNAVAIL and "address in use"
+ * in errbuf instead of silently sharing traffic. `methods` is borrowed and
+ * must outlive the server. On success *out is owned by the caller.
+ */
+svc_err_t rpc_server_new(const rpc_server_opts_t *o, const rpc_method_t *methods, size_t n,
+                         rpc_server_t **out, char *errbuf);
+/* The bound port (useful with port 0). */
+int rpc_server_port(const rpc_server_t *s);
+/*
+ * Starts the workers and serves until SIGTERM/SIGINT or rpc_server_stop().
+ * Then: stop accepting, let in-flight calls finish (up to drain_ms, then
+ * cancel them), stop the workers. Returns SVC_OK after a clean drain.
+ */
+svc_err_t rpc_server_run(rpc_server_t *s, char *errbuf);
+/* Asks a running rpc_server_run to shut down. Thread-safe. */
+void rpc_server_stop(rpc_server_t *s);
+/* NULL-safe. The server must not be running. */
+void rpc_server_free(rpc_server_t *s);
+
+/* The call's deadline on the monotonic clock (ns); SVC_DEADLINE_NONE if none. */
+uint64_t rpc_ctx_deadline(const rpc_ctx_t *c);
+/* The full method path being served. */
+const char *rpc_ctx_method(const rpc_ctx_t *c);
+/* This worker's state from worker_init (NULL without one). */
+void *rpc_ctx_worker(rpc_ctx_t *c);
+void *rpc_ctx_app(rpc_ctx_t *c);
+/* The first value of request metadata `key` (lower case), NUL-terminated,
+ * valid until the handler returns; NULL when absent. */
+const char *rpc_ctx_metadata(rpc_ctx_t *c, const char *key);
+/* Per-call memory, freed after the reply is sent. NULL when the call's
+ * arena limit (RPC_ARENA_MAX) is reached. Aligned for any type. */
+#define RPC_ARENA_MAX (16 * 1024 * 1024)
+void *rpc_ctx_alloc(rpc_ctx_t *c, size_t n);
+char *rpc_ctx_strdup(rpc_ctx_t *c, const char *s);
+/* The underlying server call, for deadline/cancellation propagation to
+ * outgoing calls (rpc_call_opts_t.parent). Valid until the handler returns. */
+grpc_call *rpc_ctx_call(rpc_ctx_t *c);
+
+/* ------------------------------------------------------------------------
+ * Client
+ * ------------------------------------------------------------------------ */
+
+#define RPC_DEFAULT_INITIAL_RECONNECT_MS 100
+#define RPC_DEFAULT_MAX_RECONNECT_MS     1000
+
+typedef struct rpc_channel_opts {
+    int initial_reconnect_ms; /* RPC_DEFAULT_INITIAL_RECONNECT_MS (gRPC default 1000) */
+    int max_reconnect_ms;     /* RPC_DEFAULT_MAX_RECONNECT_MS (gRPC default 120000)   */
+    int max_message_bytes;    /* RPC_DEFAULT_MAX_MESSAGE                              */
+} rpc_channel_opts_t;
+
+void rpc_channel_opts_init(rpc_channel_opts_t *o);
+/* An insecure channel to `target` ("127.0.0.1:50051"). NULL opts: defaults.
+ * Thread-safe to share; release with grpc_channel_destroy(). */
+grpc_channel *rpc_channel_new(const char *target, const rpc_channel_opts_t *o);
+
+typedef struct rpc_md {
+    const char *key;   /* lower case, e.g. "x-request-id" */
+    const char *value;
+} rpc_md_t;
+
+typedef struct rpc_call_opts {
+    uint64_t deadline_ns;     /* monotonic; SVC_DEADLINE_NONE: none (not advised) */
+    rpc_ctx_t *parent;        /* propagate deadline and cancellation from it; NULL: none */
+    const rpc_md_t *md;       /* borrowed */
+    size_t n_md;
+    bool wait_for_ready;      /* queue while the channel connects, until the deadline */
+} rpc_call_opts_t;
+
+typedef struct rpc_result {
+    svc_err_t err;                  /* from the gRPC status                   */
+    int grpc_status;                /* 0..16                                  */
+    char message[SVC_ERRBUF_LEN];   /* the status message                     */
+    int64_t pushback_ms;            /* grpc-retry-pushback-ms trailer; -1: none, -2: malformed */
+    uint64_t elapsed_ns;
+} rpc_result_t;
+
+/*
+ * A blocking unary call on the calling thread (one pluck queue per thread,
+ * created on first use). On SVC_OK *resp is a new message owned by caller:
+ * free with protobuf_c_message_free_unpacked(*resp, NULL). On error *resp
+ * is NULL and `res` says why. Returns res->err.
+ */
+svc_err_t rpc_call_unary(grpc_channel *ch, const char *method, const ProtobufCMessage *req,
+                         const ProtobufCMessageDescriptor *resp_desc, ProtobufCMessage **resp,
+                         const rpc_call_opts_t *o, rpc_result_t *res);
+
+/* Helpers shared with pkg/resilience's non-blocking binding: monotonic ns
+ * deadline <-> gpr_timespec. */
+gpr_timespec rpc_deadline_to_timespec(uint64_t deadline_ns);
+uint64_t rpc_deadline_from_timespec(gpr_timespec t);
+
+#endif /* RPC_RPC_H */

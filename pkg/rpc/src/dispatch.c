@@ -1,0 +1,182 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/*
+ * dispatch.c - the per-call work that does not touch the network: arena,
+ * deadline check, decoding, the handler call, and the handler's view of the
+ * call (rpc_ctx_*).
+ */
+#include <stdalign.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "rpc_int.h"
+
+#define CHUNK_MIN 8192
+
+struct rpc__chunk {
+    rpc__chunk_t *next;
+    size_t cap, used;
+    alignas(max_align_t) unsigned char data[];
+};
+
+void rpc__arena_init(rpc__arena_t *a)
+{
+    a->head = NULL;
+    a->total = 0;
+}
+
+void *rpc__arena_alloc(rpc__arena_t *a, size_t n)
+{
+    const size_t align = alignof(max_align_t);
+    rpc__chunk_t *c = a->head;
+
+    n = (n + align - 1) & ~(align - 1);
+    if (n == 0)
+        n = align;
+    if (a->total + n > RPC_ARENA_MAX)
+        return NULL;
+    if (c == NULL || c->cap - c->used < n) {
+        size_t cap = n > CHUNK_MIN ? n : CHUNK_MIN;
+        rpc__chunk_t *nc = malloc(sizeof *nc + cap);
+        if (nc == NULL)
+            return NULL;
+        nc->cap = cap;
+        nc->used = 0;
+        nc->next = c;
+        a->head = c = nc;
+    }
+    c->used += n;
+    a->total += n;
+    return c->data + c->used - n;
+}
+
+void rpc__arena_reset(rpc__arena_t *a)
+{
+    rpc__chunk_t *c = a->head;
+
+    /* Keep the oldest chunk: most calls fit in it, so steady state is
+     * allocation-free. */
+    while (c != NULL && c->next != NULL) {
+        rpc__chunk_t *next = c->next;
+        free(c);
+        c = next;
+    }
+    if (c != NULL)
+        c->used = 0;
+    a->head = c;
+    a->total = 0;
+}
+
+void rpc__arena_dispose(rpc__arena_t *a)
+{
+    rpc__arena_reset(a);
+    free(a->head);
+    a->head = NULL;
+}
+
+static void *arena_pb_alloc(void *data, size_t n)
+{
+    return rpc__arena_alloc(data, n);
+}
+
+static void arena_pb_free(void *data, void *p)
+{
+    (void)data;
+    (void)p;
+}
+
+ProtobufCAllocator rpc__arena_allocator(rpc__arena_t *a)
+{
+    return (ProtobufCAllocator){arena_pb_alloc, arena_pb_free, a};
+}
+
+const rpc_method_t *rpc__method_find(const rpc_method_t *methods, size_t n, const char *path)
+{
+    for (size_t i = 0; i < n; i++)
+        if (strcmp(methods[i].path, path) == 0)
+            return &methods[i];
+    return NULL;
+}
+
+svc_err_t rpc__dispatch(rpc_ctx_t *ctx, const uint8_t *in, size_t in_len, ProtobufCMessage **resp,
+                        char *errbuf)
+{
+    ProtobufCAllocator alloc = rpc__arena_allocator(&ctx->arena);
+    ProtobufCMessage *req;
+
+    *resp = NULL;
+    /* Work whose caller has already given up is wasted work: skip it. */
+    if (ctx->deadline_ns != SVC_DEADLINE_NONE && svc_now_ns() >= ctx->deadline_ns) {
+        svc_errbuf_set(errbuf, "deadline expired before the call was served");
+        return SVC_ETIMEDOUT;
+    }
+    req = protobuf_c_message_unpack(ctx->method->request, &alloc, in_len, in);
+    if (req == NULL) {
+        svc_errbuf_set(errbuf, "request is not a valid %s", ctx->method->request->name);
+        return SVC_EINVAL;
+    }
+    return ctx->method->handler(ctx, req, resp, errbuf);
+}
+
+uint64_t rpc_ctx_deadline(const rpc_ctx_t *c)
+{
+    return c->deadline_ns;
+}
+
+const char *rpc_ctx_method(const rpc_ctx_t *c)
+{
+    return c->method->path;
+}
+
+void *rpc_ctx_worker(rpc_ctx_t *c)
+{
+    return c->worker;
+}
+
+void *rpc_ctx_app(rpc_ctx_t *c)
+{
+    return c->app;
+}
+
+grpc_call *rpc_ctx_call(rpc_ctx_t *c)
+{
+    return c->call;
+}
+
+void *rpc_ctx_alloc(rpc_ctx_t *c, size_t n)
+{
+    return rpc__arena_alloc(&c->arena, n);
+}
+
+char *rpc_ctx_strdup(rpc_ctx_t *c, const char *s)
+{
+    size_t n = strlen(s) + 1;
+    char *p = rpc__arena_alloc(&c->arena, n);
+
+    if (p != NULL)
+        memcpy(p, s, n);
+    return p;
+}
+
+const char *rpc_ctx_metadata(rpc_ctx_t *c, const char *key)
+{
+    size_t klen = strlen(key);
+
+    if (c->md == NULL)
+        return NULL;
+    for (size_t i = 0; i < c->md->count; i++) {
+        const grpc_metadata *m = &c->md->metadata[i];
+        size_t vlen = GRPC_SLICE_LENGTH(m->value);
+        char *v;
+
+        if (GRPC_SLICE_LENGTH(m->key) != klen ||
+            memcmp(GRPC_SLICE_START_PTR(m->key), key, klen) != 0)
+            continue;
+        v = rpc__arena_alloc(&c->arena, vlen + 1);
+        if (v == NULL)
+            return NULL;
+        memcpy(v, GRPC_SLICE_START_PTR(m->value), vlen);
+        v[vlen] = '\0';
+        return v;
+    }
+    return NULL;
+}

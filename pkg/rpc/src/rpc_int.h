@@ -1,0 +1,45 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/* rpc_int.h - pieces of pkg/rpc shared between its files and unit tests. */
+#ifndef RPC_INT_H
+#define RPC_INT_H
+
+#include <stddef.h>
+
+#include "rpc/rpc.h"
+
+/* A bump allocator for one call: everything a handler allocates dies with
+ * the call, so handlers never free. The first chunk is kept across calls. */
+typedef struct rpc__chunk rpc__chunk_t;
+typedef struct rpc__arena {
+    rpc__chunk_t *head;
+    size_t total;           /* bytes handed out since the last reset */
+} rpc__arena_t;
+
+void rpc__arena_init(rpc__arena_t *a);
+void *rpc__arena_alloc(rpc__arena_t *a, size_t n);
+void rpc__arena_reset(rpc__arena_t *a);   /* keeps the first chunk */
+void rpc__arena_dispose(rpc__arena_t *a);
+/* A protobuf-c allocator drawing from the arena (free is a no-op). */
+ProtobufCAllocator rpc__arena_allocator(rpc__arena_t *a);
+
+struct rpc_ctx {
+    const rpc_method_t *method;
+    uint64_t deadline_ns;
+    void *worker;
+    void *app;
+    grpc_call *call;
+    const grpc_metadata_array *md;
+    rpc__arena_t arena;
+};
+
+/*
+ * The transport-free half of serving a call: refuse an expired deadline,
+ * decode `in` (into the arena), run the handler. The caller encodes *resp.
+ */
+svc_err_t rpc__dispatch(rpc_ctx_t *ctx, const uint8_t *in, size_t in_len, ProtobufCMessage **resp,
+                        char *errbuf);
+
+/* Finds a method by path; NULL when absent. */
+const rpc_method_t *rpc__method_find(const rpc_method_t *methods, size_t n, const char *path);
+
+#endif

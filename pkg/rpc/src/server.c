@@ -1,0 +1,574 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/*
+ * server.c - the gRPC C core server loop behind rpc_server_*.
+ *
+ * Each worker thread owns a completion queue and, on it, a fixed number of
+ * "slots" per method: a slot is one outstanding request_registered_call
+ * that becomes one served call and is then re-armed. gRPC hands a new call
+ * to any queue with a pending request, so load spreads over the workers and
+ * a call never changes thread. The number of slots bounds how many calls a
+ * server holds at once: a bounded resource by construction.
+ */
+#include <errno.h>
+#include <inttypes.h>
+#include <pthread.h>
+#include <signal.h>
+#include <stdatomic.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <grpc/byte_buffer_reader.h>
+#include <grpc/grpc_security.h>
+#include <grpc/support/log.h>
+
+#include "rpc_int.h"
+#include "sock.h"
+
+typedef enum { SLOT_IDLE, SLOT_WAIT_CALL, SLOT_REPLYING } slot_state_t;
+
+typedef struct worker worker_t;
+
+typedef struct slot {
+    worker_t *w;
+    const rpc_method_t *method;
+    void *registered;
+    slot_state_t state;
+    grpc_call *call;
+    gpr_timespec deadline;
+    grpc_metadata_array md;
+    grpc_byte_buffer *payload;
+    grpc_byte_buffer *reply;
+    grpc_slice details;
+    int cancelled;
+    svc_err_t err;
+    uint64_t started_ns;
+    char request_id[40];
+    rpc_ctx_t ctx;
+} slot_t;
+
+struct worker {
+    rpc_server_t *srv;
+    int index;
+    pthread_t thread;
+    grpc_completion_queue *cq;
+    slot_t *slots;
+    size_t n_slots;
+    void *state;
+    uint64_t rng;
+};
+
+struct rpc_server {
+    rpc_server_opts_t o;
+    const rpc_method_t *methods;
+    void **registered; /* grpc_server_register_method handle per method */
+    size_t n_methods;
+    grpc_server *server;
+    grpc_completion_queue *shutdown_cq;
+    int port;
+    worker_t *workers;
+    int n_workers;
+    const char *mod;
+
+    /* Start-up handshake: workers report their init result. */
+    pthread_mutex_t mu;
+    pthread_cond_t cv;
+    int n_ready, n_failed;
+    char init_err[SVC_ERRBUF_LEN];
+
+    atomic_bool stopping;
+    atomic_bool stop_requested;
+};
+
+void rpc_init(void)
+{
+    sigset_t set;
+
+    sigemptyset(&set);
+    sigaddset(&set, SIGTERM);
+    sigaddset(&set, SIGINT);
+    pthread_sigmask(SIG_BLOCK, &set, NULL);
+    signal(SIGPIPE, SIG_IGN);
+    rpc__route_grpc_logs();
+    grpc_init();
+}
+
+void rpc_shutdown(void)
+{
+    grpc_shutdown();
+}
+
+void rpc_server_opts_init(rpc_server_opts_t *o)
+{
+    memset(o, 0, sizeof *o);
+    o->listen = "127.0.0.1:50051";
+    o->workers = RPC_DEFAULT_WORKERS;
+    o->slots_per_method = RPC_DEFAULT_SLOTS_PER_METHOD;
+    o->drain_ms = RPC_DEFAULT_DRAIN_MS;
+    o->max_message_bytes = RPC_DEFAULT_MAX_MESSAGE;
+}
+
+/* --------------------------------------------------------------------- */
+/* One call                                                              */
+/* --------------------------------------------------------------------- */
+
+static void arm(slot_t *s)
+{
+    grpc_call_error rc;
+
+    s->state = SLOT_WAIT_CALL;
+    s->call = NULL;
+    s->payload = NULL;
+    grpc_metadata_array_init(&s->md);
+    rc = grpc_server_request_registered_call(s->w->srv->server, s->registered, &s->call,
+                                             &s->deadline, &s->md, &s->payload, s->w->cq,
+                                             s->w->cq, s);
+    if (rc != GRPC_CALL_OK) {
+        /* Only happens while shutting down: the slot simply retires. */
+        grpc_metadata_array_destroy(&s->md);
+        s->state = SLOT_IDLE;
+    }
+}
+
+/* Copies x-request-id (sanitised) or makes one up, so every log line of the
+ * call can be correlated across services. */
+static void take_request_id(slot_t *s)
+{
+    const char *id = rpc_ctx_metadata(&s->ctx, "x-request-id");
+    size_t n = 0;
+
+    if (id != NULL) {
+        for (; id[n] != '\0' && n < sizeof s->request_id - 1; n++) {
+            char c = id[n];
+            int ok = (c >= '0' && c <= '9') || (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') ||
+                     c == '-' || c == '_' || c == '.';
+            s->request_id[n] = ok ? c : '_';
+        }
+    }
+    if (n == 0) {
+        uint64_t x = s->w->rng;
+        x ^= x << 13, x ^= x >> 7, x ^= x << 17;
+        s->w->rng = x;
+        snprintf(s->request_id, sizeof s->request_id, "%016" PRIx64, x);
+        return;
+    }
+    s->request_id[n] = '\0';
+}
+
+static grpc_byte_buffer *encode(const ProtobufCMessage *m, svc_err_t *err, char *errbuf)
+{
+    size_t len = protobuf_c_message_get_packed_size(m);
+    grpc_slice sl = grpc_slice_malloc(len);
+    grpc_byte_buffer *bb;
+
+    protobuf_c_message_pack(m, GRPC_SLICE_START_PTR(sl));
+    bb = grpc_raw_byte_buffer_create(&sl, 1);
+    grpc_slice_unref(sl);
+    if (bb == NULL) {
+        *err = SVC_ENOMEM;
+        svc_errbuf_set(errbuf, "cannot allocate the reply");
+    }
+    return bb;
+}
+
+/* Runs the handler for a freshly arrived call and starts the reply batch. */
+static void serve(slot_t *s)
+{
+    char errbuf[SVC_ERRBUF_LEN] = "";
+    ProtobufCMessage *resp = NULL;
+    grpc_slice in = grpc_empty_slice();
+    grpc_op ops[4];
+    size_t n = 0;
+
+    s->started_ns = svc_now_ns();
+    s->ctx.method = s->method;
+    s->ctx.deadline_ns = rpc_deadline_from_timespec(s->deadline);
+    s->ctx.worker = s->w->state;
+    s->ctx.app = s->w->srv->o.app;
+    s->ctx.call = s->call;
+    s->ctx.md = &s->md;
+    take_request_id(s);
+    svc_log_set_request_id(s->request_id);
+
+    if (s->payload != NULL) {
+        grpc_byte_buffer_reader r;
+        if (grpc_byte_buffer_reader_init(&r, s->payload)) {
+            in = grpc_byte_buffer_reader_readall(&r);
+            grpc_byte_buffer_reader_destroy(&r);
+        }
+    }
+    s->err = rpc__dispatch(&s->ctx, GRPC_SLICE_START_PTR(in), GRPC_SLICE_LENGTH(in), &resp,
+                           errbuf);
+    grpc_slice_unref(in);
+    s->reply = NULL;
+    if (s->err == SVC_OK)
+        s->reply = resp != NULL ? encode(resp, &s->err, errbuf) : NULL;
+    if (s->err == SVC_OK && s->reply == NULL) {
+        s->err = SVC_EINTERNAL;
+        svc_errbuf_set(errbuf, "handler returned no reply");
+    }
+    s->details = grpc_slice_from_copied_string(errbuf[0] ? errbuf : svc_strerror(s->err));
+
+    memset(ops, 0, sizeof ops);
+    ops[n++].op = GRPC_OP_SEND_INITIAL_METADATA;
+    if (s->err == SVC_OK) {
+        ops[n].op = GRPC_OP_SEND_MESSAGE;
+        ops[n++].data.send_message.send_message = s->reply;
+    }
+    ops[n].op = GRPC_OP_SEND_STATUS_FROM_SERVER;
+    ops[n].data.send_status_from_server.status = (grpc_status_code)svc_err_to_grpc(s->err);
+    ops[n++].data.send_status_from_server.status_details = s->err == SVC_OK ? NULL : &s->details;
+    ops[n].op = GRPC_OP_RECV_CLOSE_ON_SERVER;
+    ops[n++].data.recv_close_on_server.cancelled = &s->cancelled;
+    s->state = SLOT_REPLYING;
+    if (grpc_call_start_batch(s->call, ops, n, s, NULL) != GRPC_CALL_OK) {
+        /* Not reachable with a well-formed batch; never leave the slot stuck. */
+        svc_log_error(s->w->srv->mod, "cannot start the reply batch for %s", s->method->path);
+        grpc_call_cancel(s->call, NULL);
+    }
+    svc_log_set_request_id(NULL);
+}
+
+/* The access-log line: written once per call, when it is completely over. */
+static void log_access(const slot_t *s)
+{
+    char kv[512];
+    double ms = (double)(svc_now_ns() - s->started_ns) / 1e6;
+    const char *code = svc_err_name(s->err);
+    svc_log_level_t lvl = s->err == SVC_OK || s->err == SVC_ENOTFOUND || s->err == SVC_EINVAL
+                              ? SVC_LOG_INFO
+                              : SVC_LOG_WARN;
+
+    if (!svc_log_enabled(lvl))
+        return;
+    snprintf(kv, sizeof kv, " method=%s code=%s duration_ms=%.3f client_cancelled=%d",
+             s->method->path, code, ms, s->cancelled);
+    svc_log_set_request_id(s->request_id);
+    svc_log_write(lvl, s->w->srv->mod, kv, "%s %s %.3fms%s%.*s", s->method->path, code, ms,
+                  s->err == SVC_OK ? "" : ": ",
+                  s->err == SVC_OK ? 0 : (int)GRPC_SLICE_LENGTH(s->details),
+                  (const char *)GRPC_SLICE_START_PTR(s->details));
+    svc_log_set_request_id(NULL);
+}
+
+static void finish(slot_t *s)
+{
+    log_access(s);
+    grpc_slice_unref(s->details);
+    grpc_byte_buffer_destroy(s->reply);
+    grpc_byte_buffer_destroy(s->payload);
+    grpc_metadata_array_destroy(&s->md);
+    grpc_call_unref(s->call);
+    rpc__arena_reset(&s->ctx.arena);
+    s->reply = s->payload = NULL;
+    s->call = NULL;
+    if (atomic_load(&s->w->srv->stopping))
+        s->state = SLOT_IDLE;
+    else
+        arm(s);
+}
+
+/* --------------------------------------------------------------------- */
+/* Workers                                                               */
+/* --------------------------------------------------------------------- */
+
+static void worker_report(worker_t *w, bool ok, const char *err)
+{
+    rpc_server_t *srv = w->srv;
+
+    pthread_mutex_lock(&srv->mu);
+    if (ok) {
+        srv->n_ready++;
+    } else {
+        if (srv->n_failed++ == 0)
+            snprintf(srv->init_err, sizeof srv->init_err, "worker %d: %s", w->index, err);
+    }
+    pthread_cond_broadcast(&srv->cv);
+    pthread_mutex_unlock(&srv->mu);
+}
+
+static void *worker_main(void *arg)
+{
+    worker_t *w = arg;
+    rpc_server_t *srv = w->srv;
+    char errbuf[SVC_ERRBUF_LEN] = "worker_init failed";
+
+    if (srv->o.worker_init != NULL) {
+        w->state = srv->o.worker_init(w->index, srv->o.app, errbuf);
+        worker_report(w, w->state != NULL, errbuf);
+    } else {
+        worker_report(w, true, NULL);
+    }
+    for (;;) {
+        grpc_event ev = grpc_completion_queue_next(w->cq, gpr_inf_future(GPR_CLOCK_REALTIME), NULL);
+        slot_t *s = ev.tag;
+
+        if (ev.type == GRPC_QUEUE_SHUTDOWN)
+            break;
+        if (ev.type != GRPC_OP_COMPLETE)
+            continue;
+        if (s->state == SLOT_WAIT_CALL) {
+            if (ev.success) {
+                serve(s);
+            } else {
+                grpc_metadata_array_destroy(&s->md);
+                s->state = SLOT_IDLE; /* server shutting down */
+            }
+        } else if (s->state == SLOT_REPLYING) {
+            finish(s);
+        }
+    }
+    if (srv->o.worker_fini != NULL && w->state != NULL)
+        srv->o.worker_fini(w->state);
+    return NULL;
+}
+
+/* --------------------------------------------------------------------- */
+/* Server lifecycle                                                      */
+/* --------------------------------------------------------------------- */
+
+static svc_err_t create_grpc_server(rpc_server_t *s, char *errbuf)
+{
+    grpc_arg args[3];
+    grpc_channel_args ch_args = {SVC_COUNTOF(args), args};
+    grpc_server_credentials *creds;
+
+    args[0].type = GRPC_ARG_INTEGER;
+    args[0].key = (char *)GRPC_ARG_ALLOW_REUSEPORT;
+    args[0].value.integer = 0; /* a second server on our port must fail loudly */
+    args[1].type = GRPC_ARG_INTEGER;
+    args[1].key = (char *)GRPC_ARG_MAX_RECEIVE_MESSAGE_LENGTH;
+    args[1].value.integer = s->o.max_message_bytes;
+    args[2].type = GRPC_ARG_INTEGER;
+    args[2].key = (char *)GRPC_ARG_MAX_SEND_MESSAGE_LENGTH;
+    args[2].value.integer = s->o.max_message_bytes;
+
+    if (rpc__probe_listen(s->o.listen, errbuf) != 0)
+        return SVC_EUNAVAIL;
+    s->server = grpc_server_create(&ch_args, NULL);
+    s->shutdown_cq = grpc_completion_queue_create_for_next(NULL);
+    grpc_server_register_completion_queue(s->server, s->shutdown_cq, NULL);
+    s->registered = calloc(s->n_methods, sizeof *s->registered);
+    if (s->registered == NULL)
+        return SVC_ENOMEM;
+    for (size_t m = 0; m < s->n_methods; m++)
+        s->registered[m] = grpc_server_register_method(s->server, s->methods[m].path, NULL,
+                                                       GRPC_SRM_PAYLOAD_READ_INITIAL_BYTE_BUFFER, 0);
+    creds = grpc_insecure_server_credentials_create();
+    s->port = grpc_server_add_http2_port(s->server, s->o.listen, creds);
+    grpc_server_credentials_release(creds);
+    if (s->port == 0) {
+        svc_errbuf_set(errbuf, "cannot listen on %s", s->o.listen);
+        return SVC_EUNAVAIL;
+    }
+    return SVC_OK;
+}
+
+static svc_err_t create_workers(rpc_server_t *s, char *errbuf)
+{
+    size_t per = s->n_methods * (size_t)s->o.slots_per_method;
+
+    s->workers = calloc((size_t)s->o.workers, sizeof *s->workers);
+    if (s->workers == NULL)
+        goto nomem;
+    for (int i = 0; i < s->o.workers; i++) {
+        worker_t *w = &s->workers[i];
+        w->srv = s;
+        w->index = i;
+        w->rng = 0x9E3779B97F4A7C15ull ^ (svc_now_ns() + (uint64_t)i * 7919);
+        w->cq = grpc_completion_queue_create_for_next(NULL);
+        grpc_server_register_completion_queue(s->server, w->cq, NULL);
+        s->n_workers++;
+        w->slots = calloc(per, sizeof *w->slots);
+        if (w->slots == NULL)
+            goto nomem;
+        w->n_slots = per;
+        for (size_t k = 0; k < per; k++) {
+            slot_t *sl = &w->slots[k];
+            size_t m = k % s->n_methods;
+            sl->w = w;
+            sl->method = &s->methods[m];
+            sl->registered = s->registered[m];
+            rpc__arena_init(&sl->ctx.arena);
+        }
+    }
+    return SVC_OK;
+nomem:
+    svc_errbuf_set(errbuf, "out of memory creating workers");
+    return SVC_ENOMEM;
+}
+
+svc_err_t rpc_server_new(const rpc_server_opts_t *o, const rpc_method_t *methods, size_t n,
+                         rpc_server_t **out, char *errbuf)
+{
+    rpc_server_t *s = calloc(1, sizeof *s);
+    svc_err_t err;
+
+    *out = NULL;
+    if (s == NULL)
+        return SVC_ENOMEM;
+    s->o = *o;
+    s->methods = methods;
+    s->n_methods = n;
+    s->mod = o->log_module != NULL ? o->log_module : "rpc";
+    pthread_mutex_init(&s->mu, NULL);
+    pthread_cond_init(&s->cv, NULL);
+    if (n == 0 || o->workers < 1 || o->slots_per_method < 1 || o->listen == NULL) {
+        svc_errbuf_set(errbuf, "rpc_server_new: need methods, workers >= 1, slots >= 1, listen");
+        err = SVC_EINVAL;
+        goto fail;
+    }
+    err = create_grpc_server(s, errbuf);
+    if (err != SVC_OK)
+        goto fail;
+    err = create_workers(s, errbuf);
+    if (err != SVC_OK)
+        goto fail;
+    *out = s;
+    return SVC_OK;
+fail:
+    rpc_server_free(s);
+    return err;
+}
+
+int rpc_server_port(const rpc_server_t *s)
+{
+    return s->port;
+}
+
+void rpc_server_stop(rpc_server_t *s)
+{
+    atomic_store(&s->stop_requested, true);
+}
+
+/* Waits for SIGTERM/SIGINT (blocked in every thread by rpc_init, so they
+ * queue for us) or rpc_server_stop(). */
+static void wait_for_stop(rpc_server_t *s)
+{
+    sigset_t set;
+    struct timespec tick = {0, 100 * 1000 * 1000};
+
+    sigemptyset(&set);
+    sigaddset(&set, SIGTERM);
+    sigaddset(&set, SIGINT);
+    while (!atomic_load(&s->stop_requested)) {
+        int sig = sigtimedwait(&set, NULL, &tick);
+        if (sig == SIGTERM || sig == SIGINT) {
+            svc_log_info(s->mod, "received %s: shutting down (drain up to %d ms)",
+                         sig == SIGTERM ? "SIGTERM" : "SIGINT", s->o.drain_ms);
+            return;
+        }
+    }
+    svc_log_info(s->mod, "stop requested: shutting down (drain up to %d ms)", s->o.drain_ms);
+}
+
+/* Stops accepting, lets in-flight calls finish within drain_ms, then cancels
+ * what is left. Returns false when calls had to be cancelled. */
+static bool drain(rpc_server_t *s)
+{
+    gpr_timespec until = rpc_deadline_to_timespec(svc_now_ns() + (uint64_t)s->o.drain_ms *
+                                                                    SVC_NS_PER_MS);
+    grpc_event ev;
+    bool clean = true;
+
+    atomic_store(&s->stopping, true);
+    grpc_server_shutdown_and_notify(s->server, s->shutdown_cq, s);
+    ev = grpc_completion_queue_next(s->shutdown_cq, until, NULL);
+    if (ev.type == GRPC_QUEUE_TIMEOUT) {
+        svc_log_warn(s->mod, "drain timed out after %d ms: cancelling in-flight calls",
+                     s->o.drain_ms);
+        grpc_server_cancel_all_calls(s->server);
+        grpc_completion_queue_next(s->shutdown_cq, gpr_inf_future(GPR_CLOCK_REALTIME), NULL);
+        clean = false;
+    }
+    return clean;
+}
+
+static void stop_workers(rpc_server_t *s, int started)
+{
+    for (int i = 0; i < s->n_workers; i++)
+        grpc_completion_queue_shutdown(s->workers[i].cq);
+    for (int i = 0; i < started; i++)
+        pthread_join(s->workers[i].thread, NULL);
+}
+
+static int start_workers(rpc_server_t *s, char *errbuf)
+{
+    int started = 0;
+
+    for (; started < s->n_workers; started++)
+        if (pthread_create(&s->workers[started].thread, NULL, worker_main,
+                           &s->workers[started]) != 0)
+            break;
+    pthread_mutex_lock(&s->mu);
+    while (s->n_ready + s->n_failed < started)
+        pthread_cond_wait(&s->cv, &s->mu);
+    if (started < s->n_workers)
+        svc_errbuf_set(errbuf, "cannot start worker threads: %s", strerror(errno));
+    else if (s->n_failed > 0)
+        svc_errbuf_set(errbuf, "%s", s->init_err);
+    pthread_mutex_unlock(&s->mu);
+    return started;
+}
+
+svc_err_t rpc_server_run(rpc_server_t *s, char *errbuf)
+{
+    int started = start_workers(s, errbuf);
+    bool clean;
+
+    if (started < s->n_workers || s->n_failed > 0) {
+        stop_workers(s, started);
+        return SVC_EUNAVAIL;
+    }
+    grpc_server_start(s->server);
+    for (int i = 0; i < s->n_workers; i++)
+        for (size_t k = 0; k < s->workers[i].n_slots; k++)
+            arm(&s->workers[i].slots[k]);
+    svc_log_info(s->mod, "listening on %s (port %d) with %d workers", s->o.listen, s->port,
+                 s->n_workers);
+
+    wait_for_stop(s);
+    clean = drain(s);
+    stop_workers(s, started);
+    svc_log_info(s->mod, "stopped%s", clean ? " after a clean drain" : " (calls were cancelled)");
+    return SVC_OK;
+}
+
+void rpc_server_free(rpc_server_t *s)
+{
+    if (s == NULL)
+        return;
+    if (s->server != NULL) {
+        if (!atomic_load(&s->stopping)) {
+            /* Never started or never stopped: a shutdown is still required
+             * before destroy. */
+            grpc_server_shutdown_and_notify(s->server, s->shutdown_cq, s);
+            grpc_server_cancel_all_calls(s->server);
+            grpc_completion_queue_next(s->shutdown_cq, gpr_inf_future(GPR_CLOCK_REALTIME), NULL);
+        }
+        grpc_server_destroy(s->server);
+    }
+    for (int i = 0; i < s->n_workers; i++) {
+        worker_t *w = &s->workers[i];
+        grpc_completion_queue_shutdown(w->cq);
+        while (grpc_completion_queue_next(w->cq, gpr_inf_future(GPR_CLOCK_REALTIME), NULL).type !=
+               GRPC_QUEUE_SHUTDOWN)
+            ;
+        grpc_completion_queue_destroy(w->cq);
+        for (size_t k = 0; k < w->n_slots; k++)
+            rpc__arena_dispose(&w->slots[k].ctx.arena);
+        free(w->slots);
+    }
+    if (s->shutdown_cq != NULL) {
+        grpc_completion_queue_shutdown(s->shutdown_cq);
+        while (grpc_completion_queue_next(s->shutdown_cq, gpr_inf_future(GPR_CLOCK_REALTIME),
+                                          NULL)
+                   .type != GRPC_QUEUE_SHUTDOWN)
+            ;
+        grpc_completion_queue_destroy(s->shutdown_cq);
+    }
+    free(s->workers);
+    free(s->registered);
+    pthread_cond_destroy(&s->cv);
+    pthread_mutex_destroy(&s->mu);
+    free(s);
+}

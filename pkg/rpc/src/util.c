@@ -1,0 +1,121 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/* util.c - address probing, gRPC log routing and deadline conversion. */
+#include <arpa/inet.h>
+#include <errno.h>
+#include <netinet/in.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <grpc/support/log.h>
+#include <grpc/support/time.h>
+
+#include "rpc_int.h"
+#include "sock.h"
+
+/* Splits "host:port" or "[v6]:port". Returns false when it is not numeric. */
+static bool split_listen(const char *listen, char *host, size_t hostlen, int *port)
+{
+    const char *colon = strrchr(listen, ':');
+    const char *h = listen;
+    size_t n;
+    char *end;
+    long p;
+
+    if (colon == NULL)
+        return false;
+    n = (size_t)(colon - listen);
+    if (n >= 2 && h[0] == '[' && h[n - 1] == ']') {
+        h++;
+        n -= 2;
+    }
+    if (n >= hostlen)
+        return false;
+    memcpy(host, h, n);
+    host[n] = '\0';
+    p = strtol(colon + 1, &end, 10);
+    if (*end != '\0' || p < 0 || p > 65535)
+        return false;
+    *port = (int)p;
+    return true;
+}
+
+int rpc__probe_listen(const char *listen, char *errbuf)
+{
+    char host[128];
+    int port, fd, one = 1, rc = 0;
+    struct sockaddr_storage ss;
+    socklen_t len;
+
+    memset(&ss, 0, sizeof ss);
+    if (!split_listen(listen, host, sizeof host, &port) || port == 0)
+        return 0;
+    if (inet_pton(AF_INET, host, &((struct sockaddr_in *)&ss)->sin_addr) == 1) {
+        ((struct sockaddr_in *)&ss)->sin_family = AF_INET;
+        ((struct sockaddr_in *)&ss)->sin_port = htons((uint16_t)port);
+        len = sizeof(struct sockaddr_in);
+    } else if (inet_pton(AF_INET6, host, &((struct sockaddr_in6 *)&ss)->sin6_addr) == 1) {
+        ((struct sockaddr_in6 *)&ss)->sin6_family = AF_INET6;
+        ((struct sockaddr_in6 *)&ss)->sin6_port = htons((uint16_t)port);
+        len = sizeof(struct sockaddr_in6);
+    } else {
+        return 0; /* a name: let gRPC resolve it */
+    }
+    fd = socket(ss.ss_family, SOCK_STREAM, 0);
+    if (fd < 0)
+        return 0;
+    setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof one);
+    if (bind(fd, (struct sockaddr *)&ss, len) != 0) {
+        svc_errbuf_set(errbuf, "cannot listen on %s: %s%s", listen, strerror(errno),
+                       errno == EADDRINUSE ? " (is another instance running?)" : "");
+        rc = -1;
+    }
+    close(fd);
+    return rc;
+}
+
+static void grpc_log_to_svc(gpr_log_func_args *a)
+{
+    svc_log_level_t lvl = a->severity == GPR_LOG_SEVERITY_ERROR  ? SVC_LOG_ERROR
+                          : a->severity == GPR_LOG_SEVERITY_INFO ? SVC_LOG_INFO
+                                                                 : SVC_LOG_DEBUG;
+    const char *base = strrchr(a->file, '/');
+
+    if (svc_log_enabled(lvl))
+        svc_log_write(lvl, "grpc", NULL, "%s (%s:%d)", a->message, base ? base + 1 : a->file,
+                      a->line);
+}
+
+void rpc__route_grpc_logs(void)
+{
+    gpr_set_log_function(grpc_log_to_svc);
+    /* Respect an explicit GRPC_VERBOSITY; otherwise only errors. */
+    if (getenv("GRPC_VERBOSITY") == NULL)
+        gpr_set_log_verbosity(GPR_LOG_SEVERITY_ERROR);
+}
+
+gpr_timespec rpc_deadline_to_timespec(uint64_t deadline_ns)
+{
+    uint64_t now = svc_now_ns();
+
+    if (deadline_ns == SVC_DEADLINE_NONE)
+        return gpr_inf_future(GPR_CLOCK_MONOTONIC);
+    /* gpr's monotonic clock has its own epoch: convert through "time left". */
+    return gpr_time_add(gpr_now(GPR_CLOCK_MONOTONIC),
+                        gpr_time_from_nanos(deadline_ns > now ? (int64_t)(deadline_ns - now) : 0,
+                                            GPR_TIMESPAN));
+}
+
+uint64_t rpc_deadline_from_timespec(gpr_timespec t)
+{
+    gpr_timespec now, left;
+    int64_t ns;
+
+    if (t.tv_sec == INT64_MAX) /* gpr's "infinite future" in any clock */
+        return SVC_DEADLINE_NONE;
+    now = gpr_now(t.clock_type);
+    left = gpr_time_sub(t, now);
+    ns = left.tv_sec * 1000000000ll + left.tv_nsec;
+    return ns <= 0 ? svc_now_ns() : svc_now_ns() + (uint64_t)ns;
+}

@@ -1,0 +1,17 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/* catalog.h - what the catalog's files share: the method table and the runner. */
+#ifndef CAT_CATALOG_H
+#define CAT_CATALOG_H
+
+#include "config.h"
+#include "rpc/rpc.h"
+
+/* rpc.c: the CatalogService methods. Per-worker state must be a cat_store_t. */
+extern const rpc_method_t cat_methods[];
+extern const size_t cat_methods_count;
+
+/* server.c: migrates, serves until SIGTERM/SIGINT, drains. Returns the
+ * process exit status. */
+int cat_server_run(const cat_config_t *cfg);
+
+#endif

@@ -1,0 +1,42 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/* config.c - every setting of the catalog service, in one table. */
+#include "config.h"
+
+#define OFF(f) SVC_CFG_OFF(cat_config_t, f)
+
+static const svc_cfg_entry_t table[] = {
+    {"CATALOG_LISTEN", SVC_CFG_STR, 1, 255, "127.0.0.1:50051", OFF(listen),
+     "gRPC listen address host:port"},
+    {"CATALOG_DB_DSN", SVC_CFG_STR, 1, 511,
+     "host=127.0.0.1 port=55432 dbname=catalog user=postgres", OFF(db_dsn),
+     "libpq connection string of the catalog database"},
+    {"CATALOG_WORKERS", SVC_CFG_INT, 1, 256, "4", OFF(workers),
+     "worker threads (each has one database connection)"},
+    {"CATALOG_LOG_LEVEL", SVC_CFG_LOG_LEVEL, 0, 0, "info", OFF(log_level),
+     "debug | info | warn | error"},
+    {"CATALOG_DRAIN_MS", SVC_CFG_INT, 0, 600000, "10000", OFF(drain_ms),
+     "on SIGTERM, how long in-flight calls may take before they are cancelled"},
+    {"CATALOG_DB_STATEMENT_TIMEOUT_MS", SVC_CFG_INT, 10, 600000, "5000",
+     OFF(db_statement_timeout_ms), "server-side limit of one SQL statement"},
+    {"CATALOG_DB_STARTUP_WAIT_MS", SVC_CFG_INT, 0, 600000, "15000", OFF(db_startup_wait_ms),
+     "how long start-up waits for the database to accept connections"},
+};
+
+svc_err_t cat_config_load(cat_config_t *c, char *errbuf)
+{
+    return svc_cfg_load(table, SVC_COUNTOF(table), c, NULL, errbuf);
+}
+
+void cat_config_help(FILE *f)
+{
+    fprintf(f, "Usage: catalog [--help]\n\n"
+               "The ShopMicro catalog service: gRPC shopmicro.catalog.v1.CatalogService on "
+               "PostgreSQL.\nConfigured only by environment variables. SIGTERM or SIGINT "
+               "drains in-flight calls and exits 0.\n\n");
+    svc_cfg_print_help(f, table, SVC_COUNTOF(table));
+}
+
+void cat_config_log(const cat_config_t *c)
+{
+    svc_cfg_log("catalog", table, SVC_COUNTOF(table), c);
+}

@@ -1,0 +1,167 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/*
+ * rpc.c - CatalogService: one function per RPC, business rules only.
+ * Decoding, deadlines, status mapping and logging are pkg/rpc's job.
+ */
+#include <string.h>
+
+#include "catalog.h"
+#include "page_token.h"
+#include "store.h"
+
+#define NAME_MAX_CHARS        200
+#define DESCRIPTION_MAX_CHARS 2000
+#define PAGE_SIZE_DEFAULT     50
+#define PAGE_SIZE_MAX         200
+
+typedef Shopmicro__Catalog__V1__CreateProductRequest create_req_t;
+typedef Shopmicro__Catalog__V1__GetProductRequest get_req_t;
+typedef Shopmicro__Catalog__V1__ListProductsRequest list_req_t;
+typedef Shopmicro__Catalog__V1__ListProductsResponse list_resp_t;
+
+static void *arena_fn(void *ctx, size_t n)
+{
+    return rpc_ctx_alloc(ctx, n);
+}
+
+static cat_alloc_t arena_of(rpc_ctx_t *ctx)
+{
+    return (cat_alloc_t){arena_fn, ctx};
+}
+
+/* Characters, not bytes: a 200-character name in Thai is 600 bytes. Returns
+ * -1 for text that is not valid UTF-8 (proto3 strings must be). */
+static long utf8_chars(const char *s)
+{
+    const unsigned char *p = (const unsigned char *)s;
+    long n = 0;
+
+    while (*p != '\0') {
+        int len = *p < 0x80 ? 1 : (*p >> 5) == 0x6 ? 2 : (*p >> 4) == 0xE ? 3
+                                : (*p >> 3) == 0x1E ? 4 : 0;
+        if (len == 0)
+            return -1;
+        for (int i = 1; i < len; i++)
+            if ((p[i] & 0xC0) != 0x80)
+                return -1;
+        p += len;
+        n++;
+    }
+    return n;
+}
+
+/* A canonical UUID (8-4-4-4-12 hex). Anything else cannot name a product,
+ * so it is NOT_FOUND without asking the database. */
+static bool is_uuid(const char *s)
+{
+    static const char mask[] = "xxxxxxxx-xxxx-xxxx-xxxx-xxxxxxxxxxxx";
+
+    if (strlen(s) != sizeof mask - 1)
+        return false;
+    for (size_t i = 0; mask[i] != '\0'; i++) {
+        char c = s[i];
+        bool hex = (c >= '0' && c <= '9') || (c >= 'a' && c <= 'f') || (c >= 'A' && c <= 'F');
+        if (mask[i] == '-' ? c != '-' : !hex)
+            return false;
+    }
+    return true;
+}
+
+static svc_err_t create_product(rpc_ctx_t *ctx, const ProtobufCMessage *in,
+                                ProtobufCMessage **out, char *errbuf)
+{
+    const create_req_t *req = (const create_req_t *)in;
+    cat_alloc_t a = arena_of(ctx);
+    cat_product_t *p = NULL;
+    long name_len = utf8_chars(req->name), desc_len = utf8_chars(req->description);
+    svc_err_t err;
+
+    if (name_len < 1 || name_len > NAME_MAX_CHARS) {
+        svc_errbuf_set(errbuf, "name must be 1-%d characters of UTF-8 text", NAME_MAX_CHARS);
+        return SVC_EINVAL;
+    }
+    if (desc_len < 0 || desc_len > DESCRIPTION_MAX_CHARS) {
+        svc_errbuf_set(errbuf, "description must be at most %d characters of UTF-8 text",
+                       DESCRIPTION_MAX_CHARS);
+        return SVC_EINVAL;
+    }
+    if (req->price_cents < 0) {
+        svc_errbuf_set(errbuf, "price_cents must be >= 0");
+        return SVC_EINVAL;
+    }
+    if (req->stock < 0) {
+        svc_errbuf_set(errbuf, "stock must be >= 0");
+        return SVC_EINVAL;
+    }
+    err = cat_store_create(rpc_ctx_worker(ctx), req->name, req->description, req->price_cents,
+                           req->stock, rpc_ctx_deadline(ctx), &a, &p, errbuf);
+    *out = (ProtobufCMessage *)p;
+    return err;
+}
+
+static svc_err_t get_product(rpc_ctx_t *ctx, const ProtobufCMessage *in, ProtobufCMessage **out,
+                             char *errbuf)
+{
+    const get_req_t *req = (const get_req_t *)in;
+    cat_alloc_t a = arena_of(ctx);
+    cat_product_t *p = NULL;
+    svc_err_t err;
+
+    if (!is_uuid(req->id)) {
+        svc_errbuf_set(errbuf, "product not found");
+        return SVC_ENOTFOUND;
+    }
+    err = cat_store_get(rpc_ctx_worker(ctx), req->id, rpc_ctx_deadline(ctx), &a, &p, errbuf);
+    if (err == SVC_ENOTFOUND)
+        svc_errbuf_set(errbuf, "product not found");
+    *out = (ProtobufCMessage *)p;
+    return err;
+}
+
+static svc_err_t list_products(rpc_ctx_t *ctx, const ProtobufCMessage *in,
+                               ProtobufCMessage **out, char *errbuf)
+{
+    const list_req_t *req = (const list_req_t *)in;
+    cat_alloc_t a = arena_of(ctx);
+    list_resp_t *resp;
+    int64_t after = 0, last = 0;
+    int size = req->page_size;
+    bool more = false;
+    svc_err_t err;
+
+    if (size < 0) {
+        svc_errbuf_set(errbuf, "page_size must not be negative");
+        return SVC_EINVAL;
+    }
+    size = size == 0 ? PAGE_SIZE_DEFAULT : size > PAGE_SIZE_MAX ? PAGE_SIZE_MAX : size;
+    if (req->page_token[0] != '\0' && cat_page_token_decode(req->page_token, &after) != SVC_OK) {
+        svc_errbuf_set(errbuf, "page_token is invalid");
+        return SVC_EINVAL;
+    }
+    resp = rpc_ctx_alloc(ctx, sizeof *resp + CAT_PAGE_TOKEN_MAX);
+    if (resp == NULL)
+        return SVC_ENOMEM;
+    shopmicro__catalog__v1__list_products_response__init(resp);
+    err = cat_store_list(rpc_ctx_worker(ctx), after, size, rpc_ctx_deadline(ctx), &a,
+                         &resp->products, &resp->n_products, &last, &more, errbuf);
+    if (err != SVC_OK)
+        return err;
+    if (more) {
+        resp->next_page_token = (char *)(resp + 1);
+        cat_page_token_encode(last, resp->next_page_token);
+    }
+    *out = &resp->base;
+    return SVC_OK;
+}
+
+#define METHOD(name) "/shopmicro.catalog.v1.CatalogService/" name
+
+const rpc_method_t cat_methods[] = {
+    {METHOD("CreateProduct"), &shopmicro__catalog__v1__create_product_request__descriptor,
+     create_product},
+    {METHOD("GetProduct"), &shopmicro__catalog__v1__get_product_request__descriptor,
+     get_product},
+    {METHOD("ListProducts"), &shopmicro__catalog__v1__list_products_request__descriptor,
+     list_products},
+};
+const size_t cat_methods_count = SVC_COUNTOF(cat_methods);

@@ -1,0 +1,179 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/* store.c - catalog SQL. Every statement is prepared and parameterised. */
+#include <inttypes.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "db/db.h"
+#include "store.h"
+
+extern const db_migration_t cat_migrations[];
+extern const size_t cat_migrations_count;
+
+/* Columns of every product query, in the order row_to_product reads them. */
+#define PRODUCT_COLS                                                                               \
+    "id::text, name, description, price_cents, stock, "                                            \
+    "to_char(created_at AT TIME ZONE 'UTC', 'YYYY-MM-DD\"T\"HH24:MI:SS.US\"Z\"'), seq"
+
+enum { STMT_CREATE, STMT_GET, STMT_LIST };
+
+static const db_stmt_t stmts[] = {
+    [STMT_CREATE] = {"cat_create",
+                     "INSERT INTO products (name, description, price_cents, stock) "
+                     "VALUES ($1, $2, $3, $4) RETURNING " PRODUCT_COLS,
+                     4, false},
+    [STMT_GET] = {"cat_get", "SELECT " PRODUCT_COLS " FROM products WHERE id = $1::uuid", 1,
+                  true},
+    [STMT_LIST] = {"cat_list",
+                   "SELECT " PRODUCT_COLS " FROM products WHERE seq > $1 ORDER BY seq LIMIT $2",
+                   2, true},
+};
+
+struct cat_store {
+    db_conn_t *db;
+};
+
+svc_err_t cat_store_new(const char *dsn, int statement_timeout_ms, cat_store_t **out,
+                        char *errbuf)
+{
+    cat_store_t *st = calloc(1, sizeof *st);
+    db_opts_t o;
+    svc_err_t err;
+
+    *out = NULL;
+    if (st == NULL)
+        return SVC_ENOMEM;
+    db_opts_init(&o);
+    o.dsn = dsn;
+    o.stmts = stmts;
+    o.n_stmts = SVC_COUNTOF(stmts);
+    o.statement_timeout_ms = statement_timeout_ms;
+    o.application_name = "catalog";
+    err = db_conn_new(&o, &st->db, errbuf);
+    if (err != SVC_OK) {
+        free(st);
+        return err;
+    }
+    *out = st;
+    return SVC_OK;
+}
+
+void cat_store_free(cat_store_t *st)
+{
+    if (st == NULL)
+        return;
+    db_conn_free(st->db);
+    free(st);
+}
+
+svc_err_t cat_store_migrate(const char *dsn, char *errbuf)
+{
+    return db_migrate(dsn, cat_migrations, cat_migrations_count, "catalog", errbuf);
+}
+
+static char *copy(const cat_alloc_t *a, const char *s)
+{
+    size_t n = strlen(s) + 1;
+    char *p = a->fn(a->ctx, n);
+
+    if (p != NULL)
+        memcpy(p, s, n);
+    return p;
+}
+
+/* Copies row `i` out of the result (whose memory dies with PQclear). */
+static cat_product_t *row_to_product(PGresult *r, int i, const cat_alloc_t *a)
+{
+    cat_product_t *p = a->fn(a->ctx, sizeof *p);
+
+    if (p == NULL)
+        return NULL;
+    shopmicro__catalog__v1__product__init(p);
+    p->id = copy(a, PQgetvalue(r, i, 0));
+    p->name = copy(a, PQgetvalue(r, i, 1));
+    p->description = copy(a, PQgetvalue(r, i, 2));
+    p->price_cents = strtoll(PQgetvalue(r, i, 3), NULL, 10);
+    p->stock = (int32_t)strtol(PQgetvalue(r, i, 4), NULL, 10);
+    p->created_at = copy(a, PQgetvalue(r, i, 5));
+    if (p->id == NULL || p->name == NULL || p->description == NULL || p->created_at == NULL)
+        return NULL;
+    return p;
+}
+
+static svc_err_t one_product(PGresult *r, const cat_alloc_t *a, cat_product_t **out)
+{
+    if (PQntuples(r) == 0)
+        return SVC_ENOTFOUND;
+    *out = row_to_product(r, 0, a);
+    return *out != NULL ? SVC_OK : SVC_ENOMEM;
+}
+
+svc_err_t cat_store_create(cat_store_t *st, const char *name, const char *description,
+                           int64_t price_cents, int32_t stock, uint64_t deadline_ns,
+                           const cat_alloc_t *a, cat_product_t **out, char *errbuf)
+{
+    char price[24], qty[16];
+    const char *params[] = {name, description, price, qty};
+    PGresult *r = NULL;
+    svc_err_t err;
+
+    snprintf(price, sizeof price, "%" PRId64, price_cents);
+    snprintf(qty, sizeof qty, "%" PRId32, stock);
+    err = db_exec(st->db, STMT_CREATE, params, deadline_ns, &r, errbuf);
+    if (err == SVC_OK)
+        err = one_product(r, a, out);
+    PQclear(r);
+    return err;
+}
+
+svc_err_t cat_store_get(cat_store_t *st, const char *id, uint64_t deadline_ns,
+                        const cat_alloc_t *a, cat_product_t **out, char *errbuf)
+{
+    const char *params[] = {id};
+    PGresult *r = NULL;
+    svc_err_t err = db_exec(st->db, STMT_GET, params, deadline_ns, &r, errbuf);
+
+    if (err == SVC_OK)
+        err = one_product(r, a, out);
+    PQclear(r);
+    return err;
+}
+
+svc_err_t cat_store_list(cat_store_t *st, int64_t after, int limit, uint64_t deadline_ns,
+                         const cat_alloc_t *a, cat_product_t ***out, size_t *n,
+                         int64_t *last_seq, bool *more, char *errbuf)
+{
+    char after_s[24], limit_s[16];
+    const char *params[] = {after_s, limit_s};
+    PGresult *r = NULL;
+    svc_err_t err;
+    int rows;
+
+    /* One row more than asked tells whether another page exists, so the
+     * last page gets an empty next_page_token (AIP-158). */
+    snprintf(after_s, sizeof after_s, "%" PRId64, after);
+    snprintf(limit_s, sizeof limit_s, "%d", limit + 1);
+    err = db_exec(st->db, STMT_LIST, params, deadline_ns, &r, errbuf);
+    if (err != SVC_OK)
+        goto out;
+    rows = PQntuples(r);
+    *more = rows > limit;
+    *n = (size_t)(rows > limit ? limit : rows);
+    *out = a->fn(a->ctx, (*n > 0 ? *n : 1) * sizeof **out);
+    if (*out == NULL) {
+        err = SVC_ENOMEM;
+        goto out;
+    }
+    for (size_t i = 0; i < *n; i++) {
+        (*out)[i] = row_to_product(r, (int)i, a);
+        if ((*out)[i] == NULL) {
+            err = SVC_ENOMEM;
+            goto out;
+        }
+    }
+    *last_seq = *n > 0 ? strtoll(PQgetvalue(r, (int)*n - 1, 6), NULL, 10) : after;
+out:
+    PQclear(r);
+    return err;
+}
