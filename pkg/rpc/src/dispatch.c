@@ -89,12 +89,31 @@ ProtobufCAllocator rpc__arena_allocator(rpc__arena_t *a)
     return (ProtobufCAllocator){arena_pb_alloc, arena_pb_free, a};
 }
 
-const rpc_method_t *rpc__method_find(const rpc_method_t *methods, size_t n, const char *path)
+svc_err_t rpc__methods_validate(const rpc_method_t *methods, size_t n, char *errbuf)
 {
-    for (size_t i = 0; i < n; i++)
-        if (strcmp(methods[i].path, path) == 0)
-            return &methods[i];
-    return NULL;
+    if (n == 0) {
+        svc_errbuf_set(errbuf, "method table is empty");
+        return SVC_EINVAL;
+    }
+    for (size_t i = 0; i < n; i++) {
+        const char *p = methods[i].path, *slash = p != NULL ? strrchr(p, '/') : NULL;
+
+        if (p == NULL || p[0] != '/' || slash == p || slash[1] == '\0') {
+            svc_errbuf_set(errbuf, "method %zu: path must be /package.Service/Method", i);
+            return SVC_EINVAL;
+        }
+        if (methods[i].request == NULL || methods[i].handler == NULL) {
+            svc_errbuf_set(errbuf, "method %s: request descriptor and handler are required", p);
+            return SVC_EINVAL;
+        }
+        for (size_t j = 0; j < i; j++) {
+            if (strcmp(methods[j].path, p) == 0) {
+                svc_errbuf_set(errbuf, "method %s is listed twice", p);
+                return SVC_EINVAL;
+            }
+        }
+    }
+    return SVC_OK;
 }
 
 svc_err_t rpc__dispatch(rpc_ctx_t *ctx, const uint8_t *in, size_t in_len, ProtobufCMessage **resp,

@@ -412,11 +412,14 @@ svc_err_t rpc_server_new(const rpc_server_opts_t *o, const rpc_method_t *methods
     s->mod = o->log_module != NULL ? o->log_module : "rpc";
     pthread_mutex_init(&s->mu, NULL);
     pthread_cond_init(&s->cv, NULL);
-    if (n == 0 || o->workers < 1 || o->slots_per_method < 1 || o->listen == NULL) {
-        svc_errbuf_set(errbuf, "rpc_server_new: need methods, workers >= 1, slots >= 1, listen");
+    if (o->workers < 1 || o->slots_per_method < 1 || o->listen == NULL) {
+        svc_errbuf_set(errbuf, "rpc_server_new: need workers >= 1, slots >= 1 and listen");
         err = SVC_EINVAL;
         goto fail;
     }
+    err = rpc__methods_validate(methods, n, errbuf);
+    if (err != SVC_OK)
+        goto fail;
     err = create_grpc_server(s, errbuf);
     if (err != SVC_OK)
         goto fail;

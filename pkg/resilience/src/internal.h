@@ -1,0 +1,209 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/*
+ * internal.h - what the files of pkg/resilience share, and nobody else.
+ *
+ * Layout of the module (read in this order):
+ *   policy.c    the method table: lookup, the by-name rule, outcome classes
+ *   window.c    lock-free sliding-window counters (time buckets)
+ *   breaker.c   the breaker state machine
+ *   budget.c    the retry budget
+ *   bulkhead.c  the concurrency limit and the in-flight gauge
+ *   backoff.c   backoff + jitter, the default random source, pushback parsing
+ *   engine.c    the decision engine (rs_call_*)
+ *   driver.c    rs_call_run(), the blocking driver built on the engine
+ *   metrics.c   counters and the Prometheus renderer
+ *   upstream.c  options, validation, rs_upstream_new/free
+ *
+ * Unit tests may include this header to reach rs__ functions directly.
+ */
+#ifndef RS_INTERNAL_H
+#define RS_INTERNAL_H
+
+#include <pthread.h>
+#include <stdatomic.h>
+
+#include "rs/resilience.h"
+
+#define RS__LOG_MODULE "resilience"
+
+/* Hot counters are spread over this many cache-line-aligned shards, one per
+ * thread (round robin), so that threads calling the same upstream do not
+ * fight over one cache line; readers sum the shards. */
+#define RS__SHARDS 16u
+#define RS__CACHELINE 64u
+#define RS__WINDOW_BUCKETS 10u
+
+/* Latency histogram upper bounds, in ns (Prometheus "le"), plus +Inf. */
+#define RS__HIST_BOUNDS                                                                            \
+    {1000000ull,   2500000ull,   5000000ull,    10000000ull,   25000000ull,                        \
+     50000000ull,  100000000ull, 250000000ull,  500000000ull,  1000000000ull,                      \
+     2500000000ull, 5000000000ull, 10000000000ull}
+#define RS__HIST_N 13u
+
+/* Why an attempt's outcome may be retried (metric label "cause"). */
+typedef enum rs__cause {
+    RS__CAUSE_UNAVAILABLE,
+    RS__CAUSE_ATTEMPT_TIMEOUT,
+    RS__CAUSE_HTTP_429,
+    RS__CAUSE_HTTP_503,
+    RS__CAUSE_COUNT,
+    RS__CAUSE_NONE = RS__CAUSE_COUNT,
+} rs__cause_t;
+
+/* What an outcome tells the breaker. */
+typedef enum rs__verdict {
+    RS__VERDICT_IGNORE, /* says nothing about the upstream's health */
+    RS__VERDICT_SUCCESS,
+    RS__VERDICT_FAILURE,
+} rs__verdict_t;
+
+/* ---- policy.c ---------------------------------------------------------- */
+struct rs__method {
+    char *path;          /* owned */
+    size_t len;
+    char label[RS_NAME_MAX + 1];
+    rs_policy_t policy;  /* fully resolved: no 0 fields */
+    rs_idempotency_t idempotency;
+    uint32_t index;      /* row in the metrics arrays; n_methods = "other" */
+};
+
+typedef struct rs__class {
+    rs__verdict_t verdict;
+    rs__cause_t cause; /* RS__CAUSE_NONE: not retryable */
+} rs__class_t;
+
+svc_err_t rs__methods_build(rs_upstream_t *u, const rs_upstream_opts_t *o, char *errbuf);
+void rs__methods_free(rs_upstream_t *u);
+const struct rs__method *rs__method_lookup(const rs_upstream_t *u, const char *path);
+bool rs__idempotent_by_name(const char *path);
+rs__class_t rs__classify(const rs_outcome_t *o, bool per_attempt_timer, uint32_t retry_on);
+const char *rs__cause_name(rs__cause_t c);
+
+/* ---- window.c ---------------------------------------------------------- */
+/* A count over the last RS__WINDOW_BUCKETS buckets. Each cell packs
+ * (bucket number << 32 | count) so a bucket is reused with a single CAS. */
+typedef struct rs__window {
+    uint64_t bucket_ns; /* 0: disabled */
+    uint32_t shards;    /* 1, or RS__SHARDS for counters bumped on every call */
+    uint32_t stride;    /* cells per shard row, padded to a cache line */
+    _Atomic uint64_t *cells;
+} rs__window_t;
+
+svc_err_t rs__window_init(rs__window_t *w, uint64_t window_ns, uint32_t shards);
+void rs__window_dispose(rs__window_t *w);
+void rs__window_add(rs__window_t *w, uint64_t now_ns, uint32_t n);
+void rs__window_sub(rs__window_t *w, uint64_t now_ns, uint32_t n);
+uint64_t rs__window_sum(const rs__window_t *w, uint64_t now_ns);
+void rs__window_reset(rs__window_t *w);
+
+/* ---- breaker.c --------------------------------------------------------- */
+typedef struct rs__breaker {
+    /* Written on transitions only; read by every call. Layout of `word`:
+     * bits 0-7 state, 8-15 trial permits taken, 32-63 epoch (bumped by
+     * every transition, so a stale ticket can be recognised). */
+    _Alignas(RS__CACHELINE) _Atomic uint64_t word;
+    _Atomic uint64_t open_until_ns;
+    _Atomic uint64_t half_open_since_ns;
+    /* Written by failing calls. Own cache line: not on the success path. */
+    _Alignas(RS__CACHELINE) _Atomic uint32_t consecutive;
+    _Alignas(RS__CACHELINE) pthread_mutex_t lock; /* serialises transitions */
+    uint32_t trial_successes;                     /* under lock */
+    rs__window_t calls, fails;                    /* ratio mode only */
+    _Atomic uint64_t transitions[3][3];           /* [from][to] */
+    rs_breaker_opts_t o;
+    const char *name;
+    const svc_clock_t *clock;
+    rs_random_t random;
+    rs_transition_fn on_transition;
+    void *on_transition_ctx;
+} rs__breaker_t;
+
+typedef enum rs__admit {
+    RS__ADMIT_REJECT,
+    RS__ADMIT_NORMAL,
+    RS__ADMIT_TRIAL,
+} rs__admit_t;
+
+svc_err_t rs__breaker_init(rs__breaker_t *b, const rs_upstream_opts_t *o, const char *name);
+void rs__breaker_dispose(rs__breaker_t *b);
+rs__admit_t rs__breaker_admit(rs__breaker_t *b, uint64_t now_ns, uint32_t *epoch);
+bool rs__breaker_recheck(rs__breaker_t *b, bool trial, uint32_t *epoch);
+void rs__breaker_settle(rs__breaker_t *b, bool trial, uint32_t epoch, rs__verdict_t v,
+                        uint64_t now_ns);
+rs_breaker_state_t rs__breaker_state(const rs__breaker_t *b);
+uint32_t rs__breaker_ms_until_trial(const rs__breaker_t *b, uint64_t now_ns);
+
+/* ---- budget.c ---------------------------------------------------------- */
+typedef struct rs__budget {
+    rs__window_t originals; /* sharded: bumped by every admitted call */
+    rs__window_t retries;
+    uint32_t percent;
+    uint64_t floor; /* min_per_sec x window seconds */
+} rs__budget_t;
+
+svc_err_t rs__budget_init(rs__budget_t *b, const rs_budget_opts_t *o);
+void rs__budget_dispose(rs__budget_t *b);
+void rs__budget_deposit(rs__budget_t *b, uint64_t now_ns);
+bool rs__budget_withdraw(rs__budget_t *b, uint64_t now_ns);
+uint64_t rs__budget_remaining(const rs__budget_t *b, uint64_t now_ns);
+
+/* ---- bulkhead.c -------------------------------------------------------- */
+typedef struct rs__gauge_shard {
+    _Alignas(RS__CACHELINE) _Atomic int64_t v;
+} rs__gauge_shard_t;
+
+typedef struct rs__bulkhead {
+    uint32_t limit;                                 /* 0: unlimited */
+    _Alignas(RS__CACHELINE) _Atomic int64_t in_use; /* limited: exact */
+    rs__gauge_shard_t shard[RS__SHARDS];            /* unlimited: a gauge only */
+} rs__bulkhead_t;
+
+bool rs__bulkhead_acquire(rs__bulkhead_t *b);
+void rs__bulkhead_release(rs__bulkhead_t *b);
+int64_t rs__bulkhead_in_flight(const rs__bulkhead_t *b);
+
+/* ---- backoff.c --------------------------------------------------------- */
+uint64_t rs__random_default(void *ctx);
+unsigned rs__shard(void);
+
+/* ---- metrics.c --------------------------------------------------------- */
+typedef struct rs__mstats {
+    _Alignas(RS__CACHELINE) _Atomic uint64_t calls[RS__REASON_COUNT];
+    _Atomic uint64_t rejected[RS__REASON_COUNT];
+    _Atomic uint64_t denied[RS__REASON_COUNT];
+    _Atomic uint64_t retries[RS__CAUSE_COUNT];
+    _Atomic uint64_t attempts;
+    _Atomic uint64_t hist[RS__HIST_N + 1];
+    _Atomic uint64_t hist_sum_ns;
+} rs__mstats_t;
+
+rs__mstats_t *rs__stats(const rs_upstream_t *u, const struct rs__method *m);
+void rs__stats_observe(rs__mstats_t *s, uint64_t ns);
+
+/* ---- upstream.c: the object everything above hangs off ----------------- */
+struct rs_upstream {
+    rs__breaker_t breaker;
+    rs__bulkhead_t bulkhead;
+    rs__budget_t budget;
+    char name[RS_NAME_MAX + 1];
+    struct rs__method *methods; /* n_methods rows + "other" */
+    size_t n_methods;
+    rs__mstats_t *stats;        /* [RS__SHARDS][n_methods + 1] */
+    uint32_t min_attempt_ms, max_pushback_ms;
+    const svc_clock_t *clock;
+    rs_random_t random;
+    rs_sleep_fn sleep;
+    void *sleep_ctx;
+};
+
+static inline uint64_t rs__now(const rs_upstream_t *u)
+{
+    return u->clock->now_ns(u->clock->ctx);
+}
+
+static inline uint64_t rs__add_sat(uint64_t a, uint64_t b)
+{
+    return a > UINT64_MAX - b ? UINT64_MAX : a + b;
+}
+
+#endif /* RS_INTERNAL_H */

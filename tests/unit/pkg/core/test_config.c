@@ -1,0 +1,153 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/* Configuration table: defaults, parsing, bounds and the error messages. */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <cmocka.h>
+
+#include "svc/core.h"
+
+typedef struct cfg {
+    char listen[SVC_CFG_STR_MAX];
+    int64_t workers;
+    bool verbose;
+    char level[SVC_CFG_STR_MAX];
+    char dsn[SVC_CFG_STR_MAX];
+} cfg_t;
+
+#define OFF(f) SVC_CFG_OFF(cfg_t, f)
+static const svc_cfg_entry_t table[] = {
+    {"T_LISTEN", SVC_CFG_STR, 1, 64, "127.0.0.1:1", OFF(listen), "listen"},
+    {"T_WORKERS", SVC_CFG_INT, 1, 64, "4", OFF(workers), "workers"},
+    {"T_VERBOSE", SVC_CFG_BOOL, 0, 0, "false", OFF(verbose), "verbose"},
+    {"T_LEVEL", SVC_CFG_LOG_LEVEL, 0, 0, "info", OFF(level), "level"},
+    {"T_DSN", SVC_CFG_STR, 0, 0, NULL, OFF(dsn), "database"},
+};
+
+/* A tiny fake environment: NAME=VALUE strings. */
+static const char *const *fake_env;
+static const char *fake_getenv(const char *name)
+{
+    size_t n = strlen(name);
+
+    for (const char *const *e = fake_env; e != NULL && *e != NULL; e++)
+        if (strncmp(*e, name, n) == 0 && (*e)[n] == '=')
+            return *e + n + 1;
+    return NULL;
+}
+
+static svc_err_t load(const char *const *env, cfg_t *c, char *errbuf)
+{
+    fake_env = env;
+    memset(c, 0, sizeof *c);
+    return svc_cfg_load(table, SVC_COUNTOF(table), c, fake_getenv, errbuf);
+}
+
+static void defaults_apply(void **state)
+{
+    const char *const env[] = {"T_DSN=dbname=x", NULL};
+    char err[SVC_ERRBUF_LEN] = "";
+    cfg_t c;
+
+    (void)state;
+    assert_int_equal(load(env, &c, err), SVC_OK);
+    assert_string_equal(c.listen, "127.0.0.1:1");
+    assert_int_equal(c.workers, 4);
+    assert_false(c.verbose);
+    assert_string_equal(c.level, "info");
+    assert_string_equal(c.dsn, "dbname=x");
+}
+
+static void values_parse(void **state)
+{
+    const char *const env[] = {"T_DSN=d", "T_WORKERS=64", "T_VERBOSE=yes", "T_LEVEL=debug",
+                               "T_LISTEN=0.0.0.0:9", NULL};
+    char err[SVC_ERRBUF_LEN] = "";
+    cfg_t c;
+
+    (void)state;
+    assert_int_equal(load(env, &c, err), SVC_OK);
+    assert_int_equal(c.workers, 64);
+    assert_true(c.verbose);
+    assert_string_equal(c.level, "debug");
+    assert_string_equal(c.listen, "0.0.0.0:9");
+}
+
+static void expect_error(const char *const *env, const char *needle)
+{
+    char err[SVC_ERRBUF_LEN] = "";
+    cfg_t c;
+
+    assert_int_equal(load(env, &c, err), SVC_EINVAL);
+    if (strstr(err, needle) == NULL)
+        fail_msg("error \"%s\" does not mention \"%s\"", err, needle);
+}
+
+static void bad_values_are_errors_naming_the_variable(void **state)
+{
+    (void)state;
+    expect_error((const char *const[]){"T_DSN=d", "T_WORKERS=4x", NULL}, "T_WORKERS=4x");
+    expect_error((const char *const[]){"T_DSN=d", "T_WORKERS=0", NULL}, "1..64");
+    expect_error((const char *const[]){"T_DSN=d", "T_WORKERS=65", NULL}, "T_WORKERS");
+    expect_error((const char *const[]){"T_DSN=d", "T_WORKERS=99999999999999999999", NULL},
+                 "T_WORKERS");
+    expect_error((const char *const[]){"T_DSN=d", "T_VERBOSE=maybe", NULL}, "T_VERBOSE");
+    expect_error((const char *const[]){"T_DSN=d", "T_LEVEL=loud", NULL}, "T_LEVEL");
+    expect_error((const char *const[]){NULL}, "T_DSN is required");
+}
+
+static void string_bounds(void **state)
+{
+    char longv[100];
+
+    (void)state;
+    memset(longv, 'a', sizeof longv);
+    memcpy(longv, "T_LISTEN=", 9);
+    longv[sizeof longv - 1] = '\0';
+    expect_error((const char *const[]){"T_DSN=d", longv, NULL}, "T_LISTEN");
+}
+
+static void empty_value_means_default(void **state)
+{
+    const char *const env[] = {"T_DSN=d", "T_WORKERS=", NULL};
+    char err[SVC_ERRBUF_LEN] = "";
+    cfg_t c;
+
+    (void)state;
+    assert_int_equal(load(env, &c, err), SVC_OK);
+    assert_int_equal(c.workers, 4);
+}
+
+static void help_lists_every_variable(void **state)
+{
+    char *buf = NULL;
+    size_t len = 0;
+    FILE *f = open_memstream(&buf, &len);
+
+    (void)state;
+    svc_cfg_print_help(f, table, SVC_COUNTOF(table));
+    fclose(f);
+    for (size_t i = 0; i < SVC_COUNTOF(table); i++)
+        assert_non_null(strstr(buf, table[i].env));
+    assert_non_null(strstr(buf, "range 1..64"));
+    assert_non_null(strstr(buf, "required"));
+    free(buf);
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(defaults_apply),
+        cmocka_unit_test(values_parse),
+        cmocka_unit_test(bad_values_are_errors_naming_the_variable),
+        cmocka_unit_test(string_bounds),
+        cmocka_unit_test(empty_value_means_default),
+        cmocka_unit_test(help_lists_every_variable),
+    };
+    return cmocka_run_group_tests_name("svc_cfg", tests, NULL, NULL);
+}
