@@ -1,0 +1,445 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/*
+ * async.c - non-blocking calls: the same engine as rs_call_run, driven by
+ * completion-queue events and backoff timers on the client's thread.
+ *
+ * Life of a call: rs_grpc_call_async() admits it and starts attempt 1 on the
+ * caller's thread; every later step (attempt completion, decision, timer,
+ * retry, done) happens on the client thread. A call has two references, the
+ * engine's and (optionally) the caller's handle; whoever drops the last one
+ * frees it, so a caller may cancel a call that has just completed.
+ */
+#include <stdlib.h>
+#include <string.h>
+
+#include <grpc/byte_buffer_reader.h>
+#include <grpc/support/alloc.h>
+
+#include "async.h"
+
+struct rs_grpc_async {
+    rs_grpc_client_t *cl;
+    rs_call_t rc;
+    const char *method;
+    const ProtobufCMessageDescriptor *resp_desc;
+    rs_grpc_done_fn done;
+    void *arg;
+    atomic_int refs;
+
+    grpc_slice request;       /* packed once, sent by every attempt */
+    rs_grpc_call_opts_t o;    /* md points into md_copy */
+    rpc_md_t md[RS_GRPC_MAX_MD];
+    char *md_strings;
+
+    pthread_mutex_t mu;       /* guards call and cancelled against rs_grpc_cancel */
+    grpc_call *call;          /* the attempt in flight, or NULL */
+    bool cancelled;
+
+    /* per attempt */
+    rpc_md_t attempt_md[RS_GRPC_MAX_MD + 1];
+    char attempt_num[12];
+    grpc_metadata send_md[RS_GRPC_MAX_MD + 1];
+    grpc_byte_buffer *send, *recv;
+    grpc_metadata_array initial_md, trailers;
+    grpc_status_code status;
+    grpc_slice details;
+    const char *error_string;
+    char message[SVC_ERRBUF_LEN];
+
+    uint64_t due_ns;          /* backoff timer */
+};
+
+static void unref(rs_grpc_async_t *a)
+{
+    if (atomic_fetch_sub(&a->refs, 1) != 1)
+        return;
+    grpc_slice_unref(a->request);
+    free(a->md_strings);
+    pthread_mutex_destroy(&a->mu);
+    free(a);
+}
+
+/* Ends the call: engine bookkeeping, then the caller's callback. */
+static void complete(rs_grpc_async_t *a, ProtobufCMessage *resp)
+{
+    rs_grpc_result_t res;
+    rs_result_t r;
+
+    rs_call_finish(&a->rc, &r);
+    rs__result_fill(a->cl, &r, a->message, &res);
+    if (r.err != SVC_OK && resp != NULL) {
+        protobuf_c_message_free_unpacked(resp, NULL);
+        resp = NULL;
+    }
+    a->done(a->arg, &res, resp);
+    unref(a);
+}
+
+/* ------------------------------------------------------------------------
+ * Timers (client thread only)
+ * ------------------------------------------------------------------------ */
+
+static void heap_swap(rs_grpc_async_t **h, size_t i, size_t j)
+{
+    rs_grpc_async_t *t = h[i];
+    h[i] = h[j];
+    h[j] = t;
+}
+
+static bool timer_add(rs_grpc_client_t *cl, rs_grpc_async_t *a)
+{
+    size_t i;
+
+    if (cl->n_heap == cl->cap_heap) {
+        size_t cap = cl->cap_heap ? cl->cap_heap * 2 : 64;
+        rs_grpc_async_t **h = realloc(cl->heap, cap * sizeof *h);
+        if (h == NULL)
+            return false;
+        cl->heap = h;
+        cl->cap_heap = cap;
+    }
+    i = cl->n_heap++;
+    cl->heap[i] = a;
+    while (i > 0 && cl->heap[(i - 1) / 2]->due_ns > cl->heap[i]->due_ns) {
+        heap_swap(cl->heap, i, (i - 1) / 2);
+        i = (i - 1) / 2;
+    }
+    return true;
+}
+
+static rs_grpc_async_t *timer_pop(rs_grpc_client_t *cl)
+{
+    rs_grpc_async_t *top = cl->heap[0];
+    size_t i = 0;
+
+    cl->heap[0] = cl->heap[--cl->n_heap];
+    for (;;) {
+        size_t l = 2 * i + 1, r = l + 1, m = i;
+        if (l < cl->n_heap && cl->heap[l]->due_ns < cl->heap[m]->due_ns)
+            m = l;
+        if (r < cl->n_heap && cl->heap[r]->due_ns < cl->heap[m]->due_ns)
+            m = r;
+        if (m == i)
+            break;
+        heap_swap(cl->heap, i, m);
+        i = m;
+    }
+    return top;
+}
+
+gpr_timespec rs__timers_next_deadline(rs_grpc_client_t *cl)
+{
+    if (cl->n_heap == 0)
+        return gpr_inf_future(GPR_CLOCK_MONOTONIC);
+    return rpc_deadline_to_timespec(cl->heap[0]->due_ns);
+}
+
+static void start_attempt(rs_grpc_async_t *a);
+
+void rs__timers_fire(rs_grpc_client_t *cl)
+{
+    uint64_t now = svc_now_ns();
+
+    while (cl->n_heap > 0 && cl->heap[0]->due_ns <= now)
+        start_attempt(timer_pop(cl));
+}
+
+void rs__timers_dispose(rs_grpc_client_t *cl)
+{
+    /* Calls still waiting out a backoff when the client goes away end as
+     * cancelled, so their callers hear back. */
+    while (cl->n_heap > 0) {
+        rs_grpc_async_t *a = timer_pop(cl);
+        snprintf(a->message, sizeof a->message, "client shut down");
+        complete(a, NULL);
+    }
+    free(cl->heap);
+}
+
+/* ------------------------------------------------------------------------
+ * Attempts
+ * ------------------------------------------------------------------------ */
+
+static void attempt_reset(rs_grpc_async_t *a)
+{
+    a->send = grpc_raw_byte_buffer_create(&a->request, 1);
+    a->recv = NULL;
+    grpc_metadata_array_init(&a->initial_md);
+    grpc_metadata_array_init(&a->trailers);
+    a->status = GRPC_STATUS_UNKNOWN;
+    a->details = grpc_empty_slice();
+    a->error_string = NULL;
+}
+
+static void attempt_dispose(rs_grpc_async_t *a)
+{
+    grpc_byte_buffer_destroy(a->send);
+    grpc_byte_buffer_destroy(a->recv);
+    grpc_metadata_array_destroy(&a->initial_md);
+    grpc_metadata_array_destroy(&a->trailers);
+    grpc_slice_unref(a->details);
+    gpr_free((void *)a->error_string);
+    a->send = a->recv = NULL;
+    a->error_string = NULL;
+}
+
+static bool start_batch(rs_grpc_async_t *a, uint64_t deadline_ns, uint32_t number)
+{
+    size_t n = rs__md_with_attempt(&a->o, number, a->attempt_num, a->attempt_md);
+    grpc_op ops[6];
+
+    for (size_t i = 0; i < n; i++) {
+        a->send_md[i].key = grpc_slice_from_static_string(a->attempt_md[i].key);
+        a->send_md[i].value = grpc_slice_from_static_string(a->attempt_md[i].value);
+    }
+    memset(ops, 0, sizeof ops);
+    ops[0].op = GRPC_OP_SEND_INITIAL_METADATA;
+    ops[0].data.send_initial_metadata.count = n;
+    ops[0].data.send_initial_metadata.metadata = a->send_md;
+    ops[1].op = GRPC_OP_SEND_MESSAGE;
+    ops[1].data.send_message.send_message = a->send;
+    ops[2].op = GRPC_OP_SEND_CLOSE_FROM_CLIENT;
+    ops[3].op = GRPC_OP_RECV_INITIAL_METADATA;
+    ops[3].data.recv_initial_metadata.recv_initial_metadata = &a->initial_md;
+    ops[4].op = GRPC_OP_RECV_MESSAGE;
+    ops[4].data.recv_message.recv_message = &a->recv;
+    ops[5].op = GRPC_OP_RECV_STATUS_ON_CLIENT;
+    ops[5].data.recv_status_on_client.trailing_metadata = &a->trailers;
+    ops[5].data.recv_status_on_client.status = &a->status;
+    ops[5].data.recv_status_on_client.status_details = &a->details;
+    ops[5].data.recv_status_on_client.error_string = &a->error_string;
+
+    pthread_mutex_lock(&a->mu);
+    if (a->cancelled) {
+        pthread_mutex_unlock(&a->mu);
+        snprintf(a->message, sizeof a->message, "cancelled by the caller");
+        return false;
+    }
+    a->call = grpc_channel_create_call(a->cl->ch, NULL, GRPC_PROPAGATE_DEFAULTS, a->cl->cq,
+                                       grpc_slice_from_static_string(a->method), NULL,
+                                       rpc_deadline_to_timespec(deadline_ns), NULL);
+    if (grpc_call_start_batch(a->call, ops, SVC_COUNTOF(ops), a, NULL) != GRPC_CALL_OK) {
+        grpc_call_unref(a->call);
+        a->call = NULL;
+        pthread_mutex_unlock(&a->mu);
+        snprintf(a->message, sizeof a->message, "cannot start the call");
+        return false;
+    }
+    pthread_mutex_unlock(&a->mu);
+    return true;
+}
+
+/* Starts a retry, or ends the call if the engine says no (deadline,
+ * breaker opened meanwhile, bulkhead full). */
+static void start_attempt(rs_grpc_async_t *a)
+{
+    uint64_t deadline;
+
+    if (rs_call_attempt(&a->rc, &deadline) != SVC_OK) {
+        complete(a, NULL);
+        return;
+    }
+    attempt_reset(a);
+    if (!start_batch(a, deadline, rs_call_attempts(&a->rc))) {
+        attempt_dispose(a);
+        complete(a, NULL);
+    }
+}
+
+static ProtobufCMessage *unpack(grpc_byte_buffer *bb, const ProtobufCMessageDescriptor *d)
+{
+    grpc_byte_buffer_reader r;
+    ProtobufCMessage *m;
+    grpc_slice sl;
+
+    if (bb == NULL || !grpc_byte_buffer_reader_init(&r, bb))
+        return NULL;
+    sl = grpc_byte_buffer_reader_readall(&r);
+    grpc_byte_buffer_reader_destroy(&r);
+    m = protobuf_c_message_unpack(d, NULL, GRPC_SLICE_LENGTH(sl), GRPC_SLICE_START_PTR(sl));
+    grpc_slice_unref(sl);
+    return m;
+}
+
+static int64_t pushback_of(const grpc_metadata_array *t)
+{
+    for (size_t i = 0; i < t->count; i++)
+        if (grpc_slice_str_cmp(t->metadata[i].key, "grpc-retry-pushback-ms") == 0)
+            return rs_pushback_parse_grpc((const char *)GRPC_SLICE_START_PTR(t->metadata[i].value),
+                                          GRPC_SLICE_LENGTH(t->metadata[i].value));
+    return RS_PUSHBACK_NONE;
+}
+
+/* Turns a finished attempt into an outcome (and a reply, on success). */
+static ProtobufCMessage *collect(rs_grpc_async_t *a, rs_outcome_t *o)
+{
+    size_t n = GRPC_SLICE_LENGTH(a->details);
+    ProtobufCMessage *resp = NULL;
+
+    o->err = svc_err_from_grpc((int)a->status);
+    if (n >= sizeof a->message)
+        n = sizeof a->message - 1;
+    memcpy(a->message, GRPC_SLICE_START_PTR(a->details), n);
+    a->message[n] = '\0';
+    if (n == 0 && o->err != SVC_OK && a->error_string != NULL)
+        snprintf(a->message, sizeof a->message, "%s", a->error_string);
+    if (o->err == SVC_OK) {
+        resp = unpack(a->recv, a->resp_desc);
+        if (resp == NULL) {
+            o->err = SVC_EINTERNAL;
+            snprintf(a->message, sizeof a->message, "reply is not a valid %s",
+                     a->resp_desc->name);
+        }
+    }
+    o->attempt_timer_fired = o->err == SVC_ETIMEDOUT;
+    o->pushback_ms = pushback_of(&a->trailers);
+    o->detail = a->message;
+    return resp;
+}
+
+void rs__async_attempt_done(void *tag)
+{
+    rs_grpc_async_t *a = tag;
+    rs_outcome_t o = RS_OUTCOME_INIT;
+    ProtobufCMessage *resp;
+    rs_decision_t d;
+    bool cancelled;
+
+    pthread_mutex_lock(&a->mu);
+    grpc_call_unref(a->call);
+    a->call = NULL;
+    cancelled = a->cancelled;
+    pthread_mutex_unlock(&a->mu);
+    resp = collect(a, &o);
+    attempt_dispose(a);
+    if (cancelled) {
+        snprintf(a->message, sizeof a->message, "cancelled by the caller");
+        complete(a, resp); /* finish before a verdict: reason cancelled */
+        return;
+    }
+    d = rs_call_end_attempt(&a->rc, &o);
+    if (d.action == RS_RETRY) {
+        a->due_ns = svc_now_ns() + (uint64_t)d.delay_ms * SVC_NS_PER_MS;
+        if (timer_add(a->cl, a))
+            return;
+        snprintf(a->message, sizeof a->message, "out of memory scheduling a retry");
+    }
+    complete(a, d.action == RS_DONE ? resp : NULL);
+    if (d.action != RS_DONE && resp != NULL)
+        protobuf_c_message_free_unpacked(resp, NULL);
+}
+
+/* ------------------------------------------------------------------------
+ * Public entry points
+ * ------------------------------------------------------------------------ */
+
+/* Copies the caller's metadata into one allocation owned by the call. */
+static bool copy_md(rs_grpc_async_t *a, const rs_grpc_call_opts_t *o)
+{
+    size_t n = o->n_md < RS_GRPC_MAX_MD ? o->n_md : RS_GRPC_MAX_MD, total = 0, off = 0;
+
+    for (size_t i = 0; i < n; i++)
+        total += strlen(o->md[i].key) + strlen(o->md[i].value) + 2;
+    a->md_strings = malloc(total ? total : 1);
+    if (a->md_strings == NULL)
+        return false;
+    for (size_t i = 0; i < n; i++) {
+        size_t kl = strlen(o->md[i].key) + 1, vl = strlen(o->md[i].value) + 1;
+        a->md[i].key = memcpy(a->md_strings + off, o->md[i].key, kl);
+        a->md[i].value = memcpy(a->md_strings + off + kl, o->md[i].value, vl);
+        off += kl + vl;
+    }
+    a->o = *o;
+    a->o.md = a->md;
+    a->o.n_md = n;
+    a->o.parent = NULL;
+    return true;
+}
+
+static rs_grpc_async_t *async_new(rs_grpc_client_t *cl, const char *method,
+                                  const ProtobufCMessage *req,
+                                  const ProtobufCMessageDescriptor *resp_desc,
+                                  const rs_grpc_call_opts_t *o)
+{
+    rs_grpc_async_t *a = calloc(1, sizeof *a);
+
+    if (a == NULL)
+        return NULL;
+    a->cl = cl;
+    a->method = method;
+    a->resp_desc = resp_desc;
+    pthread_mutex_init(&a->mu, NULL);
+    a->request = grpc_slice_malloc(protobuf_c_message_get_packed_size(req));
+    protobuf_c_message_pack(req, GRPC_SLICE_START_PTR(a->request));
+    if (!copy_md(a, o)) {
+        grpc_slice_unref(a->request);
+        pthread_mutex_destroy(&a->mu);
+        free(a);
+        return NULL;
+    }
+    return a;
+}
+
+svc_err_t rs_grpc_call_async(rs_grpc_client_t *cl, const char *method,
+                             const ProtobufCMessage *req,
+                             const ProtobufCMessageDescriptor *resp_desc,
+                             const rs_grpc_call_opts_t *o, rs_grpc_done_fn done, void *arg,
+                             rs_grpc_async_t **handle, rs_grpc_result_t *res)
+{
+    rs_grpc_async_t *a;
+    rs_result_t r;
+    uint64_t deadline;
+    svc_err_t err;
+
+    if (handle != NULL)
+        *handle = NULL;
+    a = async_new(cl, method, req, resp_desc, o);
+    if (a == NULL) {
+        memset(res, 0, sizeof *res);
+        res->err = SVC_ENOMEM;
+        snprintf(res->message, sizeof res->message, "out of memory");
+        return SVC_ENOMEM;
+    }
+    /* Everything the client thread needs is in place before the first
+     * attempt starts: its completion may arrive before we return. */
+    a->done = done;
+    a->arg = arg;
+    atomic_store(&a->refs, handle != NULL ? 2 : 1);
+    err = rs_call_begin(cl->up, method, o->deadline_ns, &a->rc);
+    if (err == SVC_OK)
+        err = rs_call_attempt(&a->rc, &deadline);
+    if (err == SVC_OK) {
+        attempt_reset(a);
+        if (start_batch(a, deadline, 1)) {
+            if (handle != NULL)
+                *handle = a;
+            return SVC_OK;
+        }
+        attempt_dispose(a);
+        err = SVC_EINTERNAL;
+    }
+    /* Rejected before anything is in flight: answer synchronously and never
+     * call done (the libuv rule). */
+    rs_call_finish(&a->rc, &r);
+    rs__result_fill(cl, &r, a->message, res);
+    if (res->err == SVC_OK)
+        res->err = err;
+    atomic_store(&a->refs, 1);
+    unref(a);
+    return res->err != SVC_OK ? res->err : err;
+}
+
+void rs_grpc_cancel(rs_grpc_async_t *h)
+{
+    pthread_mutex_lock(&h->mu);
+    h->cancelled = true;
+    if (h->call != NULL)
+        grpc_call_cancel(h->call, NULL);
+    pthread_mutex_unlock(&h->mu);
+    unref(h);
+}
+
+void rs_grpc_release(rs_grpc_async_t *h)
+{
+    unref(h);
+}

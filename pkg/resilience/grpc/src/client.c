@@ -1,0 +1,245 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/*
+ * client.c - the gRPC binding: a channel, an upstream, and one thread that
+ * drives async calls, their backoff timers and a connectivity watch.
+ *
+ * The policy lives in the core (rs_call_*); this file only moves bytes and
+ * time. Blocking calls run the core's own driver (rs_call_run) with
+ * rpc_call_unary as the attempt; async calls run the same engine from
+ * completion-queue events and timers.
+ */
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <grpc/byte_buffer_reader.h>
+#include <grpc/support/alloc.h>
+
+#include "async.h"
+
+/* ------------------------------------------------------------------------
+ * Client lifecycle
+ * ------------------------------------------------------------------------ */
+
+void rs_grpc_opts_init(rs_grpc_opts_t *o)
+{
+    memset(o, 0, sizeof *o);
+    rs_upstream_opts_init(&o->upstream);
+    rpc_channel_opts_init(&o->channel);
+    o->watch_ms = RS_GRPC_DEFAULT_WATCH_MS;
+}
+
+/* Keeps one connectivity watch pending at all times. Its only job is to
+ * make this thread poll the channel, so reconnects are processed as soon
+ * as they happen; try_to_connect=1 also wakes an idle channel. */
+static void watch(rs_grpc_client_t *cl)
+{
+    pthread_mutex_lock(&cl->mu);
+    if (!cl->stopping) {
+        grpc_connectivity_state st = grpc_channel_check_connectivity_state(cl->ch, 1);
+        atomic_store(&cl->connectivity, (int)st);
+        grpc_channel_watch_connectivity_state(
+            cl->ch, st,
+            rpc_deadline_to_timespec(svc_now_ns() + (uint64_t)cl->watch_ms * SVC_NS_PER_MS),
+            cl->cq, &cl->watch_tag);
+    }
+    pthread_mutex_unlock(&cl->mu);
+}
+
+static void *client_main(void *arg)
+{
+    rs_grpc_client_t *cl = arg;
+
+    if (cl->watch_ms > 0)
+        watch(cl);
+    for (;;) {
+        grpc_event ev = grpc_completion_queue_next(cl->cq, rs__timers_next_deadline(cl), NULL);
+
+        if (ev.type == GRPC_QUEUE_SHUTDOWN)
+            break;
+        if (ev.type == GRPC_OP_COMPLETE && ev.tag == &cl->watch_tag)
+            watch(cl);
+        else if (ev.type == GRPC_OP_COMPLETE)
+            rs__async_attempt_done(ev.tag);
+        rs__timers_fire(cl);
+    }
+    return NULL;
+}
+
+svc_err_t rs_grpc_client_new(const rs_grpc_opts_t *o, rs_grpc_client_t **out, char *errbuf)
+{
+    rs_grpc_client_t *cl;
+    svc_err_t err;
+
+    *out = NULL;
+    if (o->target == NULL || o->target[0] == '\0') {
+        svc_errbuf_set(errbuf, "rs_grpc_client_new: target is required");
+        return SVC_EINVAL;
+    }
+    cl = calloc(1, sizeof *cl);
+    if (cl == NULL)
+        return SVC_ENOMEM;
+    pthread_mutex_init(&cl->mu, NULL);
+    cl->watch_ms = o->watch_ms;
+    err = rs_upstream_new(&o->upstream, &cl->up, errbuf);
+    if (err != SVC_OK)
+        goto fail;
+    cl->ch = rpc_channel_new(o->target, &o->channel);
+    cl->cq = grpc_completion_queue_create_for_next(NULL);
+    if (cl->ch == NULL || cl->cq == NULL ||
+        pthread_create(&cl->thread, NULL, client_main, cl) != 0) {
+        svc_errbuf_set(errbuf, "cannot create the channel or thread for %s", o->target);
+        err = SVC_ENOMEM;
+        goto fail;
+    }
+    cl->thread_started = true;
+    *out = cl;
+    return SVC_OK;
+fail:
+    rs_grpc_client_free(cl);
+    return err;
+}
+
+void rs_grpc_client_free(rs_grpc_client_t *cl)
+{
+    if (cl == NULL)
+        return;
+    /* Destroying the channel completes the pending watch at once; the lock
+     * keeps the thread from re-arming it on a channel being destroyed. */
+    pthread_mutex_lock(&cl->mu);
+    cl->stopping = true;
+    if (cl->ch != NULL)
+        grpc_channel_destroy(cl->ch);
+    cl->ch = NULL;
+    pthread_mutex_unlock(&cl->mu);
+    if (cl->cq != NULL) {
+        grpc_completion_queue_shutdown(cl->cq);
+        if (cl->thread_started)
+            pthread_join(cl->thread, NULL);
+        grpc_completion_queue_destroy(cl->cq);
+    }
+    rs__timers_dispose(cl);
+    rs_upstream_free(cl->up);
+    pthread_mutex_destroy(&cl->mu);
+    free(cl);
+}
+
+rs_upstream_t *rs_grpc_client_upstream(rs_grpc_client_t *cl)
+{
+    return cl->up;
+}
+
+const char *rs_grpc_client_connectivity(rs_grpc_client_t *cl)
+{
+    switch ((grpc_connectivity_state)atomic_load(&cl->connectivity)) {
+    case GRPC_CHANNEL_IDLE:
+        return "idle";
+    case GRPC_CHANNEL_CONNECTING:
+        return "connecting";
+    case GRPC_CHANNEL_READY:
+        return "ready";
+    case GRPC_CHANNEL_TRANSIENT_FAILURE:
+        return "transient-failure";
+    case GRPC_CHANNEL_SHUTDOWN:
+        return "shutdown";
+    }
+    return "unknown";
+}
+
+/* ------------------------------------------------------------------------
+ * What both call styles share
+ * ------------------------------------------------------------------------ */
+
+void rs__result_fill(rs_grpc_client_t *cl, const rs_result_t *r, const char *last_message,
+                     rs_grpc_result_t *res)
+{
+    res->err = r->err;
+    res->reason = r->reason;
+    res->attempts = r->attempts;
+    res->retry_after_ms = 0;
+    if (r->reason == RS_REASON_BREAKER_OPEN) {
+        /* Before a retry the breaker may open too; either way the caller
+         * learns when the next trial is due (HTTP Retry-After). */
+        res->retry_after_ms = rs_upstream_ms_until_trial(cl->up);
+        if (r->attempts == 0 || last_message == NULL || last_message[0] == '\0')
+            last_message = "circuit open";
+    } else if (r->reason == RS_REASON_BULKHEAD_FULL) {
+        res->retry_after_ms = RS_GRPC_BULKHEAD_RETRY_AFTER_MS;
+        if (r->attempts == 0 || last_message == NULL || last_message[0] == '\0')
+            last_message = "bulkhead full";
+    } else if (r->err != SVC_OK && (last_message == NULL || last_message[0] == '\0')) {
+        last_message = svc_strerror(r->err);
+    }
+    snprintf(res->message, sizeof res->message, "%s", r->err == SVC_OK ? "" : last_message);
+}
+
+size_t rs__md_with_attempt(const rs_grpc_call_opts_t *o, uint32_t attempt, char *num,
+                           rpc_md_t *md)
+{
+    size_t n = o->n_md < RS_GRPC_MAX_MD ? o->n_md : RS_GRPC_MAX_MD;
+
+    memcpy(md, o->md, n * sizeof *md);
+    /* gRFC A6: tell the server this is a retry, so its logs can say so. */
+    if (attempt > 1) {
+        snprintf(num, 12, "%u", attempt - 1);
+        md[n].key = "grpc-previous-rpc-attempts";
+        md[n++].value = num;
+    }
+    return n;
+}
+
+/* ------------------------------------------------------------------------
+ * Blocking calls
+ * ------------------------------------------------------------------------ */
+
+typedef struct blocking {
+    rs_grpc_client_t *cl;
+    const char *method;
+    const ProtobufCMessage *req;
+    const ProtobufCMessageDescriptor *resp_desc;
+    const rs_grpc_call_opts_t *o;
+    ProtobufCMessage *resp;
+    char message[SVC_ERRBUF_LEN];
+} blocking_t;
+
+static void blocking_attempt(void *arg, const rs_attempt_t *at, rs_outcome_t *out)
+{
+    blocking_t *b = arg;
+    rpc_md_t md[RS_GRPC_MAX_MD + 1];
+    char num[12];
+    rpc_call_opts_t co = {at->deadline_ns, b->o->parent, md, 0, false};
+    rpc_result_t r;
+
+    co.n_md = rs__md_with_attempt(b->o, at->number, num, md);
+    rpc_call_unary(b->cl->ch, b->method, b->req, b->resp_desc, &b->resp, &co, &r);
+    memcpy(b->message, r.message, sizeof b->message);
+    out->err = r.err;
+    /* rpc_call_unary only ever sees our attempt deadline (a parent's earlier
+     * deadline is part of it), so DEADLINE_EXCEEDED is "our timer fired";
+     * the engine itself tells it apart from the caller's overall deadline. */
+    out->attempt_timer_fired = r.err == SVC_ETIMEDOUT;
+    out->pushback_ms = r.pushback_ms;
+    out->detail = b->message;
+}
+
+svc_err_t rs_grpc_call(rs_grpc_client_t *cl, const char *method, const ProtobufCMessage *req,
+                       const ProtobufCMessageDescriptor *resp_desc, ProtobufCMessage **resp,
+                       const rs_grpc_call_opts_t *o, rs_grpc_result_t *res)
+{
+    blocking_t b = {cl, method, req, resp_desc, o, NULL, ""};
+    uint64_t deadline = o->deadline_ns;
+    rs_result_t r;
+
+    /* An incoming call's deadline bounds everything done on its behalf. */
+    if (o->parent != NULL && rpc_ctx_deadline(o->parent) < deadline)
+        deadline = rpc_ctx_deadline(o->parent);
+    (void)rs_call_run(cl->up, method, deadline, blocking_attempt, &b, &r);
+    rs__result_fill(cl, &r, b.message, res);
+    if (r.err != SVC_OK && b.resp != NULL) {
+        protobuf_c_message_free_unpacked(b.resp, NULL);
+        b.resp = NULL;
+    }
+    *resp = b.resp;
+    return res->err;
+}
