@@ -33,11 +33,7 @@
 #define RS__CACHELINE 64u
 #define RS__WINDOW_BUCKETS 10u
 
-/* Latency histogram upper bounds, in ns (Prometheus "le"), plus +Inf. */
-#define RS__HIST_BOUNDS                                                                            \
-    {1000000ull,   2500000ull,   5000000ull,    10000000ull,   25000000ull,                        \
-     50000000ull,  100000000ull, 250000000ull,  500000000ull,  1000000000ull,                      \
-     2500000000ull, 5000000000ull, 10000000000ull}
+/* Latency histogram buckets (metrics.c has the bounds), plus +Inf. */
 #define RS__HIST_N 13u
 
 /* Why an attempt's outcome may be retried (metric label "cause"). */
@@ -76,6 +72,7 @@ svc_err_t rs__methods_build(rs_upstream_t *u, const rs_upstream_opts_t *o, char 
 void rs__methods_free(rs_upstream_t *u);
 const struct rs__method *rs__method_lookup(const rs_upstream_t *u, const char *path);
 bool rs__idempotent_by_name(const char *path);
+bool rs__label_ok(const char *s);
 rs__class_t rs__classify(const rs_outcome_t *o, bool per_attempt_timer, uint32_t retry_on);
 const char *rs__cause_name(rs__cause_t c);
 
@@ -84,12 +81,14 @@ const char *rs__cause_name(rs__cause_t c);
  * (bucket number << 32 | count) so a bucket is reused with a single CAS. */
 typedef struct rs__window {
     uint64_t bucket_ns; /* 0: disabled */
-    uint32_t shards;    /* 1, or RS__SHARDS for counters bumped on every call */
+    uint64_t magic;     /* UINT64_MAX / bucket_ns: divide by multiplying */
+    uint32_t shards;    /* 1, or RS__SHARDS when sharded */
     uint32_t stride;    /* cells per shard row, padded to a cache line */
     _Atomic uint64_t *cells;
 } rs__window_t;
 
-svc_err_t rs__window_init(rs__window_t *w, uint64_t window_ns, uint32_t shards);
+/* window_ns 0: disabled. sharded: one row per thread shard (hot counters). */
+svc_err_t rs__window_init(rs__window_t *w, uint64_t window_ns, bool sharded);
 void rs__window_dispose(rs__window_t *w);
 void rs__window_add(rs__window_t *w, uint64_t now_ns, uint32_t n);
 void rs__window_sub(rs__window_t *w, uint64_t now_ns, uint32_t n);
@@ -103,10 +102,11 @@ typedef struct rs__breaker {
      * every transition, so a stale ticket can be recognised). */
     _Alignas(RS__CACHELINE) _Atomic uint64_t word;
     _Atomic uint64_t open_until_ns;
-    _Atomic uint64_t half_open_since_ns;
+    _Atomic uint64_t trial_since_ns; /* when the last trial permit was taken */
     /* Written by failing calls. Own cache line: not on the success path. */
     _Alignas(RS__CACHELINE) _Atomic uint32_t consecutive;
     _Alignas(RS__CACHELINE) pthread_mutex_t lock; /* serialises transitions */
+    bool lock_ready;
     uint32_t trial_successes;                     /* under lock */
     rs__window_t calls, fails;                    /* ratio mode only */
     _Atomic uint64_t transitions[3][3];           /* [from][to] */
@@ -126,7 +126,8 @@ typedef enum rs__admit {
 
 svc_err_t rs__breaker_init(rs__breaker_t *b, const rs_upstream_opts_t *o, const char *name);
 void rs__breaker_dispose(rs__breaker_t *b);
-rs__admit_t rs__breaker_admit(rs__breaker_t *b, uint64_t now_ns, uint32_t *epoch);
+/* Reads the clock only when the breaker is not closed. */
+rs__admit_t rs__breaker_admit(rs__breaker_t *b, uint32_t *epoch);
 bool rs__breaker_recheck(rs__breaker_t *b, bool trial, uint32_t *epoch);
 void rs__breaker_settle(rs__breaker_t *b, bool trial, uint32_t epoch, rs__verdict_t v,
                         uint64_t now_ns);
@@ -162,23 +163,42 @@ bool rs__bulkhead_acquire(rs__bulkhead_t *b);
 void rs__bulkhead_release(rs__bulkhead_t *b);
 int64_t rs__bulkhead_in_flight(const rs__bulkhead_t *b);
 
-/* ---- backoff.c --------------------------------------------------------- */
+/* ---- backoff.c, driver.c ----------------------------------------------- */
 uint64_t rs__random_default(void *ctx);
-unsigned rs__shard(void);
+void rs__sleep_default(void *ctx, uint64_t ns);
+
+/* The calling thread's shard, assigned round robin on first use. Inline:
+ * every counter bump on the hot path asks for it. */
+extern _Thread_local unsigned rs__tls_shard; /* shard + 1; 0: unassigned */
+unsigned rs__shard_assign(void);
+
+static inline unsigned rs__shard(void)
+{
+    unsigned s = rs__tls_shard;
+
+    return s != 0 ? s - 1 : rs__shard_assign();
+}
 
 /* ---- metrics.c --------------------------------------------------------- */
+/* One method's counters in one shard. A call that ends "ok" is counted
+ * only in hist_ok (calls_total{result="ok"} is its sum), which saves the
+ * happy path one atomic add; every other call is counted in calls[] and, if
+ * it made an attempt, in hist. */
 typedef struct rs__mstats {
-    _Alignas(RS__CACHELINE) _Atomic uint64_t calls[RS__REASON_COUNT];
+    _Alignas(RS__CACHELINE) _Atomic uint64_t hist_ok[RS__HIST_N + 1];
+    _Atomic uint64_t hist[RS__HIST_N + 1];
+    _Atomic uint64_t hist_sum_ns;
+    _Atomic uint64_t attempts;
+    _Atomic uint64_t calls[RS__REASON_COUNT]; /* [RS_REASON_OK] unused */
     _Atomic uint64_t rejected[RS__REASON_COUNT];
     _Atomic uint64_t denied[RS__REASON_COUNT];
     _Atomic uint64_t retries[RS__CAUSE_COUNT];
-    _Atomic uint64_t attempts;
-    _Atomic uint64_t hist[RS__HIST_N + 1];
-    _Atomic uint64_t hist_sum_ns;
 } rs__mstats_t;
 
 rs__mstats_t *rs__stats(const rs_upstream_t *u, const struct rs__method *m);
-void rs__stats_observe(rs__mstats_t *s, uint64_t ns);
+/* Counts a settled call: its reason and, if it made an attempt, its
+ * duration `ns` since the first attempt started. */
+void rs__stats_settle(rs__mstats_t *s, rs_reason_t reason, bool attempted, uint64_t ns);
 
 /* ---- upstream.c: the object everything above hangs off ----------------- */
 struct rs_upstream {

@@ -33,11 +33,13 @@ static const char *short_name(const char *path)
 static bool starts_word(const char *name, const char *prefix)
 {
     size_t n = strlen(prefix);
-    char next = name[n];
+    char next;
 
+    if (strncmp(name, prefix, n) != 0)
+        return false;
     /* "GetProduct" and "List" are reads; "Getaway" and "Listen" are not. */
-    return strncmp(name, prefix, n) == 0 &&
-           (next == '\0' || (next >= 'A' && next <= 'Z') || (next >= '0' && next <= '9'));
+    next = name[n];
+    return next == '\0' || (next >= 'A' && next <= 'Z') || (next >= '0' && next <= '9');
 }
 
 bool rs__idempotent_by_name(const char *path)
@@ -144,7 +146,7 @@ static svc_err_t check_policy(const rs_policy_t *p, const char *where, char *err
 }
 
 /* Labels go into Prometheus text unescaped, so they are restricted. */
-static bool label_ok(const char *s)
+bool rs__label_ok(const char *s)
 {
     size_t n = strlen(s);
 
@@ -200,7 +202,7 @@ static svc_err_t build_row(rs_upstream_t *u, size_t i, const rs_method_t *row,
         return SVC_EINVAL;
     }
     label = row->label != NULL ? row->label : short_name(row->path);
-    if (!label_ok(label)) {
+    if (!rs__label_ok(label)) {
         svc_errbuf_set(errbuf, "method %s: label must match [A-Za-z0-9_.-]{1,%u}", row->path,
                        RS_NAME_MAX);
         return SVC_EINVAL;
@@ -217,7 +219,10 @@ static svc_err_t build_row(rs_upstream_t *u, size_t i, const rs_method_t *row,
     snprintf(m->label, sizeof m->label, "%s", label);
     m->policy = row->policy;
     inherit(&m->policy, defaults);
+    /* Resolve the by-name rule now, so only "other" applies it per call. */
     m->idempotency = row->idempotency;
+    if (m->idempotency == RS_IDEMPOTENCY_BY_NAME)
+        m->idempotency = rs__idempotent_by_name(m->path) ? RS_IDEMPOTENT : RS_NOT_IDEMPOTENT;
     m->index = (uint32_t)i;
     err = check_policy(&m->policy, m->path, errbuf);
     if (err != SVC_OK)

@@ -8,7 +8,11 @@
  * so there is no separate "rotate" step to race with, and a reader simply
  * skips cells whose number has fallen out of the window. Bucket numbers are
  * compared modulo 2^32, which only needs the window to be shorter than 2^32
- * buckets.
+ * buckets. A bucket number is now / bucket_ns, computed as the high half of
+ * now x (2^64-1)/bucket_ns: a multiply instead of a 64-bit division (which
+ * cost more than the rest of an add). It can be one less than the exact
+ * quotient at a boundary, but it is monotonic and the same for writers and
+ * readers, which is all a window needs.
  *
  * Sharded windows give each thread its own row of cells (its own cache
  * lines); the sum reads every row. Adding is the hot path, summing is not.
@@ -20,7 +24,14 @@
 
 #define COUNT_MASK 0xffffffffull
 
-svc_err_t rs__window_init(rs__window_t *w, uint64_t window_ns, uint32_t shards)
+__extension__ typedef unsigned __int128 u128;
+
+static uint64_t bucket_of(const rs__window_t *w, uint64_t now_ns)
+{
+    return (uint64_t)(((u128)now_ns * w->magic) >> 64);
+}
+
+svc_err_t rs__window_init(rs__window_t *w, uint64_t window_ns, bool sharded)
 {
     const uint32_t per_line = RS__CACHELINE / sizeof(uint64_t);
     size_t bytes;
@@ -29,9 +40,10 @@ svc_err_t rs__window_init(rs__window_t *w, uint64_t window_ns, uint32_t shards)
     if (window_ns == 0)
         return SVC_OK; /* disabled: add and sum do nothing */
     w->bucket_ns = window_ns / RS__WINDOW_BUCKETS;
-    w->shards = shards;
+    w->magic = UINT64_MAX / w->bucket_ns;
+    w->shards = sharded ? RS__SHARDS : 1;
     w->stride = (RS__WINDOW_BUCKETS + per_line - 1) / per_line * per_line;
-    bytes = (size_t)w->stride * shards * sizeof(uint64_t);
+    bytes = (size_t)w->stride * w->shards * sizeof(uint64_t);
     w->cells = aligned_alloc(RS__CACHELINE, bytes);
     if (w->cells == NULL)
         return SVC_ENOMEM;
@@ -47,7 +59,8 @@ void rs__window_dispose(rs__window_t *w)
 
 static _Atomic uint64_t *cell_for(rs__window_t *w, uint64_t bucket)
 {
-    unsigned shard = w->shards > 1 ? rs__shard() % w->shards : 0;
+    /* A window has either one row or RS__SHARDS of them. */
+    unsigned shard = w->shards > 1 ? rs__shard() : 0;
 
     return &w->cells[(size_t)shard * w->stride + bucket % RS__WINDOW_BUCKETS];
 }
@@ -59,9 +72,16 @@ void rs__window_add(rs__window_t *w, uint64_t now_ns, uint32_t n)
 
     if (w->bucket_ns == 0)
         return;
-    bucket = now_ns / w->bucket_ns;
+    bucket = bucket_of(w, now_ns);
     cell = cell_for(w, bucket);
     old = atomic_load_explicit(cell, memory_order_relaxed);
+    /* The common case, the bucket is current: a plain add. Should another
+     * thread restart the cell meanwhile, the add lands in the newer bucket,
+     * which is as good. */
+    if ((old >> 32) == (bucket & COUNT_MASK)) {
+        atomic_fetch_add_explicit(cell, n, memory_order_relaxed);
+        return;
+    }
     do {
         if ((old >> 32) == (bucket & COUNT_MASK))
             next = old + n;
@@ -80,7 +100,7 @@ void rs__window_sub(rs__window_t *w, uint64_t now_ns, uint32_t n)
 
     if (w->bucket_ns == 0)
         return;
-    bucket = now_ns / w->bucket_ns;
+    bucket = bucket_of(w, now_ns);
     cell = cell_for(w, bucket);
     old = atomic_load_explicit(cell, memory_order_relaxed);
     do {
@@ -98,7 +118,7 @@ uint64_t rs__window_sum(const rs__window_t *w, uint64_t now_ns)
 
     if (w->bucket_ns == 0)
         return 0;
-    current = (uint32_t)(now_ns / w->bucket_ns);
+    current = (uint32_t)bucket_of(w, now_ns);
     for (uint32_t s = 0; s < w->shards; s++) {
         for (uint32_t i = 0; i < RS__WINDOW_BUCKETS; i++) {
             uint64_t v = atomic_load_explicit(&w->cells[(size_t)s * w->stride + i],

@@ -230,13 +230,14 @@ svc_err_t rs_grpc_call(rs_grpc_client_t *cl, const char *method, const ProtobufC
     blocking_t b = {cl, method, req, resp_desc, o, NULL, ""};
     uint64_t deadline = o->deadline_ns;
     rs_result_t r;
+    svc_err_t err;
 
     /* An incoming call's deadline bounds everything done on its behalf. */
     if (o->parent != NULL && rpc_ctx_deadline(o->parent) < deadline)
         deadline = rpc_ctx_deadline(o->parent);
-    (void)rs_call_run(cl->up, method, deadline, blocking_attempt, &b, &r);
+    err = rs_call_run(cl->up, method, deadline, blocking_attempt, &b, &r);
     rs__result_fill(cl, &r, b.message, res);
-    if (r.err != SVC_OK && b.resp != NULL) {
+    if (err != SVC_OK && b.resp != NULL) {
         protobuf_c_message_free_unpacked(b.resp, NULL);
         b.resp = NULL;
     }

@@ -259,8 +259,11 @@ typedef enum rs_reason {
     RS__REASON_COUNT
 } rs_reason_t;
 
-/* "ok", "retried", "not-retryable", ... Never NULL. */
+/* "ok", "retried", "not-retryable", ... (logs, metric labels). Never NULL. */
 const char *rs_reason_name(rs_reason_t r);
+/* A phrase for a status message: "circuit open", "retry budget exhausted"...
+ * Never NULL. */
+const char *rs_reason_text(rs_reason_t r);
 /* "closed", "open", "half-open". Never NULL. */
 const char *rs_breaker_state_name(rs_breaker_state_t s);
 
@@ -305,6 +308,7 @@ typedef struct rs_result {
 } rs_result_t;
 
 struct rs__method; /* private */
+struct rs__mstats;
 
 /* Per-call state. Caller-allocated (the stack is fine); no field is public.
  * Valid from rs_call_begin() until rs_call_finish(). */
@@ -312,6 +316,7 @@ typedef struct rs_call {
     /* private: owned by the engine, read through the functions below */
     rs_upstream_t *up;
     const struct rs__method *m;
+    struct rs__mstats *stats;
     const char *path;
     uint64_t deadline_ns, start_ns, attempt_deadline_ns;
     uint32_t attempts, max_attempts, epoch;
@@ -329,20 +334,24 @@ typedef struct rs_call {
  * c            caller-allocated; any previous contents are ignored.
  * Returns SVC_OK (admitted; go to rs_call_attempt()), SVC_EEXHAUSTED
  * (reason bulkhead-full) or SVC_EUNAVAIL (reason breaker-open: "circuit
- * open"; see rs_upstream_ms_until_trial()). A rejection costs microseconds,
- * holds nothing and is already counted; rs_call_finish() on it is harmless.
+ * open"; see rs_upstream_ms_until_trial()). A rejection costs well under a
+ * microsecond, makes no attempt, holds nothing and is already counted;
+ * finishing it like any other call only fills in the result.
  */
 RS_MUST_USE svc_err_t rs_call_begin(rs_upstream_t *u, const char *method, uint64_t deadline_ns,
                                     rs_call_t *c);
 
 /*
- * May the next attempt start now? On SVC_OK, *attempt_deadline_ns is
- * min(now + per-attempt timeout, overall deadline): give it to the transport
- * (gRPC call deadline, curl timeout). Before a retry this re-checks the
- * breaker and re-acquires the bulkhead slot released during the backoff.
- * Otherwise the call is over: the returned error is the final one (the last
- * real error, or SVC_ETIMEDOUT if no attempt ran) and the reason is deadline,
- * breaker-open or bulkhead-full.
+ * May the next attempt start now? Call it right after rs_call_begin(), and
+ * after each RS_RETRY once its delay_ms have passed. On SVC_OK,
+ * *attempt_deadline_ns is min(now + per-attempt timeout, overall deadline):
+ * give it to the transport (gRPC call deadline, curl timeout). The first
+ * attempt counts the call as an original for the retry budget and starts its
+ * latency clock; before a retry this re-checks the breaker and re-acquires
+ * the bulkhead slot released during the backoff. Otherwise the call is over:
+ * the returned error is the final one (the last real error, or SVC_ETIMEDOUT
+ * if no attempt ran) and the reason is deadline, breaker-open or
+ * bulkhead-full.
  */
 RS_MUST_USE svc_err_t rs_call_attempt(rs_call_t *c, uint64_t *attempt_deadline_ns);
 
@@ -360,10 +369,10 @@ uint32_t rs_call_attempts(const rs_call_t *c);
 
 /*
  * Ends the call: releases the slot and any breaker trial permit, records
- * metrics. Call it exactly once per rs_call_begin() (a second call is a
- * no-op). Finishing before a verdict (e.g. the caller was cancelled during
- * a backoff) ends the call with reason cancelled, and the breaker ignores it.
- * out is optional.
+ * metrics. Call it once for every rs_call_begin(), admitted or not (again
+ * is a no-op). Finishing before a verdict (e.g. the caller was cancelled
+ * during a backoff) ends the call with reason cancelled, SVC_ECANCELLED, and
+ * the breaker ignores it. out is optional.
  */
 void rs_call_finish(rs_call_t *c, rs_result_t *out);
 

@@ -122,8 +122,10 @@ grpc_call *rpc_ctx_call(rpc_ctx_t *c);
  * Client
  * ------------------------------------------------------------------------ */
 
+/* A restarted dependency is retried at most this often apart (gRPC adds
+ * +-20% jitter), so it is back in use within ~0.6 s of listening. */
 #define RPC_DEFAULT_INITIAL_RECONNECT_MS 100
-#define RPC_DEFAULT_MAX_RECONNECT_MS     1000
+#define RPC_DEFAULT_MAX_RECONNECT_MS     500
 
 typedef struct rpc_channel_opts {
     int initial_reconnect_ms; /* RPC_DEFAULT_INITIAL_RECONNECT_MS (gRPC default 1000) */

@@ -41,7 +41,7 @@ typedef struct rs_grpc_client rs_grpc_client_t;
 typedef struct rs_grpc_opts {
     const char *target;          /* "127.0.0.1:50051"; copied */
     rs_upstream_opts_t upstream; /* name, policy, method table, breaker, ... */
-    rpc_channel_opts_t channel;  /* reconnect backoff: 100 ms .. 1 s by default */
+    rpc_channel_opts_t channel;  /* reconnect backoff: 100 ms .. 500 ms by default */
     int watch_ms;                /* RS_GRPC_DEFAULT_WATCH_MS; 0 = no watcher */
 } rs_grpc_opts_t;
 
