@@ -16,6 +16,7 @@
 #include <stdatomic.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #include <grpc/byte_buffer_reader.h>
 #include <grpc/grpc_security.h>
@@ -77,6 +78,10 @@ struct rpc_server {
 
     atomic_bool stopping;
     atomic_bool stop_requested;
+    /* Calls between arrival and the end of their reply. gRPC's shutdown
+     * notification does not wait for handlers still running, so the drain
+     * waits for this to reach zero before the workers' queues go away. */
+    atomic_int in_flight;
 };
 
 void rpc_init(void)
@@ -252,6 +257,7 @@ static void log_access(const slot_t *s)
 
 static void finish(slot_t *s)
 {
+    atomic_fetch_sub(&s->w->srv->in_flight, 1);
     log_access(s);
     grpc_slice_unref(s->details);
     grpc_byte_buffer_destroy(s->reply);
@@ -308,6 +314,7 @@ static void *worker_main(void *arg)
             continue;
         if (s->state == SLOT_WAIT_CALL) {
             if (ev.success) {
+                atomic_fetch_add(&srv->in_flight, 1);
                 serve(s);
             } else {
                 grpc_metadata_array_destroy(&s->md);
@@ -464,24 +471,45 @@ static void wait_for_stop(rpc_server_t *s)
     svc_log_info(s->mod, "stop requested: shutting down (drain up to %d ms)", s->o.drain_ms);
 }
 
-/* Stops accepting, lets in-flight calls finish within drain_ms, then cancels
- * what is left. Returns false when calls had to be cancelled. */
+/* Polls until no call is being served or `until_ns` passes. */
+static bool wait_idle(rpc_server_t *s, uint64_t until_ns)
+{
+    while (atomic_load(&s->in_flight) > 0) {
+        if (svc_now_ns() >= until_ns)
+            return false;
+        nanosleep(&(struct timespec){0, 5 * 1000 * 1000}, NULL);
+    }
+    return true;
+}
+
+/*
+ * Stops accepting, lets in-flight calls finish within drain_ms, then
+ * cancels what is left and waits for those handlers to return (they are
+ * bounded by their own deadlines). Returns false when calls were cancelled.
+ *
+ * Known gRPC 1.51 behaviour (grpc/grpc#41785): a call that reaches the
+ * server after shutdown began, before its client has read the GOAWAY, is
+ * dropped and the client sees CANCELLED. Such a call never ran, so nothing
+ * is lost; pkg/resilience treats a CANCELLED it did not ask for as
+ * UNAVAILABLE, so guarded clients retry it elsewhere or fail cleanly.
+ */
 static bool drain(rpc_server_t *s)
 {
-    gpr_timespec until = rpc_deadline_to_timespec(svc_now_ns() + (uint64_t)s->o.drain_ms *
-                                                                    SVC_NS_PER_MS);
+    uint64_t until = svc_now_ns() + (uint64_t)s->o.drain_ms * SVC_NS_PER_MS;
     grpc_event ev;
-    bool clean = true;
+    bool clean;
 
     atomic_store(&s->stopping, true);
     grpc_server_shutdown_and_notify(s->server, s->shutdown_cq, s);
-    ev = grpc_completion_queue_next(s->shutdown_cq, until, NULL);
-    if (ev.type == GRPC_QUEUE_TIMEOUT) {
-        svc_log_warn(s->mod, "drain timed out after %d ms: cancelling in-flight calls",
-                     s->o.drain_ms);
+    ev = grpc_completion_queue_next(s->shutdown_cq, rpc_deadline_to_timespec(until), NULL);
+    clean = ev.type != GRPC_QUEUE_TIMEOUT && wait_idle(s, until);
+    if (!clean) {
+        svc_log_warn(s->mod, "drain timed out after %d ms: cancelling %d in-flight calls",
+                     s->o.drain_ms, atomic_load(&s->in_flight));
         grpc_server_cancel_all_calls(s->server);
-        grpc_completion_queue_next(s->shutdown_cq, gpr_inf_future(GPR_CLOCK_REALTIME), NULL);
-        clean = false;
+        if (ev.type == GRPC_QUEUE_TIMEOUT)
+            grpc_completion_queue_next(s->shutdown_cq, gpr_inf_future(GPR_CLOCK_REALTIME), NULL);
+        wait_idle(s, SVC_DEADLINE_NONE);
     }
     return clean;
 }

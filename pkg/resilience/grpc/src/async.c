@@ -317,6 +317,7 @@ void rs__async_attempt_done(void *tag)
         complete(a, resp); /* finish before a verdict: reason cancelled */
         return;
     }
+    o.err = rs__server_cancel_is_unavailable(o.err); /* we did not cancel it */
     d = rs_call_end_attempt(&a->rc, &o);
     if (d.action == RS_RETRY) {
         a->due_ns = svc_now_ns() + (uint64_t)d.delay_ms * SVC_NS_PER_MS;

@@ -33,6 +33,8 @@ struct rs_grpc_client {
 /* client.c */
 void rs__result_fill(rs_grpc_client_t *cl, const rs_result_t *r, const char *last_message,
                      rs_grpc_result_t *res);
+/* A CANCELLED the caller did not ask for is UNAVAILABLE (see client.c). */
+svc_err_t rs__server_cancel_is_unavailable(svc_err_t err);
 /* Copies o->md into md (RS_GRPC_MAX_MD + 1 entries) and adds
  * grpc-previous-rpc-attempts on retries; num holds its text (12 bytes). */
 size_t rs__md_with_attempt(const rs_grpc_call_opts_t *o, uint32_t attempt, char *num,

@@ -174,6 +174,15 @@ void rs__result_fill(rs_grpc_client_t *cl, const rs_result_t *r, const char *las
     snprintf(res->message, sizeof res->message, "%s", r->err == SVC_OK ? "" : last_message);
 }
 
+svc_err_t rs__server_cancel_is_unavailable(svc_err_t err)
+{
+    /* We never cancel a blocking attempt ourselves, so a CANCELLED here
+     * came from the other side: gRPC 1.51 answers so for a call that
+     * reached a server already shutting down (grpc/grpc#41785). That call
+     * never ran; for the chain it is the dependency going away. */
+    return err == SVC_ECANCELLED ? SVC_EUNAVAIL : err;
+}
+
 size_t rs__md_with_attempt(const rs_grpc_call_opts_t *o, uint32_t attempt, char *num,
                            rpc_md_t *md)
 {
@@ -214,7 +223,7 @@ static void blocking_attempt(void *arg, const rs_attempt_t *at, rs_outcome_t *ou
     co.n_md = rs__md_with_attempt(b->o, at->number, num, md);
     rpc_call_unary(b->cl->ch, b->method, b->req, b->resp_desc, &b->resp, &co, &r);
     memcpy(b->message, r.message, sizeof b->message);
-    out->err = r.err;
+    out->err = rs__server_cancel_is_unavailable(r.err);
     /* rpc_call_unary only ever sees our attempt deadline (a parent's earlier
      * deadline is part of it), so DEADLINE_EXCEEDED is "our timer fired";
      * the engine itself tells it apart from the caller's overall deadline. */
