@@ -188,7 +188,8 @@ size_t rs__md_with_attempt(const rs_grpc_call_opts_t *o, uint32_t attempt, char 
 {
     size_t n = o->n_md < RS_GRPC_MAX_MD ? o->n_md : RS_GRPC_MAX_MD;
 
-    memcpy(md, o->md, n * sizeof *md);
+    if (n > 0)
+        memcpy(md, o->md, n * sizeof *md);
     /* gRFC A6: tell the server this is a retry, so its logs can say so. */
     if (attempt > 1) {
         snprintf(num, 12, "%u", attempt - 1);
