@@ -11,7 +11,6 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include <grpc/byte_buffer_reader.h>
 #include <grpc/grpc_security.h>
 #include <grpc/support/alloc.h>
 
@@ -86,54 +85,20 @@ grpc_channel *rpc_channel_new(const char *target, const rpc_channel_opts_t *o)
     return ch;
 }
 
-static grpc_byte_buffer *pack(const ProtobufCMessage *m)
+/* Copies the grpc-retry-pushback-ms trailer, if any, for pkg/resilience. */
+static void keep_pushback(const grpc_metadata_array *trailers, rpc_result_t *res)
 {
-    size_t len = protobuf_c_message_get_packed_size(m);
-    grpc_slice sl = grpc_slice_malloc(len);
-    grpc_byte_buffer *bb;
+    const char *v;
+    size_t n;
 
-    protobuf_c_message_pack(m, GRPC_SLICE_START_PTR(sl));
-    bb = grpc_raw_byte_buffer_create(&sl, 1);
-    grpc_slice_unref(sl);
-    return bb;
-}
-
-static ProtobufCMessage *unpack(grpc_byte_buffer *bb, const ProtobufCMessageDescriptor *d)
-{
-    grpc_byte_buffer_reader r;
-    ProtobufCMessage *m;
-    grpc_slice sl;
-
-    if (bb == NULL || !grpc_byte_buffer_reader_init(&r, bb))
-        return NULL;
-    sl = grpc_byte_buffer_reader_readall(&r);
-    grpc_byte_buffer_reader_destroy(&r);
-    m = protobuf_c_message_unpack(d, NULL, GRPC_SLICE_LENGTH(sl), GRPC_SLICE_START_PTR(sl));
-    grpc_slice_unref(sl);
-    return m;
-}
-
-/* Reads grpc-retry-pushback-ms (gRPC A6): -1 absent, -2 present but not a
- * non-negative integer (A6 says: then do not retry). */
-static int64_t pushback(const grpc_metadata_array *trailers)
-{
-    for (size_t i = 0; i < trailers->count; i++) {
-        const grpc_metadata *m = &trailers->metadata[i];
-        char buf[24];
-        size_t n = GRPC_SLICE_LENGTH(m->value);
-        char *end;
-        long long v;
-
-        if (grpc_slice_str_cmp(m->key, "grpc-retry-pushback-ms") != 0)
-            continue;
-        if (n == 0 || n >= sizeof buf)
-            return -2;
-        memcpy(buf, GRPC_SLICE_START_PTR(m->value), n);
-        buf[n] = '\0';
-        v = strtoll(buf, &end, 10);
-        return (*end != '\0' || v < 0) ? -2 : (int64_t)v;
-    }
-    return -1;
+    res->has_pushback = rpc_md_find(trailers, "grpc-retry-pushback-ms", &v, &n);
+    if (!res->has_pushback)
+        return;
+    /* A value too long to be a number stays visibly malformed. */
+    if (n >= sizeof res->pushback)
+        n = 1, v = "-";
+    memcpy(res->pushback, v, n);
+    res->pushback[n] = '\0';
 }
 
 static void result_set(rpc_result_t *res, grpc_status_code st, grpc_slice details,
@@ -170,7 +135,6 @@ svc_err_t rpc_call_unary(grpc_channel *ch, const char *method, const ProtobufCMe
     int tag;
 
     memset(res, 0, sizeof *res);
-    res->pushback_ms = -1;
     *resp = NULL;
     t0 = svc_now_ns();
     call = grpc_channel_create_call(ch, o->parent != NULL ? rpc_ctx_call(o->parent) : NULL,
@@ -181,7 +145,7 @@ svc_err_t rpc_call_unary(grpc_channel *ch, const char *method, const ProtobufCMe
         md[i].key = grpc_slice_from_static_string(o->md[i].key);
         md[i].value = grpc_slice_from_static_string(o->md[i].value);
     }
-    send = pack(req);
+    send = rpc_message_pack(req);
     grpc_metadata_array_init(&initial_md);
     grpc_metadata_array_init(&trailers);
     memset(ops, 0, sizeof ops);
@@ -208,9 +172,9 @@ svc_err_t rpc_call_unary(grpc_channel *ch, const char *method, const ProtobufCMe
         status = GRPC_STATUS_INTERNAL;
 
     result_set(res, status, details, error_string);
-    res->pushback_ms = pushback(&trailers);
+    keep_pushback(&trailers, res);
     if (res->err == SVC_OK) {
-        *resp = unpack(recv, resp_desc);
+        *resp = rpc_message_unpack(recv, resp_desc, NULL);
         if (*resp == NULL) {
             res->err = SVC_EINTERNAL;
             snprintf(res->message, sizeof res->message, "reply is not a valid %s",

@@ -89,6 +89,14 @@ ProtobufCAllocator rpc__arena_allocator(rpc__arena_t *a)
     return (ProtobufCAllocator){arena_pb_alloc, arena_pb_free, a};
 }
 
+const rpc_method_t *rpc__method_find(const rpc_method_t *methods, size_t n, const char *path)
+{
+    for (size_t i = 0; i < n; i++)
+        if (strcmp(methods[i].path, path) == 0)
+            return &methods[i];
+    return NULL;
+}
+
 svc_err_t rpc__methods_validate(const rpc_method_t *methods, size_t n, char *errbuf)
 {
     if (n == 0) {
@@ -116,6 +124,60 @@ svc_err_t rpc__methods_validate(const rpc_method_t *methods, size_t n, char *err
     return SVC_OK;
 }
 
+static bool read_varint(const uint8_t **p, const uint8_t *end, uint64_t *v)
+{
+    *v = 0;
+    for (int shift = 0; *p < end && shift < 64; shift += 7) {
+        uint8_t b = *(*p)++;
+        *v |= (uint64_t)(b & 0x7f) << shift;
+        if ((b & 0x80) == 0)
+            return true;
+    }
+    return false;
+}
+
+/*
+ * True when a string field anywhere in the encoded message holds a NUL.
+ * proto3 allows it, but protobuf-c hands handlers NUL-terminated strings,
+ * so "a\0b" would silently become "a": such a request is refused instead.
+ * Runs on input protobuf-c has already parsed, so it can stop at oddities.
+ */
+static bool has_nul_string(const ProtobufCMessageDescriptor *d, const uint8_t *p,
+                           const uint8_t *end, int depth)
+{
+    uint64_t tag, len;
+
+    while (p < end && depth < 32 && read_varint(&p, end, &tag)) {
+        const ProtobufCFieldDescriptor *f =
+            protobuf_c_message_descriptor_get_field(d, (unsigned)(tag >> 3));
+        switch (tag & 7) {
+        case 0:
+            if (!read_varint(&p, end, &len))
+                return false;
+            break;
+        case 1:
+            p += 8;
+            break;
+        case 5:
+            p += 4;
+            break;
+        case 2:
+            if (!read_varint(&p, end, &len) || len > (uint64_t)(end - p))
+                return false;
+            if (f != NULL && f->type == PROTOBUF_C_TYPE_STRING && memchr(p, 0, len) != NULL)
+                return true;
+            if (f != NULL && f->type == PROTOBUF_C_TYPE_MESSAGE &&
+                has_nul_string(f->descriptor, p, p + len, depth + 1))
+                return true;
+            p += len;
+            break;
+        default:
+            return false;
+        }
+    }
+    return false;
+}
+
 svc_err_t rpc__dispatch(rpc_ctx_t *ctx, const uint8_t *in, size_t in_len, ProtobufCMessage **resp,
                         char *errbuf)
 {
@@ -131,6 +193,10 @@ svc_err_t rpc__dispatch(rpc_ctx_t *ctx, const uint8_t *in, size_t in_len, Protob
     req = protobuf_c_message_unpack(ctx->method->request, &alloc, in_len, in);
     if (req == NULL) {
         svc_errbuf_set(errbuf, "request is not a valid %s", ctx->method->request->name);
+        return SVC_EINVAL;
+    }
+    if (in_len > 0 && has_nul_string(ctx->method->request, in, in + in_len, 0)) {
+        svc_errbuf_set(errbuf, "strings must not contain NUL characters");
         return SVC_EINVAL;
     }
     return ctx->method->handler(ctx, req, resp, errbuf);
@@ -178,24 +244,16 @@ char *rpc_ctx_strdup(rpc_ctx_t *c, const char *s)
 
 const char *rpc_ctx_metadata(rpc_ctx_t *c, const char *key)
 {
-    size_t klen = strlen(key);
+    const char *v;
+    size_t n;
+    char *copy;
 
-    if (c->md == NULL)
+    if (!rpc_md_find(c->md, key, &v, &n))
         return NULL;
-    for (size_t i = 0; i < c->md->count; i++) {
-        const grpc_metadata *m = &c->md->metadata[i];
-        size_t vlen = GRPC_SLICE_LENGTH(m->value);
-        char *v;
-
-        if (GRPC_SLICE_LENGTH(m->key) != klen ||
-            memcmp(GRPC_SLICE_START_PTR(m->key), key, klen) != 0)
-            continue;
-        v = rpc__arena_alloc(&c->arena, vlen + 1);
-        if (v == NULL)
-            return NULL;
-        memcpy(v, GRPC_SLICE_START_PTR(m->value), vlen);
-        v[vlen] = '\0';
-        return v;
-    }
-    return NULL;
+    copy = rpc__arena_alloc(&c->arena, n + 1);
+    if (copy == NULL)
+        return NULL;
+    memcpy(copy, v, n);
+    copy[n] = '\0';
+    return copy;
 }

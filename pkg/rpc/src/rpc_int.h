@@ -42,5 +42,7 @@ svc_err_t rpc__dispatch(rpc_ctx_t *ctx, const uint8_t *in, size_t in_len, Protob
 /* Checks a method table: every path "/pkg.Service/Method", no path twice,
  * descriptor and handler set. SVC_EINVAL naming the bad entry. */
 svc_err_t rpc__methods_validate(const rpc_method_t *methods, size_t n, char *errbuf);
+/* The method with this path; NULL when the table has none. */
+const rpc_method_t *rpc__method_find(const rpc_method_t *methods, size_t n, const char *path);
 
 #endif

@@ -2,12 +2,19 @@
 /*
  * server.c - the gRPC C core server loop behind rpc_server_*.
  *
- * Each worker thread owns a completion queue and, on it, a fixed number of
- * "slots" per method: a slot is one outstanding request_registered_call
- * that becomes one served call and is then re-armed. gRPC hands a new call
- * to any queue with a pending request, so load spreads over the workers and
- * a call never changes thread. The number of slots bounds how many calls a
- * server holds at once: a bounded resource by construction.
+ * Each worker thread owns a completion queue and one "slot": a single
+ * outstanding grpc_server_request_call, armed only while the worker is
+ * idle. gRPC hands a new call to a queue that has a pending request, so a
+ * call always goes to an idle worker and never waits behind a busy one
+ * (gRPC prefers the queue a connection is bound to: with several requests
+ * armed per worker, one client's calls would pile up behind its first slow
+ * call). Calls that arrive while every worker is busy wait inside gRPC until
+ * one re-arms. A call never changes thread.
+ *
+ * A slot goes IDLE -> WAIT_CALL (armed) -> RECV_MESSAGE (read the request)
+ * -> REPLYING (handler ran, reply sent) -> WAIT_CALL again, or IDLE once the
+ * server is stopping; a worker whose slot is idle while stopping shuts its
+ * own queue down, so no queue disappears under a call.
  */
 #include <errno.h>
 #include <inttypes.h>
@@ -25,17 +32,16 @@
 #include "rpc_int.h"
 #include "sock.h"
 
-typedef enum { SLOT_IDLE, SLOT_WAIT_CALL, SLOT_REPLYING } slot_state_t;
+typedef enum { SLOT_IDLE, SLOT_WAIT_CALL, SLOT_RECV_MESSAGE, SLOT_REPLYING } slot_state_t;
 
 typedef struct worker worker_t;
 
 typedef struct slot {
     worker_t *w;
-    const rpc_method_t *method;
-    void *registered;
+    const rpc_method_t *method; /* NULL: not in the table (UNIMPLEMENTED) */
     slot_state_t state;
     grpc_call *call;
-    gpr_timespec deadline;
+    grpc_call_details details_in;
     grpc_metadata_array md;
     grpc_byte_buffer *payload;
     grpc_byte_buffer *reply;
@@ -52,8 +58,7 @@ struct worker {
     int index;
     pthread_t thread;
     grpc_completion_queue *cq;
-    slot_t *slots;
-    size_t n_slots;
+    slot_t slot;
     void *state;
     uint64_t rng;
 };
@@ -61,7 +66,6 @@ struct worker {
 struct rpc_server {
     rpc_server_opts_t o;
     const rpc_method_t *methods;
-    void **registered; /* grpc_server_register_method handle per method */
     size_t n_methods;
     grpc_server *server;
     grpc_completion_queue *shutdown_cq;
@@ -78,9 +82,8 @@ struct rpc_server {
 
     atomic_bool stopping;
     atomic_bool stop_requested;
-    /* Calls between arrival and the end of their reply. gRPC's shutdown
-     * notification does not wait for handlers still running, so the drain
-     * waits for this to reach zero before the workers' queues go away. */
+    /* Calls between arrival and the end of their reply: gRPC's shutdown
+     * notification does not wait for handlers still running. */
     atomic_int in_flight;
 };
 
@@ -107,7 +110,6 @@ void rpc_server_opts_init(rpc_server_opts_t *o)
     memset(o, 0, sizeof *o);
     o->listen = "127.0.0.1:50051";
     o->workers = RPC_DEFAULT_WORKERS;
-    o->slots_per_method = RPC_DEFAULT_SLOTS_PER_METHOD;
     o->drain_ms = RPC_DEFAULT_DRAIN_MS;
     o->max_message_bytes = RPC_DEFAULT_MAX_MESSAGE;
 }
@@ -116,21 +118,57 @@ void rpc_server_opts_init(rpc_server_opts_t *o)
 /* One call                                                              */
 /* --------------------------------------------------------------------- */
 
+/* Stopping and idle: nothing more can arrive on this queue. */
+static void retire(slot_t *s)
+{
+    s->state = SLOT_IDLE;
+    grpc_completion_queue_shutdown(s->w->cq);
+}
+
 static void arm(slot_t *s)
 {
     grpc_call_error rc;
 
+    if (atomic_load(&s->w->srv->stopping)) {
+        retire(s);
+        return;
+    }
     s->state = SLOT_WAIT_CALL;
     s->call = NULL;
     s->payload = NULL;
+    grpc_call_details_init(&s->details_in);
     grpc_metadata_array_init(&s->md);
-    rc = grpc_server_request_registered_call(s->w->srv->server, s->registered, &s->call,
-                                             &s->deadline, &s->md, &s->payload, s->w->cq,
-                                             s->w->cq, s);
+    rc = grpc_server_request_call(s->w->srv->server, &s->call, &s->details_in, &s->md, s->w->cq,
+                                  s->w->cq, s);
     if (rc != GRPC_CALL_OK) {
-        /* Only happens while shutting down: the slot simply retires. */
+        /* Only happens while shutting down. */
+        grpc_call_details_destroy(&s->details_in);
         grpc_metadata_array_destroy(&s->md);
-        s->state = SLOT_IDLE;
+        retire(s);
+    }
+}
+
+/* A call arrived: find its method and read the request message. */
+static void receive(slot_t *s)
+{
+    const rpc_server_t *srv = s->w->srv;
+    char path[256];
+    size_t n = GRPC_SLICE_LENGTH(s->details_in.method);
+    grpc_op op;
+
+    atomic_fetch_add(&s->w->srv->in_flight, 1);
+    if (n >= sizeof path)
+        n = sizeof path - 1;
+    memcpy(path, GRPC_SLICE_START_PTR(s->details_in.method), n);
+    path[n] = '\0';
+    s->method = rpc__method_find(srv->methods, srv->n_methods, path);
+    memset(&op, 0, sizeof op);
+    op.op = GRPC_OP_RECV_MESSAGE;
+    op.data.recv_message.recv_message = &s->payload;
+    s->state = SLOT_RECV_MESSAGE;
+    if (grpc_call_start_batch(s->call, &op, 1, s, NULL) != GRPC_CALL_OK) {
+        svc_log_error(srv->mod, "cannot read the request of %s", path);
+        grpc_call_cancel(s->call, NULL);
     }
 }
 
@@ -161,13 +199,8 @@ static void take_request_id(slot_t *s)
 
 static grpc_byte_buffer *encode(const ProtobufCMessage *m, svc_err_t *err, char *errbuf)
 {
-    size_t len = protobuf_c_message_get_packed_size(m);
-    grpc_slice sl = grpc_slice_malloc(len);
-    grpc_byte_buffer *bb;
+    grpc_byte_buffer *bb = rpc_message_pack(m);
 
-    protobuf_c_message_pack(m, GRPC_SLICE_START_PTR(sl));
-    bb = grpc_raw_byte_buffer_create(&sl, 1);
-    grpc_slice_unref(sl);
     if (bb == NULL) {
         *err = SVC_ENOMEM;
         svc_errbuf_set(errbuf, "cannot allocate the reply");
@@ -175,8 +208,12 @@ static grpc_byte_buffer *encode(const ProtobufCMessage *m, svc_err_t *err, char 
     return bb;
 }
 
-/* Runs the handler for a freshly arrived call and starts the reply batch. */
-static void serve(slot_t *s)
+/* Stands in for a path that is not in the table, for logs. */
+static const rpc_method_t unknown_method = {"(unknown method)", NULL, NULL};
+
+/* Runs the handler for a call whose request has been read (received is
+ * false when the client went away first) and starts the reply batch. */
+static void serve(slot_t *s, bool received)
 {
     char errbuf[SVC_ERRBUF_LEN] = "";
     ProtobufCMessage *resp = NULL;
@@ -185,8 +222,8 @@ static void serve(slot_t *s)
     size_t n = 0;
 
     s->started_ns = svc_now_ns();
-    s->ctx.method = s->method;
-    s->ctx.deadline_ns = rpc_deadline_from_timespec(s->deadline);
+    s->ctx.method = s->method != NULL ? s->method : &unknown_method;
+    s->ctx.deadline_ns = rpc_deadline_from_timespec(s->details_in.deadline);
     s->ctx.worker = s->w->state;
     s->ctx.app = s->w->srv->o.app;
     s->ctx.call = s->call;
@@ -201,8 +238,17 @@ static void serve(slot_t *s)
             grpc_byte_buffer_reader_destroy(&r);
         }
     }
-    s->err = rpc__dispatch(&s->ctx, GRPC_SLICE_START_PTR(in), GRPC_SLICE_LENGTH(in), &resp,
-                           errbuf);
+    if (!received) {
+        s->err = SVC_ECANCELLED;
+        svc_errbuf_set(errbuf, "the client went away before its request arrived");
+    } else if (s->method != NULL) {
+        s->err = rpc__dispatch(&s->ctx, GRPC_SLICE_START_PTR(in), GRPC_SLICE_LENGTH(in), &resp,
+                               errbuf);
+    } else {
+        s->err = SVC_EUNIMPL;
+        svc_errbuf_set(errbuf, "unknown method %.*s", (int)GRPC_SLICE_LENGTH(s->details_in.method),
+                       (const char *)GRPC_SLICE_START_PTR(s->details_in.method));
+    }
     grpc_slice_unref(in);
     s->reply = NULL;
     if (s->err == SVC_OK)
@@ -227,7 +273,7 @@ static void serve(slot_t *s)
     s->state = SLOT_REPLYING;
     if (grpc_call_start_batch(s->call, ops, n, s, NULL) != GRPC_CALL_OK) {
         /* Not reachable with a well-formed batch; never leave the slot stuck. */
-        svc_log_error(s->w->srv->mod, "cannot start the reply batch for %s", s->method->path);
+        svc_log_error(s->w->srv->mod, "cannot start the reply batch for %s", s->ctx.method->path);
         grpc_call_cancel(s->call, NULL);
     }
     svc_log_set_request_id(NULL);
@@ -246,9 +292,9 @@ static void log_access(const slot_t *s)
     if (!svc_log_enabled(lvl))
         return;
     snprintf(kv, sizeof kv, " method=%s code=%s duration_ms=%.3f client_cancelled=%d",
-             s->method->path, code, ms, s->cancelled);
+             s->ctx.method->path, code, ms, s->cancelled);
     svc_log_set_request_id(s->request_id);
-    svc_log_write(lvl, s->w->srv->mod, kv, "%s %s %.3fms%s%.*s", s->method->path, code, ms,
+    svc_log_write(lvl, s->w->srv->mod, kv, "%s %s %.3fms%s%.*s", s->ctx.method->path, code, ms,
                   s->err == SVC_OK ? "" : ": ",
                   s->err == SVC_OK ? 0 : (int)GRPC_SLICE_LENGTH(s->details),
                   (const char *)GRPC_SLICE_START_PTR(s->details));
@@ -263,14 +309,12 @@ static void finish(slot_t *s)
     grpc_byte_buffer_destroy(s->reply);
     grpc_byte_buffer_destroy(s->payload);
     grpc_metadata_array_destroy(&s->md);
+    grpc_call_details_destroy(&s->details_in);
     grpc_call_unref(s->call);
     rpc__arena_reset(&s->ctx.arena);
     s->reply = s->payload = NULL;
     s->call = NULL;
-    if (atomic_load(&s->w->srv->stopping))
-        s->state = SLOT_IDLE;
-    else
-        arm(s);
+    arm(s);
 }
 
 /* --------------------------------------------------------------------- */
@@ -312,16 +356,24 @@ static void *worker_main(void *arg)
             break;
         if (ev.type != GRPC_OP_COMPLETE)
             continue;
-        if (s->state == SLOT_WAIT_CALL) {
+        switch (s->state) {
+        case SLOT_WAIT_CALL:
             if (ev.success) {
-                atomic_fetch_add(&srv->in_flight, 1);
-                serve(s);
-            } else {
+                receive(s);
+            } else { /* the server is shutting down */
+                grpc_call_details_destroy(&s->details_in);
                 grpc_metadata_array_destroy(&s->md);
-                s->state = SLOT_IDLE; /* server shutting down */
+                retire(s);
             }
-        } else if (s->state == SLOT_REPLYING) {
+            break;
+        case SLOT_RECV_MESSAGE:
+            serve(s, ev.success != 0);
+            break;
+        case SLOT_REPLYING:
             finish(s);
+            break;
+        case SLOT_IDLE:
+            break;
         }
     }
     if (srv->o.worker_fini != NULL && w->state != NULL)
@@ -354,12 +406,6 @@ static svc_err_t create_grpc_server(rpc_server_t *s, char *errbuf)
     s->server = grpc_server_create(&ch_args, NULL);
     s->shutdown_cq = grpc_completion_queue_create_for_next(NULL);
     grpc_server_register_completion_queue(s->server, s->shutdown_cq, NULL);
-    s->registered = calloc(s->n_methods, sizeof *s->registered);
-    if (s->registered == NULL)
-        return SVC_ENOMEM;
-    for (size_t m = 0; m < s->n_methods; m++)
-        s->registered[m] = grpc_server_register_method(s->server, s->methods[m].path, NULL,
-                                                       GRPC_SRM_PAYLOAD_READ_INITIAL_BYTE_BUFFER, 0);
     creds = grpc_insecure_server_credentials_create();
     s->port = grpc_server_add_http2_port(s->server, s->o.listen, creds);
     grpc_server_credentials_release(creds);
@@ -372,11 +418,11 @@ static svc_err_t create_grpc_server(rpc_server_t *s, char *errbuf)
 
 static svc_err_t create_workers(rpc_server_t *s, char *errbuf)
 {
-    size_t per = s->n_methods * (size_t)s->o.slots_per_method;
-
     s->workers = calloc((size_t)s->o.workers, sizeof *s->workers);
-    if (s->workers == NULL)
-        goto nomem;
+    if (s->workers == NULL) {
+        svc_errbuf_set(errbuf, "out of memory creating workers");
+        return SVC_ENOMEM;
+    }
     for (int i = 0; i < s->o.workers; i++) {
         worker_t *w = &s->workers[i];
         w->srv = s;
@@ -384,24 +430,11 @@ static svc_err_t create_workers(rpc_server_t *s, char *errbuf)
         w->rng = 0x9E3779B97F4A7C15ull ^ (svc_now_ns() + (uint64_t)i * 7919);
         w->cq = grpc_completion_queue_create_for_next(NULL);
         grpc_server_register_completion_queue(s->server, w->cq, NULL);
+        w->slot.w = w;
+        rpc__arena_init(&w->slot.ctx.arena);
         s->n_workers++;
-        w->slots = calloc(per, sizeof *w->slots);
-        if (w->slots == NULL)
-            goto nomem;
-        w->n_slots = per;
-        for (size_t k = 0; k < per; k++) {
-            slot_t *sl = &w->slots[k];
-            size_t m = k % s->n_methods;
-            sl->w = w;
-            sl->method = &s->methods[m];
-            sl->registered = s->registered[m];
-            rpc__arena_init(&sl->ctx.arena);
-        }
     }
     return SVC_OK;
-nomem:
-    svc_errbuf_set(errbuf, "out of memory creating workers");
-    return SVC_ENOMEM;
 }
 
 svc_err_t rpc_server_new(const rpc_server_opts_t *o, const rpc_method_t *methods, size_t n,
@@ -419,8 +452,8 @@ svc_err_t rpc_server_new(const rpc_server_opts_t *o, const rpc_method_t *methods
     s->mod = o->log_module != NULL ? o->log_module : "rpc";
     pthread_mutex_init(&s->mu, NULL);
     pthread_cond_init(&s->cv, NULL);
-    if (o->workers < 1 || o->slots_per_method < 1 || o->listen == NULL) {
-        svc_errbuf_set(errbuf, "rpc_server_new: need workers >= 1, slots >= 1 and listen");
+    if (o->workers < 1 || o->listen == NULL) {
+        svc_errbuf_set(errbuf, "rpc_server_new: need workers >= 1 and listen");
         err = SVC_EINVAL;
         goto fail;
     }
@@ -486,6 +519,7 @@ static bool wait_idle(rpc_server_t *s, uint64_t until_ns)
  * Stops accepting, lets in-flight calls finish within drain_ms, then
  * cancels what is left and waits for those handlers to return (they are
  * bounded by their own deadlines). Returns false when calls were cancelled.
+ * Workers retire on their own as their slots go idle (see arm()).
  *
  * Known gRPC 1.51 behaviour (grpc/grpc#41785): a call that reaches the
  * server after shutdown began, before its client has read the GOAWAY, is
@@ -514,10 +548,13 @@ static bool drain(rpc_server_t *s)
     return clean;
 }
 
-static void stop_workers(rpc_server_t *s, int started)
+/* Joins the workers. After a drain each has retired its own queue; when
+ * the server never started, nothing is armed and the queues are shut here. */
+static void stop_workers(rpc_server_t *s, int started, bool served)
 {
-    for (int i = 0; i < s->n_workers; i++)
-        grpc_completion_queue_shutdown(s->workers[i].cq);
+    if (!served)
+        for (int i = 0; i < s->n_workers; i++)
+            grpc_completion_queue_shutdown(s->workers[i].cq);
     for (int i = 0; i < started; i++)
         pthread_join(s->workers[i].thread, NULL);
 }
@@ -547,19 +584,18 @@ svc_err_t rpc_server_run(rpc_server_t *s, char *errbuf)
     bool clean;
 
     if (started < s->n_workers || s->n_failed > 0) {
-        stop_workers(s, started);
+        stop_workers(s, started, false);
         return SVC_EUNAVAIL;
     }
     grpc_server_start(s->server);
     for (int i = 0; i < s->n_workers; i++)
-        for (size_t k = 0; k < s->workers[i].n_slots; k++)
-            arm(&s->workers[i].slots[k]);
+        arm(&s->workers[i].slot);
     svc_log_info(s->mod, "listening on %s (port %d) with %d workers", s->o.listen, s->port,
                  s->n_workers);
 
     wait_for_stop(s);
     clean = drain(s);
-    stop_workers(s, started);
+    stop_workers(s, started, true);
     svc_log_info(s->mod, "stopped%s", clean ? " after a clean drain" : " (calls were cancelled)");
     return SVC_OK;
 }
@@ -585,9 +621,7 @@ void rpc_server_free(rpc_server_t *s)
                GRPC_QUEUE_SHUTDOWN)
             ;
         grpc_completion_queue_destroy(w->cq);
-        for (size_t k = 0; k < w->n_slots; k++)
-            rpc__arena_dispose(&w->slots[k].ctx.arena);
-        free(w->slots);
+        rpc__arena_dispose(&w->slot.ctx.arena);
     }
     if (s->shutdown_cq != NULL) {
         grpc_completion_queue_shutdown(s->shutdown_cq);
@@ -598,7 +632,6 @@ void rpc_server_free(rpc_server_t *s)
         grpc_completion_queue_destroy(s->shutdown_cq);
     }
     free(s->workers);
-    free(s->registered);
     pthread_cond_destroy(&s->cv);
     pthread_mutex_destroy(&s->mu);
     free(s);

@@ -8,6 +8,7 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
+#include <grpc/byte_buffer_reader.h>
 #include <grpc/support/log.h>
 #include <grpc/support/time.h>
 
@@ -118,4 +119,44 @@ uint64_t rpc_deadline_from_timespec(gpr_timespec t)
     left = gpr_time_sub(t, now);
     ns = left.tv_sec * 1000000000ll + left.tv_nsec;
     return ns <= 0 ? svc_now_ns() : svc_now_ns() + (uint64_t)ns;
+}
+
+grpc_byte_buffer *rpc_message_pack(const ProtobufCMessage *m)
+{
+    size_t len = protobuf_c_message_get_packed_size(m);
+    grpc_slice sl = grpc_slice_malloc(len);
+    grpc_byte_buffer *bb;
+
+    protobuf_c_message_pack(m, GRPC_SLICE_START_PTR(sl));
+    bb = grpc_raw_byte_buffer_create(&sl, 1); /* takes its own reference */
+    grpc_slice_unref(sl);
+    return bb;
+}
+
+ProtobufCMessage *rpc_message_unpack(grpc_byte_buffer *bb, const ProtobufCMessageDescriptor *d,
+                                     ProtobufCAllocator *a)
+{
+    grpc_byte_buffer_reader r;
+    ProtobufCMessage *m;
+    grpc_slice sl;
+
+    if (bb == NULL || !grpc_byte_buffer_reader_init(&r, bb))
+        return NULL;
+    sl = grpc_byte_buffer_reader_readall(&r); /* one flat slice, whatever arrived */
+    grpc_byte_buffer_reader_destroy(&r);
+    m = protobuf_c_message_unpack(d, a, GRPC_SLICE_LENGTH(sl), GRPC_SLICE_START_PTR(sl));
+    grpc_slice_unref(sl);
+    return m;
+}
+
+bool rpc_md_find(const grpc_metadata_array *md, const char *key, const char **value, size_t *len)
+{
+    for (size_t i = 0; md != NULL && i < md->count; i++) {
+        if (grpc_slice_str_cmp(md->metadata[i].key, key) == 0) {
+            *value = (const char *)GRPC_SLICE_START_PTR(md->metadata[i].value);
+            *len = GRPC_SLICE_LENGTH(md->metadata[i].value);
+            return true;
+        }
+    }
+    return false;
 }

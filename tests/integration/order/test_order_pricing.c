@@ -64,7 +64,7 @@ static svc_err_t fake_get(rpc_ctx_t *ctx, const ProtobufCMessage *in, ProtobufCM
     shopmicro__catalog__v1__product__init(p);
     p->id = rpc_ctx_strdup(ctx, req->id);
     p->name = (char *)"fake";
-    p->price_cents = 100 + (dash != NULL ? atoi(dash + 1) : 0);
+    p->price_cents = 100 + (dash != NULL ? strtol(dash + 1, NULL, 10) : 0);
     *out = &p->base;
     return SVC_OK;
 }
@@ -91,7 +91,6 @@ static int setup(void **state)
     rpc_server_opts_init(&o);
     o.listen = "127.0.0.1:0";
     o.workers = FAKE_WORKERS;
-    o.slots_per_method = 1;
     o.log_module = "fake-catalog";
     if (rpc_server_new(&o, fake_methods, SVC_COUNTOF(fake_methods), &fake.srv, errbuf) != SVC_OK ||
         pthread_create(&fake.thread, NULL, fake_main, NULL) != 0) {

@@ -261,6 +261,8 @@ static void same_key_same_request_replays_the_first_response(void **state)
     it_free(c2);
 }
 
+#define EXPIRED_ONE "expired 1 idempotency keys older than 172800 s"
+
 /* Keys live ORDER_IDEMPOTENCY_TTL_S (48 h by default, never under 24 h);
  * workers delete older ones as they go (here on every CreateOrder). */
 static void expired_keys_are_deleted_and_younger_ones_kept(void **state)
@@ -270,14 +272,15 @@ static void expired_keys_are_deleted_and_younger_ones_kept(void **state)
     it_item_t items[1] = {{a, 1}};
     it_created_t *c = NULL;
     rpc_result_t res;
-    size_t expired_before = spawn_log_count(t->ord, "expired 1 idempotency keys older than 172800 s");
+    size_t expired_before = spawn_log_count(t->ord, EXPIRED_ONE);
 
     ord_it_product(t, "Old", 5, a);
     it_order_create(t->ord_ch, "cust-ttl", items, 1, NULL, 0, &c, &res);
     IT_ASSERT_CODE(res, SVC_OK);
     snprintf(sql, sizeof sql,
              "INSERT INTO idempotency_keys (key, request_hash, order_id, status, total_cents, "
-             "created_at) VALUES ('ttl-49h', 'h', '%s', 'PENDING', 5, now() - interval '49 hours'), "
+             "created_at) VALUES "
+             "('ttl-49h', 'h', '%s', 'PENDING', 5, now() - interval '49 hours'), "
              "('ttl-47h', 'h', '%s', 'PENDING', 5, now() - interval '47 hours')",
              c->id, c->id);
     assert_int_equal(pgtest_exec(t->ord_db.dsn, sql, NULL), SVC_OK);
@@ -289,8 +292,7 @@ static void expired_keys_are_deleted_and_younger_ones_kept(void **state)
                      0);
     assert_int_equal(ord_it_int(t, "SELECT count(*) FROM idempotency_keys WHERE key = 'ttl-47h'"),
                      1);
-    assert_int_equal(spawn_log_count(t->ord, "expired 1 idempotency keys older than 172800 s"),
-                     expired_before + 1);
+    assert_int_equal(spawn_log_count(t->ord, EXPIRED_ONE), expired_before + 1);
 }
 
 #define RACERS 8

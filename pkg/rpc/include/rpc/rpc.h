@@ -4,9 +4,11 @@
  * and a blocking unary client call. protobuf-c messages in and out.
  *
  * Server threading: N worker threads, each with its own completion queue.
- * A call lives on one worker from arrival to the last byte of the reply, so
- * a handler may use per-worker state (a database connection) without locks.
- * Handlers run on the worker and may block (SQL, outgoing calls).
+ * A worker takes one call at a time, and only an idle worker is offered a
+ * new one, so a slow call never holds up another. A call lives on one
+ * worker from arrival to the last byte of the reply, so a handler may use
+ * per-worker state (a database connection) without locks. Handlers run on
+ * the worker and may block (SQL, outgoing calls).
  *
  * What the dispatcher does once, so a handler is business logic only:
  * decode the request, refuse work whose deadline already passed, run the
@@ -57,14 +59,12 @@ typedef struct rpc_method {
 } rpc_method_t;
 
 #define RPC_DEFAULT_WORKERS          4
-#define RPC_DEFAULT_SLOTS_PER_METHOD 8     /* calls accepted ahead per worker   */
 #define RPC_DEFAULT_DRAIN_MS         10000 /* in-flight time allowed on SIGTERM */
 #define RPC_DEFAULT_MAX_MESSAGE      (4 * 1024 * 1024)
 
 typedef struct rpc_server_opts {
     const char *listen;       /* "host:port"; port 0 picks a free one (tests)    */
     int workers;              /* RPC_DEFAULT_WORKERS                              */
-    int slots_per_method;     /* RPC_DEFAULT_SLOTS_PER_METHOD                     */
     int drain_ms;             /* RPC_DEFAULT_DRAIN_MS; then in-flight calls are cancelled */
     int max_message_bytes;    /* RPC_DEFAULT_MAX_MESSAGE, both directions         */
     const char *log_module;   /* "rpc" when NULL; used for access-log lines       */
@@ -155,7 +155,8 @@ typedef struct rpc_result {
     svc_err_t err;                  /* from the gRPC status                   */
     int grpc_status;                /* 0..16                                  */
     char message[SVC_ERRBUF_LEN];   /* the status message                     */
-    int64_t pushback_ms;            /* grpc-retry-pushback-ms trailer; -1: none, -2: malformed */
+    bool has_pushback;              /* a grpc-retry-pushback-ms trailer came back ... */
+    char pushback[24];              /* ... with this raw value (pkg/resilience parses it) */
     uint64_t elapsed_ns;
 } rpc_result_t;
 
@@ -169,8 +170,23 @@ svc_err_t rpc_call_unary(grpc_channel *ch, const char *method, const ProtobufCMe
                          const ProtobufCMessageDescriptor *resp_desc, ProtobufCMessage **resp,
                          const rpc_call_opts_t *o, rpc_result_t *res);
 
-/* Helpers shared with pkg/resilience's non-blocking binding: monotonic ns
- * deadline <-> gpr_timespec. */
+/* ------------------------------------------------------------------------
+ * Helpers shared by the server, the blocking client and pkg/resilience's
+ * non-blocking binding.
+ * ------------------------------------------------------------------------ */
+
+/* Packs m into a new byte buffer owned by caller (grpc_byte_buffer_destroy);
+ * NULL when out of memory. */
+grpc_byte_buffer *rpc_message_pack(const ProtobufCMessage *m);
+/* Decodes bb (NULL: no message) with allocator a (NULL: malloc). NULL when
+ * absent or not a valid message of type d. Owned by caller. */
+ProtobufCMessage *rpc_message_unpack(grpc_byte_buffer *bb, const ProtobufCMessageDescriptor *d,
+                                     ProtobufCAllocator *a);
+/* The first value of metadata `key` (lower case): *value is borrowed from md
+ * and not NUL-terminated. False when absent. */
+bool rpc_md_find(const grpc_metadata_array *md, const char *key, const char **value, size_t *len);
+
+/* Monotonic ns deadline <-> gpr_timespec. */
 gpr_timespec rpc_deadline_to_timespec(uint64_t deadline_ns);
 uint64_t rpc_deadline_from_timespec(gpr_timespec t);
 

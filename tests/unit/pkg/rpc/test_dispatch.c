@@ -150,6 +150,22 @@ static void garbage_is_invalid_argument(void **state)
     rpc__arena_dispose(&c.arena);
 }
 
+static void nul_in_a_string_is_invalid_argument(void **state)
+{
+    const uint8_t nul[] = {0x0a, 0x03, 'a', 0x00, 'b'}; /* id = "a\0b" */
+    char err[SVC_ERRBUF_LEN] = "";
+    ProtobufCMessage *out = NULL;
+    rpc_ctx_t c;
+
+    (void)state;
+    ctx_init(&c, SVC_DEADLINE_NONE);
+    handler_calls = 0;
+    assert_int_equal(rpc__dispatch(&c, nul, sizeof nul, &out, err), SVC_EINVAL);
+    assert_int_equal(handler_calls, 0);
+    assert_non_null(strstr(err, "NUL"));
+    rpc__arena_dispose(&c.arena);
+}
+
 static void empty_request_is_valid(void **state)
 {
     char err[SVC_ERRBUF_LEN] = "";
@@ -212,6 +228,7 @@ int main(void)
         cmocka_unit_test(handler_errors_pass_through),
         cmocka_unit_test(expired_deadline_skips_the_handler),
         cmocka_unit_test(garbage_is_invalid_argument),
+        cmocka_unit_test(nul_in_a_string_is_invalid_argument),
         cmocka_unit_test(empty_request_is_valid),
         cmocka_unit_test(arena_aligns_grows_resets_and_is_bounded),
         cmocka_unit_test(metadata_lookup),

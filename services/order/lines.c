@@ -1,0 +1,152 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/* lines.c - validation, merging, total and fingerprint of an order (lines.h). */
+#include <inttypes.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "lines.h"
+#include "sha256.h"
+
+long ord_utf8_chars(const char *s)
+{
+    const unsigned char *p = (const unsigned char *)s;
+    long n = 0;
+
+    while (*p != '\0') {
+        int len = *p < 0x80 ? 1 : (*p >> 5) == 0x6 ? 2 : (*p >> 4) == 0xE ? 3
+                                : (*p >> 3) == 0x1E ? 4 : 0;
+        if (len == 0)
+            return -1;
+        for (int i = 1; i < len; i++)
+            if ((p[i] & 0xC0) != 0x80)
+                return -1;
+        p += len;
+        n++;
+    }
+    return n;
+}
+
+svc_err_t ord_lines_build(const char *customer_id, ord_item_t *const *items, size_t n_items,
+                          ord_line_t lines[ORD_MAX_ITEMS], size_t *n_lines, char *errbuf)
+{
+    long len = ord_utf8_chars(customer_id);
+    size_t n = 0;
+
+    if (len < 1 || len > ORD_CUSTOMER_ID_MAX_CHARS) {
+        svc_errbuf_set(errbuf, "customer_id must be 1-%d characters of UTF-8 text",
+                       ORD_CUSTOMER_ID_MAX_CHARS);
+        return SVC_EINVAL;
+    }
+    if (n_items < 1 || n_items > ORD_MAX_ITEMS) {
+        svc_errbuf_set(errbuf, "items must have 1-%d entries (got %zu)", ORD_MAX_ITEMS, n_items);
+        return SVC_EINVAL;
+    }
+    for (size_t i = 0; i < n_items; i++) {
+        const ord_item_t *it = items[i];
+        size_t j;
+
+        len = ord_utf8_chars(it->product_id);
+        if (len < 1 || len > ORD_PRODUCT_ID_MAX_CHARS) {
+            svc_errbuf_set(errbuf, "items[%zu].product_id must be 1-%d characters of UTF-8 text",
+                           i, ORD_PRODUCT_ID_MAX_CHARS);
+            return SVC_EINVAL;
+        }
+        if (it->quantity < 1 || it->quantity > ORD_QUANTITY_MAX) {
+            svc_errbuf_set(errbuf, "items[%zu].quantity must be 1-%d", i, ORD_QUANTITY_MAX);
+            return SVC_EINVAL;
+        }
+        /* n <= 100, so a linear search beats any index structure. */
+        for (j = 0; j < n && strcmp(lines[j].product_id, it->product_id) != 0; j++)
+            ;
+        if (j == n) {
+            lines[n++] = (ord_line_t){it->product_id, it->quantity, -1};
+            continue;
+        }
+        if (lines[j].quantity + it->quantity > ORD_QUANTITY_MAX) {
+            svc_errbuf_set(errbuf,
+                           "items[%zu].quantity brings product %s to %" PRId32
+                           "; at most %d per product (items of one product are added up)",
+                           i, it->product_id, lines[j].quantity + it->quantity,
+                           ORD_QUANTITY_MAX);
+            return SVC_EINVAL;
+        }
+        lines[j].quantity += it->quantity;
+    }
+    *n_lines = n;
+    return SVC_OK;
+}
+
+svc_err_t ord_lines_total(const ord_line_t *lines, size_t n, int64_t *total, char *errbuf)
+{
+    int64_t sum = 0, line;
+
+    for (size_t i = 0; i < n; i++) {
+        if (lines[i].unit_price_cents < 0) {
+            svc_errbuf_set(errbuf, "product %s has no valid price", lines[i].product_id);
+            return SVC_EINTERNAL;
+        }
+        if (__builtin_mul_overflow((int64_t)lines[i].quantity, lines[i].unit_price_cents, &line) ||
+            __builtin_add_overflow(sum, line, &sum)) {
+            svc_errbuf_set(errbuf, "order total exceeds %" PRId64 " cents", INT64_MAX);
+            return SVC_ERANGE;
+        }
+    }
+    *total = sum;
+    return SVC_OK;
+}
+
+static int by_product(const void *a, const void *b)
+{
+    const ord_line_t *x = *(const ord_line_t *const *)a, *y = *(const ord_line_t *const *)b;
+
+    return strcmp(x->product_id, y->product_id);
+}
+
+/* A length (or count) as 4 big-endian bytes: the prefix that keeps the
+ * canonical form unambiguous whatever bytes the strings hold. */
+static void put_u32(ord_sha256_t *h, uint32_t v)
+{
+    unsigned char b[4] = {(unsigned char)(v >> 24), (unsigned char)(v >> 16),
+                          (unsigned char)(v >> 8), (unsigned char)v};
+
+    ord_sha256_update(h, b, sizeof b);
+}
+
+static void put_str(ord_sha256_t *h, const char *s)
+{
+    size_t len = strlen(s);
+
+    put_u32(h, (uint32_t)len);
+    ord_sha256_update(h, s, len);
+}
+
+void ord_lines_fingerprint(const char *customer_id, const ord_line_t *lines, size_t n,
+                           char out[ORD_FINGERPRINT_LEN])
+{
+    static const char hex[] = "0123456789abcdef";
+    const ord_line_t *sorted[ORD_MAX_ITEMS];
+    unsigned char digest[ORD_SHA256_LEN];
+    ord_sha256_t h;
+
+    if (n > ORD_MAX_ITEMS)
+        n = ORD_MAX_ITEMS;
+    for (size_t i = 0; i < n; i++)
+        sorted[i] = &lines[i];
+    qsort(sorted, n, sizeof sorted[0], by_product);
+    ord_sha256_init(&h);
+    /* A version tag: changing the canonical form later must not make old
+     * keys match new requests by accident. */
+    put_str(&h, "shopmicro.order.v1.CreateOrder/1");
+    put_str(&h, customer_id);
+    put_u32(&h, (uint32_t)n);
+    for (size_t i = 0; i < n; i++) {
+        put_str(&h, sorted[i]->product_id);
+        put_u32(&h, (uint32_t)sorted[i]->quantity);
+    }
+    ord_sha256_final(&h, digest);
+    for (size_t i = 0; i < ORD_SHA256_LEN; i++) {
+        out[2 * i] = hex[digest[i] >> 4];
+        out[2 * i + 1] = hex[digest[i] & 0xf];
+    }
+    out[2 * ORD_SHA256_LEN] = '\0';
+}

@@ -1,0 +1,42 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/* main.c - the order service: configuration, the catalog client, serve. Wiring only. */
+#include <stdio.h>
+#include <string.h>
+
+#include "order.h"
+#include "pricing.h"
+
+int main(int argc, char **argv)
+{
+    char errbuf[SVC_ERRBUF_LEN] = "";
+    rs_grpc_client_t *catalog = NULL;
+    ord_config_t cfg;
+    svc_err_t err;
+    int status;
+
+    if (argc > 1 && (strcmp(argv[1], "--help") == 0 || strcmp(argv[1], "-h") == 0)) {
+        ord_config_help(stdout);
+        return 0;
+    }
+    if (argc > 1) {
+        fprintf(stderr, "order: unexpected argument '%s' (see --help)\n", argv[1]);
+        return 2;
+    }
+    if (ord_config_load(&cfg, errbuf) != SVC_OK) {
+        fprintf(stderr, "order: %s\n", errbuf);
+        return 2;
+    }
+    svc_log_set_level_name(cfg.log_level);
+    ord_config_log(&cfg);
+    rpc_init(); /* before the catalog client starts its thread */
+    err = ord_catalog_new(&cfg, &catalog, errbuf);
+    if (err != SVC_OK) {
+        svc_log_error("order", "catalog client: %s", errbuf);
+        status = err == SVC_EINVAL ? 2 : 1;
+    } else {
+        status = ord_server_run(&cfg, catalog);
+    }
+    rs_grpc_client_free(catalog); /* the server has stopped: no call is in flight */
+    rpc_shutdown();
+    return status;
+}

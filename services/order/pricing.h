@@ -1,0 +1,46 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/*
+ * pricing.h - live prices from the catalog, through pkg/resilience.
+ *
+ * One guarded client (rs_grpc_client_t) serves the whole process: it is
+ * thread-safe, and one breaker and one retry budget per upstream is the point
+ * (per-worker clients would each need five failures to open).
+ */
+#ifndef ORD_PRICING_H
+#define ORD_PRICING_H
+
+#include "config.h"
+#include "lines.h"
+#include "rs/grpc.h"
+
+#define ORD_CATALOG_GET_PRODUCT "/shopmicro.catalog.v1.CatalogService/GetProduct"
+
+/*
+ * The catalog client from the ORDER_CATALOG_* settings: upstream "catalog",
+ * method table {GetProduct: RS_IDEMPOTENT}. Call after rpc_init() (it starts
+ * a thread). On SVC_OK *out is owned by caller (rs_grpc_client_free, after
+ * the server has stopped). SVC_EINVAL names a bad setting in errbuf.
+ */
+svc_err_t ord_catalog_new(const ord_config_t *cfg, rs_grpc_client_t **out, char *errbuf);
+
+/*
+ * Sets unit_price_cents of every line (distinct products) from catalog
+ * GetProduct. All calls are in flight at once (rs_grpc_call_async), so this
+ * costs about one round trip whatever the number of lines; the calling
+ * thread waits for all of them. Each call gets deadline_ns (the incoming
+ * call's) as its overall deadline. The first failure cancels the calls still
+ * running and is the result:
+ *
+ *   SVC_EINVAL     "unknown product <id>" (catalog NOT_FOUND)
+ *   SVC_ETIMEDOUT  the deadline passed
+ *   SVC_EUNAVAIL   catalog unavailable: breaker open, retries spent, budget
+ *                  exhausted, bulkhead full, any other catalog failure
+ *   SVC_EINTERNAL  the catalog answered with a negative price
+ *
+ * with a message naming the product, the resilience reason and the number of
+ * attempts in errbuf. lines borrowed. Thread-safe.
+ */
+svc_err_t ord_price_lines(rs_grpc_client_t *cl, ord_line_t *lines, size_t n, uint64_t deadline_ns,
+                          char *errbuf);
+
+#endif

@@ -1,0 +1,200 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/*
+ * rpc.c - OrderService: one function per RPC, business rules only.
+ * Decoding, deadlines, status mapping and logging are pkg/rpc's job; the
+ * rules themselves are in lines.c, prices in pricing.c, SQL in store.c.
+ */
+#include <string.h>
+
+#include "lines.h"
+#include "order.h"
+#include "pricing.h"
+#include "store.h"
+
+#define LOG_MOD "order"
+#define IDEMPOTENCY_KEY     "idempotency-key" /* gRPC metadata; HTTP Idempotency-Key */
+#define IDEMPOTENCY_KEY_MAX 200               /* bytes; the table's CHECK agrees */
+#define EXPIRE_BATCH        1000
+#define EXPIRE_MS           200 /* at most this much of a call goes to housekeeping */
+
+typedef Shopmicro__Order__V1__CreateOrderRequest create_req_t;
+typedef Shopmicro__Order__V1__CreateOrderResponse create_resp_t;
+typedef Shopmicro__Order__V1__GetOrderRequest get_req_t;
+
+static void *arena_fn(void *ctx, size_t n)
+{
+    return rpc_ctx_alloc(ctx, n);
+}
+
+/* A canonical UUID (8-4-4-4-12 hex). Anything else cannot name an order, so
+ * it is NOT_FOUND without asking the database. */
+static bool is_uuid(const char *s)
+{
+    static const char mask[] = "xxxxxxxx-xxxx-xxxx-xxxx-xxxxxxxxxxxx";
+
+    if (strlen(s) != sizeof mask - 1)
+        return false;
+    for (size_t i = 0; mask[i] != '\0'; i++) {
+        char c = s[i];
+        bool hex = (c >= '0' && c <= '9') || (c >= 'a' && c <= 'f') || (c >= 'A' && c <= 'F');
+        if (mask[i] == '-' ? c != '-' : !hex)
+            return false;
+    }
+    return true;
+}
+
+void ord_keys_expire(struct ord_store *st, const ord_config_t *cfg, uint64_t deadline_ns,
+                     int max_batches)
+{
+    char errbuf[SVC_ERRBUF_LEN] = "";
+    int64_t total = 0, n = EXPIRE_BATCH;
+
+    for (int i = 0; i < max_batches && n == EXPIRE_BATCH; i++) {
+        if (ord_store_expire_keys(st, cfg->idempotency_ttl_s, EXPIRE_BATCH, deadline_ns, &n,
+                                  errbuf) != SVC_OK) {
+            svc_log_warn(LOG_MOD, "expiring idempotency keys: %s", errbuf);
+            break;
+        }
+        total += n;
+    }
+    if (total > 0)
+        svc_log_info(LOG_MOD, "expired %lld idempotency keys older than %lld s", (long long)total,
+                     (long long)cfg->idempotency_ttl_s);
+}
+
+/* Every Nth CreateOrder on a worker first expires one batch of old keys,
+ * with a short deadline of its own inside the call's. */
+static void expire_tick(ord_worker_t *w, const ord_config_t *cfg, uint64_t deadline_ns)
+{
+    uint64_t limit = svc_now_ns() + (uint64_t)EXPIRE_MS * SVC_NS_PER_MS;
+
+    if (++w->creates % (uint64_t)cfg->idempotency_cleanup_every != 0)
+        return;
+    ord_keys_expire(w->store, cfg, limit < deadline_ns ? limit : deadline_ns, 1);
+}
+
+/* The stored answer for key: SVC_OK (same request: replay it), SVC_EEXIST
+ * (another request used the key), SVC_ENOTFOUND (unused), or a db error. */
+static svc_err_t replay(ord_store_t *st, const char *key, const char *hash, uint64_t deadline_ns,
+                        ord_created_t *out, char *errbuf)
+{
+    char stored[ORD_FINGERPRINT_LEN] = "";
+    svc_err_t err = ord_store_key_get(st, key, deadline_ns, stored, out, errbuf);
+
+    if (err == SVC_OK && strcmp(stored, hash) != 0) {
+        svc_errbuf_set(errbuf, "idempotency key reused with a different request");
+        return SVC_EEXIST;
+    }
+    return err;
+}
+
+/* The CreateOrder answer, in the call's arena. */
+static svc_err_t respond(rpc_ctx_t *ctx, const ord_created_t *created, ProtobufCMessage **out)
+{
+    create_resp_t *resp = rpc_ctx_alloc(ctx, sizeof *resp);
+
+    if (resp == NULL)
+        return SVC_ENOMEM;
+    shopmicro__order__v1__create_order_response__init(resp);
+    resp->id = rpc_ctx_strdup(ctx, created->id);
+    resp->status = created->status;
+    resp->total_cents = created->total_cents;
+    if (resp->id == NULL)
+        return SVC_ENOMEM;
+    *out = &resp->base;
+    return SVC_OK;
+}
+
+static svc_err_t create_order(rpc_ctx_t *ctx, const ProtobufCMessage *in, ProtobufCMessage **out,
+                              char *errbuf)
+{
+    const create_req_t *req = (const create_req_t *)in;
+    const char *key = rpc_ctx_metadata(ctx, IDEMPOTENCY_KEY);
+    uint64_t deadline = rpc_ctx_deadline(ctx);
+    char hash[ORD_FINGERPRINT_LEN] = "";
+    ord_line_t lines[ORD_MAX_ITEMS];
+    ord_created_t created;
+    ord_new_order_t o;
+    ord_worker_t *w;
+    ord_app_t *app;
+    bool taken = false;
+    size_t n = 0;
+    svc_err_t err;
+
+    err = ord_lines_build(req->customer_id, req->items, req->n_items, lines, &n, errbuf);
+    if (err != SVC_OK)
+        return err;
+    if (key != NULL && (key[0] == '\0' || strlen(key) > IDEMPOTENCY_KEY_MAX)) {
+        svc_errbuf_set(errbuf, IDEMPOTENCY_KEY " must be 1-%d characters", IDEMPOTENCY_KEY_MAX);
+        return SVC_EINVAL;
+    }
+    w = rpc_ctx_worker(ctx);
+    app = rpc_ctx_app(ctx);
+    expire_tick(w, app->cfg, deadline);
+
+    /* A replay is answered from the database alone: it must work while the
+     * catalog is down, and must not price anything. */
+    if (key != NULL) {
+        ord_lines_fingerprint(req->customer_id, lines, n, hash);
+        err = replay(w->store, key, hash, deadline, &created, errbuf);
+        if (err != SVC_ENOTFOUND)
+            return err == SVC_OK ? respond(ctx, &created, out) : err;
+    }
+    /* Every price is known before the transaction begins, so a pricing
+     * failure leaves nothing behind: no order, no item, no outbox row. */
+    err = ord_price_lines(app->catalog, lines, n, deadline, errbuf);
+    if (err != SVC_OK)
+        return err;
+    o = (ord_new_order_t){req->customer_id, lines, n, 0, key, hash};
+    err = ord_lines_total(lines, n, &o.total_cents, errbuf);
+    if (err != SVC_OK)
+        return err;
+    err = ord_store_create(w->store, &o, deadline, &created, &taken, errbuf);
+    if (err == SVC_OK && taken) {
+        /* Another call with this key committed while we priced; our
+         * transaction waited for it and wrote nothing. Its answer is ours. */
+        svc_log_info(LOG_MOD, "idempotency key race lost: answering with the winner's order");
+        err = replay(w->store, key, hash, deadline, &created, errbuf);
+        if (err == SVC_ENOTFOUND) {
+            svc_errbuf_set(errbuf, "idempotency key expired during the call; retry");
+            err = SVC_EABORTED;
+        }
+    }
+    return err == SVC_OK ? respond(ctx, &created, out) : err;
+}
+
+static svc_err_t get_order(rpc_ctx_t *ctx, const ProtobufCMessage *in, ProtobufCMessage **out,
+                           char *errbuf)
+{
+    const get_req_t *req = (const get_req_t *)in;
+    ord_alloc_t a = {arena_fn, ctx};
+    ord_worker_t *w;
+    ord_order_t *o = NULL;
+    svc_err_t err;
+
+    if (!is_uuid(req->id)) {
+        svc_errbuf_set(errbuf, "order not found");
+        return SVC_ENOTFOUND;
+    }
+    w = rpc_ctx_worker(ctx);
+    err = ord_store_get(w->store, req->id, rpc_ctx_deadline(ctx), &a, &o, errbuf);
+    if (err == SVC_ENOTFOUND)
+        svc_errbuf_set(errbuf, "order not found");
+    *out = (ProtobufCMessage *)o;
+    return err;
+}
+
+#define METHOD(name) "/shopmicro.order.v1.OrderService/" name
+
+const rpc_method_t ord_methods[] = {
+    {METHOD("CreateOrder"), &shopmicro__order__v1__create_order_request__descriptor,
+     create_order},
+    {METHOD("GetOrder"), &shopmicro__order__v1__get_order_request__descriptor, get_order},
+};
+const size_t ord_methods_count = SVC_COUNTOF(ord_methods);
+
+const rs_method_t ord_client_methods[] = {
+    {.path = METHOD("CreateOrder"), .idempotency = RS_NOT_IDEMPOTENT},
+    {.path = METHOD("GetOrder"), .idempotency = RS_IDEMPOTENT},
+};
+const size_t ord_client_methods_count = SVC_COUNTOF(ord_client_methods);

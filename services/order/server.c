@@ -1,0 +1,112 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/*
+ * server.c - wires the order service into pkg/rpc: each worker owns a store
+ * (one database connection); all share the catalog client. Migrations and a
+ * first sweep of expired idempotency keys run before the port opens.
+ */
+#include <stdlib.h>
+#include <time.h>
+
+#include "order.h"
+#include "store.h"
+
+#define STARTUP_EXPIRE_MS      5000
+#define STARTUP_EXPIRE_BATCHES 100
+
+static void *worker_init(int index, void *app, char *errbuf)
+{
+    const ord_app_t *a = app;
+    ord_worker_t *w = calloc(1, sizeof *w);
+
+    (void)index;
+    if (w == NULL) {
+        svc_errbuf_set(errbuf, "out of memory");
+        return NULL;
+    }
+    if (ord_store_new(a->cfg->db_dsn, (int)a->cfg->db_statement_timeout_ms, &w->store, errbuf) !=
+        SVC_OK) {
+        free(w);
+        return NULL;
+    }
+    return w;
+}
+
+static void worker_fini(void *state)
+{
+    ord_worker_t *w = state;
+
+    if (w == NULL)
+        return;
+    ord_store_free(w->store);
+    free(w);
+}
+
+/* The database may still be starting (compose, a reboot): wait for it a
+ * bounded time rather than failing the first instant. */
+static svc_err_t migrate_with_wait(const ord_config_t *cfg, char *errbuf)
+{
+    uint64_t until = svc_now_ms() + (uint64_t)cfg->db_startup_wait_ms;
+    bool told = false;
+    svc_err_t err;
+
+    while ((err = ord_store_migrate(cfg->db_dsn, errbuf)) == SVC_EUNAVAIL &&
+           svc_now_ms() < until) {
+        if (!told)
+            svc_log_warn("order", "waiting up to %lld ms for the database: %s",
+                         (long long)cfg->db_startup_wait_ms, errbuf);
+        told = true;
+        nanosleep(&(struct timespec){0, 250 * 1000 * 1000}, NULL);
+    }
+    return err;
+}
+
+/* Keys left from before a restart (or a long idle time) go at start-up, on
+ * a connection of its own; the workers keep up from then on. */
+static void expire_at_startup(const ord_config_t *cfg)
+{
+    char errbuf[SVC_ERRBUF_LEN] = "";
+    ord_store_t *st = NULL;
+
+    if (ord_store_new(cfg->db_dsn, (int)cfg->db_statement_timeout_ms, &st, errbuf) != SVC_OK) {
+        svc_log_warn("order", "expiring idempotency keys: %s", errbuf);
+        return;
+    }
+    ord_keys_expire(st, cfg, svc_now_ns() + (uint64_t)STARTUP_EXPIRE_MS * SVC_NS_PER_MS,
+                    STARTUP_EXPIRE_BATCHES);
+    ord_store_free(st);
+}
+
+int ord_server_run(const ord_config_t *cfg, rs_grpc_client_t *catalog)
+{
+    char errbuf[SVC_ERRBUF_LEN] = "";
+    ord_app_t app = {cfg, catalog};
+    rpc_server_opts_t o;
+    rpc_server_t *srv = NULL;
+    int status = 1;
+
+    if (migrate_with_wait(cfg, errbuf) != SVC_OK) {
+        svc_log_error("order", "cannot prepare the database: %s", errbuf);
+        return 1;
+    }
+    expire_at_startup(cfg);
+    rpc_server_opts_init(&o);
+    o.listen = cfg->listen;
+    o.workers = (int)cfg->workers;
+    o.drain_ms = (int)cfg->drain_ms;
+    o.log_module = "order";
+    o.app = &app;
+    o.worker_init = worker_init;
+    o.worker_fini = worker_fini;
+    if (rpc_server_new(&o, ord_methods, ord_methods_count, &srv, errbuf) != SVC_OK) {
+        svc_log_error("order", "%s", errbuf);
+        goto out;
+    }
+    if (rpc_server_run(srv, errbuf) != SVC_OK) {
+        svc_log_error("order", "%s", errbuf);
+        goto out;
+    }
+    status = 0;
+out:
+    rpc_server_free(srv);
+    return status;
+}

@@ -1,0 +1,381 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/* store.c - order SQL. Every statement is prepared and parameterised. */
+#include <inttypes.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "db/db.h"
+#include "store.h"
+
+extern const db_migration_t ord_migrations[];
+extern const size_t ord_migrations_count;
+
+#define RFC3339(col) "to_char(" col " AT TIME ZONE 'UTC', 'YYYY-MM-DD\"T\"HH24:MI:SS.US\"Z\"')"
+
+/* A ROLLBACK after a failure gets a deadline of its own: the call's may be
+ * the very thing that ran out, and a connection left inside a transaction
+ * would fail every later call of this worker. */
+#define ROLLBACK_MS 1000
+
+enum {
+    STMT_BEGIN,
+    STMT_COMMIT,
+    STMT_ROLLBACK,
+    STMT_KEY_GET,
+    STMT_KEY_CLAIM,
+    STMT_ORDER_INSERT,
+    STMT_ITEMS_INSERT,
+    STMT_OUTBOX_INSERT,
+    STMT_ORDER_GET,
+    STMT_KEYS_EXPIRE,
+};
+
+static const db_stmt_t stmts[] = {
+    /* BEGIN may be re-run on a fresh connection when the old one is found
+     * dead (pkg/db does that only outside a transaction): on a dead session
+     * it began nothing. So the first order after a Postgres restart does not
+     * fail. COMMIT and ROLLBACK must never be re-run. */
+    [STMT_BEGIN] = {"ord_begin", "BEGIN", 0, true},
+    [STMT_COMMIT] = {"ord_commit", "COMMIT", 0, false},
+    [STMT_ROLLBACK] = {"ord_rollback", "ROLLBACK", 0, false},
+    [STMT_KEY_GET] = {"ord_key_get",
+                      "SELECT request_hash, order_id::text, status, total_cents "
+                      "FROM idempotency_keys WHERE key = $1",
+                      1, true},
+    /* Claims the key before anything else is written. If another open
+     * transaction holds the same key, Postgres makes this insert wait for it:
+     * committed, we get no row (the key is taken); rolled back, we get it. */
+    [STMT_KEY_CLAIM] = {"ord_key_claim",
+                        "INSERT INTO idempotency_keys (key, request_hash, order_id, status, "
+                        "total_cents) VALUES ($1, $2, gen_random_uuid(), 'PENDING', $3) "
+                        "ON CONFLICT (key) DO NOTHING RETURNING order_id::text",
+                        3, false},
+    [STMT_ORDER_INSERT] = {"ord_order_insert",
+                           "INSERT INTO orders (id, customer_id, status, total_cents) "
+                           "VALUES (COALESCE($1::uuid, gen_random_uuid()), $2, 'PENDING', $3) "
+                           "RETURNING id::text",
+                           3, false},
+    [STMT_ITEMS_INSERT] = {"ord_items_insert",
+                           "INSERT INTO order_items "
+                           "(order_id, position, product_id, quantity, unit_price_cents) "
+                           "SELECT $1::uuid, t.pos - 1, t.product_id, t.quantity, t.price "
+                           "FROM unnest($2::text[], $3::int[], $4::bigint[]) "
+                           "WITH ORDINALITY AS t(product_id, quantity, price, pos)",
+                           4, false},
+    /* The event is built from the rows just written, so it cannot disagree
+     * with them. Its payload: order_id, customer_id, items [{product_id,
+     * quantity, unit_price_cents}], total_cents, created_at (RFC 3339). */
+    [STMT_OUTBOX_INSERT] =
+        {"ord_outbox_insert",
+         "INSERT INTO outbox (id, aggregate_type, aggregate_id, event_type, payload, created_at) "
+         "SELECT gen_random_uuid(), 'order', o.id::text, 'OrderCreated', "
+         "jsonb_build_object('order_id', o.id, 'customer_id', o.customer_id, "
+         "'items', (SELECT jsonb_agg(jsonb_build_object('product_id', i.product_id, "
+         "'quantity', i.quantity, 'unit_price_cents', i.unit_price_cents) ORDER BY i.position) "
+         "FROM order_items i WHERE i.order_id = o.id), "
+         "'total_cents', o.total_cents, 'created_at', " RFC3339("o.created_at") "), "
+         "o.created_at FROM orders o WHERE o.id = $1::uuid",
+         1, false},
+    [STMT_ORDER_GET] = {"ord_order_get",
+                        "SELECT o.id::text, o.customer_id, o.status, o.total_cents, "
+                        RFC3339("o.created_at") ", "
+                        "i.product_id, i.quantity, i.unit_price_cents "
+                        "FROM orders o LEFT JOIN order_items i ON i.order_id = o.id "
+                        "WHERE o.id = $1::uuid ORDER BY i.position",
+                        1, true},
+    [STMT_KEYS_EXPIRE] = {"ord_keys_expire",
+                          "DELETE FROM idempotency_keys WHERE key IN (SELECT key "
+                          "FROM idempotency_keys WHERE created_at < now() - make_interval(secs "
+                          "=> $1) ORDER BY created_at LIMIT $2)",
+                          2, true},
+};
+
+struct ord_store {
+    db_conn_t *db;
+};
+
+svc_err_t ord_store_new(const char *dsn, int statement_timeout_ms, ord_store_t **out,
+                        char *errbuf)
+{
+    ord_store_t *st = calloc(1, sizeof *st);
+    db_opts_t o;
+    svc_err_t err;
+
+    *out = NULL;
+    if (st == NULL)
+        return SVC_ENOMEM;
+    db_opts_init(&o);
+    o.dsn = dsn;
+    o.stmts = stmts;
+    o.n_stmts = SVC_COUNTOF(stmts);
+    o.statement_timeout_ms = statement_timeout_ms;
+    o.application_name = "order";
+    err = db_conn_new(&o, &st->db, errbuf);
+    if (err != SVC_OK) {
+        free(st);
+        return err;
+    }
+    *out = st;
+    return SVC_OK;
+}
+
+void ord_store_free(ord_store_t *st)
+{
+    if (st == NULL)
+        return;
+    db_conn_free(st->db);
+    free(st);
+}
+
+svc_err_t ord_store_migrate(const char *dsn, char *errbuf)
+{
+    return db_migrate(dsn, ord_migrations, ord_migrations_count, "order", errbuf);
+}
+
+static ord_status_t status_from_text(const char *s)
+{
+    if (strcmp(s, "PENDING") == 0)
+        return SHOPMICRO__ORDER__V1__ORDER_STATUS__ORDER_STATUS_PENDING;
+    if (strcmp(s, "CONFIRMED") == 0)
+        return SHOPMICRO__ORDER__V1__ORDER_STATUS__ORDER_STATUS_CONFIRMED;
+    if (strcmp(s, "CANCELLED") == 0)
+        return SHOPMICRO__ORDER__V1__ORDER_STATUS__ORDER_STATUS_CANCELLED;
+    return SHOPMICRO__ORDER__V1__ORDER_STATUS__ORDER_STATUS_UNSPECIFIED;
+}
+
+svc_err_t ord_store_key_get(ord_store_t *st, const char *key, uint64_t deadline_ns,
+                            char request_hash[ORD_FINGERPRINT_LEN], ord_created_t *out,
+                            char *errbuf)
+{
+    const char *params[] = {key};
+    PGresult *r = NULL;
+    svc_err_t err = db_exec(st->db, STMT_KEY_GET, params, deadline_ns, &r, errbuf);
+
+    if (err == SVC_OK && PQntuples(r) == 0)
+        err = SVC_ENOTFOUND;
+    if (err == SVC_OK) {
+        snprintf(request_hash, ORD_FINGERPRINT_LEN, "%s", PQgetvalue(r, 0, 0));
+        snprintf(out->id, sizeof out->id, "%s", PQgetvalue(r, 0, 1));
+        out->status = status_from_text(PQgetvalue(r, 0, 2));
+        out->total_cents = strtoll(PQgetvalue(r, 0, 3), NULL, 10);
+    }
+    PQclear(r);
+    return err;
+}
+
+char *ord_store_text_array(const ord_line_t *lines, size_t n)
+{
+    size_t cap = 3, len = 0;
+    char *buf;
+
+    for (size_t i = 0; i < n; i++)
+        cap += 2 * strlen(lines[i].product_id) + 3;
+    buf = malloc(cap);
+    if (buf == NULL)
+        return NULL;
+    buf[len++] = '{';
+    for (size_t i = 0; i < n; i++) {
+        if (i > 0)
+            buf[len++] = ',';
+        buf[len++] = '"';
+        for (const char *p = lines[i].product_id; *p != '\0'; p++) {
+            if (*p == '"' || *p == '\\')
+                buf[len++] = '\\';
+            buf[len++] = *p;
+        }
+        buf[len++] = '"';
+    }
+    buf[len++] = '}';
+    buf[len] = '\0';
+    return buf;
+}
+
+/* {q1,q2,...} and {p1,p2,...}: at most 100 numbers of at most 20 digits. */
+#define NUM_ARRAY_MAX (ORD_MAX_ITEMS * 22 + 3)
+
+static void number_arrays(const ord_line_t *lines, size_t n, char *qty, char *price)
+{
+    size_t q = 0, p = 0;
+
+    qty[q++] = '{';
+    price[p++] = '{';
+    for (size_t i = 0; i < n; i++) {
+        q += (size_t)snprintf(qty + q, NUM_ARRAY_MAX - q, "%s%" PRId32, i ? "," : "",
+                              lines[i].quantity);
+        p += (size_t)snprintf(price + p, NUM_ARRAY_MAX - p, "%s%" PRId64, i ? "," : "",
+                              lines[i].unit_price_cents);
+    }
+    snprintf(qty + q, NUM_ARRAY_MAX - q, "}");
+    snprintf(price + p, NUM_ARRAY_MAX - p, "}");
+}
+
+static svc_err_t exec(ord_store_t *st, size_t idx, const char *const *params,
+                      uint64_t deadline_ns, char *errbuf)
+{
+    PGresult *r = NULL;
+    svc_err_t err = db_exec(st->db, idx, params, deadline_ns, &r, errbuf);
+
+    PQclear(r);
+    return err;
+}
+
+/* Ends a failed transaction, keeping the first error's text in errbuf. */
+static void rollback(ord_store_t *st, char *errbuf)
+{
+    char why[SVC_ERRBUF_LEN] = "";
+    uint64_t deadline = svc_now_ns() + (uint64_t)ROLLBACK_MS * SVC_NS_PER_MS;
+
+    if (exec(st, STMT_ROLLBACK, NULL, deadline, why) != SVC_OK && errbuf != NULL) {
+        size_t len = strlen(errbuf);
+        snprintf(errbuf + len, SVC_ERRBUF_LEN - len, " (rollback failed: %s)", why);
+    }
+}
+
+svc_err_t ord_store_create(ord_store_t *st, const ord_new_order_t *o, uint64_t deadline_ns,
+                           ord_created_t *out, bool *key_taken, char *errbuf)
+{
+    char qty[NUM_ARRAY_MAX], price[NUM_ARRAY_MAX], total[24];
+    char *ids = ord_store_text_array(o->lines, o->n_lines);
+    const char *order_id = NULL;
+    PGresult *r = NULL;
+    bool in_tx = false;
+    svc_err_t err;
+
+    *key_taken = false;
+    if (ids == NULL) {
+        err = SVC_ENOMEM;
+        goto out;
+    }
+    number_arrays(o->lines, o->n_lines, qty, price);
+    snprintf(total, sizeof total, "%" PRId64, o->total_cents);
+
+    err = exec(st, STMT_BEGIN, NULL, deadline_ns, errbuf);
+    if (err != SVC_OK)
+        goto out;
+    in_tx = true;
+    if (o->idem_key != NULL) {
+        const char *p[] = {o->idem_key, o->request_hash, total};
+        err = db_exec(st->db, STMT_KEY_CLAIM, p, deadline_ns, &r, errbuf);
+        if (err != SVC_OK)
+            goto out;
+        if (PQntuples(r) == 0) {
+            *key_taken = true; /* rolled back below: nothing of ours was written */
+            goto out;
+        }
+        snprintf(out->id, sizeof out->id, "%s", PQgetvalue(r, 0, 0));
+        order_id = out->id;
+        PQclear(r);
+        r = NULL;
+    }
+    {
+        const char *p[] = {order_id, o->customer_id, total};
+        err = db_exec(st->db, STMT_ORDER_INSERT, p, deadline_ns, &r, errbuf);
+        if (err != SVC_OK)
+            goto out;
+        snprintf(out->id, sizeof out->id, "%s", PQgetvalue(r, 0, 0));
+    }
+    {
+        const char *p[] = {out->id, ids, qty, price};
+        err = exec(st, STMT_ITEMS_INSERT, p, deadline_ns, errbuf);
+        if (err != SVC_OK)
+            goto out;
+    }
+    {
+        const char *p[] = {out->id};
+        err = exec(st, STMT_OUTBOX_INSERT, p, deadline_ns, errbuf);
+        if (err != SVC_OK)
+            goto out;
+    }
+    err = exec(st, STMT_COMMIT, NULL, deadline_ns, errbuf);
+    if (err != SVC_OK)
+        goto out;
+    in_tx = false;
+    out->status = SHOPMICRO__ORDER__V1__ORDER_STATUS__ORDER_STATUS_PENDING;
+    out->total_cents = o->total_cents;
+out:
+    /* After a failed COMMIT Postgres has already ended the transaction; the
+     * ROLLBACK is then a harmless no-op. */
+    if (in_tx)
+        rollback(st, errbuf);
+    PQclear(r);
+    free(ids);
+    return err;
+}
+
+static char *copy(const ord_alloc_t *a, const char *s)
+{
+    size_t n = strlen(s) + 1;
+    char *p = a->fn(a->ctx, n);
+
+    if (p != NULL)
+        memcpy(p, s, n);
+    return p;
+}
+
+svc_err_t ord_store_get(ord_store_t *st, const char *id, uint64_t deadline_ns,
+                        const ord_alloc_t *a, ord_order_t **out, char *errbuf)
+{
+    const char *params[] = {id};
+    PGresult *r = NULL;
+    ord_order_t *o;
+    int rows;
+    svc_err_t err = db_exec(st->db, STMT_ORDER_GET, params, deadline_ns, &r, errbuf);
+
+    if (err != SVC_OK)
+        goto out;
+    rows = PQntuples(r);
+    if (rows == 0) {
+        err = SVC_ENOTFOUND;
+        goto out;
+    }
+    err = SVC_ENOMEM;
+    o = a->fn(a->ctx, sizeof *o);
+    if (o == NULL)
+        goto out;
+    shopmicro__order__v1__order__init(o);
+    o->id = copy(a, PQgetvalue(r, 0, 0));
+    o->customer_id = copy(a, PQgetvalue(r, 0, 1));
+    o->status = status_from_text(PQgetvalue(r, 0, 2));
+    o->total_cents = strtoll(PQgetvalue(r, 0, 3), NULL, 10);
+    o->created_at = copy(a, PQgetvalue(r, 0, 4));
+    o->items = a->fn(a->ctx, (size_t)rows * sizeof *o->items);
+    if (o->id == NULL || o->customer_id == NULL || o->created_at == NULL || o->items == NULL)
+        goto out;
+    /* LEFT JOIN: an order without items (none exist; the schema allows it)
+     * comes back as one row of NULL item columns. */
+    for (int i = 0; i < rows && !PQgetisnull(r, i, 5); i++) {
+        ord_item_t *it = a->fn(a->ctx, sizeof *it);
+        if (it == NULL)
+            goto out;
+        shopmicro__order__v1__order_item__init(it);
+        it->product_id = copy(a, PQgetvalue(r, i, 5));
+        it->quantity = (int32_t)strtol(PQgetvalue(r, i, 6), NULL, 10);
+        it->unit_price_cents = strtoll(PQgetvalue(r, i, 7), NULL, 10);
+        if (it->product_id == NULL)
+            goto out;
+        o->items[o->n_items++] = it;
+    }
+    *out = o;
+    err = SVC_OK;
+out:
+    PQclear(r);
+    return err;
+}
+
+svc_err_t ord_store_expire_keys(ord_store_t *st, int64_t ttl_s, int limit, uint64_t deadline_ns,
+                                int64_t *deleted, char *errbuf)
+{
+    char ttl[24], lim[16];
+    const char *params[] = {ttl, lim};
+    PGresult *r = NULL;
+    svc_err_t err;
+
+    snprintf(ttl, sizeof ttl, "%" PRId64, ttl_s);
+    snprintf(lim, sizeof lim, "%d", limit);
+    err = db_exec(st->db, STMT_KEYS_EXPIRE, params, deadline_ns, &r, errbuf);
+    if (err == SVC_OK)
+        *deleted = strtoll(PQcmdTuples(r), NULL, 10);
+    PQclear(r);
+    return err;
+}

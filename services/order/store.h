@@ -1,0 +1,92 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/*
+ * store.h - the order service's SQL, and nothing else.
+ *
+ * One ord_store_t per worker thread (it owns that worker's connection).
+ * Orders come back as protobuf messages whose memory comes from the
+ * caller's allocator (the call's arena), so nothing here is ever freed.
+ * Every function takes the incoming call's deadline and returns what db_exec
+ * returns (SVC_EUNAVAIL database down, SVC_ETIMEDOUT deadline, ...), with
+ * libpq's message in errbuf.
+ */
+#ifndef ORD_STORE_H
+#define ORD_STORE_H
+
+#include "lines.h"
+#include "shopmicro/order/v1/order.pb-c.h"
+#include "svc/core.h"
+
+typedef Shopmicro__Order__V1__Order ord_order_t;
+typedef Shopmicro__Order__V1__OrderStatus ord_status_t;
+typedef struct ord_store ord_store_t;
+
+#define ORD_ID_LEN 37 /* canonical UUID + NUL */
+
+/* Memory for results; returns NULL when exhausted (-> SVC_ENOMEM). */
+typedef struct ord_alloc {
+    void *(*fn)(void *ctx, size_t n);
+    void *ctx;
+} ord_alloc_t;
+
+/* What CreateOrder answers, and what an idempotency key keeps of it. */
+typedef struct ord_created {
+    char id[ORD_ID_LEN];
+    ord_status_t status;
+    int64_t total_cents;
+} ord_created_t;
+
+/* A priced order to insert. Everything borrowed. */
+typedef struct ord_new_order {
+    const char *customer_id;
+    const ord_line_t *lines;  /* merged and priced */
+    size_t n_lines;
+    int64_t total_cents;
+    const char *idem_key;     /* NULL: the call carried no idempotency key */
+    const char *request_hash; /* ord_lines_fingerprint(); with idem_key */
+} ord_new_order_t;
+
+/* Creates the store (does not connect). dsn is copied. */
+svc_err_t ord_store_new(const char *dsn, int statement_timeout_ms, ord_store_t **out,
+                        char *errbuf);
+/* NULL-safe. */
+void ord_store_free(ord_store_t *st);
+/* Applies services/order/migrations/ (its own connection). */
+svc_err_t ord_store_migrate(const char *dsn, char *errbuf);
+
+/*
+ * Looks up an idempotency key. On SVC_OK request_hash and *out describe the
+ * first request made with it; SVC_ENOTFOUND when the key is unused.
+ */
+svc_err_t ord_store_key_get(ord_store_t *st, const char *key, uint64_t deadline_ns,
+                            char request_hash[ORD_FINGERPRINT_LEN], ord_created_t *out,
+                            char *errbuf);
+
+/*
+ * Writes an order in ONE transaction: the idempotency key (if any) first,
+ * then the order (status PENDING), its items and its OrderCreated outbox row.
+ * On any failure the transaction is rolled back and nothing is written.
+ *
+ * With a key that another call has claimed, the insert of the key waits for
+ * that call's transaction to end; if it committed, *key_taken is set, nothing
+ * is written and SVC_OK is returned: read the winner's answer with
+ * ord_store_key_get(). On SVC_OK with *key_taken false, *out is the new order.
+ */
+svc_err_t ord_store_create(ord_store_t *st, const ord_new_order_t *o, uint64_t deadline_ns,
+                           ord_created_t *out, bool *key_taken, char *errbuf);
+
+/* The order with its items in position order. SVC_ENOTFOUND when no order
+ * has this id (id must be a canonical UUID). */
+svc_err_t ord_store_get(ord_store_t *st, const char *id, uint64_t deadline_ns,
+                        const ord_alloc_t *a, ord_order_t **out, char *errbuf);
+
+/* Deletes at most `limit` idempotency keys older than ttl_s seconds, oldest
+ * first; *deleted gets how many. */
+svc_err_t ord_store_expire_keys(ord_store_t *st, int64_t ttl_s, int limit, uint64_t deadline_ns,
+                                int64_t *deleted, char *errbuf);
+
+/* Exposed for unit tests: the PostgreSQL array literal {"a","b\"c"} of the
+ * lines' product ids, every element quoted and escaped. A new string owned
+ * by caller (free()), NULL when out of memory. */
+char *ord_store_text_array(const ord_line_t *lines, size_t n);
+
+#endif
