@@ -12,7 +12,6 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include <grpc/byte_buffer_reader.h>
 #include <grpc/support/alloc.h>
 
 #include "async.h"
@@ -26,7 +25,7 @@ struct rs_grpc_async {
     void *arg;
     atomic_int refs;
 
-    grpc_slice request;       /* packed once, sent by every attempt */
+    grpc_byte_buffer *request; /* packed once, copied for every attempt */
     rs_grpc_call_opts_t o;    /* md points into md_copy */
     rpc_md_t md[RS_GRPC_MAX_MD];
     char *md_strings;
@@ -53,7 +52,7 @@ static void unref(rs_grpc_async_t *a)
 {
     if (atomic_fetch_sub(&a->refs, 1) != 1)
         return;
-    grpc_slice_unref(a->request);
+    grpc_byte_buffer_destroy(a->request);
     free(a->md_strings);
     pthread_mutex_destroy(&a->mu);
     free(a);
@@ -162,7 +161,7 @@ void rs__timers_dispose(rs_grpc_client_t *cl)
 
 static void attempt_reset(rs_grpc_async_t *a)
 {
-    a->send = grpc_raw_byte_buffer_create(&a->request, 1);
+    a->send = grpc_byte_buffer_copy(a->request);
     a->recv = NULL;
     grpc_metadata_array_init(&a->initial_md);
     grpc_metadata_array_init(&a->trailers);
@@ -246,28 +245,13 @@ static void start_attempt(rs_grpc_async_t *a)
     }
 }
 
-static ProtobufCMessage *unpack(grpc_byte_buffer *bb, const ProtobufCMessageDescriptor *d)
+static int64_t pushback_of(const grpc_metadata_array *trailers)
 {
-    grpc_byte_buffer_reader r;
-    ProtobufCMessage *m;
-    grpc_slice sl;
+    const char *v;
+    size_t n;
 
-    if (bb == NULL || !grpc_byte_buffer_reader_init(&r, bb))
-        return NULL;
-    sl = grpc_byte_buffer_reader_readall(&r);
-    grpc_byte_buffer_reader_destroy(&r);
-    m = protobuf_c_message_unpack(d, NULL, GRPC_SLICE_LENGTH(sl), GRPC_SLICE_START_PTR(sl));
-    grpc_slice_unref(sl);
-    return m;
-}
-
-static int64_t pushback_of(const grpc_metadata_array *t)
-{
-    for (size_t i = 0; i < t->count; i++)
-        if (grpc_slice_str_cmp(t->metadata[i].key, "grpc-retry-pushback-ms") == 0)
-            return rs_pushback_parse_grpc((const char *)GRPC_SLICE_START_PTR(t->metadata[i].value),
-                                          GRPC_SLICE_LENGTH(t->metadata[i].value));
-    return RS_PUSHBACK_NONE;
+    return rpc_md_find(trailers, "grpc-retry-pushback-ms", &v, &n) ? rs_pushback_parse_grpc(v, n)
+                                                                   : RS_PUSHBACK_NONE;
 }
 
 /* Turns a finished attempt into an outcome (and a reply, on success). */
@@ -284,7 +268,7 @@ static ProtobufCMessage *collect(rs_grpc_async_t *a, rs_outcome_t *o)
     if (n == 0 && o->err != SVC_OK && a->error_string != NULL)
         snprintf(a->message, sizeof a->message, "%s", a->error_string);
     if (o->err == SVC_OK) {
-        resp = unpack(a->recv, a->resp_desc);
+        resp = rpc_message_unpack(a->recv, a->resp_desc, NULL);
         if (resp == NULL) {
             o->err = SVC_EINTERNAL;
             snprintf(a->message, sizeof a->message, "reply is not a valid %s",
@@ -370,10 +354,9 @@ static rs_grpc_async_t *async_new(rs_grpc_client_t *cl, const char *method,
     a->method = method;
     a->resp_desc = resp_desc;
     pthread_mutex_init(&a->mu, NULL);
-    a->request = grpc_slice_malloc(protobuf_c_message_get_packed_size(req));
-    protobuf_c_message_pack(req, GRPC_SLICE_START_PTR(a->request));
-    if (!copy_md(a, o)) {
-        grpc_slice_unref(a->request);
+    a->request = rpc_message_pack(req);
+    if (a->request == NULL || !copy_md(a, o)) {
+        grpc_byte_buffer_destroy(a->request);
         pthread_mutex_destroy(&a->mu);
         free(a);
         return NULL;
