@@ -39,6 +39,7 @@ ASAN_BUILD_DIR=$(abs_path "${SHOPMICRO_ASAN_BUILD_DIR:-build-asan}")
 #   "order | services/order/order | SHOPMICRO_ORDER_PORT=50052 | ORDER_LISTEN=127.0.0.1:@PORT@; ORDER_DB_DSN=host=127.0.0.1 port=@SHOPMICRO_PG_PORT@ dbname=orders user=postgres; ORDER_CATALOG_ADDR=127.0.0.1:@SHOPMICRO_CATALOG_PORT@"
 SERVICES=(
   "catalog | services/catalog/catalog | SHOPMICRO_CATALOG_PORT=50051 | CATALOG_LISTEN=127.0.0.1:@PORT@; CATALOG_DB_DSN=host=127.0.0.1 port=@SHOPMICRO_PG_PORT@ dbname=catalog user=postgres"
+  "order | services/order/order | SHOPMICRO_ORDER_PORT=50052 | ORDER_LISTEN=127.0.0.1:@PORT@; ORDER_DB_DSN=host=127.0.0.1 port=@SHOPMICRO_PG_PORT@ dbname=orders user=postgres; ORDER_CATALOG_ADDR=127.0.0.1:@SHOPMICRO_CATALOG_PORT@"
 )
 SERVICE_START_TIMEOUT=10   # seconds until the port must accept TCP
 SERVICE_STOP_TIMEOUT=10    # seconds between SIGTERM and SIGKILL
