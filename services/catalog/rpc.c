@@ -19,61 +19,13 @@ typedef Shopmicro__Catalog__V1__GetProductRequest get_req_t;
 typedef Shopmicro__Catalog__V1__ListProductsRequest list_req_t;
 typedef Shopmicro__Catalog__V1__ListProductsResponse list_resp_t;
 
-static void *arena_fn(void *ctx, size_t n)
-{
-    return rpc_ctx_alloc(ctx, n);
-}
-
-static cat_alloc_t arena_of(rpc_ctx_t *ctx)
-{
-    return (cat_alloc_t){arena_fn, ctx};
-}
-
-/* Characters, not bytes: a 200-character name in Thai is 600 bytes. Returns
- * -1 for text that is not valid UTF-8 (proto3 strings must be). */
-static long utf8_chars(const char *s)
-{
-    const unsigned char *p = (const unsigned char *)s;
-    long n = 0;
-
-    while (*p != '\0') {
-        int len = *p < 0x80 ? 1 : (*p >> 5) == 0x6 ? 2 : (*p >> 4) == 0xE ? 3
-                                : (*p >> 3) == 0x1E ? 4 : 0;
-        if (len == 0)
-            return -1;
-        for (int i = 1; i < len; i++)
-            if ((p[i] & 0xC0) != 0x80)
-                return -1;
-        p += len;
-        n++;
-    }
-    return n;
-}
-
-/* A canonical UUID (8-4-4-4-12 hex). Anything else cannot name a product,
- * so it is NOT_FOUND without asking the database. */
-static bool is_uuid(const char *s)
-{
-    static const char mask[] = "xxxxxxxx-xxxx-xxxx-xxxx-xxxxxxxxxxxx";
-
-    if (strlen(s) != sizeof mask - 1)
-        return false;
-    for (size_t i = 0; mask[i] != '\0'; i++) {
-        char c = s[i];
-        bool hex = (c >= '0' && c <= '9') || (c >= 'a' && c <= 'f') || (c >= 'A' && c <= 'F');
-        if (mask[i] == '-' ? c != '-' : !hex)
-            return false;
-    }
-    return true;
-}
-
 static svc_err_t create_product(rpc_ctx_t *ctx, const ProtobufCMessage *in,
                                 ProtobufCMessage **out, char *errbuf)
 {
     const create_req_t *req = (const create_req_t *)in;
-    cat_alloc_t a = arena_of(ctx);
+    svc_alloc_t a = rpc_ctx_allocator(ctx);
     cat_product_t *p = NULL;
-    long name_len = utf8_chars(req->name), desc_len = utf8_chars(req->description);
+    long name_len = svc_utf8_chars(req->name), desc_len = svc_utf8_chars(req->description);
     svc_err_t err;
 
     if (name_len < 1 || name_len > NAME_MAX_CHARS) {
@@ -103,11 +55,11 @@ static svc_err_t get_product(rpc_ctx_t *ctx, const ProtobufCMessage *in, Protobu
                              char *errbuf)
 {
     const get_req_t *req = (const get_req_t *)in;
-    cat_alloc_t a = arena_of(ctx);
+    svc_alloc_t a = rpc_ctx_allocator(ctx);
     cat_product_t *p = NULL;
     svc_err_t err;
 
-    if (!is_uuid(req->id)) {
+    if (!svc_is_uuid(req->id)) {
         svc_errbuf_set(errbuf, "product not found");
         return SVC_ENOTFOUND;
     }
@@ -122,7 +74,7 @@ static svc_err_t list_products(rpc_ctx_t *ctx, const ProtobufCMessage *in,
                                ProtobufCMessage **out, char *errbuf)
 {
     const list_req_t *req = (const list_req_t *)in;
-    cat_alloc_t a = arena_of(ctx);
+    svc_alloc_t a = rpc_ctx_allocator(ctx);
     list_resp_t *resp;
     int64_t after = 0, last = 0;
     int size = req->page_size;

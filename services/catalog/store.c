@@ -72,36 +72,26 @@ svc_err_t cat_store_migrate(const char *dsn, char *errbuf)
     return db_migrate(dsn, cat_migrations, cat_migrations_count, "catalog", errbuf);
 }
 
-static char *copy(const cat_alloc_t *a, const char *s)
-{
-    size_t n = strlen(s) + 1;
-    char *p = a->fn(a->ctx, n);
-
-    if (p != NULL)
-        memcpy(p, s, n);
-    return p;
-}
-
 /* Copies row `i` out of the result (whose memory dies with PQclear). */
-static cat_product_t *row_to_product(PGresult *r, int i, const cat_alloc_t *a)
+static cat_product_t *row_to_product(PGresult *r, int i, const svc_alloc_t *a)
 {
     cat_product_t *p = a->fn(a->ctx, sizeof *p);
 
     if (p == NULL)
         return NULL;
     shopmicro__catalog__v1__product__init(p);
-    p->id = copy(a, PQgetvalue(r, i, 0));
-    p->name = copy(a, PQgetvalue(r, i, 1));
-    p->description = copy(a, PQgetvalue(r, i, 2));
+    p->id = svc_alloc_strdup(a, PQgetvalue(r, i, 0));
+    p->name = svc_alloc_strdup(a, PQgetvalue(r, i, 1));
+    p->description = svc_alloc_strdup(a, PQgetvalue(r, i, 2));
     p->price_cents = strtoll(PQgetvalue(r, i, 3), NULL, 10);
     p->stock = (int32_t)strtol(PQgetvalue(r, i, 4), NULL, 10);
-    p->created_at = copy(a, PQgetvalue(r, i, 5));
+    p->created_at = svc_alloc_strdup(a, PQgetvalue(r, i, 5));
     if (p->id == NULL || p->name == NULL || p->description == NULL || p->created_at == NULL)
         return NULL;
     return p;
 }
 
-static svc_err_t one_product(PGresult *r, const cat_alloc_t *a, cat_product_t **out)
+static svc_err_t one_product(PGresult *r, const svc_alloc_t *a, cat_product_t **out)
 {
     if (PQntuples(r) == 0)
         return SVC_ENOTFOUND;
@@ -111,7 +101,7 @@ static svc_err_t one_product(PGresult *r, const cat_alloc_t *a, cat_product_t **
 
 svc_err_t cat_store_create(cat_store_t *st, const char *name, const char *description,
                            int64_t price_cents, int32_t stock, uint64_t deadline_ns,
-                           const cat_alloc_t *a, cat_product_t **out, char *errbuf)
+                           const svc_alloc_t *a, cat_product_t **out, char *errbuf)
 {
     char price[24], qty[16];
     const char *params[] = {name, description, price, qty};
@@ -128,7 +118,7 @@ svc_err_t cat_store_create(cat_store_t *st, const char *name, const char *descri
 }
 
 svc_err_t cat_store_get(cat_store_t *st, const char *id, uint64_t deadline_ns,
-                        const cat_alloc_t *a, cat_product_t **out, char *errbuf)
+                        const svc_alloc_t *a, cat_product_t **out, char *errbuf)
 {
     const char *params[] = {id};
     PGresult *r = NULL;
@@ -141,7 +131,7 @@ svc_err_t cat_store_get(cat_store_t *st, const char *id, uint64_t deadline_ns,
 }
 
 svc_err_t cat_store_list(cat_store_t *st, int64_t after, int limit, uint64_t deadline_ns,
-                         const cat_alloc_t *a, cat_product_t ***out, size_t *n,
+                         const svc_alloc_t *a, cat_product_t ***out, size_t *n,
                          int64_t *last_seq, bool *more, char *errbuf)
 {
     char after_s[24], limit_s[16];

@@ -15,12 +15,6 @@
 typedef Shopmicro__Catalog__V1__Product cat_product_t;
 typedef struct cat_store cat_store_t;
 
-/* Memory for results; returns NULL when exhausted (-> SVC_ENOMEM). */
-typedef struct cat_alloc {
-    void *(*fn)(void *ctx, size_t n);
-    void *ctx;
-} cat_alloc_t;
-
 /* Creates the store (does not connect). dsn is copied. */
 svc_err_t cat_store_new(const char *dsn, int statement_timeout_ms, cat_store_t **out,
                         char *errbuf);
@@ -31,14 +25,14 @@ svc_err_t cat_store_migrate(const char *dsn, char *errbuf);
 /* Inserts a product; the database assigns id and created_at. */
 svc_err_t cat_store_create(cat_store_t *st, const char *name, const char *description,
                            int64_t price_cents, int32_t stock, uint64_t deadline_ns,
-                           const cat_alloc_t *a, cat_product_t **out, char *errbuf);
+                           const svc_alloc_t *a, cat_product_t **out, char *errbuf);
 /* SVC_ENOTFOUND when no product has this id (id must be a canonical UUID). */
 svc_err_t cat_store_get(cat_store_t *st, const char *id, uint64_t deadline_ns,
-                        const cat_alloc_t *a, cat_product_t **out, char *errbuf);
+                        const svc_alloc_t *a, cat_product_t **out, char *errbuf);
 /* Up to `limit` products with seq > after, in seq order. *last_seq is the
  * seq of the last one returned; *more says whether any follow it. */
 svc_err_t cat_store_list(cat_store_t *st, int64_t after, int limit, uint64_t deadline_ns,
-                         const cat_alloc_t *a, cat_product_t ***out, size_t *n,
+                         const svc_alloc_t *a, cat_product_t ***out, size_t *n,
                          int64_t *last_seq, bool *more, char *errbuf);
 
 #endif

@@ -7,29 +7,10 @@
 #include "lines.h"
 #include "sha256.h"
 
-long ord_utf8_chars(const char *s)
-{
-    const unsigned char *p = (const unsigned char *)s;
-    long n = 0;
-
-    while (*p != '\0') {
-        int len = *p < 0x80 ? 1 : (*p >> 5) == 0x6 ? 2 : (*p >> 4) == 0xE ? 3
-                                : (*p >> 3) == 0x1E ? 4 : 0;
-        if (len == 0)
-            return -1;
-        for (int i = 1; i < len; i++)
-            if ((p[i] & 0xC0) != 0x80)
-                return -1;
-        p += len;
-        n++;
-    }
-    return n;
-}
-
 svc_err_t ord_lines_build(const char *customer_id, ord_item_t *const *items, size_t n_items,
                           ord_line_t lines[ORD_MAX_ITEMS], size_t *n_lines, char *errbuf)
 {
-    long len = ord_utf8_chars(customer_id);
+    long len = svc_utf8_chars(customer_id);
     size_t n = 0;
 
     if (len < 1 || len > ORD_CUSTOMER_ID_MAX_CHARS) {
@@ -45,7 +26,7 @@ svc_err_t ord_lines_build(const char *customer_id, ord_item_t *const *items, siz
         const ord_item_t *it = items[i];
         size_t j;
 
-        len = ord_utf8_chars(it->product_id);
+        len = svc_utf8_chars(it->product_id);
         if (len < 1 || len > ORD_PRODUCT_ID_MAX_CHARS) {
             svc_errbuf_set(errbuf, "items[%zu].product_id must be 1-%d characters of UTF-8 text",
                            i, ORD_PRODUCT_ID_MAX_CHARS);

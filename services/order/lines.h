@@ -62,7 +62,5 @@ svc_err_t ord_lines_total(const ord_line_t *lines, size_t n, int64_t *total, cha
 void ord_lines_fingerprint(const char *customer_id, const ord_line_t *lines, size_t n,
                            char out[ORD_FINGERPRINT_LEN]);
 
-/* Characters of UTF-8 text, or -1 when s is not valid UTF-8. */
-long ord_utf8_chars(const char *s);
 
 #endif

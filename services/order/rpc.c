@@ -21,28 +21,6 @@ typedef Shopmicro__Order__V1__CreateOrderRequest create_req_t;
 typedef Shopmicro__Order__V1__CreateOrderResponse create_resp_t;
 typedef Shopmicro__Order__V1__GetOrderRequest get_req_t;
 
-static void *arena_fn(void *ctx, size_t n)
-{
-    return rpc_ctx_alloc(ctx, n);
-}
-
-/* A canonical UUID (8-4-4-4-12 hex). Anything else cannot name an order, so
- * it is NOT_FOUND without asking the database. */
-static bool is_uuid(const char *s)
-{
-    static const char mask[] = "xxxxxxxx-xxxx-xxxx-xxxx-xxxxxxxxxxxx";
-
-    if (strlen(s) != sizeof mask - 1)
-        return false;
-    for (size_t i = 0; mask[i] != '\0'; i++) {
-        char c = s[i];
-        bool hex = (c >= '0' && c <= '9') || (c >= 'a' && c <= 'f') || (c >= 'A' && c <= 'F');
-        if (mask[i] == '-' ? c != '-' : !hex)
-            return false;
-    }
-    return true;
-}
-
 void ord_keys_expire(struct ord_store *st, const ord_config_t *cfg, uint64_t deadline_ns,
                      int max_batches)
 {
@@ -167,12 +145,12 @@ static svc_err_t get_order(rpc_ctx_t *ctx, const ProtobufCMessage *in, ProtobufC
                            char *errbuf)
 {
     const get_req_t *req = (const get_req_t *)in;
-    ord_alloc_t a = {arena_fn, ctx};
+    svc_alloc_t a = rpc_ctx_allocator(ctx);
     ord_worker_t *w;
     ord_order_t *o = NULL;
     svc_err_t err;
 
-    if (!is_uuid(req->id)) {
+    if (!svc_is_uuid(req->id)) {
         svc_errbuf_set(errbuf, "order not found");
         return SVC_ENOTFOUND;
     }

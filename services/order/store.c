@@ -303,18 +303,8 @@ out:
     return err;
 }
 
-static char *copy(const ord_alloc_t *a, const char *s)
-{
-    size_t n = strlen(s) + 1;
-    char *p = a->fn(a->ctx, n);
-
-    if (p != NULL)
-        memcpy(p, s, n);
-    return p;
-}
-
 svc_err_t ord_store_get(ord_store_t *st, const char *id, uint64_t deadline_ns,
-                        const ord_alloc_t *a, ord_order_t **out, char *errbuf)
+                        const svc_alloc_t *a, ord_order_t **out, char *errbuf)
 {
     const char *params[] = {id};
     PGresult *r = NULL;
@@ -334,11 +324,11 @@ svc_err_t ord_store_get(ord_store_t *st, const char *id, uint64_t deadline_ns,
     if (o == NULL)
         goto out;
     shopmicro__order__v1__order__init(o);
-    o->id = copy(a, PQgetvalue(r, 0, 0));
-    o->customer_id = copy(a, PQgetvalue(r, 0, 1));
+    o->id = svc_alloc_strdup(a, PQgetvalue(r, 0, 0));
+    o->customer_id = svc_alloc_strdup(a, PQgetvalue(r, 0, 1));
     o->status = status_from_text(PQgetvalue(r, 0, 2));
     o->total_cents = strtoll(PQgetvalue(r, 0, 3), NULL, 10);
-    o->created_at = copy(a, PQgetvalue(r, 0, 4));
+    o->created_at = svc_alloc_strdup(a, PQgetvalue(r, 0, 4));
     o->items = a->fn(a->ctx, (size_t)rows * sizeof *o->items);
     if (o->id == NULL || o->customer_id == NULL || o->created_at == NULL || o->items == NULL)
         goto out;
@@ -349,7 +339,7 @@ svc_err_t ord_store_get(ord_store_t *st, const char *id, uint64_t deadline_ns,
         if (it == NULL)
             goto out;
         shopmicro__order__v1__order_item__init(it);
-        it->product_id = copy(a, PQgetvalue(r, i, 5));
+        it->product_id = svc_alloc_strdup(a, PQgetvalue(r, i, 5));
         it->quantity = (int32_t)strtol(PQgetvalue(r, i, 6), NULL, 10);
         it->unit_price_cents = strtoll(PQgetvalue(r, i, 7), NULL, 10);
         if (it->product_id == NULL)

@@ -22,12 +22,6 @@ typedef struct ord_store ord_store_t;
 
 #define ORD_ID_LEN 37 /* canonical UUID + NUL */
 
-/* Memory for results; returns NULL when exhausted (-> SVC_ENOMEM). */
-typedef struct ord_alloc {
-    void *(*fn)(void *ctx, size_t n);
-    void *ctx;
-} ord_alloc_t;
-
 /* What CreateOrder answers, and what an idempotency key keeps of it. */
 typedef struct ord_created {
     char id[ORD_ID_LEN];
@@ -77,7 +71,7 @@ svc_err_t ord_store_create(ord_store_t *st, const ord_new_order_t *o, uint64_t d
 /* The order with its items in position order. SVC_ENOTFOUND when no order
  * has this id (id must be a canonical UUID). */
 svc_err_t ord_store_get(ord_store_t *st, const char *id, uint64_t deadline_ns,
-                        const ord_alloc_t *a, ord_order_t **out, char *errbuf);
+                        const svc_alloc_t *a, ord_order_t **out, char *errbuf);
 
 /* Deletes at most `limit` idempotency keys older than ttl_s seconds, oldest
  * first; *deleted gets how many. */

@@ -232,14 +232,21 @@ void *rpc_ctx_alloc(rpc_ctx_t *c, size_t n)
     return rpc__arena_alloc(&c->arena, n);
 }
 
+static void *ctx_alloc_fn(void *ctx, size_t n)
+{
+    return rpc_ctx_alloc(ctx, n);
+}
+
+svc_alloc_t rpc_ctx_allocator(rpc_ctx_t *c)
+{
+    return (svc_alloc_t){ctx_alloc_fn, c};
+}
+
 char *rpc_ctx_strdup(rpc_ctx_t *c, const char *s)
 {
-    size_t n = strlen(s) + 1;
-    char *p = rpc__arena_alloc(&c->arena, n);
+    svc_alloc_t a = rpc_ctx_allocator(c);
 
-    if (p != NULL)
-        memcpy(p, s, n);
-    return p;
+    return svc_alloc_strdup(&a, s);
 }
 
 const char *rpc_ctx_metadata(rpc_ctx_t *c, const char *key)

@@ -67,6 +67,25 @@ svc_err_t svc_err_from_grpc(int grpc_code);
 void svc_errbuf_set(char *errbuf, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 
 /* ------------------------------------------------------------------------
+ * Memory for results, and text checks every service needs
+ * ------------------------------------------------------------------------ */
+
+/* Where a function puts memory it hands back (e.g. a call's arena, so that
+ * nothing needs freeing). fn returns NULL when exhausted (-> SVC_ENOMEM). */
+typedef struct svc_alloc {
+    void *(*fn)(void *ctx, size_t n);
+    void *ctx;
+} svc_alloc_t;
+
+/* Copies s into memory from a; NULL when a is exhausted. */
+char *svc_alloc_strdup(const svc_alloc_t *a, const char *s);
+/* Characters (code points) of NUL-terminated UTF-8 text; -1 when it is not
+ * valid UTF-8. A 200-character Thai name is 600 bytes. */
+long svc_utf8_chars(const char *s);
+/* True for a canonical UUID, 8-4-4-4-12 hex digits. */
+bool svc_is_uuid(const char *s);
+
+/* ------------------------------------------------------------------------
  * Clock
  *
  * Monotonic nanoseconds. Everything that measures time or computes a

@@ -114,6 +114,8 @@ const char *rpc_ctx_metadata(rpc_ctx_t *c, const char *key);
 #define RPC_ARENA_MAX (16 * 1024 * 1024)
 void *rpc_ctx_alloc(rpc_ctx_t *c, size_t n);
 char *rpc_ctx_strdup(rpc_ctx_t *c, const char *s);
+/* The call's arena as an svc_alloc_t, for stores that build replies. */
+svc_alloc_t rpc_ctx_allocator(rpc_ctx_t *c);
 /* The underlying server call, for deadline/cancellation propagation to
  * outgoing calls (rpc_call_opts_t.parent). Valid until the handler returns. */
 grpc_call *rpc_ctx_call(rpc_ctx_t *c);

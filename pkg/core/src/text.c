@@ -1,0 +1,49 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/* text.c - result memory and the text checks of svc/core.h. */
+#include <string.h>
+
+#include "svc/core.h"
+
+char *svc_alloc_strdup(const svc_alloc_t *a, const char *s)
+{
+    size_t n = strlen(s) + 1;
+    char *p = a->fn(a->ctx, n);
+
+    if (p != NULL)
+        memcpy(p, s, n);
+    return p;
+}
+
+long svc_utf8_chars(const char *s)
+{
+    const unsigned char *p = (const unsigned char *)s;
+    long n = 0;
+
+    while (*p != '\0') {
+        int len = *p < 0x80 ? 1 : (*p >> 5) == 0x6 ? 2 : (*p >> 4) == 0xE ? 3
+                                : (*p >> 3) == 0x1E ? 4 : 0;
+        if (len == 0)
+            return -1;
+        for (int i = 1; i < len; i++)
+            if ((p[i] & 0xC0) != 0x80)
+                return -1;
+        p += len;
+        n++;
+    }
+    return n;
+}
+
+bool svc_is_uuid(const char *s)
+{
+    static const char mask[] = "xxxxxxxx-xxxx-xxxx-xxxx-xxxxxxxxxxxx";
+
+    if (strlen(s) != sizeof mask - 1)
+        return false;
+    for (size_t i = 0; mask[i] != '\0'; i++) {
+        char c = s[i];
+        bool hex = (c >= '0' && c <= '9') || (c >= 'a' && c <= 'f') || (c >= 'A' && c <= 'F');
+        if (mask[i] == '-' ? c != '-' : !hex)
+            return false;
+    }
+    return true;
+}
