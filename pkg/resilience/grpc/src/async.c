@@ -233,7 +233,18 @@ static bool start_batch(rs_grpc_async_t *a, uint64_t deadline_ns, uint32_t numbe
 static void start_attempt(rs_grpc_async_t *a)
 {
     uint64_t deadline;
+    bool cancelled;
 
+    /* Cancelled while waiting out the backoff: end it here, before the
+     * engine counts an attempt, takes a bulkhead slot or a breaker trial. */
+    pthread_mutex_lock(&a->mu);
+    cancelled = a->cancelled;
+    pthread_mutex_unlock(&a->mu);
+    if (cancelled) {
+        snprintf(a->message, sizeof a->message, "cancelled by the caller");
+        complete(a, NULL);
+        return;
+    }
     if (rs_call_attempt(&a->rc, &deadline) != SVC_OK) {
         complete(a, NULL);
         return;
@@ -377,6 +388,13 @@ svc_err_t rs_grpc_call_async(rs_grpc_client_t *cl, const char *method,
 
     if (handle != NULL)
         *handle = NULL;
+    if (o->n_md > RS_GRPC_MAX_MD) {
+        memset(res, 0, sizeof *res);
+        res->err = SVC_EINVAL;
+        snprintf(res->message, sizeof res->message, "more than %d metadata entries",
+                 RS_GRPC_MAX_MD);
+        return SVC_EINVAL;
+    }
     a = async_new(cl, method, req, resp_desc, o);
     if (a == NULL) {
         memset(res, 0, sizeof *res);

@@ -8,7 +8,6 @@
 
 #include "rs/grpc.h"
 
-#define RS_GRPC_MAX_MD 15                    /* caller metadata per call */
 #define RS_GRPC_BULKHEAD_RETRY_AFTER_MS 1000 /* "come back soon" for a full bulkhead */
 
 struct rs_grpc_client {

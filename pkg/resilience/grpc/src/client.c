@@ -185,7 +185,7 @@ svc_err_t rs__server_cancel_is_unavailable(svc_err_t err)
 size_t rs__md_with_attempt(const rs_grpc_call_opts_t *o, uint32_t attempt, char *num,
                            rpc_md_t *md)
 {
-    size_t n = o->n_md < RS_GRPC_MAX_MD ? o->n_md : RS_GRPC_MAX_MD;
+    size_t n = o->n_md; /* <= RS_GRPC_MAX_MD: checked by both call styles */
 
     if (n > 0)
         memcpy(md, o->md, n * sizeof *md);
@@ -242,6 +242,14 @@ svc_err_t rs_grpc_call(rs_grpc_client_t *cl, const char *method, const ProtobufC
     rs_result_t r;
     svc_err_t err;
 
+    if (o->n_md > RS_GRPC_MAX_MD) {
+        memset(res, 0, sizeof *res);
+        res->err = SVC_EINVAL;
+        snprintf(res->message, sizeof res->message, "more than %d metadata entries",
+                 RS_GRPC_MAX_MD);
+        *resp = NULL;
+        return SVC_EINVAL;
+    }
     /* An incoming call's deadline bounds everything done on its behalf. */
     if (o->parent != NULL && rpc_ctx_deadline(o->parent) < deadline)
         deadline = rpc_ctx_deadline(o->parent);

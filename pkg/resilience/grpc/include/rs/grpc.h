@@ -61,10 +61,13 @@ rs_upstream_t *rs_grpc_client_upstream(rs_grpc_client_t *cl);
  * "ready", "transient-failure" or "shutdown". */
 const char *rs_grpc_client_connectivity(rs_grpc_client_t *cl);
 
+#define RS_GRPC_MAX_MD 15 /* metadata entries a caller may send; more is SVC_EINVAL */
+
 typedef struct rs_grpc_call_opts {
     uint64_t deadline_ns;  /* overall, all attempts included; SVC_DEADLINE_NONE */
     rpc_ctx_t *parent;     /* blocking calls only: propagate from this server call */
-    const rpc_md_t *md;    /* borrowed during the call; copied by the async call */
+    const rpc_md_t *md;    /* borrowed during the call; copied by the async call;
+                              at most RS_GRPC_MAX_MD entries */
     size_t n_md;
 } rs_grpc_call_opts_t;
 
@@ -116,7 +119,8 @@ svc_err_t rs_grpc_call_async(rs_grpc_client_t *cl, const char *method,
 
 /* The caller has gone away: cancels the current attempt, no retry follows,
  * done runs with SVC_ECANCELLED (if it has not run yet), and the caller's
- * reference is released. */
+ * reference is released. A call waiting out a backoff ends when its timer
+ * fires (at most backoff_cap_ms later), without another attempt. */
 void rs_grpc_cancel(rs_grpc_async_t *h);
 /* Releases the caller's reference without cancelling. */
 void rs_grpc_release(rs_grpc_async_t *h);

@@ -1,0 +1,79 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/* config.c - every setting of the gateway, in one table. */
+#include <unistd.h>
+
+#include "config.h"
+
+#define OFF(f) SVC_CFG_OFF(gw_config_t, f)
+
+static const svc_cfg_entry_t table[] = {
+    {"GATEWAY_LISTEN", SVC_CFG_STR, 1, 255, "127.0.0.1:8080", OFF(listen),
+     "HTTP listen address host:port (one SO_REUSEPORT listener per thread)"},
+    {"GATEWAY_THREADS", SVC_CFG_INT, 0, 256, "0", OFF(threads),
+     "event-loop threads; 0 = one per online core"},
+    {"GATEWAY_CATALOG_ADDR", SVC_CFG_STR, 1, 255, "127.0.0.1:50051", OFF(catalog_addr),
+     "the catalog's gRPC address host:port"},
+    {"GATEWAY_ORDER_ADDR", SVC_CFG_STR, 1, 255, "127.0.0.1:50052", OFF(order_addr),
+     "the order service's gRPC address host:port"},
+    {"GATEWAY_DEFAULT_TIMEOUT_MS", SVC_CFG_INT, 0, 3600000, "10000", OFF(default_timeout_ms),
+     "deadline of a call whose request has no Grpc-Timeout header (0 = none)"},
+    {"GATEWAY_MAX_BODY_BYTES", SVC_CFG_INT, 1, 67108864, "1048576", OFF(max_body_bytes),
+     "largest request body; a larger one gets 413 before it is read"},
+    {"GATEWAY_IDLE_TIMEOUT_MS", SVC_CFG_INT, 100, 3600000, "10000", OFF(idle_timeout_ms),
+     "how long a keep-alive connection may idle, or a request take to arrive"},
+    {"GATEWAY_DRAIN_MS", SVC_CFG_INT, 0, 600000, "10000", OFF(drain_ms),
+     "on SIGTERM, how long in-flight requests may take before they are cancelled"},
+    {"GATEWAY_LOG_LEVEL", SVC_CFG_LOG_LEVEL, 0, 0, "info", OFF(log_level),
+     "debug | info | warn | error"},
+    {"GATEWAY_LOCK_DIR", SVC_CFG_STR, 0, 255, "/tmp", OFF(lock_dir),
+     "directory of the per-address instance lock file (\"none\" = no lock file)"},
+    {"GATEWAY_ATTEMPT_TIMEOUT_MS", SVC_CFG_INT, 1, 600000, "3000", OFF(attempt_timeout_ms),
+     "deadline of one upstream attempt (the request's earlier deadline wins)"},
+    {"GATEWAY_MAX_ATTEMPTS", SVC_CFG_INT, 1, 10, "3", OFF(max_attempts),
+     "attempts per idempotent call, the first included (Create* are never retried)"},
+    {"GATEWAY_BACKOFF_BASE_MS", SVC_CFG_INT, 1, 60000, "100", OFF(backoff_base_ms),
+     "retry backoff window before the first retry (doubles per retry, full jitter)"},
+    {"GATEWAY_BACKOFF_CAP_MS", SVC_CFG_INT, 1, 600000, "2000", OFF(backoff_cap_ms),
+     "largest retry backoff window (>= GATEWAY_BACKOFF_BASE_MS)"},
+    {"GATEWAY_BREAKER_FAILURES", SVC_CFG_INT, 0, 100000, "5", OFF(breaker_failures),
+     "consecutive failed calls that open an upstream's breaker (0 = never open)"},
+    {"GATEWAY_BREAKER_COOLDOWN_MS", SVC_CFG_INT, 1, 3600000, "10000", OFF(breaker_cooldown_ms),
+     "how long a breaker stays open before one trial call"},
+    {"GATEWAY_MAX_CONCURRENT", SVC_CFG_INT, 0, 1000000, "0", OFF(max_concurrent),
+     "bulkhead: calls in flight per upstream (0 = unlimited); a full one answers 503"},
+};
+
+svc_err_t gw_config_load(gw_config_t *c, const char *(*getenv_fn)(const char *name),
+                         char *errbuf)
+{
+    svc_err_t err = svc_cfg_load(table, SVC_COUNTOF(table), c, getenv_fn, errbuf);
+
+    if (err != SVC_OK)
+        return err;
+    if (c->backoff_cap_ms < c->backoff_base_ms) {
+        svc_errbuf_set(errbuf, "GATEWAY_BACKOFF_CAP_MS (%lld) is below GATEWAY_BACKOFF_BASE_MS "
+                               "(%lld)",
+                       (long long)c->backoff_cap_ms, (long long)c->backoff_base_ms);
+        return SVC_EINVAL;
+    }
+    if (c->threads == 0) {
+        long n = sysconf(_SC_NPROCESSORS_ONLN);
+        c->threads = n >= 1 ? (n > 256 ? 256 : n) : 1;
+    }
+    return SVC_OK;
+}
+
+void gw_config_help(FILE *f)
+{
+    fprintf(f, "Usage: gateway [--help]\n\n"
+               "The ShopMicro REST gateway: grpc-gateway compatible JSON over HTTP/1.1 in front "
+               "of the\ncatalog and order gRPC services. Configured only by environment "
+               "variables. SIGTERM or\nSIGINT stops accepting, drains in-flight requests and "
+               "exits 0.\n\n");
+    svc_cfg_print_help(f, table, SVC_COUNTOF(table));
+}
+
+void gw_config_log(const gw_config_t *c)
+{
+    svc_cfg_log("gateway", table, SVC_COUNTOF(table), c);
+}

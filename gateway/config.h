@@ -1,0 +1,37 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/* config.h - the gateway's settings (see config.c for the table). */
+#ifndef GW_CONFIG_H
+#define GW_CONFIG_H
+
+#include <stdio.h>
+
+#include "svc/core.h"
+
+typedef struct gw_config {
+    char listen[SVC_CFG_STR_MAX];
+    int64_t threads; /* 0 in the environment: one per core (resolved by gw_config_load) */
+    char catalog_addr[SVC_CFG_STR_MAX];
+    char order_addr[SVC_CFG_STR_MAX];
+    int64_t default_timeout_ms; /* 0: no deadline */
+    int64_t max_body_bytes;
+    int64_t idle_timeout_ms;
+    int64_t drain_ms;
+    char log_level[SVC_CFG_STR_MAX];
+    char lock_dir[SVC_CFG_STR_MAX]; /* "none": no lock file */
+    int64_t attempt_timeout_ms;
+    int64_t max_attempts;
+    int64_t backoff_base_ms;
+    int64_t backoff_cap_ms;
+    int64_t breaker_failures;
+    int64_t breaker_cooldown_ms;
+    int64_t max_concurrent;
+} gw_config_t;
+
+/* Reads the environment (getenv_fn NULL: getenv; tests inject). SVC_EINVAL
+ * with the reason in errbuf. */
+svc_err_t gw_config_load(gw_config_t *c, const char *(*getenv_fn)(const char *name),
+                         char *errbuf);
+void gw_config_help(FILE *f);
+void gw_config_log(const gw_config_t *c);
+
+#endif

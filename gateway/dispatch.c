@@ -1,0 +1,762 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/*
+ * dispatch.c - the generic request path (see dispatch.h): match, bind,
+ * call, answer, log. Route-specific knowledge lives only in the table.
+ */
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/random.h>
+#include <sys/socket.h>
+
+#include "bind.h"
+#include "dispatch.h"
+#include "http.h"
+#include "pbj/pbjson.h"
+#include "routes.h"
+
+#define LOG_MOD    "gateway"
+#define ACCESS_MOD "gateway.access"
+
+/* The most metadata entries rs_grpc takes per call. */
+#define GW_MAX_MD RS_GRPC_MAX_MD
+/* Longest path an access-log line shows. */
+#define LOG_PATH_MAX 256
+
+typedef struct gw_errfilter {
+    h2o_filter_t super;
+    gw_app_t *app;
+} gw_errfilter_t;
+
+/* A request waiting for its upstream. Heap-allocated because it can outlive
+ * the request (a client that went away); the request's pool holds a guard
+ * pointing here, which h2o's dispose clears and which we clear before
+ * answering, so each side knows whether the other is still there. */
+typedef struct gw_pending {
+    gw_call_t call; /* first: the hand-off message leads back here */
+    h2o_linklist_t link;
+    gw_loop_t *loop;
+    h2o_req_t *req; /* NULL once the client is gone */
+    struct gw_pending **guard;
+    const gw_route_t *route;
+    uint64_t start_ns;
+    bool drain_cancelled;
+    char id[GW_REQUEST_ID_MAX + 1];
+    char path[LOG_PATH_MAX + 1];
+} gw_pending_t;
+
+/* What an access-log line says about a request. */
+typedef struct gw_entry {
+    gw_loop_t *loop;
+    const gw_route_t *route; /* NULL: unmatched */
+    const char *method;
+    size_t method_len;
+    const char *path; /* without the query */
+    size_t path_len;
+    uint64_t start_ns;
+    const rs_grpc_result_t *res; /* upstream routes only */
+    int grpc_code;               /* -1: none (success of a local route) */
+} gw_entry_t;
+
+static gw_loop_t *loop_of(h2o_req_t *req)
+{
+    return (gw_loop_t *)req->conn->ctx;
+}
+
+static uint64_t next_random(gw_loop_t *l)
+{
+    /* xorshift64*: request ids need to be unique, not unpredictable. */
+    uint64_t x = l->rng;
+    x ^= x >> 12;
+    x ^= x << 25;
+    x ^= x >> 27;
+    l->rng = x;
+    return x * UINT64_C(0x2545F4914F6CDD1D);
+}
+
+/* The client's X-Request-Id (sanitised), or a new random one. */
+static const char *request_id(gw_loop_t *l, h2o_req_t *req)
+{
+    char *id = h2o_mem_alloc_pool(&req->pool, GW_REQUEST_ID_MAX + 1);
+    ssize_t i = h2o_find_header_by_str(&req->headers, H2O_STRLIT("x-request-id"), -1);
+
+    if (i == -1 || gw_request_id_sanitize(req->headers.entries[i].value.base,
+                                          req->headers.entries[i].value.len, id) == 0)
+        snprintf(id, GW_REQUEST_ID_MAX + 1, "%016llx%016llx", (unsigned long long)next_random(l),
+                 (unsigned long long)next_random(l));
+    h2o_add_header_by_str(&req->pool, &req->res.headers, H2O_STRLIT("x-request-id"), 0,
+                          "X-Request-Id", id, strlen(id));
+    return id;
+}
+
+/* Copies a path for a log line: printable ASCII only, quotes escaped as %22. */
+static void log_path(const char *p, size_t len, char *out, size_t cap)
+{
+    size_t n = 0;
+
+    for (size_t i = 0; i < len && n + 4 < cap; i++) {
+        unsigned char c = (unsigned char)p[i];
+        if (c > 0x20 && c < 0x7f && c != '"' && c != '\\') {
+            out[n++] = (char)c;
+        } else {
+            snprintf(out + n, 4, "%%%02X", c);
+            n += 3;
+        }
+    }
+    out[n] = '\0';
+}
+
+/* Counts the answer and writes its access-log line (with the request id
+ * the caller has set for this thread). Call just before sending. */
+static void account(const gw_entry_t *e, int status)
+{
+    uint64_t dur = svc_now_ns() - e->start_ns;
+    size_t route = e->route != NULL ? (size_t)(e->route - gw_routes) : GW_METRICS_UNMATCHED;
+    svc_log_level_t lvl = status >= 500 ? SVC_LOG_WARN : SVC_LOG_INFO;
+    char path[LOG_PATH_MAX + 1], kv[768];
+    int n;
+
+    gw_metrics_end(e->loop->app->metrics, route, e->method, e->method_len, status, dur);
+    if (!svc_log_enabled(lvl))
+        return;
+    log_path(e->path, e->path_len, path, sizeof path);
+    n = snprintf(kv, sizeof kv, " method=%.*s path=\"%s\" status=%d duration_ms=%.3f route=\"%s\"",
+                 (int)e->method_len, e->method, path, status, (double)dur / 1e6,
+                 e->route != NULL ? e->route->pattern : "unmatched");
+    if (n > 0 && (size_t)n < sizeof kv && e->grpc_code >= 0)
+        n += snprintf(kv + n, sizeof kv - (size_t)n, " grpc_code=%s",
+                      svc_err_name(svc_err_from_grpc(e->grpc_code)));
+    if (n > 0 && (size_t)n < sizeof kv && e->route != NULL && e->route->rpc != NULL &&
+        e->res != NULL)
+        snprintf(kv + n, sizeof kv - (size_t)n, " upstream=%s reason=%s attempts=%u",
+                 gw_upstream_name(e->route->upstream), rs_reason_name(e->res->reason),
+                 e->res->attempts);
+    svc_log_write(lvl, ACCESS_MOD, kv, "%.*s %s %d %.3fms", (int)e->method_len, e->method, path,
+                  status, (double)dur / 1e6);
+}
+
+static void answer_error(const gw_entry_t *e, h2o_req_t *req, int status, int code,
+                         const char *msg, uint32_t retry_after_s)
+{
+    gw_entry_t with_code = *e;
+
+    with_code.grpc_code = code;
+    account(&with_code, status != 0 ? status : gw_http_status_from_grpc(code));
+    gw_http_send_error(req, status, code, msg, retry_after_s);
+}
+
+/* An upstream call that failed, synchronously (breaker open, bulkhead
+ * full, deadline too short) or after its attempts. */
+static void answer_upstream_error(const gw_entry_t *e, h2o_req_t *req, const rs_grpc_result_t *res,
+                                  bool drain_cancelled)
+{
+    int code = svc_err_to_grpc(res->err), status;
+    const char *msg = res->message[0] != '\0' ? res->message : svc_strerror(res->err);
+    uint32_t retry_after_s = 0;
+
+    if (res->err == SVC_ENOMEM)
+        code = 13; /* ours, not the upstream's RESOURCE_EXHAUSTED */
+    if (res->reason == RS_REASON_BULKHEAD_FULL)
+        code = 14; /* the upstream is unavailable to this request: 503 */
+    if (drain_cancelled) {
+        code = 14;
+        msg = "the gateway is shutting down";
+    }
+    status = gw_http_status_from_grpc(code);
+    /* Retry-After only where waiting helps: the breaker's cooldown or a
+     * full bulkhead, never for an upstream that answered 503 itself. */
+    if (status == 503 &&
+        (res->reason == RS_REASON_BREAKER_OPEN || res->reason == RS_REASON_BULKHEAD_FULL))
+        retry_after_s = gw_retry_after_seconds(res->retry_after_ms);
+    answer_error(e, req, status, code, msg, retry_after_s);
+}
+
+static void answer_ok(const gw_entry_t *e, h2o_req_t *req, const ProtobufCMessage *resp)
+{
+    char errbuf[SVC_ERRBUF_LEN] = "", *json = NULL;
+    size_t len = 0;
+    svc_err_t err = pbj_encode(resp, NULL, &json, &len, errbuf);
+
+    if (err != SVC_OK) {
+        /* ForwardResponseMessage: a marshalling error goes through the
+         * error handler as UNKNOWN. */
+        svc_log_error(LOG_MOD, "cannot encode %s as JSON: %s", resp->descriptor->name, errbuf);
+        answer_error(e, req, 0, 2, errbuf[0] != '\0' ? errbuf : svc_strerror(err), 0);
+        return;
+    }
+    /* grpc-go reports the server's content-type as header metadata, which
+     * grpc-gateway forwards; clients may look for it. */
+    h2o_add_header_by_str(&req->pool, &req->res.headers, H2O_STRLIT("grpc-metadata-content-type"),
+                          0, "Grpc-Metadata-Content-Type", H2O_STRLIT("application/grpc"));
+    account(e, 200);
+    gw_http_send(req, 200, "application/json", json, len);
+    pbj_free(NULL, json);
+}
+
+/* ------------------------------------------------------------------------
+ * Metadata (grpc-gateway runtime/context.go annotateContext)
+ * ------------------------------------------------------------------------ */
+
+/* The headers grpc-gateway forwards as grpcgateway-<name> (isPermanentHTTPHeader).
+ * Host, Expect and Content-Length never reach req->headers in h2o. */
+static const char *const permanent[] = {
+    "accept",        "accept-charset",      "accept-language",
+    "accept-ranges", "authorization",       "cache-control",
+    "content-type",  "cookie",              "date",
+    "from",          "if-match",            "if-modified-since",
+    "if-none-match", "if-schedule-tag-match", "if-unmodified-since",
+    "max-forwards",  "origin",              "pragma",
+    "referer",       "user-agent",          "via",
+    "warning",
+};
+
+/* Keys gRPC reserves or transports itself; grpc-go drops them too. */
+static bool reserved_key(const char *k, size_t len)
+{
+    static const char *const names[] = {"content-type", "te", "user-agent", "host", "connection",
+                                        "x-request-id"};
+
+    if (len == 0 || k[0] == ':' || (len >= 5 && memcmp(k, "grpc-", 5) == 0))
+        return true;
+    for (size_t i = 0; i < SVC_COUNTOF(names); i++)
+        if (strlen(names[i]) == len && memcmp(names[i], k, len) == 0)
+            return true;
+    return false;
+}
+
+static bool valid_key(const char *k, size_t len)
+{
+    for (size_t i = 0; i < len; i++) {
+        char c = k[i];
+        if (!((c >= 'a' && c <= 'z') || (c >= '0' && c <= '9') || c == '-' || c == '_' ||
+              c == '.'))
+            return false;
+    }
+    return len > 0;
+}
+
+/* gRPC's rule for a text value: printable ASCII. */
+static bool valid_value(const char *v, size_t len)
+{
+    for (size_t i = 0; i < len; i++)
+        if ((unsigned char)v[i] < 0x20 || (unsigned char)v[i] > 0x7e)
+            return false;
+    return true;
+}
+
+typedef struct md_builder {
+    h2o_req_t *req;
+    rpc_md_t *md;
+    size_t n;
+} md_builder_t;
+
+static void md_add(md_builder_t *b, const char *prefix, const char *key, size_t klen,
+                   const char *val, size_t vlen)
+{
+    size_t plen = strlen(prefix);
+    char *k;
+
+    if (!valid_value(val, vlen)) {
+        svc_log_debug(LOG_MOD, "metadata %s%.*s skipped: value is not printable ASCII", prefix,
+                      (int)klen, key);
+        return;
+    }
+    if (b->n == GW_MAX_MD) {
+        svc_log_debug(LOG_MOD, "metadata %s%.*s skipped: at most %d entries per call", prefix,
+                      (int)klen, key, GW_MAX_MD);
+        return;
+    }
+    k = h2o_mem_alloc_pool(&b->req->pool, plen + klen + 1);
+    memcpy(k, prefix, plen);
+    memcpy(k + plen, key, klen);
+    k[plen + klen] = '\0';
+    b->md[b->n].key = k;
+    b->md[b->n].value = h2o_strdup(&b->req->pool, val, vlen).base;
+    b->n++;
+}
+
+static const h2o_header_t *find_header(h2o_req_t *req, const char *name, size_t len)
+{
+    ssize_t i = h2o_find_header_by_str(&req->headers, name, len, -1);
+
+    return i == -1 ? NULL : &req->headers.entries[i];
+}
+
+/* Request id, Idempotency-Key, Authorization, Grpc-Metadata-*, then the
+ * forwarding headers and the permanent headers, up to GW_MAX_MD. */
+static size_t build_metadata(h2o_req_t *req, const char *id, rpc_md_t *md)
+{
+    md_builder_t b = {req, md, 0};
+    const h2o_header_t *h;
+    char ip[64];
+    struct sockaddr_storage ss;
+    socklen_t sl;
+    size_t iplen = SIZE_MAX;
+
+    md_add(&b, "", H2O_STRLIT("x-request-id"), id, strlen(id));
+    if ((h = find_header(req, H2O_STRLIT("idempotency-key"))) != NULL)
+        md_add(&b, "", H2O_STRLIT("idempotency-key"), h->value.base, h->value.len);
+    if ((h = find_header(req, H2O_STRLIT("authorization"))) != NULL)
+        md_add(&b, "", H2O_STRLIT("authorization"), h->value.base, h->value.len);
+    for (size_t i = 0; i < req->headers.size; i++) {
+        const h2o_header_t *e = &req->headers.entries[i];
+        const char *k = e->name->base + 14;
+        size_t klen = e->name->len - 14;
+
+        if (e->name->len <= 14 || memcmp(e->name->base, "grpc-metadata-", 14) != 0)
+            continue;
+        if (klen >= 4 && memcmp(k + klen - 4, "-bin", 4) == 0) {
+            /* rpc_md_t values are C strings: binary metadata cannot pass. */
+            svc_log_debug(LOG_MOD, "metadata %.*s skipped: binary metadata is not supported",
+                          (int)klen, k);
+            continue;
+        }
+        if (!valid_key(k, klen) || reserved_key(k, klen)) {
+            svc_log_debug(LOG_MOD, "metadata %.*s skipped: reserved or invalid key", (int)klen,
+                          k);
+            continue;
+        }
+        md_add(&b, "", k, klen, e->value.base, e->value.len);
+    }
+    if ((h = find_header(req, H2O_STRLIT("x-forwarded-host"))) != NULL)
+        md_add(&b, "", H2O_STRLIT("x-forwarded-host"), h->value.base, h->value.len);
+    else if (req->input.authority.len > 0)
+        md_add(&b, "", H2O_STRLIT("x-forwarded-host"), req->input.authority.base,
+               req->input.authority.len);
+    sl = req->conn->callbacks->get_peername(req->conn, (struct sockaddr *)&ss);
+    if (sl > 0)
+        iplen = h2o_socket_getnumerichost((struct sockaddr *)&ss, sl, ip);
+    if (iplen != SIZE_MAX) {
+        h = find_header(req, H2O_STRLIT("x-forwarded-for"));
+        if (h != NULL) {
+            char *v = h2o_mem_alloc_pool(&req->pool, h->value.len + iplen + 3);
+            int n = snprintf(v, h->value.len + iplen + 3, "%.*s, %.*s", (int)h->value.len,
+                             h->value.base, (int)iplen, ip);
+            md_add(&b, "", H2O_STRLIT("x-forwarded-for"), v, (size_t)n);
+        } else {
+            md_add(&b, "", H2O_STRLIT("x-forwarded-for"), ip, iplen);
+        }
+    }
+    for (size_t i = 0; i < SVC_COUNTOF(permanent); i++)
+        if ((h = find_header(req, permanent[i], strlen(permanent[i]))) != NULL)
+            md_add(&b, "grpcgateway-", permanent[i], strlen(permanent[i]), h->value.base,
+                   h->value.len);
+    return b.n;
+}
+
+/* ------------------------------------------------------------------------
+ * Upstream calls
+ * ------------------------------------------------------------------------ */
+
+static gw_entry_t pending_entry(gw_pending_t *p)
+{
+    return (gw_entry_t){p->loop, p->route, p->route->method, strlen(p->route->method), p->path,
+                        strlen(p->path), p->start_ns, &p->call.res, -1};
+}
+
+/* The client is gone: cancel its upstream call; no answer can be sent. */
+static void on_req_dispose(void *obj)
+{
+    gw_pending_t *p = *(gw_pending_t **)obj;
+    gw_entry_t e;
+
+    if (p == NULL)
+        return;
+    p->req = NULL;
+    if (p->call.handle != NULL) {
+        rs_grpc_cancel(p->call.handle);
+        p->call.handle = NULL;
+    }
+    e = pending_entry(p);
+    e.res = NULL;
+    e.grpc_code = 1;
+    svc_log_set_request_id(p->id);
+    account(&e, 499);
+    svc_log_set_request_id(NULL);
+}
+
+/* The peer closed the connection while its call runs (found by on_peek):
+ * cancel the call and answer 499 (grpc-gateway: context canceled), which
+ * h2o then fails to write and closes the connection. */
+static void abandon(gw_pending_t *p)
+{
+    h2o_req_t *req = p->req;
+    gw_entry_t e = pending_entry(p);
+
+    *p->guard = NULL;
+    p->req = NULL;
+    if (p->call.handle != NULL) {
+        rs_grpc_cancel(p->call.handle);
+        p->call.handle = NULL;
+    }
+    e.res = NULL;
+    req->http1_is_persistent = 0;
+    svc_log_set_request_id(p->id);
+    answer_error(&e, req, 0, 1, "context canceled", 0);
+    svc_log_set_request_id(NULL);
+}
+
+static bool client_gone(h2o_req_t *req)
+{
+    h2o_socket_t *sock =
+        req->conn->callbacks->get_socket != NULL ? req->conn->callbacks->get_socket(req->conn)
+                                                 : NULL;
+    char c;
+    ssize_t n;
+
+    if (sock == NULL)
+        return false;
+    n = recv(h2o_socket_get_fd(sock), &c, 1, MSG_PEEK | MSG_DONTWAIT);
+    if (n == 0)
+        return true; /* orderly close: Go's server cancels the request context too */
+    return n < 0 && errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR;
+}
+
+static void on_peek(h2o_timeout_entry_t *entry)
+{
+    gw_loop_t *l = H2O_STRUCT_FROM_MEMBER(gw_loop_t, peek, entry);
+
+    for (h2o_linklist_t *n = l->pending.next; n != &l->pending; n = n->next) {
+        gw_pending_t *p = H2O_STRUCT_FROM_MEMBER(gw_pending_t, link, n);
+        if (p->req != NULL && client_gone(p->req))
+            abandon(p);
+    }
+    if (!h2o_linklist_is_empty(&l->pending))
+        h2o_timeout_link(l->ctx.loop, &l->ctx.hundred_ms_timeout, &l->peek);
+}
+
+static void complete(gw_loop_t *l, gw_pending_t *p)
+{
+    h2o_linklist_unlink(&p->link);
+    l->n_pending--;
+    if (p->call.handle != NULL) {
+        rs_grpc_release(p->call.handle);
+        p->call.handle = NULL;
+    }
+    if (p->req != NULL) {
+        gw_entry_t e = pending_entry(p);
+        h2o_req_t *req = p->req;
+
+        *p->guard = NULL;
+        p->req = NULL;
+        if (l->stopping)
+            req->http1_is_persistent = 0;
+        svc_log_set_request_id(p->id);
+        if (p->call.res.err == SVC_OK && p->call.resp != NULL)
+            answer_ok(&e, req, p->call.resp);
+        else
+            answer_upstream_error(&e, req, &p->call.res, p->drain_cancelled);
+        svc_log_set_request_id(NULL);
+    }
+    if (p->call.resp != NULL)
+        protobuf_c_message_free_unpacked(p->call.resp, NULL);
+    free(p);
+}
+
+static void on_done(h2o_multithread_receiver_t *rx, h2o_linklist_t *msgs)
+{
+    gw_loop_t *l = H2O_STRUCT_FROM_MEMBER(gw_loop_t, done_rx, rx);
+
+    while (!h2o_linklist_is_empty(msgs)) {
+        h2o_multithread_message_t *m =
+            H2O_STRUCT_FROM_MEMBER(h2o_multithread_message_t, link, msgs->next);
+        h2o_linklist_unlink(&m->link);
+        complete(l, (gw_pending_t *)H2O_STRUCT_FROM_MEMBER(gw_call_t, msg, m));
+    }
+}
+
+/* The call's overall deadline: Grpc-Timeout, else the configured default. */
+static bool deadline_of(gw_loop_t *l, h2o_req_t *req, uint64_t start, uint64_t *deadline,
+                        char *errbuf)
+{
+    const h2o_header_t *h = find_header(req, H2O_STRLIT("grpc-timeout"));
+    int64_t ns;
+
+    if (h == NULL) {
+        int64_t ms = l->app->cfg->default_timeout_ms;
+        *deadline = ms > 0 ? start + (uint64_t)ms * SVC_NS_PER_MS : SVC_DEADLINE_NONE;
+        return true;
+    }
+    if (!gw_grpc_timeout_parse(h->value.base, h->value.len, &ns)) {
+        svc_errbuf_set(errbuf, "invalid grpc-timeout: %.*s",
+                       (int)(h->value.len < 200 ? h->value.len : 200), h->value.base);
+        return false;
+    }
+    if (ns <= 0)
+        *deadline = start; /* already expired: the engine answers DEADLINE_EXCEEDED */
+    else
+        *deadline = (uint64_t)ns > SVC_DEADLINE_NONE - start - 1 ? SVC_DEADLINE_NONE
+                                                                  : start + (uint64_t)ns;
+    return true;
+}
+
+static void forward(gw_loop_t *l, h2o_req_t *req, const gw_match_t *m, const gw_entry_t *e,
+                    const char *id)
+{
+    const gw_route_t *r = m->route;
+    char errbuf[SVC_ERRBUF_LEN] = "";
+    ProtobufCMessage *msg = NULL;
+    rs_grpc_call_opts_t o;
+    rpc_md_t *md;
+    gw_pending_t *p;
+    const char *query = NULL;
+    size_t query_len = 0;
+    svc_err_t err;
+
+    memset(&o, 0, sizeof o);
+    if (!deadline_of(l, req, e->start_ns, &o.deadline_ns, errbuf)) {
+        answer_error(e, req, 0, 3, errbuf, 0);
+        return;
+    }
+    if (req->entity.base != NULL && req->entity.len > (size_t)l->app->cfg->max_body_bytes) {
+        /* h2o refuses these before reading them; this is the backstop. */
+        snprintf(errbuf, sizeof errbuf, "request body exceeds %lld bytes",
+                 (long long)l->app->cfg->max_body_bytes);
+        answer_error(e, req, 413, 8, errbuf, 0);
+        return;
+    }
+    if (req->input.query_at != SIZE_MAX) {
+        query = req->input.path.base + req->input.query_at + 1;
+        query_len = req->input.path.len - req->input.query_at - 1;
+    }
+    err = gw_bind_request(m, query, query_len, req->entity.base, req->entity.len, &msg, errbuf);
+    if (err != SVC_OK) {
+        if (err != SVC_EINVAL)
+            svc_log_error(LOG_MOD, "%s %s: cannot build the request: %s", r->method, r->pattern,
+                          errbuf);
+        answer_error(e, req, 0, err == SVC_EINVAL ? 3 : 13,
+                     err == SVC_EINVAL ? errbuf : svc_strerror(err), 0);
+        return;
+    }
+    md = h2o_mem_alloc_pool(&req->pool, GW_MAX_MD * sizeof *md);
+    o.md = md;
+    o.n_md = build_metadata(req, id, md);
+    p = calloc(1, sizeof *p);
+    if (p == NULL) {
+        pbj_message_free(msg, NULL);
+        answer_error(e, req, 0, 13, "out of memory", 0);
+        return;
+    }
+    p->call.rx = &l->done_rx;
+    p->loop = l;
+    p->req = req;
+    p->route = r;
+    p->start_ns = e->start_ns;
+    snprintf(p->id, sizeof p->id, "%s", id);
+    snprintf(p->path, sizeof p->path, "%.*s", (int)e->path_len, e->path);
+    err = gw_upstream_call(l->app->ups, r, msg, &o, &p->call);
+    pbj_message_free(msg, NULL);
+    if (err != SVC_OK) {
+        gw_entry_t with_res = *e;
+        with_res.res = &p->call.res;
+        answer_upstream_error(&with_res, req, &p->call.res, false);
+        free(p);
+        return;
+    }
+    /* The completion cannot be handled before we return: it is a message
+     * to this very thread. */
+    p->guard = h2o_mem_alloc_shared(&req->pool, sizeof *p->guard, on_req_dispose);
+    *p->guard = p;
+    h2o_linklist_insert(&l->pending, &p->link);
+    l->n_pending++;
+    if (!h2o_timeout_is_linked(&l->peek))
+        h2o_timeout_link(l->ctx.loop, &l->ctx.hundred_ms_timeout, &l->peek);
+}
+
+static void local(gw_loop_t *l, h2o_req_t *req, const gw_route_t *r, const gw_entry_t *e)
+{
+    gw_reply_t rep = {500, "application/json", "", 0};
+
+    r->local(l->app, &req->pool, &rep);
+    account(e, rep.status);
+    gw_http_send(req, rep.status, rep.content_type, rep.body, rep.len);
+}
+
+static int on_req(h2o_handler_t *self, h2o_req_t *req)
+{
+    gw_loop_t *l = loop_of(req);
+    gw_entry_t e = {l,
+                    NULL,
+                    req->input.method.base,
+                    req->input.method.len,
+                    req->input.path.base,
+                    req->input.query_at != SIZE_MAX ? req->input.query_at : req->input.path.len,
+                    svc_now_ns(),
+                    NULL,
+                    -1};
+    const char *id;
+    gw_match_t m;
+
+    (void)self;
+    gw_metrics_begin(l->app->metrics);
+    id = request_id(l, req);
+    svc_log_set_request_id(id);
+    if (l->stopping)
+        req->http1_is_persistent = 0;
+    switch (gw_route_match(gw_routes, gw_n_routes, e.method, e.method_len, e.path, e.path_len,
+                           &m)) {
+    case GW_MATCH_OK:
+        e.route = m.route;
+        if (m.route->local != NULL)
+            local(l, req, m.route, &e);
+        else
+            forward(l, req, &m, &e, id);
+        break;
+    case GW_MATCH_NOT_FOUND:
+        answer_error(&e, req, 0, 5, "Not Found", 0);
+        break;
+    case GW_MATCH_WRONG_METHOD:
+        /* grpc-gateway maps its 405 routing error to UNIMPLEMENTED: 501. */
+        answer_error(&e, req, 0, 12, "Method Not Allowed", 0);
+        break;
+    case GW_MATCH_BAD_PATH:
+        answer_error(&e, req, 0, 3, "Bad Request", 0);
+        break;
+    }
+    svc_log_set_request_id(NULL);
+    return 0;
+}
+
+/* ------------------------------------------------------------------------
+ * h2o's own error answers
+ * ------------------------------------------------------------------------ */
+
+typedef struct gw_errostream {
+    h2o_ostream_t super;
+    h2o_iovec_t body;
+} gw_errostream_t;
+
+static void errostream_send(h2o_ostream_t *self_, h2o_req_t *req, h2o_iovec_t *bufs,
+                            size_t bufcnt, h2o_send_state_t state)
+{
+    gw_errostream_t *self = (gw_errostream_t *)self_;
+
+    (void)bufs;
+    /* h2o's text body is replaced by ours; a HEAD answer has no body. */
+    if (bufcnt > 0 && state == H2O_SEND_STATE_FINAL)
+        h2o_ostream_send_next(&self->super, req, &self->body, 1, state);
+    else
+        h2o_ostream_send_next(&self->super, req, NULL, 0, state);
+}
+
+/*
+ * h2o answers some requests before any handler runs: a Content-Length over
+ * max_request_entity_size (413, without reading the body), a chunked body
+ * growing past it (413), a broken chunked encoding or Content-Length (400),
+ * an unknown Expect (417). Those answers are text/plain and go through the
+ * fallback path's filters only; this one rewrites them into the same JSON
+ * error body as every other error, and counts and logs them.
+ */
+static void errfilter_setup(h2o_filter_t *self_, h2o_req_t *req, h2o_ostream_t **slot)
+{
+    gw_errfilter_t *self = (gw_errfilter_t *)self_;
+    ssize_t ct = h2o_find_header(&req->res.headers, H2O_TOKEN_CONTENT_TYPE, -1);
+    gw_loop_t *l = loop_of(req);
+    char msg[SVC_ERRBUF_LEN];
+    gw_errostream_t *os;
+    const char *id;
+    int code;
+    size_t need;
+
+    if (req->res.status < 400 ||
+        (ct != -1 && h2o_memis(req->res.headers.entries[ct].value.base,
+                               req->res.headers.entries[ct].value.len,
+                               H2O_STRLIT("application/json")))) {
+        h2o_setup_next_ostream(req, slot);
+        return;
+    }
+    if (req->res.status == 413) {
+        code = 8; /* RESOURCE_EXHAUSTED, as gRPC itself says of an oversized message */
+        snprintf(msg, sizeof msg, "request body exceeds %lld bytes",
+                 (long long)self->app->cfg->max_body_bytes);
+    } else {
+        code = req->res.status < 500 ? 3 : 13;
+        snprintf(msg, sizeof msg, "%s", req->res.reason != NULL ? req->res.reason : "error");
+    }
+    gw_metrics_begin(self->app->metrics);
+    id = request_id(l, req);
+    svc_log_set_request_id(id);
+    {
+        gw_entry_t e = {l,
+                        NULL,
+                        req->input.method.base,
+                        req->input.method.len,
+                        req->input.path.base,
+                        req->input.query_at != SIZE_MAX ? req->input.query_at
+                                                        : req->input.path.len,
+                        svc_now_ns(),
+                        NULL,
+                        code};
+        account(&e, req->res.status);
+    }
+    svc_log_set_request_id(NULL);
+    need = gw_error_body(NULL, 0, code, msg);
+    os = (gw_errostream_t *)h2o_add_ostream(req, sizeof *os, slot);
+    os->super.do_send = errostream_send;
+    os->body.base = h2o_mem_alloc_pool(&req->pool, need + 1);
+    os->body.len = gw_error_body(os->body.base, need + 1, code, msg);
+    req->res.content_length = os->body.len;
+    if (ct != -1)
+        h2o_delete_header(&req->res.headers, ct);
+    h2o_add_header(&req->pool, &req->res.headers, H2O_TOKEN_CONTENT_TYPE, "Content-Type",
+                   H2O_STRLIT("application/json"));
+    h2o_setup_next_ostream(req, &os->super.next);
+}
+
+/* The handler needs no state of its own: a request reaches the app
+ * through its loop (req->conn->ctx). */
+static void add_handler(h2o_pathconf_t *pc)
+{
+    h2o_create_handler(pc, sizeof(h2o_handler_t))->on_req = on_req;
+}
+
+void gw_dispatch_register(h2o_hostconf_t *host, gw_app_t *app)
+{
+    gw_errfilter_t *f;
+
+    /* One handler for every path: the route table, not h2o's prefix
+     * matching, decides between 404, 501 and a route. The fallback path
+     * gets it too, for request targets h2o does not map to "/". */
+    add_handler(h2o_config_register_path(host, "/", 0));
+    add_handler(&host->fallback_path);
+    f = (gw_errfilter_t *)h2o_create_filter(&host->fallback_path, sizeof *f);
+    f->super.on_setup_ostream = errfilter_setup;
+    f->app = app;
+}
+
+void gw_loop_dispatch_init(gw_loop_t *l, gw_app_t *app)
+{
+    uint64_t seed = 0;
+
+    l->app = app;
+    h2o_linklist_init_anchor(&l->pending);
+    l->n_pending = 0;
+    l->peek = (h2o_timeout_entry_t){0, on_peek, {NULL, NULL}};
+    if (getrandom(&seed, sizeof seed, GRND_NONBLOCK) != (ssize_t)sizeof seed)
+        seed = svc_now_ns() ^ (uint64_t)(uintptr_t)l;
+    l->rng = seed != 0 ? seed : UINT64_C(0x9E3779B97F4A7C15);
+    h2o_multithread_register_receiver(l->ctx.queue, &l->done_rx, on_done);
+}
+
+void gw_loop_dispatch_dispose(gw_loop_t *l)
+{
+    h2o_timeout_unlink(&l->peek);
+    h2o_multithread_unregister_receiver(l->ctx.queue, &l->done_rx);
+}
+
+size_t gw_loop_cancel_pending(gw_loop_t *l)
+{
+    size_t n = 0;
+
+    for (h2o_linklist_t *node = l->pending.next; node != &l->pending; node = node->next) {
+        gw_pending_t *p = H2O_STRUCT_FROM_MEMBER(gw_pending_t, link, node);
+        if (p->call.handle != NULL) {
+            p->drain_cancelled = true;
+            rs_grpc_cancel(p->call.handle);
+            p->call.handle = NULL;
+            n++;
+        }
+    }
+    return n;
+}

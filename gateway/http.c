@@ -1,0 +1,305 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/*
+ * http.c - gRPC status -> HTTP status, error bodies, Grpc-Timeout, request
+ * ids, and sending a response.
+ *
+ * The status table and the body follow grpc-gateway v2 (runtime/errors.go,
+ * DefaultHTTPErrorHandler) so that clients written against the Go gateway
+ * see the same answers; see docs/gateway.md.
+ */
+#include <limits.h>
+#include <stdio.h>
+#include <string.h>
+
+#include <h2o.h>
+
+#include "http.h"
+
+/* runtime.HTTPStatusFromCode. CANCELLED is 499 since grpc-gateway v2.13. */
+static const short status_of_code[17] = {
+    200, /* OK */
+    499, /* CANCELLED */
+    500, /* UNKNOWN */
+    400, /* INVALID_ARGUMENT */
+    504, /* DEADLINE_EXCEEDED */
+    404, /* NOT_FOUND */
+    409, /* ALREADY_EXISTS */
+    403, /* PERMISSION_DENIED */
+    429, /* RESOURCE_EXHAUSTED */
+    400, /* FAILED_PRECONDITION: deliberately not 412 */
+    409, /* ABORTED */
+    400, /* OUT_OF_RANGE */
+    501, /* UNIMPLEMENTED */
+    500, /* INTERNAL */
+    503, /* UNAVAILABLE */
+    500, /* DATA_LOSS */
+    401, /* UNAUTHENTICATED */
+};
+
+int gw_http_status_from_grpc(int code)
+{
+    if (code < 0 || code >= (int)SVC_COUNTOF(status_of_code))
+        return 500;
+    return status_of_code[code];
+}
+
+const char *gw_http_reason(int status)
+{
+    switch (status) {
+    case 200:
+        return "OK";
+    case 400:
+        return "Bad Request";
+    case 401:
+        return "Unauthorized";
+    case 403:
+        return "Forbidden";
+    case 404:
+        return "Not Found";
+    case 405:
+        return "Method Not Allowed";
+    case 409:
+        return "Conflict";
+    case 413:
+        return "Request Entity Too Large";
+    case 417:
+        return "Expectation Failed";
+    case 429:
+        return "Too Many Requests";
+    case 499:
+        return "Client Closed Request";
+    case 500:
+        return "Internal Server Error";
+    case 501:
+        return "Not Implemented";
+    case 503:
+        return "Service Unavailable";
+    case 504:
+        return "Gateway Timeout";
+    }
+    return "Unknown";
+}
+
+/* Copies len bytes at buf + pos if they fit below cap - 1; returns the new
+ * logical position either way (snprintf semantics). */
+static size_t put(char *buf, size_t cap, size_t pos, const char *s, size_t len)
+{
+    if (cap > 0 && pos < cap - 1) {
+        size_t room = cap - 1 - pos, n = len < room ? len : room;
+        memcpy(buf + pos, s, n);
+        buf[pos + n] = '\0';
+    }
+    return pos + len;
+}
+
+/* Length of the valid UTF-8 sequence at s (n bytes available), 0 if none. */
+static size_t utf8_len(const unsigned char *s, size_t n)
+{
+    unsigned char c = s[0];
+    size_t need;
+    unsigned char lo = 0x80, hi = 0xbf;
+
+    if (c < 0x80)
+        return 1;
+    if (c >= 0xc2 && c <= 0xdf)
+        need = 2;
+    else if (c >= 0xe0 && c <= 0xef) {
+        need = 3;
+        if (c == 0xe0)
+            lo = 0xa0;
+        else if (c == 0xed)
+            hi = 0x9f; /* no surrogates */
+    } else if (c >= 0xf0 && c <= 0xf4) {
+        need = 4;
+        if (c == 0xf0)
+            lo = 0x90;
+        else if (c == 0xf4)
+            hi = 0x8f;
+    } else
+        return 0;
+    if (n < need || s[1] < lo || s[1] > hi)
+        return 0;
+    for (size_t i = 2; i < need; i++)
+        if (s[i] < 0x80 || s[i] > 0xbf)
+            return 0;
+    return need;
+}
+
+size_t gw_json_escape(char *buf, size_t cap, size_t pos, const char *s, size_t len)
+{
+    const unsigned char *p = (const unsigned char *)s;
+    size_t i = 0;
+
+    while (i < len) {
+        unsigned char c = p[i];
+        size_t run = i;
+        char esc[8];
+
+        /* Copy a run of bytes that need no escaping in one go. */
+        while (run < len && p[run] >= 0x20 && p[run] != '"' && p[run] != '\\' && p[run] < 0x80)
+            run++;
+        if (run > i) {
+            pos = put(buf, cap, pos, s + i, run - i);
+            i = run;
+            continue;
+        }
+        c = p[i];
+        if (c == '"' || c == '\\') {
+            esc[0] = '\\';
+            esc[1] = (char)c;
+            pos = put(buf, cap, pos, esc, 2);
+            i++;
+        } else if (c < 0x20) {
+            static const char short_esc[] = {['\b'] = 'b', ['\f'] = 'f', ['\n'] = 'n',
+                                             ['\r'] = 'r', ['\t'] = 't'};
+            if (c < sizeof short_esc && short_esc[c] != 0) {
+                esc[0] = '\\';
+                esc[1] = short_esc[c];
+                pos = put(buf, cap, pos, esc, 2);
+            } else {
+                snprintf(esc, sizeof esc, "\\u%04x", c);
+                pos = put(buf, cap, pos, esc, 6);
+            }
+            i++;
+        } else {
+            size_t n = utf8_len(p + i, len - i);
+            if (n == 0) {
+                pos = put(buf, cap, pos, "\xef\xbf\xbd", 3); /* U+FFFD, as Go writes it */
+                i++;
+            } else {
+                pos = put(buf, cap, pos, s + i, n);
+                i += n;
+            }
+        }
+    }
+    return pos;
+}
+
+size_t gw_error_body(char *buf, size_t cap, int code, const char *msg)
+{
+    char head[32];
+    size_t pos;
+
+    if (cap > 0)
+        buf[0] = '\0';
+    snprintf(head, sizeof head, "{\"code\":%d,\"message\":\"", code);
+    pos = put(buf, cap, 0, head, strlen(head));
+    pos = gw_json_escape(buf, cap, pos, msg, strlen(msg));
+    return put(buf, cap, pos, "\",\"details\":[]}", 15);
+}
+
+bool gw_grpc_timeout_parse(const char *s, size_t len, int64_t *out_ns)
+{
+    int64_t unit, v;
+    uint64_t u = 0, limit;
+    bool neg = false;
+    size_t i = 0;
+
+    /* runtime/context.go timeoutDecode: at least "<digit><unit>". */
+    if (len < 2)
+        return false;
+    switch (s[len - 1]) {
+    case 'H':
+        unit = 3600 * INT64_C(1000000000);
+        break;
+    case 'M':
+        unit = 60 * INT64_C(1000000000);
+        break;
+    case 'S':
+        unit = INT64_C(1000000000);
+        break;
+    case 'm':
+        unit = INT64_C(1000000);
+        break;
+    case 'u':
+        unit = INT64_C(1000);
+        break;
+    case 'n':
+        unit = 1;
+        break;
+    default:
+        return false;
+    }
+    len--;
+    if (s[0] == '+' || s[0] == '-') {
+        neg = s[0] == '-';
+        i = 1;
+    }
+    if (i == len)
+        return false;
+    /* strconv.ParseInt(v, 10, 64): a value outside int64 is an error. */
+    limit = neg ? (uint64_t)INT64_MAX + 1 : (uint64_t)INT64_MAX;
+    for (; i < len; i++) {
+        unsigned d = (unsigned)(s[i] - '0');
+        if (s[i] < '0' || s[i] > '9' || u > (limit - d) / 10)
+            return false;
+        u = u * 10 + d;
+    }
+    if (!neg)
+        v = (int64_t)u;
+    else
+        v = u == (uint64_t)INT64_MAX + 1 ? INT64_MIN : -(int64_t)u;
+    /* Go multiplies and wraps around; saturating keeps the meaning. */
+    if (v > INT64_MAX / unit)
+        *out_ns = INT64_MAX;
+    else if (v < INT64_MIN / unit)
+        *out_ns = INT64_MIN;
+    else
+        *out_ns = v * unit;
+    return true;
+}
+
+size_t gw_request_id_sanitize(const char *in, size_t len, char out[GW_REQUEST_ID_MAX + 1])
+{
+    size_t n = 0;
+
+    for (size_t i = 0; i < len && n < GW_REQUEST_ID_MAX; i++) {
+        char c = in[i];
+        if ((c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') ||
+            strchr("-_.:/+=@", c) != NULL)
+            out[n++] = c;
+    }
+    out[n] = '\0';
+    return n;
+}
+
+uint32_t gw_retry_after_seconds(uint32_t ms)
+{
+    uint32_t s = ms / 1000 + (ms % 1000 != 0);
+
+    return s > 0 ? s : 1;
+}
+
+void gw_http_send(h2o_req_t *req, int status, const char *content_type, const char *body,
+                  size_t len)
+{
+    req->res.status = status;
+    req->res.reason = gw_http_reason(status);
+    req->res.content_length = len;
+    h2o_add_header(&req->pool, &req->res.headers, H2O_TOKEN_CONTENT_TYPE, "Content-Type", content_type,
+                   strlen(content_type));
+    h2o_send_inline(req, body, len);
+}
+
+void gw_http_send_error(h2o_req_t *req, int status, int code, const char *msg,
+                        uint32_t retry_after_s)
+{
+    size_t need = gw_error_body(NULL, 0, code, msg);
+    char *body = h2o_mem_alloc_pool(&req->pool, need + 1);
+
+    gw_error_body(body, need + 1, code, msg);
+    if (code == 16) {
+        /* errors.go: the status message goes into WWW-Authenticate. */
+        h2o_iovec_t v = h2o_strdup(&req->pool, msg, SIZE_MAX);
+        h2o_add_header(&req->pool, &req->res.headers, H2O_TOKEN_WWW_AUTHENTICATE, "WWW-Authenticate", v.base,
+                       v.len);
+    }
+    if (retry_after_s > 0) {
+        char *v = h2o_mem_alloc_pool(&req->pool, 12);
+        int n = snprintf(v, 12, "%u", retry_after_s);
+        h2o_add_header(&req->pool, &req->res.headers, H2O_TOKEN_RETRY_AFTER, "Retry-After", v,
+                       (size_t)n);
+    }
+    gw_http_send(req, status != 0 ? status : gw_http_status_from_grpc(code), "application/json",
+                 body, need);
+}

@@ -1,0 +1,77 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/*
+ * http.h - the HTTP side of the gateway's vocabulary: the one table from
+ * gRPC status codes to HTTP statuses (grpc-gateway's HTTPStatusFromCode),
+ * the error body writer, the Grpc-Timeout parser, request ids, and the two
+ * functions every response goes through.
+ *
+ * Every response gets a Content-Length. Without one h2o 2.2.5 answers
+ * errors with "Connection: close" and successes chunked; with one, an error
+ * never costs the client its keep-alive connection.
+ */
+#ifndef GW_HTTP_H
+#define GW_HTTP_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "svc/core.h"
+
+/* HTTP status for a gRPC code 0..16 (runtime/errors.go); 500 for any other. */
+int gw_http_status_from_grpc(int code);
+/* Reason phrase for the statuses the gateway sends ("Not Found"); "Unknown"
+ * for others. Never NULL. */
+const char *gw_http_reason(int status);
+
+/*
+ * Writes {"code":N,"message":"...","details":[]} (compact, google.rpc.Status
+ * in protojson with EmitUnpopulated) into buf, like snprintf: at most cap
+ * bytes including a NUL, and returns the length the whole body needs.
+ * msg (NUL-terminated, borrowed) is JSON-escaped as protojson does; bytes
+ * that are not valid UTF-8 become U+FFFD, so the body is always valid JSON.
+ */
+size_t gw_error_body(char *buf, size_t cap, int code, const char *msg);
+
+/*
+ * Appends s (len bytes) JSON-escaped, without quotes, at buf + pos, like
+ * gw_error_body: writes what fits below cap - 1, keeps buf NUL-terminated
+ * when cap > 0, and returns pos + the escaped length.
+ */
+size_t gw_json_escape(char *buf, size_t cap, size_t pos, const char *s, size_t len);
+
+/*
+ * Parses a Grpc-Timeout value "<int><unit>", unit one of H M S m u n, the
+ * integer as Go's strconv.ParseInt(s, 10, 64) reads it (an optional sign,
+ * decimal digits, no spaces). Sets *out_ns (saturated to INT64_MIN..MAX;
+ * zero or negative means "already expired") and returns true; false for a
+ * malformed value (400 "invalid grpc-timeout: <value>").
+ */
+bool gw_grpc_timeout_parse(const char *s, size_t len, int64_t *out_ns);
+
+/* Request ids: at most this many characters of [A-Za-z0-9-_.:/+=@]. */
+#define GW_REQUEST_ID_MAX 63
+/* Copies the allowed characters of in (len bytes) into out (at most
+ * GW_REQUEST_ID_MAX of them, NUL-terminated) and returns how many; 0 means
+ * "generate one". */
+size_t gw_request_id_sanitize(const char *in, size_t len, char out[GW_REQUEST_ID_MAX + 1]);
+
+/* Retry-After seconds for a wait of ms: rounded up, at least 1. */
+uint32_t gw_retry_after_seconds(uint32_t ms);
+
+struct st_h2o_req_t;
+
+/* Sends a complete response: status, Content-Type, Content-Length, body
+ * (copied). Loop thread only. */
+void gw_http_send(struct st_h2o_req_t *req, int status, const char *content_type,
+                  const char *body, size_t len);
+
+/*
+ * Sends an error body for gRPC code `code` with message msg. status 0 means
+ * gw_http_status_from_grpc(code). Adds WWW-Authenticate: <msg> for
+ * UNAUTHENTICATED and, when retry_after_s > 0, Retry-After. Loop thread only.
+ */
+void gw_http_send_error(struct st_h2o_req_t *req, int status, int code, const char *msg,
+                        uint32_t retry_after_s);
+
+#endif

@@ -1,0 +1,46 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/*
+ * metrics.h - the gateway's own HTTP metrics, Prometheus text format:
+ *
+ *   gateway_http_requests_total{route,method,code}            counter
+ *   gateway_http_request_duration_seconds{route,method}       histogram
+ *   gateway_http_in_flight                                    gauge
+ *
+ * route is the matched template ("/v1/products/{id}") or "unmatched";
+ * method one of GET POST PUT DELETE PATCH HEAD OPTIONS OTHER; code the HTTP
+ * status (the ones the gateway sends, else "other"). Cardinality is fixed
+ * by the route table, so memory is allocated once.
+ *
+ * Thread-safety: every function may be called from any thread at once
+ * (relaxed atomic counters; a rendering is exact per counter, not a
+ * snapshot of one instant).
+ */
+#ifndef GW_METRICS_H
+#define GW_METRICS_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "svc/core.h"
+
+typedef struct gw_metrics gw_metrics_t;
+
+/* Route index meaning "no route matched" (404, 501, 400 bad path, 413 ...). */
+#define GW_METRICS_UNMATCHED SIZE_MAX
+
+/* labels: n_routes route labels (borrowed, must outlive the metrics).
+ * *out owned by caller (gw_metrics_free). SVC_ENOMEM. */
+svc_err_t gw_metrics_new(const char *const *labels, size_t n_routes, gw_metrics_t **out);
+void gw_metrics_free(gw_metrics_t *m); /* NULL-safe */
+
+/* A request started (in-flight + 1). */
+void gw_metrics_begin(gw_metrics_t *m);
+/* A request was answered (in-flight - 1): counts it and its duration. */
+void gw_metrics_end(gw_metrics_t *m, size_t route, const char *method, size_t method_len,
+                    int status, uint64_t duration_ns);
+
+/* Appends the text to *buf (a malloc'd buffer of *len bytes, NUL-terminated;
+ * *buf may start NULL), growing it. SVC_ENOMEM (the buffer is left valid). */
+svc_err_t gw_metrics_render(const gw_metrics_t *m, char **buf, size_t *len);
+
+#endif

@@ -1,0 +1,118 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/*
+ * routes.h - THE route table of the gateway and its matcher.
+ *
+ * One row per REST route. A gRPC row names the upstream, the full method
+ * path, the request and response messages, how the request is built (body
+ * "*" or path + query) and whether the method may be retried; that row is
+ * all it takes to add a route (the upstream's resilience method table is
+ * derived from these rows). A local row (the operations endpoints) names a
+ * function instead.
+ *
+ * Path templates follow google.api.http: literal segments and variables
+ * "{field}" (same as "{field=*}"), which match exactly one segment, an empty
+ * one included: "/v1/products/" matches "/v1/products/{id}" with id "", as in
+ * grpc-gateway. Nothing here touches h2o or the network; the matcher is a
+ * pure function.
+ */
+#ifndef GW_ROUTES_H
+#define GW_ROUTES_H
+
+#include <stdbool.h>
+#include <stddef.h>
+
+#include <protobuf-c/protobuf-c.h>
+
+#include "rs/resilience.h"
+#include "svc/core.h"
+
+typedef enum gw_upstream_id {
+    GW_UPSTREAM_CATALOG,
+    GW_UPSTREAM_ORDER,
+    GW_UPSTREAM_COUNT
+} gw_upstream_id_t;
+
+typedef enum gw_body {
+    GW_BODY_NONE, /* request from path variables + query string (GET) */
+    GW_BODY_ALL,  /* body: "*": the JSON body is the request; the query is ignored */
+} gw_body_t;
+
+/* What a local route answers. body is borrowed and must live until the
+ * request's pool is cleared (allocate it there). */
+typedef struct gw_reply {
+    int status;
+    const char *content_type;
+    const char *body;
+    size_t len;
+} gw_reply_t;
+
+struct gw_app;
+struct st_h2o_mem_pool_t;
+/* A local route: runs on the loop thread, must not block. */
+typedef void (*gw_local_fn)(struct gw_app *app, struct st_h2o_mem_pool_t *pool, gw_reply_t *out);
+
+typedef struct gw_route {
+    const char *method;  /* "GET", "POST": compared exactly, like Go's mux */
+    const char *pattern; /* "/v1/products/{id}"; also the metric label */
+    /* gRPC routes */
+    gw_upstream_id_t upstream;
+    const char *rpc; /* "/shopmicro.catalog.v1.CatalogService/GetProduct" */
+    const ProtobufCMessageDescriptor *request, *response;
+    gw_body_t body;
+    rs_idempotency_t idempotency; /* RS_IDEMPOTENT (may be retried) / RS_NOT_IDEMPOTENT */
+    /* local routes (rpc == NULL) */
+    gw_local_fn local;
+} gw_route_t;
+
+/* The table (routes.c). Rows registered later win when patterns overlap,
+ * as in grpc-gateway. */
+extern const gw_route_t gw_routes[];
+extern const size_t gw_n_routes;
+
+#define GW_MAX_PATH_VARS 4
+#define GW_MAX_FIELD_PATH 127
+
+/* One captured variable. field points into the route's pattern, value into
+ * the request path (still percent-encoded). */
+typedef struct gw_path_var {
+    const char *field;
+    size_t field_len;
+    const char *value;
+    size_t value_len;
+} gw_path_var_t;
+
+typedef struct gw_match {
+    const gw_route_t *route; /* GW_MATCH_OK only */
+    size_t n_vars;
+    gw_path_var_t vars[GW_MAX_PATH_VARS];
+} gw_match_t;
+
+typedef enum gw_match_result {
+    GW_MATCH_OK,           /* m->route and m->vars are set */
+    GW_MATCH_NOT_FOUND,    /* no route has this path: 404 code 5 "Not Found" */
+    GW_MATCH_WRONG_METHOD, /* a route has the path, not the method: 501 code 12 */
+    GW_MATCH_BAD_PATH,     /* the path does not start with '/': 400 code 3 */
+} gw_match_result_t;
+
+/*
+ * Finds the route for method + path (path without the query string; both
+ * borrowed, not NUL-terminated). Rows are tried last to first. Pure and
+ * thread-safe; m is filled on GW_MATCH_OK only.
+ */
+gw_match_result_t gw_route_match(const gw_route_t *routes, size_t n, const char *method,
+                                 size_t method_len, const char *path, size_t path_len,
+                                 gw_match_t *m);
+
+/*
+ * Checks a table once at start-up: templates well formed, at most
+ * GW_MAX_PATH_VARS variables each naming a field of the request message,
+ * gRPC rows complete (upstream, rpc, messages, body kind, idempotency
+ * declared), local rows with a function, no two rows with the same method
+ * and template. SVC_EINVAL with the row and the reason in errbuf.
+ */
+svc_err_t gw_routes_validate(const gw_route_t *routes, size_t n, char *errbuf);
+
+/* "catalog", "order". Never NULL. */
+const char *gw_upstream_name(gw_upstream_id_t id);
+
+#endif

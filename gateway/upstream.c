@@ -1,0 +1,113 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/* upstream.c - rs_grpc clients for the upstreams, and the loop hand-off. */
+#include <stdlib.h>
+#include <string.h>
+
+#include "upstream.h"
+
+struct gw_upstreams {
+    rs_grpc_client_t *cl[GW_UPSTREAM_COUNT];
+    char target[GW_UPSTREAM_COUNT][SVC_CFG_STR_MAX];
+};
+
+/* The method table of one upstream, from the routes that use it. */
+static size_t methods_of(gw_upstream_id_t id, const gw_route_t *routes, size_t n,
+                         rs_method_t *out)
+{
+    size_t k = 0;
+
+    for (size_t i = 0; i < n && k < RS_MAX_METHODS; i++) {
+        bool seen = false;
+        if (routes[i].rpc == NULL || routes[i].upstream != id)
+            continue;
+        for (size_t j = 0; j < k; j++)
+            seen = seen || strcmp(out[j].path, routes[i].rpc) == 0;
+        if (seen)
+            continue;
+        memset(&out[k], 0, sizeof out[k]);
+        out[k].path = routes[i].rpc;
+        out[k].idempotency = routes[i].idempotency;
+        k++;
+    }
+    return k;
+}
+
+svc_err_t gw_upstreams_new(const gw_config_t *cfg, const gw_route_t *routes, size_t n,
+                           gw_upstreams_t **out, char *errbuf)
+{
+    gw_upstreams_t *u = calloc(1, sizeof *u);
+    rs_method_t methods[RS_MAX_METHODS];
+    svc_err_t err = SVC_OK;
+
+    *out = NULL;
+    if (u == NULL)
+        return SVC_ENOMEM;
+    snprintf(u->target[GW_UPSTREAM_CATALOG], SVC_CFG_STR_MAX, "%s", cfg->catalog_addr);
+    snprintf(u->target[GW_UPSTREAM_ORDER], SVC_CFG_STR_MAX, "%s", cfg->order_addr);
+    for (int id = 0; id < GW_UPSTREAM_COUNT; id++) {
+        rs_grpc_opts_t o;
+
+        rs_grpc_opts_init(&o);
+        o.target = u->target[id];
+        o.upstream.name = gw_upstream_name((gw_upstream_id_t)id);
+        o.upstream.policy.attempt_timeout_ms = (uint32_t)cfg->attempt_timeout_ms;
+        o.upstream.policy.max_attempts = (uint32_t)cfg->max_attempts;
+        o.upstream.policy.backoff_base_ms = (uint32_t)cfg->backoff_base_ms;
+        o.upstream.policy.backoff_cap_ms = (uint32_t)cfg->backoff_cap_ms;
+        o.upstream.breaker.failures = (uint32_t)cfg->breaker_failures;
+        o.upstream.breaker.cooldown_ms = (uint32_t)cfg->breaker_cooldown_ms;
+        o.upstream.max_concurrent = (uint32_t)cfg->max_concurrent;
+        o.upstream.methods = methods;
+        o.upstream.n_methods = methods_of((gw_upstream_id_t)id, routes, n, methods);
+        err = rs_grpc_client_new(&o, &u->cl[id], errbuf);
+        if (err != SVC_OK)
+            break;
+    }
+    if (err != SVC_OK) {
+        gw_upstreams_free(u);
+        return err;
+    }
+    *out = u;
+    return SVC_OK;
+}
+
+void gw_upstreams_free(gw_upstreams_t *u)
+{
+    if (u == NULL)
+        return;
+    for (int id = 0; id < GW_UPSTREAM_COUNT; id++)
+        rs_grpc_client_free(u->cl[id]);
+    free(u);
+}
+
+rs_grpc_client_t *gw_upstream_client(gw_upstreams_t *u, gw_upstream_id_t id)
+{
+    return u->cl[id];
+}
+
+const char *gw_upstream_target(const gw_upstreams_t *u, gw_upstream_id_t id)
+{
+    return u->target[id];
+}
+
+/* Runs on the client's thread: it must not block and must not touch the
+ * request, which belongs to a loop thread. Everything the loop needs is in
+ * c; the loop's receiver does the rest. */
+static void on_done(void *arg, const rs_grpc_result_t *res, ProtobufCMessage *resp)
+{
+    gw_call_t *c = arg;
+
+    c->res = *res;
+    c->resp = resp;
+    h2o_multithread_send_message(c->rx, &c->msg);
+}
+
+svc_err_t gw_upstream_call(gw_upstreams_t *u, const gw_route_t *route, const ProtobufCMessage *req,
+                           const rs_grpc_call_opts_t *o, gw_call_t *c)
+{
+    c->msg = (h2o_multithread_message_t){{NULL, NULL}};
+    c->resp = NULL;
+    c->handle = NULL;
+    return rs_grpc_call_async(u->cl[route->upstream], route->rpc, req, route->response, o,
+                              on_done, c, &c->handle, &c->res);
+}

@@ -1,0 +1,58 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/*
+ * upstream.h - the gateway's gRPC upstreams (catalog, order): one guarded
+ * rs_grpc client each, and the hand-off of a finished call from the
+ * client's thread back to the h2o loop that owns the request.
+ *
+ * Each upstream's resilience method table comes from the route table: a
+ * row's idempotency (RS_IDEMPOTENT for Get/List, RS_NOT_IDEMPOTENT for
+ * Create) decides whether the engine may retry it.
+ */
+#ifndef GW_UPSTREAM_H
+#define GW_UPSTREAM_H
+
+#include <h2o.h>
+
+#include "config.h"
+#include "routes.h"
+#include "rs/grpc.h"
+
+typedef struct gw_upstreams gw_upstreams_t;
+
+/* Creates every upstream's client (channel, breaker, budget, thread).
+ * *out owned by caller (gw_upstreams_free). SVC_EINVAL/SVC_ENOMEM. */
+svc_err_t gw_upstreams_new(const gw_config_t *cfg, const gw_route_t *routes, size_t n,
+                           gw_upstreams_t **out, char *errbuf);
+/* Every call must have been delivered. NULL-safe. */
+void gw_upstreams_free(gw_upstreams_t *u);
+
+/* Borrowed; valid until gw_upstreams_free. */
+rs_grpc_client_t *gw_upstream_client(gw_upstreams_t *u, gw_upstream_id_t id);
+const char *gw_upstream_target(const gw_upstreams_t *u, gw_upstream_id_t id);
+
+/*
+ * One call in flight. Embed it in the request's state; fill rx before
+ * gw_upstream_call. When the call is over, on the client's thread, res and
+ * resp are filled and msg is sent to rx: the receiver (on its loop) then
+ * owns resp (protobuf_c_message_free_unpacked(resp, NULL)) and must give
+ * handle back with rs_grpc_release() unless it already cancelled it.
+ */
+typedef struct gw_call {
+    h2o_multithread_message_t msg; /* link: delivery to rx */
+    h2o_multithread_receiver_t *rx;
+    rs_grpc_async_t *handle;       /* the caller's reference; NULL once given back */
+    rs_grpc_result_t res;
+    ProtobufCMessage *resp;        /* SVC_OK only */
+} gw_call_t;
+
+/*
+ * Starts route->rpc on its upstream with req (borrowed: packed before this
+ * returns) and options o (metadata copied). SVC_OK: c->msg will be sent to
+ * c->rx exactly once. Anything else (breaker open, bulkhead full, deadline
+ * already too short, out of memory): nothing will be sent, c->res says why
+ * (res.retry_after_ms for Retry-After). Any thread; never blocks.
+ */
+svc_err_t gw_upstream_call(gw_upstreams_t *u, const gw_route_t *route, const ProtobufCMessage *req,
+                           const rs_grpc_call_opts_t *o, gw_call_t *c);
+
+#endif

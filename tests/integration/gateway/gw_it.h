@@ -1,0 +1,106 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/*
+ * gw_it.h - what the gateway integration tests share: a catalog (with its
+ * own fresh database, catalog_it.h), optionally the order service (its own
+ * database, pointed at that catalog), the gateway in front of both, all on
+ * free ports, and a small libcurl client that records status, headers,
+ * body, new connections and time of each request.
+ *
+ * Environment (set by tests/integration/gateway/CMakeLists.txt):
+ *   GATEWAY_BIN, CATALOG_BIN     the binaries under test (required)
+ *   ORDER_BIN                    set only when the tree builds the order service
+ *   SVC_TEST_TIMEOUT_MULTIPLIER, SVC_TEST_LOG_DIR, SHOPMICRO_PG_PORT,
+ *   SVC_TEST_FILTER              as for the catalog tests
+ */
+#ifndef GW_IT_H
+#define GW_IT_H
+
+#include <curl/curl.h>
+
+#include "catalog_it.h"
+
+typedef struct gw_it {
+    cat_it_t cat;         /* catalog database, process, channel */
+    pgtest_db_t ord_db;   /* "" when no order service runs */
+    spawn_proc_t *ord;    /* owned; NULL without order */
+    char ord_addr[32];    /* also set (to a dead port) without order */
+    spawn_proc_t *gw;     /* owned */
+    int port;
+    char base[64];        /* "http://127.0.0.1:<port>" */
+} gw_it_t;
+
+/* True when ORDER_BIN is set, i.e. the tree builds services/order. */
+bool gw_it_have_order(void);
+
+/*
+ * cmocka setup: catalog (+ order when with_order), then the gateway with
+ * GATEWAY_LISTEN on a free port, both upstream addresses, 2 threads,
+ * GATEWAY_LOG_LEVEL=info, then gw_env (NULL-terminated "NAME=VALUE", may
+ * override those). Returns 0/-1; *state gets a new gw_it_t.
+ */
+int gw_it_setup_env(void **state, bool with_order, const char *const *gw_env);
+/* cmocka teardown: SIGTERM every process and require exit status 0 (so,
+ * in sanitizer builds, no leak), drop the databases, free *state. */
+int gw_it_teardown(void **state);
+
+/* "GATEWAY_LOCK_DIR=<dir>": the instance lock files of test gateways go
+ * to $SVC_TEST_LOG_DIR (else $TMPDIR or /tmp), not to the shared /tmp. */
+const char *gw_it_lock_dir_env(void);
+
+/* Starts the gateway only (t->port etc. are set). */
+svc_err_t gw_it_gateway_start(gw_it_t *t, const char *const *env, char *errbuf);
+/* SIGTERM the gateway; 0 when it exited with status 0 within the drain
+ * bound (its log is dumped otherwise). Safe when it is not running. */
+int gw_it_gateway_stop(gw_it_t *t);
+
+/* SIGSTOP p and wait (bounded) until every one of its threads has stopped,
+ * so that nothing it was doing can still answer afterwards. */
+void gw_it_freeze(spawn_proc_t *p);
+
+/* ---- HTTP ---------------------------------------------------------------- */
+
+typedef struct gw_res {
+    CURLcode rc;      /* CURLE_OK, CURLE_OPERATION_TIMEDOUT ... */
+    long status;
+    char *body;       /* NUL-terminated, owned (gw_res_free) */
+    size_t body_len;
+    char *head;       /* the response header block, NUL-terminated, owned */
+    long connects;    /* CURLINFO_NUM_CONNECTS: 0 = the connection was reused */
+    double ms;        /* CURLINFO_TOTAL_TIME */
+} gw_res_t;
+
+typedef struct gw_req {
+    const char *method;          /* "GET", "POST", "HEAD", anything */
+    const char *path;            /* "/v1/products?page_size=2" */
+    const char *body;            /* NULL: none */
+    size_t body_len;             /* 0 with body != NULL: strlen(body) */
+    const char *const *headers;  /* NULL-terminated "Name: value", may be NULL */
+    long timeout_ms;             /* 0: 10 s */
+} gw_req_t;
+
+/* One request on handle h (reused handles keep their connection). */
+void gw_do(CURL *h, const gw_it_t *t, const gw_req_t *rq, gw_res_t *out);
+/* Shorthand: method, path, optional body, optional header list. */
+void gw_call(CURL *h, const gw_it_t *t, const char *method, const char *path, const char *body,
+             const char *const *headers, gw_res_t *out);
+void gw_res_free(gw_res_t *r);
+
+/* The value of response header `name` (case-insensitive) into out; false
+ * when absent. */
+bool gw_res_header(const gw_res_t *r, const char *name, char *out, size_t len);
+/* The string value of the first "key":"..." in json (no unescaping). */
+bool gw_json_str(const char *json, const char *key, char *out, size_t len);
+
+/* Fails the test unless r has the status, printing the body. */
+void gw_assert_status(const gw_res_t *r, long status);
+/* Status, Content-Type application/json and exactly this body. */
+void gw_assert_body(const gw_res_t *r, long status, const char *body);
+/* Status, an error body {"code":code,"message":"...",...} whose message
+ * contains part, and Content-Type application/json. */
+void gw_assert_error(const gw_res_t *r, long status, int code, const char *part);
+
+/* Creates a product through the gateway; its id into id (37 bytes). */
+void gw_it_product(CURL *h, const gw_it_t *t, const char *name, int64_t price_cents,
+                   int32_t stock, char id[37]);
+
+#endif

@@ -1,0 +1,569 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/*
+ * test_gateway_api.c - the REST surface through the real gateway, catalog
+ * and order service (when the tree has it), over real HTTP: every route,
+ * the grpc-gateway parity rules (names, int64 strings, unpopulated fields,
+ * error bodies and statuses), headers, keep-alive across errors, the body
+ * limit and the operations endpoints. One gateway serves the whole group.
+ */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "gw_it.h"
+
+typedef struct api {
+    gw_it_t *t;
+    CURL *h; /* one handle: its connection is reused across requests */
+} api_t;
+
+static int group_setup(void **state)
+{
+    api_t *a = calloc(1, sizeof *a);
+    void *t = NULL;
+
+    if (a == NULL || gw_it_setup_env(&t, gw_it_have_order(), NULL) != 0) {
+        free(a);
+        return -1;
+    }
+    a->t = t;
+    a->h = curl_easy_init();
+    *state = a;
+    return a->h != NULL ? 0 : -1;
+}
+
+static int group_teardown(void **state)
+{
+    api_t *a = *state;
+    void *t;
+    int rc;
+
+    if (a == NULL)
+        return 0;
+    curl_easy_cleanup(a->h);
+    t = a->t;
+    rc = gw_it_teardown(&t);
+    free(a);
+    return rc;
+}
+
+/* ---- products ----------------------------------------------------------- */
+
+static void create_product_output_is_protojson(void **state)
+{
+    api_t *a = *state;
+    char id[64], created[64], want[512], hdr[128];
+    gw_res_t r;
+
+    gw_call(a->h, a->t, "POST", "/v1/products",
+            "{\"name\":\"Widget\",\"price_cents\":1299,\"stock\":5}", NULL, &r);
+    gw_assert_status(&r, 200);
+    assert_true(gw_json_str(r.body, "id", id, sizeof id));
+    assert_true(it_is_uuid(id));
+    assert_true(gw_json_str(r.body, "createdAt", created, sizeof created));
+    assert_true(it_is_recent_rfc3339_utc(created, 300));
+    /* declaration order, lowerCamelCase, int64 as a string, every field */
+    snprintf(want, sizeof want,
+             "{\"id\":\"%s\",\"name\":\"Widget\",\"description\":\"\",\"priceCents\":\"1299\","
+             "\"stock\":5,\"createdAt\":\"%s\"}",
+             id, created);
+    gw_assert_body(&r, 200, want);
+    assert_true(gw_res_header(&r, "Grpc-Metadata-Content-Type", hdr, sizeof hdr));
+    assert_string_equal(hdr, "application/grpc");
+    assert_true(gw_res_header(&r, "Content-Length", hdr, sizeof hdr));
+    assert_int_equal(atoi(hdr), (int)r.body_len);
+    gw_res_free(&r);
+}
+
+static void input_takes_both_name_styles(void **state)
+{
+    api_t *a = *state;
+    gw_res_t r;
+
+    /* camelCase keys, int64 as a JSON number, unknown fields ignored */
+    gw_call(a->h, a->t, "POST", "/v1/products",
+            "{\"name\":\"Gadget\",\"priceCents\":250,\"description\":\"d\",\"colour\":\"red\"}",
+            NULL, &r);
+    gw_assert_status(&r, 200);
+    assert_non_null(strstr(r.body, "\"name\":\"Gadget\",\"description\":\"d\","
+                                   "\"priceCents\":\"250\",\"stock\":0,"));
+    gw_res_free(&r);
+    /* snake_case keys, int64 as a string */
+    gw_call(a->h, a->t, "POST", "/v1/products",
+            "{\"name\":\"Gizmo\",\"price_cents\":\"7\",\"stock\":\"2\"}", NULL, &r);
+    gw_assert_status(&r, 200);
+    assert_non_null(strstr(r.body, "\"priceCents\":\"7\",\"stock\":2,"));
+    gw_res_free(&r);
+}
+
+static void unpopulated_fields_are_emitted(void **state)
+{
+    api_t *a = *state;
+    gw_res_t r;
+
+    gw_call(a->h, a->t, "POST", "/v1/products", "{\"name\":\"Bare\"}", NULL, &r);
+    gw_assert_status(&r, 200);
+    assert_non_null(strstr(r.body, "\"description\":\"\",\"priceCents\":\"0\",\"stock\":0,"));
+    gw_res_free(&r);
+}
+
+static void get_product_round_trips(void **state)
+{
+    api_t *a = *state;
+    char id[37], path[128];
+    gw_res_t c, g;
+
+    gw_call(a->h, a->t, "POST", "/v1/products",
+            "{\"name\":\"Round\",\"description\":\"trip \\\"q\\\" \\u00e9\",\"price_cents\":"
+            "\"9007199254740993\",\"stock\":1}",
+            NULL, &c);
+    gw_assert_status(&c, 200);
+    assert_true(gw_json_str(c.body, "id", id, sizeof id));
+    snprintf(path, sizeof path, "/v1/products/%s", id);
+    gw_call(a->h, a->t, "GET", path, NULL, NULL, &g);
+    gw_assert_body(&g, 200, c.body);
+    /* beyond 2^53: exact, because int64 travels as a string */
+    assert_non_null(strstr(g.body, "\"priceCents\":\"9007199254740993\""));
+    assert_non_null(strstr(g.body, "\"description\":\"trip \\\"q\\\" \xc3\xa9\""));
+    gw_res_free(&c);
+    gw_res_free(&g);
+}
+
+static void list_products_paginates(void **state)
+{
+    api_t *a = *state;
+    char id[37], token[256], path[400];
+    gw_res_t r;
+    size_t seen = 0;
+
+    for (int i = 0; i < 3; i++)
+        gw_it_product(a->h, a->t, "Listed", 100 + i, i, id);
+    gw_call(a->h, a->t, "GET", "/v1/products?page_size=2", NULL, NULL, &r);
+    gw_assert_status(&r, 200);
+    assert_true(strncmp(r.body, "{\"products\":[{\"id\":\"", 20) == 0);
+    assert_true(gw_json_str(r.body, "nextPageToken", token, sizeof token));
+    assert_true(token[0] != '\0');
+    gw_res_free(&r);
+    /* JSON names work in the query too */
+    for (int pages = 0; token[0] != '\0' && pages < 50; pages++) {
+        snprintf(path, sizeof path, "/v1/products?pageSize=2&pageToken=%s", token);
+        gw_call(a->h, a->t, "GET", path, NULL, NULL, &r);
+        gw_assert_status(&r, 200);
+        for (const char *p = r.body; (p = strstr(p, "\"createdAt\"")) != NULL; p++)
+            seen++;
+        if (!gw_json_str(r.body, "nextPageToken", token, sizeof token))
+            token[0] = '\0';
+        gw_res_free(&r);
+    }
+    assert_true(seen >= 1);
+    assert_string_equal(token, "");
+}
+
+static void list_products_bad_query_is_400(void **state)
+{
+    api_t *a = *state;
+    gw_res_t r;
+
+    gw_call(a->h, a->t, "GET", "/v1/products?page_size=abc", NULL, NULL, &r);
+    gw_assert_body(&r, 400,
+                   "{\"code\":3,\"message\":\"parsing field \\\"page_size\\\": strconv.ParseInt: "
+                   "parsing \\\"abc\\\": invalid syntax\",\"details\":[]}");
+    gw_res_free(&r);
+    gw_call(a->h, a->t, "GET", "/v1/products?page_size=-1", NULL, NULL, &r);
+    gw_assert_error(&r, 400, 3, "page_size");
+    gw_res_free(&r);
+    gw_call(a->h, a->t, "GET", "/v1/products?page_token=not-a-token", NULL, NULL, &r);
+    gw_assert_error(&r, 400, 3, "page_token");
+    gw_res_free(&r);
+    gw_call(a->h, a->t, "GET", "/v1/products?page_size=1&page_size=2", NULL, NULL, &r);
+    gw_assert_error(&r, 400, 3, "too many values");
+    gw_res_free(&r);
+}
+
+static void missing_product_is_404(void **state)
+{
+    api_t *a = *state;
+    char uuid[37], path[96];
+    gw_res_t r;
+
+    it_random_uuid(uuid);
+    snprintf(path, sizeof path, "/v1/products/%s", uuid);
+    gw_call(a->h, a->t, "GET", path, NULL, NULL, &r);
+    gw_assert_error(&r, 404, 5, "not found");
+    gw_res_free(&r);
+    /* a malformed id is "not found", not a 400 or 500 */
+    gw_call(a->h, a->t, "GET", "/v1/products/does-not-exist", NULL, NULL, &r);
+    gw_assert_error(&r, 404, 5, "not found");
+    gw_res_free(&r);
+    /* trailing slash: GetProduct with id "" (grpc-gateway), which catalog answers NOT_FOUND */
+    gw_call(a->h, a->t, "GET", "/v1/products/", NULL, NULL, &r);
+    gw_assert_error(&r, 404, 5, "not found");
+    gw_res_free(&r);
+}
+
+static void validation_and_bad_json_are_400(void **state)
+{
+    api_t *a = *state;
+    gw_res_t r;
+
+    gw_call(a->h, a->t, "POST", "/v1/products", "{\"name\":\"\"}", NULL, &r);
+    gw_assert_error(&r, 400, 3, "name");
+    gw_res_free(&r);
+    gw_call(a->h, a->t, "POST", "/v1/products", "{\"name\":\"x\",\"price_cents\":-1}", NULL, &r);
+    gw_assert_error(&r, 400, 3, "price");
+    gw_res_free(&r);
+    gw_call(a->h, a->t, "POST", "/v1/products", "{bad", NULL, &r);
+    gw_assert_error(&r, 400, 3, "");
+    gw_res_free(&r);
+    gw_call(a->h, a->t, "POST", "/v1/products", "{\"name\":\"x\",\"price_cents\":\"abc\"}", NULL,
+            &r);
+    gw_assert_error(&r, 400, 3, "priceCents");
+    gw_res_free(&r);
+    gw_call(a->h, a->t, "POST", "/v1/products", "[1]", NULL, &r);
+    gw_assert_error(&r, 400, 3, "");
+    gw_res_free(&r);
+}
+
+static void empty_body_reaches_validation(void **state)
+{
+    api_t *a = *state;
+    gw_res_t r;
+
+    /* grpc-gateway ignores io.EOF: the default request goes to the
+     * service, whose validation (not the JSON parser) refuses it. */
+    gw_call(a->h, a->t, "POST", "/v1/products", "", NULL, &r);
+    gw_assert_error(&r, 400, 3, "name must be");
+    gw_res_free(&r);
+}
+
+/* ---- routing, headers, deadlines ----------------------------------------- */
+
+static void unknown_path_and_wrong_method(void **state)
+{
+    api_t *a = *state;
+    gw_res_t r;
+
+    gw_call(a->h, a->t, "GET", "/nope", NULL, NULL, &r);
+    gw_assert_body(&r, 404, "{\"code\":5,\"message\":\"Not Found\",\"details\":[]}");
+    gw_res_free(&r);
+    gw_call(a->h, a->t, "GET", "/v1/products/a/b", NULL, NULL, &r);
+    gw_assert_body(&r, 404, "{\"code\":5,\"message\":\"Not Found\",\"details\":[]}");
+    gw_res_free(&r);
+    gw_call(a->h, a->t, "PUT", "/v1/products", "{}", NULL, &r);
+    gw_assert_body(&r, 501, "{\"code\":12,\"message\":\"Method Not Allowed\",\"details\":[]}");
+    gw_res_free(&r);
+    gw_call(a->h, a->t, "DELETE", "/v1/products/x", NULL, NULL, &r);
+    gw_assert_body(&r, 501, "{\"code\":12,\"message\":\"Method Not Allowed\",\"details\":[]}");
+    gw_res_free(&r);
+    gw_call(a->h, a->t, "POST", "/v1/orders/x", "{}", NULL, &r);
+    gw_assert_body(&r, 501, "{\"code\":12,\"message\":\"Method Not Allowed\",\"details\":[]}");
+    gw_res_free(&r);
+    gw_call(a->h, a->t, "HEAD", "/v1/products", NULL, NULL, &r);
+    gw_assert_status(&r, 501);
+    gw_res_free(&r);
+}
+
+static void grpc_timeout_is_validated(void **state)
+{
+    api_t *a = *state;
+    const char *bad[] = {"Grpc-Timeout: 5x", NULL};
+    const char *no_unit[] = {"Grpc-Timeout: 100", NULL};
+    const char *good[] = {"Grpc-Timeout: 5S", NULL};
+    gw_res_t r;
+
+    gw_call(a->h, a->t, "GET", "/v1/products?page_size=1", NULL, bad, &r);
+    gw_assert_body(&r, 400, "{\"code\":3,\"message\":\"invalid grpc-timeout: 5x\",\"details\":[]}");
+    gw_res_free(&r);
+    gw_call(a->h, a->t, "GET", "/v1/products?page_size=1", NULL, no_unit, &r);
+    gw_assert_body(&r, 400,
+                   "{\"code\":3,\"message\":\"invalid grpc-timeout: 100\",\"details\":[]}");
+    gw_res_free(&r);
+    gw_call(a->h, a->t, "GET", "/v1/products?page_size=1", NULL, good, &r);
+    gw_assert_status(&r, 200);
+    gw_res_free(&r);
+}
+
+static void request_ids_are_echoed_and_forwarded(void **state)
+{
+    api_t *a = *state;
+    const char *mine[] = {"X-Request-Id: gw-it-req-0042", NULL};
+    const char *dirty[] = {"X-Request-Id: a b\"c<d>", NULL};
+    char v[128];
+    gw_res_t r;
+
+    gw_call(a->h, a->t, "GET", "/v1/products/does-not-exist", NULL, mine, &r);
+    gw_assert_status(&r, 404);
+    assert_true(gw_res_header(&r, "X-Request-Id", v, sizeof v));
+    assert_string_equal(v, "gw-it-req-0042");
+    gw_res_free(&r);
+    /* the catalog got it as x-request-id metadata and logs it */
+    assert_int_equal(spawn_log_wait(a->t->cat.proc, "req=gw-it-req-0042", it_ms(2000)), SVC_OK);
+    assert_int_equal(spawn_log_wait(a->t->gw, "req=gw-it-req-0042", it_ms(2000)), SVC_OK);
+    /* sanitised */
+    gw_call(a->h, a->t, "GET", "/healthz", NULL, dirty, &r);
+    assert_true(gw_res_header(&r, "X-Request-Id", v, sizeof v));
+    assert_string_equal(v, "abcd");
+    gw_res_free(&r);
+    /* generated when absent, on errors too */
+    gw_call(a->h, a->t, "GET", "/nope", NULL, NULL, &r);
+    assert_true(gw_res_header(&r, "X-Request-Id", v, sizeof v));
+    assert_int_equal(strlen(v), 32);
+    assert_int_equal(strspn(v, "0123456789abcdef"), 32);
+    gw_res_free(&r);
+}
+
+static void keep_alive_survives_errors(void **state)
+{
+    api_t *a = *state;
+    CURL *h = curl_easy_init();
+    const char *bad_timeout[] = {"Grpc-Timeout: x", NULL};
+    struct {
+        const char *method, *path, *body;
+        const char *const *headers;
+        long status;
+    } steps[] = {
+        {"GET", "/healthz", NULL, NULL, 200},
+        {"GET", "/nope", NULL, NULL, 404},
+        {"GET", "/v1/products/does-not-exist", NULL, NULL, 404},
+        {"POST", "/v1/products", "{bad", NULL, 400},
+        {"POST", "/v1/products", "{\"name\":\"\"}", NULL, 400},
+        {"GET", "/v1/products", NULL, bad_timeout, 400},
+        {"PUT", "/v1/products", "{}", NULL, 501},
+        {"GET", "/v1/products?page_size=1", NULL, NULL, 200},
+    };
+
+    assert_non_null(h);
+    for (size_t i = 0; i < sizeof steps / sizeof steps[0]; i++) {
+        gw_res_t r;
+        gw_call(h, a->t, steps[i].method, steps[i].path, steps[i].body, steps[i].headers, &r);
+        gw_assert_status(&r, steps[i].status);
+        if (i > 0 && r.connects != 0)
+            fail_msg("step %zu (%s %s -> %ld) opened a new connection", i, steps[i].method,
+                     steps[i].path, r.status);
+        gw_res_free(&r);
+    }
+    curl_easy_cleanup(h);
+}
+
+static char *padded_body(size_t len)
+{
+    char *b = malloc(len + 1);
+
+    memset(b, ' ', len);
+    b[0] = '{';
+    b[len - 1] = '}';
+    b[len] = '\0';
+    return b;
+}
+
+static void body_over_one_mib_is_413(void **state)
+{
+    api_t *a = *state;
+    CURL *h = curl_easy_init();
+    char *big = padded_body(1048576 + 1), *exact = padded_body(1048576), v[64];
+    const char *chunked[] = {"Transfer-Encoding: chunked", NULL};
+    gw_req_t rq = {"POST", "/v1/products", big, 1048576 + 1, NULL, 0};
+    gw_res_t r;
+
+    /* Refused from the Content-Length, before the body is read. */
+    gw_do(h, a->t, &rq, &r);
+    gw_assert_body(&r, 413,
+                   "{\"code\":8,\"message\":\"request body exceeds 1048576 bytes\",\"details\":[]}");
+    /* The unread body cannot stay on the connection: this one answer
+     * closes it (h2o, and curl itself, which stops sending mid-body). */
+    assert_true(gw_res_header(&r, "Connection", v, sizeof v));
+    assert_string_equal(v, "close");
+    gw_res_free(&r);
+    gw_call(h, a->t, "GET", "/healthz", NULL, NULL, &r);
+    gw_assert_status(&r, 200); /* the client carries on, on a new connection */
+    gw_res_free(&r);
+    /* exactly the limit is fine: the service's validation answers */
+    rq.body = exact;
+    rq.body_len = 1048576;
+    gw_do(h, a->t, &rq, &r);
+    gw_assert_error(&r, 400, 3, "name");
+    gw_res_free(&r);
+    /* chunked: refused once the decoded body reaches the limit */
+    rq.body = big;
+    rq.body_len = 1048576 + 1;
+    rq.headers = chunked;
+    gw_do(h, a->t, &rq, &r);
+    gw_assert_error(&r, 413, 8, "exceeds");
+    gw_res_free(&r);
+    curl_easy_cleanup(h);
+    free(big);
+    free(exact);
+}
+
+/* ---- orders --------------------------------------------------------------- */
+
+static void orders_round_trip(void **state)
+{
+    api_t *a = *state;
+    char pid[37], oid[64], body[512], path[128], want[256], key[96], uuid[37];
+    char md_first[64], md_again[64];
+    const char *idem[] = {key, NULL};
+    gw_res_t r;
+
+    if (!gw_it_have_order()) {
+        fprintf(stderr, "order service not in this tree (no ORDER_BIN): skipping order routes\n");
+        skip();
+    }
+    gw_it_product(a->h, a->t, "Orderable", 1299, 100, pid);
+    snprintf(body, sizeof body,
+             "{\"customer_id\":\"c1\",\"items\":[{\"product_id\":\"%s\",\"quantity\":2}]}", pid);
+    it_random_uuid(uuid);
+    snprintf(key, sizeof key, "Idempotency-Key: gw-it-%s", uuid);
+    gw_call(a->h, a->t, "POST", "/v1/orders", body, idem, &r);
+    gw_assert_status(&r, 200);
+    assert_true(gw_json_str(r.body, "id", oid, sizeof oid));
+    assert_true(it_is_uuid(oid));
+    snprintf(want, sizeof want,
+             "{\"id\":\"%s\",\"status\":\"ORDER_STATUS_PENDING\",\"totalCents\":\"2598\"}", oid);
+    gw_assert_body(&r, 200, want);
+    gw_res_free(&r);
+
+    /* the same key and request (camelCase this time): the first answer again */
+    snprintf(body, sizeof body,
+             "{\"customerId\":\"c1\",\"items\":[{\"productId\":\"%s\",\"quantity\":\"2\"}]}", pid);
+    gw_call(a->h, a->t, "POST", "/v1/orders", body, idem, &r);
+    gw_assert_body(&r, 200, want);
+    gw_res_free(&r);
+    /* the same key with another request: ALREADY_EXISTS -> 409 */
+    snprintf(body, sizeof body,
+             "{\"customer_id\":\"c2\",\"items\":[{\"product_id\":\"%s\",\"quantity\":1}]}", pid);
+    gw_call(a->h, a->t, "POST", "/v1/orders", body, idem, &r);
+    gw_assert_error(&r, 409, 6, "idempotency key");
+    gw_res_free(&r);
+
+    /* Grpc-Metadata-<key> reaches the service as <key>: the same replay */
+    snprintf(key, sizeof key, "Grpc-Metadata-Idempotency-Key: gw-it-md-%s", uuid);
+    snprintf(body, sizeof body,
+             "{\"customer_id\":\"c3\",\"items\":[{\"product_id\":\"%s\",\"quantity\":1}]}", pid);
+    gw_call(a->h, a->t, "POST", "/v1/orders", body, idem, &r);
+    gw_assert_status(&r, 200);
+    assert_true(gw_json_str(r.body, "id", md_first, sizeof md_first));
+    assert_string_not_equal(md_first, oid);
+    gw_res_free(&r);
+    gw_call(a->h, a->t, "POST", "/v1/orders", body, idem, &r);
+    gw_assert_status(&r, 200);
+    assert_true(gw_json_str(r.body, "id", md_again, sizeof md_again));
+    assert_string_equal(md_again, md_first);
+    gw_res_free(&r);
+
+    snprintf(path, sizeof path, "/v1/orders/%s", oid);
+    gw_call(a->h, a->t, "GET", path, NULL, NULL, &r);
+    gw_assert_status(&r, 200);
+    snprintf(want, sizeof want,
+             "{\"id\":\"%s\",\"customerId\":\"c1\",\"items\":[{\"productId\":\"%s\",\"quantity\":2,"
+             "\"unitPriceCents\":\"1299\"}],\"totalCents\":\"2598\",\"status\":"
+             "\"ORDER_STATUS_PENDING\",\"createdAt\":\"",
+             oid, pid);
+    if (strncmp(r.body, want, strlen(want)) != 0)
+        fail_msg("GetOrder body\n  %s\ndoes not start with\n  %s", r.body, want);
+    gw_res_free(&r);
+}
+
+static void order_errors(void **state)
+{
+    api_t *a = *state;
+    char uuid[37], path[96], body[256];
+    gw_res_t r;
+
+    if (!gw_it_have_order()) {
+        fprintf(stderr, "order service not in this tree (no ORDER_BIN): skipping order routes\n");
+        skip();
+    }
+    it_random_uuid(uuid);
+    snprintf(path, sizeof path, "/v1/orders/%s", uuid);
+    gw_call(a->h, a->t, "GET", path, NULL, NULL, &r);
+    gw_assert_error(&r, 404, 5, "not found");
+    gw_res_free(&r);
+    gw_call(a->h, a->t, "POST", "/v1/orders", "{}", NULL, &r);
+    gw_assert_error(&r, 400, 3, "customer_id");
+    gw_res_free(&r);
+    snprintf(body, sizeof body,
+             "{\"customer_id\":\"c1\",\"items\":[{\"product_id\":\"%s\",\"quantity\":1}]}", uuid);
+    gw_call(a->h, a->t, "POST", "/v1/orders", body, NULL, &r);
+    gw_assert_error(&r, 400, 3, "unknown product");
+    gw_res_free(&r);
+}
+
+/* ---- operations endpoints ---------------------------------------------- */
+
+static void healthz_readyz_metrics(void **state)
+{
+    api_t *a = *state;
+    char ct[128];
+    gw_res_t r;
+
+    gw_call(a->h, a->t, "GET", "/healthz", NULL, NULL, &r);
+    gw_assert_body(&r, 200, "{\"status\":\"ok\"}");
+    gw_res_free(&r);
+
+    gw_call(a->h, a->t, "GET", "/readyz", NULL, NULL, &r);
+    assert_non_null(strstr(r.body, "{\"name\":\"catalog\",\"target\":\""));
+    assert_non_null(strstr(r.body, "\"breaker\":\"closed\",\"connectivity\":\"ready\","
+                                   "\"ready\":true}"));
+    if (gw_it_have_order()) {
+        /* both upstreams up and used: ready */
+        gw_assert_status(&r, 200);
+        assert_true(strncmp(r.body, "{\"status\":\"ok\",\"upstreams\":[", 28) == 0);
+    } else {
+        /* nothing listens at the order address: not ready */
+        gw_assert_status(&r, 503);
+        assert_true(strncmp(r.body, "{\"status\":\"unavailable\",", 24) == 0);
+    }
+    gw_res_free(&r);
+
+    gw_call(a->h, a->t, "GET", "/metrics", NULL, NULL, &r);
+    gw_assert_status(&r, 200);
+    assert_true(gw_res_header(&r, "Content-Type", ct, sizeof ct));
+    assert_string_equal(ct, "text/plain; version=0.0.4; charset=utf-8");
+    assert_non_null(strstr(r.body, "# TYPE gateway_http_requests_total counter\n"));
+    assert_non_null(strstr(r.body, "gateway_http_requests_total{route=\"/v1/products/{id}\","
+                                   "method=\"GET\",code=\"404\"} "));
+    assert_non_null(strstr(r.body, "gateway_http_requests_total{route=\"/v1/products\","
+                                   "method=\"POST\",code=\"200\"} "));
+    assert_non_null(strstr(r.body, "gateway_http_requests_total{route=\"unmatched\","
+                                   "method=\"PUT\",code=\"501\"} "));
+    assert_non_null(strstr(r.body, "# TYPE gateway_http_request_duration_seconds histogram\n"));
+    assert_non_null(strstr(r.body, "gateway_http_request_duration_seconds_bucket{route="
+                                   "\"/v1/products\",method=\"GET\",le=\"+Inf\"} "));
+    assert_non_null(strstr(r.body, "gateway_http_in_flight 1\n")); /* this request */
+    assert_non_null(strstr(r.body, "shopmicro_resilience_calls_total{upstream=\"catalog\","
+                                   "method=\"GetProduct\""));
+    assert_non_null(strstr(r.body, "upstream=\"order\""));
+    gw_res_free(&r);
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(create_product_output_is_protojson),
+        cmocka_unit_test(input_takes_both_name_styles),
+        cmocka_unit_test(unpopulated_fields_are_emitted),
+        cmocka_unit_test(get_product_round_trips),
+        cmocka_unit_test(list_products_paginates),
+        cmocka_unit_test(list_products_bad_query_is_400),
+        cmocka_unit_test(missing_product_is_404),
+        cmocka_unit_test(validation_and_bad_json_are_400),
+        cmocka_unit_test(empty_body_reaches_validation),
+        cmocka_unit_test(unknown_path_and_wrong_method),
+        cmocka_unit_test(grpc_timeout_is_validated),
+        cmocka_unit_test(request_ids_are_echoed_and_forwarded),
+        cmocka_unit_test(keep_alive_survives_errors),
+        cmocka_unit_test(body_over_one_mib_is_413),
+        cmocka_unit_test(orders_round_trip),
+        cmocka_unit_test(order_errors),
+        cmocka_unit_test(healthz_readyz_metrics),
+    };
+    int rc;
+
+    cat_it_global_init();
+    curl_global_init(CURL_GLOBAL_DEFAULT);
+    rc = cmocka_run_group_tests_name("gateway_api", tests, group_setup, group_teardown);
+    curl_global_cleanup();
+    cat_it_global_fini();
+    return rc;
+}

@@ -1,0 +1,241 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/* test_http.c - gateway/http.c: the status table, error bodies, Grpc-Timeout,
+ * request ids and Retry-After. */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <string.h>
+
+#include <cmocka.h>
+
+#include "http.h"
+
+static void status_table_matches_grpc_gateway(void **state)
+{
+    /* runtime/errors.go HTTPStatusFromCode, CANCELLED as since v2.13. */
+    static const int want[17] = {200, 499, 500, 400, 504, 404, 409, 403, 429,
+                                 400, 409, 400, 501, 500, 503, 500, 401};
+
+    (void)state;
+    for (int code = 0; code <= 16; code++)
+        assert_int_equal(gw_http_status_from_grpc(code), want[code]);
+    assert_int_equal(gw_http_status_from_grpc(-1), 500);
+    assert_int_equal(gw_http_status_from_grpc(17), 500);
+    assert_int_equal(gw_http_status_from_grpc(1000), 500);
+}
+
+static void status_table_agrees_with_svc_errors(void **state)
+{
+    (void)state;
+    assert_int_equal(gw_http_status_from_grpc(svc_err_to_grpc(SVC_ENOTFOUND)), 404);
+    assert_int_equal(gw_http_status_from_grpc(svc_err_to_grpc(SVC_EINVAL)), 400);
+    assert_int_equal(gw_http_status_from_grpc(svc_err_to_grpc(SVC_EPRECOND)), 400);
+    assert_int_equal(gw_http_status_from_grpc(svc_err_to_grpc(SVC_ERANGE)), 400);
+    assert_int_equal(gw_http_status_from_grpc(svc_err_to_grpc(SVC_EEXIST)), 409);
+    assert_int_equal(gw_http_status_from_grpc(svc_err_to_grpc(SVC_EABORTED)), 409);
+    assert_int_equal(gw_http_status_from_grpc(svc_err_to_grpc(SVC_EEXHAUSTED)), 429);
+    assert_int_equal(gw_http_status_from_grpc(svc_err_to_grpc(SVC_EUNAVAIL)), 503);
+    assert_int_equal(gw_http_status_from_grpc(svc_err_to_grpc(SVC_ETIMEDOUT)), 504);
+    assert_int_equal(gw_http_status_from_grpc(svc_err_to_grpc(SVC_EUNIMPL)), 501);
+    assert_int_equal(gw_http_status_from_grpc(svc_err_to_grpc(SVC_ECANCELLED)), 499);
+    assert_int_equal(gw_http_status_from_grpc(svc_err_to_grpc(SVC_EPERM)), 403);
+    assert_int_equal(gw_http_status_from_grpc(svc_err_to_grpc(SVC_EUNAUTH)), 401);
+    assert_int_equal(gw_http_status_from_grpc(svc_err_to_grpc(SVC_EINTERNAL)), 500);
+    assert_int_equal(gw_http_status_from_grpc(svc_err_to_grpc(SVC_EUNKNOWN)), 500);
+    assert_int_equal(gw_http_status_from_grpc(svc_err_to_grpc(SVC_EDATALOSS)), 500);
+}
+
+static void reasons(void **state)
+{
+    (void)state;
+    assert_string_equal(gw_http_reason(404), "Not Found");
+    assert_string_equal(gw_http_reason(501), "Not Implemented");
+    assert_string_equal(gw_http_reason(499), "Client Closed Request");
+    assert_string_equal(gw_http_reason(413), "Request Entity Too Large");
+    assert_string_equal(gw_http_reason(299), "Unknown");
+}
+
+static void body_of(int code, const char *msg, const char *want)
+{
+    char buf[512];
+    size_t n = gw_error_body(buf, sizeof buf, code, msg);
+
+    assert_string_equal(buf, want);
+    assert_int_equal(n, strlen(want));
+}
+
+static void error_body_is_compact_status(void **state)
+{
+    (void)state;
+    body_of(5, "Not Found", "{\"code\":5,\"message\":\"Not Found\",\"details\":[]}");
+    body_of(12, "Method Not Allowed",
+            "{\"code\":12,\"message\":\"Method Not Allowed\",\"details\":[]}");
+    body_of(3, "", "{\"code\":3,\"message\":\"\",\"details\":[]}");
+}
+
+static void error_body_escapes_like_protojson(void **state)
+{
+    (void)state;
+    body_of(3, "a\"b\\c", "{\"code\":3,\"message\":\"a\\\"b\\\\c\",\"details\":[]}");
+    body_of(3, "l1\nl2\tx\r\b\f", "{\"code\":3,\"message\":\"l1\\nl2\\tx\\r\\b\\f\",\"details\":[]}");
+    body_of(3, "\x01\x1f", "{\"code\":3,\"message\":\"\\u0001\\u001f\",\"details\":[]}");
+    /* no HTML escaping; valid UTF-8 copied; DEL copied */
+    body_of(3, "<a&b> caf\xc3\xa9 \xe2\x82\xac \xf0\x9f\x98\x80 \x7f",
+            "{\"code\":3,\"message\":\"<a&b> caf\xc3\xa9 \xe2\x82\xac \xf0\x9f\x98\x80 \x7f\","
+            "\"details\":[]}");
+}
+
+static void error_body_replaces_invalid_utf8(void **state)
+{
+    (void)state;
+    /* a lone continuation byte, a truncated sequence, an overlong form, a
+     * surrogate and a byte that never occurs: one U+FFFD per bad byte */
+    body_of(3, "a\x80" "b", "{\"code\":3,\"message\":\"a\xef\xbf\xbd" "b\",\"details\":[]}");
+    body_of(3, "\xc3", "{\"code\":3,\"message\":\"\xef\xbf\xbd\",\"details\":[]}");
+    body_of(3, "\xc0\xaf",
+            "{\"code\":3,\"message\":\"\xef\xbf\xbd\xef\xbf\xbd\",\"details\":[]}");
+    body_of(3, "\xed\xa0\x80",
+            "{\"code\":3,\"message\":\"\xef\xbf\xbd\xef\xbf\xbd\xef\xbf\xbd\",\"details\":[]}");
+    body_of(3, "\xff", "{\"code\":3,\"message\":\"\xef\xbf\xbd\",\"details\":[]}");
+}
+
+static void error_body_sizes_like_snprintf(void **state)
+{
+    const char *want = "{\"code\":14,\"message\":\"circuit open\",\"details\":[]}";
+    char small[10];
+    size_t n;
+
+    (void)state;
+    n = gw_error_body(NULL, 0, 14, "circuit open");
+    assert_int_equal(n, strlen(want));
+    n = gw_error_body(small, sizeof small, 14, "circuit open");
+    assert_int_equal(n, strlen(want));
+    assert_string_equal(small, "{\"code\":1"); /* truncated, NUL-terminated */
+}
+
+static void json_escape_appends(void **state)
+{
+    char buf[32] = "x=";
+    size_t n = gw_json_escape(buf, sizeof buf, 2, "a\"b", 3);
+
+    (void)state;
+    assert_int_equal(n, 6);
+    assert_string_equal(buf, "x=a\\\"b");
+}
+
+static void timeout_ok(const char *s, int64_t want)
+{
+    int64_t got = 42;
+
+    if (!gw_grpc_timeout_parse(s, strlen(s), &got))
+        fail_msg("\"%s\" was rejected", s);
+    if (got != want)
+        fail_msg("\"%s\": got %lld ns, want %lld", s, (long long)got, (long long)want);
+}
+
+static void timeout_bad(const char *s)
+{
+    int64_t got = 42;
+
+    if (gw_grpc_timeout_parse(s, strlen(s), &got))
+        fail_msg("\"%s\" was accepted (%lld ns)", s, (long long)got);
+}
+
+static void grpc_timeout_units(void **state)
+{
+    (void)state;
+    timeout_ok("1H", INT64_C(3600000000000));
+    timeout_ok("2M", INT64_C(120000000000));
+    timeout_ok("5S", INT64_C(5000000000));
+    timeout_ok("500m", INT64_C(500000000));
+    timeout_ok("250u", INT64_C(250000));
+    timeout_ok("7n", 7);
+    timeout_ok("0S", 0);
+    timeout_ok("00000001S", INT64_C(1000000000));
+}
+
+static void grpc_timeout_signs_and_limits(void **state)
+{
+    (void)state;
+    /* strconv.ParseInt accepts a sign; a negative timeout is already expired */
+    timeout_ok("+5S", INT64_C(5000000000));
+    timeout_ok("-5S", INT64_C(-5000000000));
+    timeout_ok("9223372036854775807n", INT64_MAX);
+    timeout_ok("-9223372036854775808n", INT64_MIN);
+    /* in range for ParseInt, overflowing once multiplied: saturated */
+    timeout_ok("9223372036854775807H", INT64_MAX);
+    timeout_ok("-9223372036854775807S", INT64_MIN);
+    timeout_bad("9223372036854775808n"); /* ParseInt range error */
+    timeout_bad("-9223372036854775809n");
+    timeout_bad("99999999999999999999999S");
+}
+
+static void grpc_timeout_malformed(void **state)
+{
+    (void)state;
+    timeout_bad("");
+    timeout_bad("S");
+    timeout_bad("5");   /* no unit */
+    timeout_bad("5s");  /* units are case-sensitive */
+    timeout_bad("5ms"); /* "s" is no unit */
+    timeout_bad("5x");
+    timeout_bad(" 5S");
+    timeout_bad("5 S");
+    timeout_bad("5.5S");
+    timeout_bad("+S");
+    timeout_bad("-m");
+    timeout_bad("0x10S");
+    timeout_bad("1e3m");
+}
+
+static void request_id_sanitising(void **state)
+{
+    char out[GW_REQUEST_ID_MAX + 1];
+    char longid[200];
+
+    (void)state;
+    assert_int_equal(gw_request_id_sanitize("abc-123_X.Y:z", 13, out), 13);
+    assert_string_equal(out, "abc-123_X.Y:z");
+    assert_int_equal(gw_request_id_sanitize("a b\"c\n\\d", 8, out), 4);
+    assert_string_equal(out, "abcd");
+    assert_int_equal(gw_request_id_sanitize("  \"\"\t", 5, out), 0);
+    assert_string_equal(out, "");
+    memset(longid, 'a', sizeof longid);
+    assert_int_equal(gw_request_id_sanitize(longid, sizeof longid, out), GW_REQUEST_ID_MAX);
+    assert_int_equal(strlen(out), GW_REQUEST_ID_MAX);
+    assert_int_equal(gw_request_id_sanitize("550e8400-e29b-41d4-a716-446655440000", 36, out),
+                     36);
+}
+
+static void retry_after_rounds_up(void **state)
+{
+    (void)state;
+    assert_int_equal(gw_retry_after_seconds(0), 1);
+    assert_int_equal(gw_retry_after_seconds(1), 1);
+    assert_int_equal(gw_retry_after_seconds(999), 1);
+    assert_int_equal(gw_retry_after_seconds(1000), 1);
+    assert_int_equal(gw_retry_after_seconds(1001), 2);
+    assert_int_equal(gw_retry_after_seconds(9500), 10);
+    assert_int_equal(gw_retry_after_seconds(10000), 10);
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(status_table_matches_grpc_gateway),
+        cmocka_unit_test(status_table_agrees_with_svc_errors),
+        cmocka_unit_test(reasons),
+        cmocka_unit_test(error_body_is_compact_status),
+        cmocka_unit_test(error_body_escapes_like_protojson),
+        cmocka_unit_test(error_body_replaces_invalid_utf8),
+        cmocka_unit_test(error_body_sizes_like_snprintf),
+        cmocka_unit_test(json_escape_appends),
+        cmocka_unit_test(grpc_timeout_units),
+        cmocka_unit_test(grpc_timeout_signs_and_limits),
+        cmocka_unit_test(grpc_timeout_malformed),
+        cmocka_unit_test(request_id_sanitising),
+        cmocka_unit_test(retry_after_rounds_up),
+    };
+    return cmocka_run_group_tests_name("gateway_http", tests, NULL, NULL);
+}
