@@ -207,11 +207,24 @@ static svc_err_t prepare_all(db_conn_t *c, uint64_t deadline_ns, char *errbuf)
     return SVC_OK;
 }
 
+/* An idle connection the server has closed (Postgres restarted, backend
+ * terminated) has already received the server's goodbye: the socket is
+ * readable. Noticing that before sending lets even a non-idempotent
+ * statement go out on a fresh connection instead of failing. An idle
+ * connection has nothing to say otherwise (the services use no LISTEN), so
+ * any readable byte is taken as a reason to reconnect. One poll(2), no wait. */
+static bool idle_but_dead(db_conn_t *c)
+{
+    struct pollfd p = {.fd = PQsocket(c->pg), .events = POLLIN};
+
+    return PQtransactionStatus(c->pg) == PQTRANS_IDLE && poll(&p, 1, 0) > 0;
+}
+
 static svc_err_t ensure_connected(db_conn_t *c, uint64_t deadline_ns, char *errbuf)
 {
     svc_err_t err;
 
-    if (c->pg != NULL && PQstatus(c->pg) == CONNECTION_OK)
+    if (c->pg != NULL && PQstatus(c->pg) == CONNECTION_OK && !idle_but_dead(c))
         return SVC_OK;
     drop(c);
     err = connect_by(c, deadline_ns, errbuf);
