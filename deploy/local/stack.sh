@@ -6,7 +6,7 @@
 # All run-time state lives in <repo>/.run/ (git-ignored):
 #   .run/pg/data  .run/pg/sock   the Postgres cluster and its socket directory
 #   .run/logs/    postgres.log, <service>.log, ctest-*.log
-#   .run/<svc>.pid               pid and binary of each service started by `up`
+#   .run/<svc>.pid               pid and binary of each service started by `up` or `start`
 # See deploy/local/README.md for every subcommand and SHOPMICRO_* variable.
 set -euo pipefail
 
@@ -27,6 +27,7 @@ PG_DATABASES=(catalog orders)
 abs_path() { case $1 in /*) realpath -m -- "$1" ;; *) realpath -m -- "$ROOT/$1" ;; esac; }
 BUILD_DIR=$(abs_path "${SHOPMICRO_BUILD_DIR:-build}")
 ASAN_BUILD_DIR=$(abs_path "${SHOPMICRO_ASAN_BUILD_DIR:-build-asan}")
+TSAN_BUILD_DIR=$(abs_path "${SHOPMICRO_TSAN_BUILD_DIR:-build-tsan}")
 
 # ---------------------------------------------------------------------------
 # The services, one line each, started in this order by `up` and stopped in
@@ -40,9 +41,12 @@ ASAN_BUILD_DIR=$(abs_path "${SHOPMICRO_ASAN_BUILD_DIR:-build-asan}")
 SERVICES=(
   "catalog | services/catalog/catalog | SHOPMICRO_CATALOG_PORT=50051 | CATALOG_LISTEN=127.0.0.1:@PORT@; CATALOG_DB_DSN=host=127.0.0.1 port=@SHOPMICRO_PG_PORT@ dbname=catalog user=postgres"
   "order | services/order/order | SHOPMICRO_ORDER_PORT=50052 | ORDER_LISTEN=127.0.0.1:@PORT@; ORDER_DB_DSN=host=127.0.0.1 port=@SHOPMICRO_PG_PORT@ dbname=orders user=postgres; ORDER_CATALOG_ADDR=127.0.0.1:@SHOPMICRO_CATALOG_PORT@"
+  "gateway | gateway/gateway | SHOPMICRO_GATEWAY_PORT=8080 | GATEWAY_LISTEN=127.0.0.1:@PORT@; GATEWAY_CATALOG_ADDR=127.0.0.1:@SHOPMICRO_CATALOG_PORT@; GATEWAY_ORDER_ADDR=127.0.0.1:@SHOPMICRO_ORDER_PORT@"
 )
 SERVICE_START_TIMEOUT=10   # seconds until the port must accept TCP
-SERVICE_STOP_TIMEOUT=10    # seconds between SIGTERM and SIGKILL
+# Seconds between SIGTERM and SIGKILL. The services drain in-flight calls for up to 10 s after
+# SIGTERM (*_DRAIN_MS), so the default leaves them time to finish that and exit 0.
+SERVICE_STOP_TIMEOUT="${SHOPMICRO_STOP_TIMEOUT:-15}"
 
 # ---------------------------------------------------------------------------
 say()  { printf 'stack: %s\n' "$*"; }
@@ -52,6 +56,7 @@ section() { printf '\n==== %s ====\n' "$*"; }
 rel()  { case $1 in "$ROOT"/*) printf '%s' "${1#"$ROOT"/}" ;; *) printf '%s' "$1" ;; esac; }
 
 is_port() { [[ $1 =~ ^[0-9]+$ ]] && (( $1 >= 1 && $1 <= 65535 )); }
+[[ $SERVICE_STOP_TIMEOUT =~ ^[0-9]+$ ]] || die "SHOPMICRO_STOP_TIMEOUT='$SERVICE_STOP_TIMEOUT' is not a number of seconds"
 
 # trim VAR STRING: VAR = STRING without leading and trailing white space.
 trim() {
@@ -93,6 +98,37 @@ alive() {
   stat=$(</proc/"$1"/stat) 2>/dev/null || return 1
   stat=${stat##*) }
   [[ ${stat:0:1} != Z ]]
+}
+
+# The state letter of pid $1 from /proc/<pid>/stat (R S D T Z ...); empty when it is gone.
+# T is "stopped by a signal": SIGSTOP, i.e. `pause`.
+proc_state() {
+  local stat
+  stat=$(</proc/"$1"/stat) 2>/dev/null || return 0
+  stat=${stat##*) }
+  printf '%s' "${stat:0:1}"
+}
+is_paused() { [[ $(proc_state "$1") == T ]]; }
+
+# The pids whose parent is $1 (from /proc; procps may not be installed).
+child_pids() {
+  local f stat ppid
+  for f in /proc/[0-9]*/stat; do
+    stat=$(<"$f") 2>/dev/null || continue
+    stat=${stat##*) }
+    read -r _ ppid _ <<<"$stat"
+    if [[ $ppid == "$1" ]]; then f=${f#/proc/}; printf '%s\n' "${f%/stat}"; fi
+  done
+}
+
+# wait_gone PID TENTHS: true once PID is gone or a zombie, false after TENTHS tenths of a second.
+wait_gone() {
+  local i
+  for (( i = 0; i < $2; i++ )); do
+    alive "$1" || return 0
+    sleep 0.1
+  done
+  ! alive "$1"
 }
 
 # ---------------------------------------------------------------------------
@@ -287,6 +323,9 @@ pg_create_databases() {
 pg_up() {
   if pg_running; then
     pg_check_port_matches
+    if pg_is_paused; then
+      die "postgres is paused (SIGSTOP, pid $PG_RUN_PID): run '$(rel "$SELF") resume postgres' first"
+    fi
     pg_wait_ready
     pg_create_databases
     say "postgres: already running (pid $PG_RUN_PID, 127.0.0.1:$PG_PORT)"
@@ -316,6 +355,7 @@ pg_down() {
     say "postgres: not running"
     return 0
   fi
+  pg_resume_quietly
   say "postgres: stopping (pid $PG_RUN_PID, port $PG_RUN_PORT)"
   as_pg "$PG_BIN/pg_ctl" stop -D "$PG_DATA" -m fast -w -t 60 >/dev/null || die "pg_ctl stop failed"
   say "postgres: stopped"
@@ -328,6 +368,7 @@ pg_restart() {
     return
   fi
   pg_check_port_matches
+  pg_resume_quietly
   pg_write_conf
   say "postgres: restarting (pid $PG_RUN_PID)"
   as_pg "$PG_BIN/pg_ctl" restart -D "$PG_DATA" -l "$PG_LOG" -m fast -w -t 60 >/dev/null ||
@@ -338,6 +379,74 @@ pg_restart() {
   say "postgres: running again (pid $PG_RUN_PID, 127.0.0.1:$PG_PORT)"
 }
 
+# Pausing Postgres (a hung database) stops the postmaster and every child process: backends,
+# checkpointer, WAL writer... The postmaster is stopped first, so that it forks no child after the
+# list of children is read. (After pg_running: PG_RUN_PID is the postmaster.)
+pg_is_paused() { is_paused "$PG_RUN_PID"; }
+
+# pg_signal_all STOP|CONT|KILL: sets PG_KIDS (the children signalled) and PG_CHILDREN (their count).
+pg_signal_all() {
+  local sig=$1 pid
+  PG_KIDS=()
+  if [[ $sig == CONT ]]; then
+    mapfile -t PG_KIDS < <(child_pids "$PG_RUN_PID")
+    for pid in "${PG_KIDS[@]}"; do kill -CONT "$pid" 2>/dev/null || true; done
+    kill -CONT "$PG_RUN_PID" 2>/dev/null || true
+  else
+    kill -STOP "$PG_RUN_PID" 2>/dev/null || true
+    mapfile -t PG_KIDS < <(child_pids "$PG_RUN_PID")
+    [[ $sig == STOP ]] || kill -"$sig" "$PG_RUN_PID" 2>/dev/null || true
+    for pid in "${PG_KIDS[@]}"; do kill -"$sig" "$pid" 2>/dev/null || true; done
+  fi
+  PG_CHILDREN=${#PG_KIDS[@]}
+}
+
+# Before pg_ctl stop/restart: a paused cluster would never answer it.
+pg_resume_quietly() {
+  local was=0
+  pg_is_paused && was=1
+  pg_signal_all CONT
+  if (( was )); then note "postgres was paused; resumed it (SIGCONT) first"; fi
+}
+
+pg_pause() {
+  pg_running || die "postgres: not running: nothing to pause"
+  if pg_is_paused; then
+    say "postgres: already paused (pid $PG_RUN_PID)"
+    return 0
+  fi
+  pg_signal_all STOP
+  say "postgres: paused: SIGSTOP to the postmaster (pid $PG_RUN_PID) and its $PG_CHILDREN child processes."
+  say "postgres: its port still accepts TCP connections, but nothing answers: clients hang until their deadlines."
+  say "postgres: '$(rel "$SELF") resume postgres' continues it"
+}
+
+pg_resume() {
+  pg_running || die "postgres: not running: nothing to resume"
+  local pid stopped=0
+  pg_is_paused && stopped=1
+  for pid in $(child_pids "$PG_RUN_PID"); do is_paused "$pid" && stopped=1; done
+  if (( ! stopped )); then
+    say "postgres: not paused (pid $PG_RUN_PID is running)"
+    return 0
+  fi
+  pg_signal_all CONT
+  say "postgres: resumed (SIGCONT to the postmaster, pid $PG_RUN_PID, and its $PG_CHILDREN child processes)"
+}
+
+# SIGKILL to the postmaster and every child at once, as a crash or the OOM killer would. The next
+# pg-up removes the stale postmaster.pid and Postgres runs crash recovery.
+pg_sigkill() {
+  pg_running || die "postgres: not running: nothing to kill"
+  local pid pm=$PG_RUN_PID
+  pg_signal_all KILL
+  for pid in "$pm" "${PG_KIDS[@]}"; do
+    wait_gone "$pid" 50 || die "postgres: pid $pid survived SIGKILL"
+  done
+  say "postgres: killed with SIGKILL (postmaster pid $pm and ${#PG_KIDS[@]} child processes)."
+  say "postgres: '$(rel "$SELF") start postgres' starts it again (with crash recovery)"
+}
+
 cmd_pg_up()      { pg_lock; pg_up;      pg_unlock; }
 cmd_pg_down()    { pg_lock; pg_down;    pg_unlock; }
 cmd_pg_restart() { pg_lock; pg_restart; pg_unlock; }
@@ -345,10 +454,10 @@ cmd_pg_restart() { pg_lock; pg_restart; pg_unlock; }
 # ---------------------------------------------------------------------------
 # build
 
-# build_tree DIR CMAKE_ARGS...: configure DIR once (ninja re-runs cmake by
-# itself when a CMakeLists.txt changes), then build it. Returns non-zero with a
-# message on failure; never exits, so that `test` can go on to the next tree.
-build_tree() {
+# configure_tree DIR CMAKE_ARGS...: configure DIR once (ninja re-runs cmake by
+# itself when a CMakeLists.txt changes). Returns non-zero with a message on
+# failure; never exits, so that `test` can go on to the next tree.
+configure_tree() {
   local dir=$1 gen rc=0
   shift
   if [[ -f $dir/CMakeCache.txt ]]; then
@@ -367,13 +476,25 @@ build_tree() {
       return 1
     fi
   fi
-  say "build: ninja -C $(rel "$dir")"
-  ninja -C "$dir" || rc=$?
+}
+
+# ninja_tree DIR [TARGET...]: build DIR (every target, or only those given).
+ninja_tree() {
+  local dir=$1 rc=0
+  shift
+  say "build: ninja -C $(rel "$dir") $*"
+  ninja -C "$dir" "$@" || rc=$?
   if (( rc != 0 )); then
-    printf 'stack: error: BUILD FAILED: ninja -C %s exited %d (see the compiler output above)\n' "$(rel "$dir")" "$rc" >&2
+    printf 'stack: error: BUILD FAILED: ninja -C %s %s exited %d (see the compiler output above)\n' "$(rel "$dir")" "$*" "$rc" >&2
     return 1
   fi
-  say "build: $(rel "$dir") is up to date"
+  say "build: $(rel "$dir") ${*:-(all targets)} up to date"
+}
+
+# build_tree DIR CMAKE_ARGS...: configure_tree, then build every target.
+build_tree() {
+  configure_tree "$@" || return 1
+  ninja_tree "$1"
 }
 
 cmd_build() { build_tree "$BUILD_DIR" -DCMAKE_BUILD_TYPE=RelWithDebInfo || exit 1; }
@@ -444,15 +565,25 @@ svc_find_pid() {
   rm -f "$S_PID_FILE"
 }
 
+# svc_start LINE [EXPLICIT]: start one service. `up` skips a service that is not built yet;
+# `start <svc>` (EXPLICIT=1) fails instead.
 svc_start() {
+  local explicit=${2:-0}
   svc_load "$1"
   if [[ ! -x $S_BIN ]]; then
+    if (( explicit )); then
+      die "$S_NAME: $(rel "$S_BIN") is not built yet: run '$(rel "$SELF") build' (or 'up') first"
+    fi
     say "$S_NAME: $(rel "$S_BIN") is not built yet; skipped"
     return 0
   fi
   svc_find_pid
   if [[ -n $S_PID ]]; then
-    say "$S_NAME: already running (pid $S_PID, 127.0.0.1:$S_PORT); left alone"
+    if is_paused "$S_PID"; then
+      say "$S_NAME: already running (pid $S_PID, 127.0.0.1:$S_PORT) but PAUSED; left alone: '$(rel "$SELF") resume $S_NAME' continues it"
+    else
+      say "$S_NAME: already running (pid $S_PID, 127.0.0.1:$S_PORT); left alone"
+    fi
     if [[ $S_RUN_BIN != "$S_BIN" ]]; then
       note "$S_NAME runs $(rel "$S_RUN_BIN"), not $(rel "$S_BIN"): '$(rel "$SELF") down' and 'up' to switch"
     elif (( S_STALE )); then
@@ -464,6 +595,9 @@ svc_start() {
     die "$S_NAME: port $S_PORT on 127.0.0.1 is in use by another process:
 $(port_owner "$S_PORT")
   stop it or set $S_PORT_VAR to a free port"
+  fi
+  if (( explicit )) && [[ $1 == *@SHOPMICRO_PG_PORT@* ]] && ! pg_running; then
+    note "postgres is not running: $S_NAME waits for it for a while ('$(rel "$SELF") start postgres')"
   fi
   mkdir -p "$LOGS"
   [[ -f $S_LOG ]] && mv -f "$S_LOG" "$S_LOG.1"
@@ -494,18 +628,16 @@ $(port_owner "$S_PORT")
   exit 1
 }
 
-# SIGTERM, up to SERVICE_STOP_TIMEOUT seconds' grace, then SIGKILL.
+# SIGTERM, up to SERVICE_STOP_TIMEOUT seconds' grace, then SIGKILL. SIGCONT right after SIGTERM:
+# a paused (SIGSTOPped) process only handles the pending SIGTERM once it runs again.
 svc_kill() {
-  local pid=$1 i
+  local pid=$1
   kill -TERM "$pid" 2>/dev/null || return 0
-  for (( i = 0; i < SERVICE_STOP_TIMEOUT * 10; i++ )); do
-    alive "$pid" || return 0
-    sleep 0.1
-  done
+  kill -CONT "$pid" 2>/dev/null || true
+  wait_gone "$pid" $((SERVICE_STOP_TIMEOUT * 10)) && return 0
   note "pid $pid ignored SIGTERM for ${SERVICE_STOP_TIMEOUT} s; sending SIGKILL"
   kill -KILL "$pid" 2>/dev/null || return 0
-  for (( i = 0; i < 50; i++ )); do alive "$pid" || return 0; sleep 0.1; done
-  die "pid $pid survived SIGKILL"
+  wait_gone "$pid" 50 || die "pid $pid survived SIGKILL"
 }
 
 svc_stop() {
@@ -515,10 +647,158 @@ svc_stop() {
     say "$S_NAME: not running"
     return 0
   fi
-  say "$S_NAME: stopping (pid $S_PID)"
+  if is_paused "$S_PID"; then
+    say "$S_NAME: stopping (pid $S_PID, paused: SIGTERM, then SIGCONT so that it handles it)"
+  else
+    say "$S_NAME: stopping (pid $S_PID: SIGTERM, SIGKILL after ${SERVICE_STOP_TIMEOUT} s)"
+  fi
   svc_kill "$S_PID"
   rm -f "$S_PID_FILE"
   say "$S_NAME: stopped"
+}
+
+svc_sigkill() {
+  svc_load "$1"
+  svc_find_pid
+  [[ -n $S_PID ]] || die "$S_NAME: not running: nothing to kill"
+  kill -KILL "$S_PID" 2>/dev/null || true
+  wait_gone "$S_PID" 50 || die "$S_NAME: pid $S_PID survived SIGKILL"
+  rm -f "$S_PID_FILE"
+  say "$S_NAME: killed with SIGKILL (pid $S_PID; no drain, no clean shutdown)"
+  say "$S_NAME: '$(rel "$SELF") start $S_NAME' starts it again"
+}
+
+# The kernel completes TCP handshakes for a stopped process, so callers connect and then hang:
+# this is a hung dependency, not a dead one.
+svc_pause() {
+  svc_load "$1"
+  svc_find_pid
+  [[ -n $S_PID ]] || die "$S_NAME: not running: nothing to pause"
+  if is_paused "$S_PID"; then
+    say "$S_NAME: already paused (pid $S_PID)"
+    return 0
+  fi
+  kill -STOP "$S_PID"
+  local i
+  for (( i = 0; i < 20; i++ )); do is_paused "$S_PID" && break; sleep 0.1; done
+  is_paused "$S_PID" || die "$S_NAME: pid $S_PID is not in state T (stopped) 2 s after SIGSTOP"
+  say "$S_NAME: paused (SIGSTOP to pid $S_PID). 127.0.0.1:$S_PORT still accepts TCP connections, but nothing answers"
+  say "$S_NAME: '$(rel "$SELF") resume $S_NAME' continues it"
+}
+
+svc_resume() {
+  svc_load "$1"
+  svc_find_pid
+  [[ -n $S_PID ]] || die "$S_NAME: not running: nothing to resume"
+  if ! is_paused "$S_PID"; then
+    say "$S_NAME: not paused (pid $S_PID is running)"
+    return 0
+  fi
+  kill -CONT "$S_PID"
+  local i
+  for (( i = 0; i < 20; i++ )); do is_paused "$S_PID" || break; sleep 0.1; done
+  ! is_paused "$S_PID" || die "$S_NAME: pid $S_PID is still stopped 2 s after SIGCONT"
+  say "$S_NAME: resumed (SIGCONT to pid $S_PID)"
+}
+
+# ---------------------------------------------------------------------------
+# per-service commands: start stop restart kill pause resume logs
+
+service_names() {
+  local line name
+  printf 'postgres'
+  for line in "${SERVICES[@]}"; do
+    IFS='|' read -r name _ <<<"$line"
+    trim name "$name"
+    printf ' %s' "$name"
+  done
+}
+
+# svc_line NAME: SVC_LINE = NAME's line of the SERVICES table; false when there is none.
+svc_line() {
+  local line name
+  for line in "${SERVICES[@]}"; do
+    IFS='|' read -r name _ <<<"$line"
+    trim name "$name"
+    if [[ $name == "$1" ]]; then SVC_LINE=$line; return 0; fi
+  done
+  return 1
+}
+
+# Check every name before acting on any, so that a typo does nothing.
+check_names() {
+  local cmd=$1 n
+  shift
+  if (( $# == 0 )); then
+    printf 'stack: error: usage: %s %s <service>...\n  services: %s\n' "$(rel "$SELF")" "$cmd" "$(service_names)" >&2
+    exit 2
+  fi
+  for n in "$@"; do
+    [[ $n == postgres ]] && continue
+    svc_line "$n" && continue
+    printf 'stack: error: unknown service "%s"\n  services: %s\n' "$n" "$(service_names)" >&2
+    exit 2
+  done
+}
+
+cmd_service() {
+  local cmd=$1 n
+  shift
+  check_names "$cmd" "$@"
+  for n in "$@"; do
+    if [[ $n == postgres ]]; then
+      case $cmd in
+        start)   cmd_pg_up ;;
+        stop)    cmd_pg_down ;;
+        restart) cmd_pg_restart ;;
+        kill)    pg_lock; pg_sigkill; pg_unlock ;;
+        pause)   pg_pause ;;
+        resume)  pg_resume ;;
+      esac
+      continue
+    fi
+    svc_line "$n"
+    case $cmd in
+      start)   svc_start "$SVC_LINE" 1 ;;
+      stop)    svc_stop "$SVC_LINE" ;;
+      restart) svc_stop "$SVC_LINE"; svc_start "$SVC_LINE" 1 ;;
+      kill)    svc_sigkill "$SVC_LINE" ;;
+      pause)   svc_pause "$SVC_LINE" ;;
+      resume)  svc_resume "$SVC_LINE" ;;
+    esac
+  done
+}
+
+# logs [<service>...]: follow the logs (tail -F: it follows a log that a restart replaces);
+# every log when no service is named.
+cmd_logs() {
+  local n line
+  local -a files=()
+  if (( $# == 0 )); then
+    files+=("$PG_LOG")
+    for line in "${SERVICES[@]}"; do
+      svc_load "$line"
+      if [[ -e $S_LOG || -x $S_BIN ]]; then files+=("$S_LOG"); fi
+    done
+  else
+    check_names logs "$@"
+    for n in "$@"; do
+      if [[ $n == postgres ]]; then
+        files+=("$PG_LOG")
+      else
+        svc_line "$n"
+        svc_load "$SVC_LINE"
+        files+=("$S_LOG")
+      fi
+    done
+  fi
+  for n in "${files[@]}"; do
+    [[ -e $n ]] || note "$(rel "$n") does not exist yet; tail -F waits for it"
+  done
+  printf 'stack: following (Ctrl-C stops):' >&2
+  for n in "${files[@]}"; do printf ' %s' "$(rel "$n")" >&2; done
+  printf '\n' >&2
+  exec tail -n 20 -F "${files[@]}"
 }
 
 # ---------------------------------------------------------------------------
@@ -527,7 +807,8 @@ svc_stop() {
 cmd_status() {
   local line
   if pg_running; then
-    printf '%-10s %-8s pid %-8s 127.0.0.1:%-6s data %s, log %s\n' postgres running "$PG_RUN_PID" "$PG_RUN_PORT" \
+    printf '%-10s %-8s pid %-8s 127.0.0.1:%-6s data %s, log %s\n' postgres \
+      "$(pg_is_paused && echo paused || echo running)" "$PG_RUN_PID" "$PG_RUN_PORT" \
       "$(rel "$PG_DATA")" "$(rel "$PG_LOG")"
   else
     printf '%-10s %-8s pid %-8s 127.0.0.1:%-6s data %s\n' postgres stopped - "$PG_PORT" "$(rel "$PG_DATA")"
@@ -536,7 +817,8 @@ cmd_status() {
     svc_load "$line"
     svc_find_pid
     if [[ -n $S_PID ]]; then
-      printf '%-10s %-8s pid %-8s 127.0.0.1:%-6s log %s, binary %s%s\n' "$S_NAME" running "$S_PID" "$S_PORT" \
+      printf '%-10s %-8s pid %-8s 127.0.0.1:%-6s log %s, binary %s%s\n' "$S_NAME" \
+        "$(is_paused "$S_PID" && echo paused || echo running)" "$S_PID" "$S_PORT" \
         "$(rel "$S_LOG")" "$(rel "$S_RUN_BIN")" "$( (( S_STALE )) && echo ' (rebuilt since start)')"
     elif [[ -x $S_BIN ]]; then
       printf '%-10s %-8s pid %-8s 127.0.0.1:%s\n' "$S_NAME" stopped - "$S_PORT"
@@ -557,6 +839,7 @@ cmd_up() {
   cmd_status
   echo
   echo "Postgres DSN: host=127.0.0.1 port=$PG_PORT dbname=catalog|orders user=postgres"
+  echo "REST gateway: http://127.0.0.1:$SHOPMICRO_GATEWAY_PORT/ (curl it at /healthz, /v1/products)"
   echo "Logs:         $(rel "$LOGS")/"
   echo "Stop:         $(rel "$SELF") down"
 }
@@ -599,6 +882,67 @@ run_suite() {
   return "$rc"
 }
 
+# ThreadSanitizer run of the concurrent unit tests: configure TSAN_BUILD_DIR with
+# -DSVC_SANITIZE=thread, build only the executables of the unit tests whose name contains
+# "concurrent", and run them with TSAN_OPTIONS=halt_on_error=1.
+# Only pure-C unit tests run under TSan. gRPC, absl and libpq from Debian are not
+# TSan-instrumented, so the services and the integration tests would report races inside those
+# uninstrumented libraries (false positives) or miss real ones. The concurrency that is ours, the
+# pkg/resilience engine shared by many threads, is what these tests exercise.
+run_tsan_suite() {
+  local label=tsan dir=$TSAN_BUILD_DIR t0=$SECONDS rc=0 log counts
+  local -a targets=()
+  log="$LOGS/ctest-$label.log"
+  section "$label: configure $(rel "$dir"), build the unit tests named *concurrent*"
+  if ! configure_tree "$dir" -DSVC_SANITIZE=thread -DCMAKE_BUILD_TYPE=Debug; then
+    TEST_SUMMARY+=("$(printf '%-26s FAILED  configure failed (%d s)' "$label $(rel "$dir")" $((SECONDS - t0)))")
+    return 1
+  fi
+  # The ninja target of each matching test: its executable's path relative to the build dir once
+  # it exists, else the test's name (svc_unit_test names the test after its executable's target).
+  mapfile -t targets < <(ctest --test-dir "$dir" -N -L unit -R concurrent --show-only=json-v1 2>/dev/null |
+    python3 -c '
+import json, os, sys
+d = sys.argv[1]
+for t in json.load(sys.stdin).get("tests", []):
+    cmd = t.get("command") or []
+    print(os.path.relpath(cmd[0], d) if cmd and cmd[0].startswith(d + "/") else t["name"])
+' "$dir")
+  if (( ${#targets[@]} == 0 )); then
+    echo "stack: error: no unit test whose name contains 'concurrent' in $(rel "$dir")" >&2
+    TEST_SUMMARY+=("$(printf '%-26s FAILED  no unit test named *concurrent* (%d s)' "$label $(rel "$dir")" $((SECONDS - t0)))")
+    return 1
+  fi
+  local t
+  for t in "${targets[@]}"; do
+    if ! ninja -C "$dir" -t query "$t" >/dev/null 2>&1; then
+      echo "stack: error: $(rel "$dir"): no ninja target '$t' for a test named *concurrent* (name the test after its executable)" >&2
+      TEST_SUMMARY+=("$(printf '%-26s FAILED  no build target %s (%d s)' "$label $(rel "$dir")" "$t" $((SECONDS - t0)))")
+      return 1
+    fi
+  done
+  if ! ninja_tree "$dir" "${targets[@]}"; then
+    TEST_SUMMARY+=("$(printf '%-26s FAILED  build failed (%d s)' "$label $(rel "$dir")" $((SECONDS - t0)))")
+    return 1
+  fi
+  section "$label: ctest --test-dir $(rel "$dir") -L unit -R concurrent"
+  mkdir -p "$LOGS"
+  set +e
+  TSAN_OPTIONS=halt_on_error=1 ctest --test-dir "$dir" -L unit -R concurrent --output-on-failure -j2 --timeout 300 2>&1 |
+    tee "$log"
+  rc=${PIPESTATUS[0]}
+  set -e
+  counts=$(grep -E 'tests passed, [0-9]+ tests failed out of|No tests were found' "$log" | tail -n 1 || true)
+  [[ -n $counts ]] || counts="no ctest summary line (see $(rel "$log"))"
+  if (( rc == 0 )); then
+    TEST_SUMMARY+=("$(printf '%-26s passed  %s (%d s)' "$label $(rel "$dir")" "$counts" $((SECONDS - t0)))")
+  else
+    TEST_SUMMARY+=("$(printf '%-26s FAILED  ctest exit %d: %s (%d s, log %s)' "$label $(rel "$dir")" "$rc" "$counts" \
+      $((SECONDS - t0)) "$(rel "$log")")")
+  fi
+  return "$rc"
+}
+
 TEST_STARTED_PG=0
 test_cleanup() {
   if (( TEST_STARTED_PG )); then
@@ -620,6 +964,7 @@ cmd_test() {
   run_suite normal "$BUILD_DIR" -DCMAKE_BUILD_TYPE=RelWithDebInfo || failed=1
   ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1 \
     run_suite asan "$ASAN_BUILD_DIR" -DSVC_SANITIZE=address -DCMAKE_BUILD_TYPE=Debug || failed=1
+  run_tsan_suite || failed=1
 
   section "test summary ($((SECONDS - t0)) s)"
   for line in "${TEST_SUMMARY[@]}"; do echo "  $line"; done
@@ -634,8 +979,9 @@ cmd_test() {
 
 usage() {
   cat <<EOF
-usage: $(rel "$SELF") <command>
+usage: $(rel "$SELF") <command> [<service>...]
 
+The whole stack:
   deps        install the missing Debian packages of deploy/local/packages.txt
   pg-up       start this repo's Postgres (127.0.0.1:\$SHOPMICRO_PG_PORT, default 55432,
               data in .run/pg/data) and create the databases ${PG_DATABASES[*]}; idempotent
@@ -643,9 +989,21 @@ usage: $(rel "$SELF") <command>
   pg-restart  restart that Postgres (pg_ctl restart -m fast -w)
   build       configure (once) and build \$SHOPMICRO_BUILD_DIR (default build/) with Ninja
   up          deps + pg-up + build, then start every built service in the background
-  down        stop the services (SIGTERM, SIGKILL after ${SERVICE_STOP_TIMEOUT} s), then pg-down
-  status      show Postgres and each service: running/stopped, pid, port
-  test        deps + pg-up, then build + ctest in build/ and in the ASan+UBSan tree build-asan/
+  down        stop the services (SIGTERM, SIGKILL after ${SERVICE_STOP_TIMEOUT} s; paused ones are
+              continued first), then pg-down
+  status      show Postgres and each service: running/paused/stopped, pid, port
+  test        deps + pg-up, then build + ctest in build/ and in the ASan+UBSan tree build-asan/,
+              and the concurrent unit tests under ThreadSanitizer in build-tsan/
+
+One service or more (services: $(service_names)):
+  start       start it (it must be built; postgres: pg-up)
+  stop        SIGTERM, wait up to ${SERVICE_STOP_TIMEOUT} s (\$SHOPMICRO_STOP_TIMEOUT), then SIGKILL (postgres: pg-down)
+  restart     stop, then start (postgres: pg-restart)
+  kill        SIGKILL at once: a crash, no drain (postgres: the postmaster and every child)
+  pause       SIGSTOP: a hung service; its port accepts connections that are never answered
+  resume      SIGCONT after pause
+  logs        follow its log (tail -F); every log when no service is named
+
   help        this text
 
 Run-time files: .run/ (logs in .run/logs/). Variables: see deploy/local/README.md.
@@ -665,6 +1023,8 @@ main() {
     down)         cmd_down ;;
     status)       cmd_status ;;
     test)         cmd_test ;;
+    start|stop|restart|kill|pause|resume) cmd_service "$cmd" "$@" ;;
+    logs)         cmd_logs "$@" ;;
     -h|--help|help) usage ;;
     "")           usage >&2; exit 2 ;;
     *)            printf 'stack: unknown command: %s\n\n' "$cmd" >&2; usage >&2; exit 2 ;;

@@ -1,0 +1,156 @@
+#!/usr/bin/env bash
+# tests/deploy/check_compose.sh: validate deploy/compose/docker-compose.yml without a Docker engine.
+#
+#   check_compose.sh [--root DIR] [NAME=BINARY]...
+#
+# 1. `docker-compose -f FILE config -q` (compose v1, Debian's docker-compose 1.29) and, where the
+#    docker CLI has the compose v2 plugin, `docker compose -f FILE config -q`. Neither contacts an
+#    engine. If neither is installed, the script exits 77 (ctest SKIP_RETURN_CODE); this is the only
+#    reason it skips. `deploy/local/stack.sh deps` installs docker-compose, so CI runs this check.
+# 2. Rules checked on the normalised `config` output (python3-yaml, a dependency of docker-compose):
+#    - every long-running service has a healthcheck and `restart: unless-stopped`;
+#    - every depends_on has a condition: service_healthy on a service that has a healthcheck,
+#      or service_completed_successfully on a one-shot service (`restart: "no"`);
+#    - the services built here all use one image built from one Dockerfile;
+#    - the gateway publishes 8080, and every *_DB_DSN names host=postgres.
+# 3. For each NAME=BINARY (catalog, order, gateway from the build tree), every environment variable
+#    of the compose service whose command is NAME is one that `BINARY --help` documents. A typo
+#    would otherwise be ignored without a word. An empty or unbuilt BINARY is reported as skipped.
+set -euo pipefail
+
+ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd -P)
+if [[ ${1:-} == --root ]]; then
+  ROOT=$(cd "$2" && pwd -P)
+  shift 2
+fi
+FILE="$ROOT/deploy/compose/docker-compose.yml"
+[[ -r $FILE ]] || { echo "check_compose: error: cannot read $FILE" >&2; exit 2; }
+
+declare -a tools=()
+if command -v docker-compose >/dev/null 2>&1; then tools+=(docker-compose); fi
+if command -v docker >/dev/null 2>&1 && docker compose version >/dev/null 2>&1; then tools+=("docker compose"); fi
+if (( ${#tools[@]} == 0 )); then
+  echo "SKIPPED: neither docker-compose (Debian package docker-compose) nor the docker compose v2 plugin is installed;"
+  echo "         'deploy/local/stack.sh deps' installs docker-compose. Nothing was validated."
+  exit 77
+fi
+
+FAILS=0
+normalised=""
+for tool in "${tools[@]}"; do
+  read -r -a cmd <<<"$tool"
+  version=$("${cmd[@]}" version --short 2>/dev/null || "${cmd[@]}" version 2>/dev/null | head -n 1 || true)
+  if out=$("${cmd[@]}" -f "$FILE" config -q 2>&1); then
+    echo "ok:   $tool ($version) -f deploy/compose/docker-compose.yml config -q"
+    [[ -n $out ]] && printf '%s\n' "$out" | sed 's/^/      /'
+    if [[ -z $normalised ]]; then normalised=$("${cmd[@]}" -f "$FILE" config 2>/dev/null); fi
+  else
+    echo "FAIL: $tool ($version) rejects deploy/compose/docker-compose.yml:"
+    printf '%s\n' "$out" | sed 's/^/      /'
+    FAILS=$((FAILS + 1))
+  fi
+done
+
+# Environment variable names that each binary documents (`--help` lists "  NAME (default: ...)").
+help_vars=""
+for arg in "$@"; do
+  name=${arg%%=*}
+  bin=${arg#*=}
+  if [[ -z $bin ]]; then
+    echo "SKIPPED: $name: no such target in this build tree: its environment names are not checked"
+  elif [[ ! -x $bin ]]; then
+    echo "SKIPPED: $name: $bin is not built: its environment names are not checked"
+  else
+    vars=$("$bin" --help 2>&1 | sed -n 's/^  \([A-Z][A-Z0-9_]*\) (default.*/\1/p' | tr '\n' ' ')
+    if [[ -z $vars ]]; then
+      echo "FAIL: $name: '$bin --help' lists no environment variable"
+      FAILS=$((FAILS + 1))
+    fi
+    help_vars+="$name=$vars"$'\n'
+  fi
+done
+
+if [[ -z $normalised ]]; then
+  echo "FAIL: no tool accepted the file, so the rules below were not checked"
+  FAILS=$((FAILS + 1))
+elif ! python3 -c 'import yaml' 2>/dev/null; then
+  echo "SKIPPED: rules: python3-yaml is not installed (it comes with the docker-compose package)"
+else
+  rc=0
+  HELP_VARS=$help_vars python3 - "$normalised" <<'EOF' || rc=$?
+import os, sys, yaml
+
+doc = yaml.safe_load(sys.argv[1])
+svcs = doc.get("services", {})
+fails = 0
+
+def check(ok, msg):
+    global fails
+    print(("ok:   " if ok else "FAIL: ") + msg)
+    if not ok:
+        fails += 1
+
+def one_shot(s):
+    return str(s.get("restart", "no")) in ("no", "False", "false")
+
+help_vars = {}
+for line in os.environ.get("HELP_VARS", "").splitlines():
+    if "=" in line:
+        name, names = line.split("=", 1)
+        help_vars[name] = set(names.split())
+
+images = {}
+for name, s in sorted(svcs.items()):
+    if one_shot(s):
+        check(not s.get("ports"), f"{name}: one-shot service (restart: no) publishes no port")
+    else:
+        check(s.get("restart") == "unless-stopped", f"{name}: restart: unless-stopped")
+        hc = s.get("healthcheck") or {}
+        check(bool(hc.get("test")) and not hc.get("disable"), f"{name}: has a healthcheck")
+    deps = s.get("depends_on") or {}
+    if isinstance(deps, list):
+        deps = {d: {"condition": "service_started"} for d in deps}
+    for dep, spec in sorted(deps.items()):
+        cond = (spec or {}).get("condition", "service_started")
+        target = svcs.get(dep, {})
+        if cond == "service_healthy":
+            check(bool((target.get("healthcheck") or {}).get("test")),
+                  f"{name} -> {dep}: service_healthy on a service with a healthcheck")
+        elif cond == "service_completed_successfully":
+            check(one_shot(target), f"{name} -> {dep}: service_completed_successfully on a one-shot service")
+        else:
+            check(False, f"{name} -> {dep}: condition is {cond}, expected service_healthy or service_completed_successfully")
+    if "build" in s:
+        b = s["build"]
+        images.setdefault((s.get("image"), b.get("context"), b.get("dockerfile")), []).append(name)
+    env = s.get("environment") or {}
+    if isinstance(env, list):
+        env = dict(e.split("=", 1) if "=" in e else (e, "") for e in env)
+    for k, v in sorted(env.items()):
+        if k.endswith("_DB_DSN"):
+            check("host=postgres" in str(v).split(), f"{name}: {k} names host=postgres")
+    cmd = s.get("command") or []
+    if isinstance(cmd, str):
+        cmd = cmd.split()
+    prog = cmd[0] if cmd else None
+    if prog in help_vars:
+        unknown = sorted(k for k in env if k not in help_vars[prog])
+        check(not unknown, f"{name}: every environment variable is documented by '{prog} --help'"
+              + (f" (unknown: {', '.join(unknown)})" if unknown else f" ({len(env)} set)"))
+
+check(len(images) == 1, "the built services share one image and one Dockerfile: "
+      + "; ".join(f"{k[0]} from {k[2]} <- {', '.join(v)}" for k, v in images.items()))
+gw = svcs.get("gateway", {})
+published = [str(p.get("published")) if isinstance(p, dict) else str(p).split(":")[-2] if ":" in str(p) else str(p)
+             for p in gw.get("ports") or []]
+check("8080" in published, "gateway publishes port 8080")
+sys.exit(1 if fails else 0)
+EOF
+  if (( rc != 0 )); then FAILS=$((FAILS + 1)); fi
+fi
+
+if (( FAILS > 0 )); then
+  echo "deploy/compose/docker-compose.yml: $FAILS check group(s) FAILED"
+  exit 1
+fi
+echo "deploy/compose/docker-compose.yml: all checks passed"
