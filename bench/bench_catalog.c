@@ -267,69 +267,31 @@ static void *caller_main(void *arg)
  */
 typedef struct inflight {
     caller_t *c;
-    grpc_call *call;
-    grpc_byte_buffer *send, *recv;
-    grpc_metadata_array md, trailers;
-    grpc_status_code status;
-    grpc_slice details;
-    uint64_t t0;
+    rpc_unary_t u;
 } inflight_t;
 
 static void async_start(inflight_t *f, grpc_completion_queue *cq)
 {
     get_req_t req = SHOPMICRO__CATALOG__V1__GET_PRODUCT_REQUEST__INIT;
-    grpc_op ops[6];
 
-    memset(ops, 0, sizeof ops);
     req.id = g_ids.ids[xorshift(&f->c->rng) % g_ids.n];
-    f->t0 = svc_now_ns();
-    f->send = rpc_message_pack(&req.base);
-    f->recv = NULL;
-    grpc_metadata_array_init(&f->md);
-    grpc_metadata_array_init(&f->trailers);
-    f->details = grpc_empty_slice();
-    f->call = grpc_channel_create_call(
-        g_ch, NULL, GRPC_PROPAGATE_DEFAULTS, cq, grpc_slice_from_static_string(METHOD("GetProduct")),
-        NULL, rpc_deadline_to_timespec(f->t0 + (uint64_t)g_o.deadline_ms * SVC_NS_PER_MS), NULL);
-    ops[0].op = GRPC_OP_SEND_INITIAL_METADATA;
-    ops[1].op = GRPC_OP_SEND_MESSAGE;
-    ops[1].data.send_message.send_message = f->send;
-    ops[2].op = GRPC_OP_SEND_CLOSE_FROM_CLIENT;
-    ops[3].op = GRPC_OP_RECV_INITIAL_METADATA;
-    ops[3].data.recv_initial_metadata.recv_initial_metadata = &f->md;
-    ops[4].op = GRPC_OP_RECV_MESSAGE;
-    ops[4].data.recv_message.recv_message = &f->recv;
-    ops[5].op = GRPC_OP_RECV_STATUS_ON_CLIENT;
-    ops[5].data.recv_status_on_client.trailing_metadata = &f->trailers;
-    ops[5].data.recv_status_on_client.status = &f->status;
-    ops[5].data.recv_status_on_client.status_details = &f->details;
-    if (grpc_call_start_batch(f->call, ops, 6, f, NULL) != GRPC_CALL_OK)
+    if (!rpc_unary_start(&f->u, g_ch, NULL, cq, METHOD("GetProduct"), rpc_message_pack(&req.base),
+                         NULL, 0, svc_now_ns() + (uint64_t)g_o.deadline_ms * SVC_NS_PER_MS, false,
+                         f))
         die("cannot start a call");
 }
 
 static void async_done(inflight_t *f)
 {
-    uint64_t t1 = svc_now_ns();
-    ProtobufCMessage *out = NULL;
-    int st = (int)f->status;
-    char msg[SVC_ERRBUF_LEN] = "";
+    uint64_t t0 = f->u.started_ns;
+    rpc_result_t res;
+    /* Decoded, as a real caller would; a reply that does not decode is INTERNAL. */
+    ProtobufCMessage *out = rpc_unary_finish(&f->u, &shopmicro__catalog__v1__product__descriptor,
+                                             &res);
 
-    if (st == 0) {
-        /* Decode the reply, as a real caller would. */
-        out = rpc_message_unpack(f->recv, &shopmicro__catalog__v1__product__descriptor, NULL);
-        st = out != NULL ? 0 : 13;
-        protobuf_c_message_free_unpacked(out, NULL);
-    } else {
-        snprintf(msg, sizeof msg, "%.*s", (int)GRPC_SLICE_LENGTH(f->details),
-                 (const char *)GRPC_SLICE_START_PTR(f->details));
-    }
-    record(f->c, f->t0, t1, st, msg);
-    grpc_byte_buffer_destroy(f->send);
-    grpc_byte_buffer_destroy(f->recv);
-    grpc_metadata_array_destroy(&f->md);
-    grpc_metadata_array_destroy(&f->trailers);
-    grpc_slice_unref(f->details);
-    grpc_call_unref(f->call);
+    protobuf_c_message_free_unpacked(out, NULL);
+    record(f->c, t0, svc_now_ns(), res.err == SVC_OK ? 0 : res.grpc_status ? res.grpc_status : 13,
+           res.message);
 }
 
 static void run_async(caller_t *callers)

@@ -121,6 +121,12 @@ static svc_err_t create_order(rpc_ctx_t *ctx, const ProtobufCMessage *in, Protob
     /* Every price is known before the transaction begins, so a pricing
      * failure leaves nothing behind: no order, no item, no outbox row. */
     err = ord_price_lines(app->catalog, lines, n, deadline, errbuf);
+    if (err == SVC_EUNAVAIL || err == SVC_ETIMEDOUT) {
+        /* Our catalog client has already retried and may have opened its
+         * breaker; this service is fine. Saying so keeps the gateway from
+         * retrying again or opening its breaker for the order service. */
+        rpc_ctx_mark_dependency_failure(ctx);
+    }
     if (err != SVC_OK)
         return err;
     o = (ord_new_order_t){req->customer_id, lines, n, 0, key, hash};

@@ -59,6 +59,8 @@ rs__class_t rs__classify(const rs_outcome_t *o, bool per_attempt_timer, uint32_t
 {
     rs__class_t c = {RS__VERDICT_SUCCESS, RS__CAUSE_NONE};
 
+    if (o->dependency_failed)
+        return c; /* it answered: up, and the deeper hop already retried */
     switch (o->err) {
     case SVC_OK:
         return c;

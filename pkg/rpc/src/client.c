@@ -16,8 +16,6 @@
 
 #include "rpc_int.h"
 
-#define MAX_MD 16
-
 static pthread_key_t cq_key;
 static pthread_once_t cq_once = PTHREAD_ONCE_INIT;
 
@@ -116,79 +114,111 @@ static void result_set(rpc_result_t *res, grpc_status_code st, grpc_slice detail
         snprintf(res->message, sizeof res->message, "%s", error_string);
 }
 
+bool rpc_unary_start(rpc_unary_t *u, grpc_channel *ch, grpc_call *parent,
+                     grpc_completion_queue *cq, const char *method, grpc_byte_buffer *send,
+                     const rpc_md_t *md, size_t n_md, uint64_t deadline_ns, bool wait_for_ready,
+                     void *tag)
+{
+    grpc_op ops[6];
+
+    memset(u, 0, sizeof *u);
+    u->started_ns = svc_now_ns();
+    u->send = send;
+    if (send == NULL || n_md > RPC_UNARY_MAX_MD) {
+        grpc_byte_buffer_destroy(send);
+        return false;
+    }
+    for (size_t i = 0; i < n_md; i++) {
+        u->md[i].key = grpc_slice_from_static_string(md[i].key);
+        u->md[i].value = grpc_slice_from_static_string(md[i].value);
+    }
+    grpc_metadata_array_init(&u->initial_md);
+    grpc_metadata_array_init(&u->trailers);
+    u->status = GRPC_STATUS_UNKNOWN;
+    u->details = grpc_empty_slice();
+    memset(ops, 0, sizeof ops);
+    ops[0].op = GRPC_OP_SEND_INITIAL_METADATA;
+    ops[0].data.send_initial_metadata.count = n_md;
+    ops[0].data.send_initial_metadata.metadata = u->md;
+    ops[0].flags = wait_for_ready ? GRPC_INITIAL_METADATA_WAIT_FOR_READY : 0;
+    ops[1].op = GRPC_OP_SEND_MESSAGE;
+    ops[1].data.send_message.send_message = u->send;
+    ops[2].op = GRPC_OP_SEND_CLOSE_FROM_CLIENT;
+    ops[3].op = GRPC_OP_RECV_INITIAL_METADATA;
+    ops[3].data.recv_initial_metadata.recv_initial_metadata = &u->initial_md;
+    ops[4].op = GRPC_OP_RECV_MESSAGE;
+    ops[4].data.recv_message.recv_message = &u->recv;
+    ops[5].op = GRPC_OP_RECV_STATUS_ON_CLIENT;
+    ops[5].data.recv_status_on_client.trailing_metadata = &u->trailers;
+    ops[5].data.recv_status_on_client.status = &u->status;
+    ops[5].data.recv_status_on_client.status_details = &u->details;
+    ops[5].data.recv_status_on_client.error_string = &u->error_string;
+    u->call = grpc_channel_create_call(ch, parent, GRPC_PROPAGATE_DEFAULTS, cq,
+                                       grpc_slice_from_static_string(method), NULL,
+                                       rpc_deadline_to_timespec(deadline_ns), NULL);
+    if (grpc_call_start_batch(u->call, ops, SVC_COUNTOF(ops), tag, NULL) == GRPC_CALL_OK)
+        return true;
+    u->status = GRPC_STATUS_INTERNAL;
+    rpc_unary_finish(u, NULL, NULL);
+    return false;
+}
+
+ProtobufCMessage *rpc_unary_finish(rpc_unary_t *u, const ProtobufCMessageDescriptor *resp_desc,
+                                   rpc_result_t *res)
+{
+    ProtobufCMessage *m = NULL;
+
+    if (res != NULL) {
+        memset(res, 0, sizeof *res);
+        const char *v;
+        size_t n;
+
+        result_set(res, u->status, u->details, u->error_string);
+        keep_pushback(&u->trailers, res);
+        res->dependency_failure =
+            res->err != SVC_OK && rpc_md_find(&u->trailers, RPC_DEPENDENCY_FAILURE_MD, &v, &n);
+        if (res->err == SVC_OK) {
+            m = rpc_message_unpack(u->recv, resp_desc, NULL);
+            if (m == NULL) {
+                res->err = SVC_EINTERNAL;
+                snprintf(res->message, sizeof res->message, "reply is not a valid %s",
+                         resp_desc->name);
+            }
+        }
+        res->elapsed_ns = svc_now_ns() - u->started_ns;
+    }
+    grpc_slice_unref(u->details);
+    gpr_free((void *)u->error_string);
+    grpc_metadata_array_destroy(&u->initial_md);
+    grpc_metadata_array_destroy(&u->trailers);
+    grpc_byte_buffer_destroy(u->send);
+    grpc_byte_buffer_destroy(u->recv);
+    grpc_call_unref(u->call);
+    memset(u, 0, sizeof *u);
+    return m;
+}
+
 svc_err_t rpc_call_unary(grpc_channel *ch, const char *method, const ProtobufCMessage *req,
                          const ProtobufCMessageDescriptor *resp_desc, ProtobufCMessage **resp,
                          const rpc_call_opts_t *o, rpc_result_t *res)
 {
     grpc_completion_queue *cq = thread_cq();
-    grpc_metadata md[MAX_MD];
-    grpc_metadata_array initial_md, trailers;
-    grpc_byte_buffer *send = NULL, *recv = NULL;
-    grpc_status_code status = GRPC_STATUS_UNKNOWN;
-    grpc_slice details = grpc_empty_slice();
-    const char *error_string = NULL;
-    size_t n_md = o->n_md < MAX_MD ? o->n_md : MAX_MD;
-    grpc_op ops[6];
-    grpc_call *call;
-    grpc_call_error rc;
-    uint64_t t0;
+    rpc_unary_t u;
     int tag;
 
-    memset(res, 0, sizeof *res);
     *resp = NULL;
-    t0 = svc_now_ns();
-    call = grpc_channel_create_call(ch, o->parent != NULL ? rpc_ctx_call(o->parent) : NULL,
-                                    GRPC_PROPAGATE_DEFAULTS, cq,
-                                    grpc_slice_from_static_string(method), NULL,
-                                    rpc_deadline_to_timespec(o->deadline_ns), NULL);
-    for (size_t i = 0; i < n_md; i++) {
-        md[i].key = grpc_slice_from_static_string(o->md[i].key);
-        md[i].value = grpc_slice_from_static_string(o->md[i].value);
+    if (!rpc_unary_start(&u, ch, o->parent != NULL ? rpc_ctx_call(o->parent) : NULL, cq, method,
+                         rpc_message_pack(req), o->md, o->n_md, o->deadline_ns,
+                         o->wait_for_ready, &tag)) {
+        memset(res, 0, sizeof *res);
+        res->err = SVC_EINTERNAL;
+        res->grpc_status = GRPC_STATUS_INTERNAL;
+        snprintf(res->message, sizeof res->message, "cannot start the call (%zu metadata entries, "
+                 "at most %d)", o->n_md, RPC_UNARY_MAX_MD);
+        return res->err;
     }
-    send = rpc_message_pack(req);
-    grpc_metadata_array_init(&initial_md);
-    grpc_metadata_array_init(&trailers);
-    memset(ops, 0, sizeof ops);
-    ops[0].op = GRPC_OP_SEND_INITIAL_METADATA;
-    ops[0].data.send_initial_metadata.count = n_md;
-    ops[0].data.send_initial_metadata.metadata = md;
-    ops[0].flags = o->wait_for_ready ? GRPC_INITIAL_METADATA_WAIT_FOR_READY : 0;
-    ops[1].op = GRPC_OP_SEND_MESSAGE;
-    ops[1].data.send_message.send_message = send;
-    ops[2].op = GRPC_OP_SEND_CLOSE_FROM_CLIENT;
-    ops[3].op = GRPC_OP_RECV_INITIAL_METADATA;
-    ops[3].data.recv_initial_metadata.recv_initial_metadata = &initial_md;
-    ops[4].op = GRPC_OP_RECV_MESSAGE;
-    ops[4].data.recv_message.recv_message = &recv;
-    ops[5].op = GRPC_OP_RECV_STATUS_ON_CLIENT;
-    ops[5].data.recv_status_on_client.trailing_metadata = &trailers;
-    ops[5].data.recv_status_on_client.status = &status;
-    ops[5].data.recv_status_on_client.status_details = &details;
-    ops[5].data.recv_status_on_client.error_string = &error_string;
-    rc = grpc_call_start_batch(call, ops, SVC_COUNTOF(ops), &tag, NULL);
-    if (rc == GRPC_CALL_OK)
-        grpc_completion_queue_pluck(cq, &tag, gpr_inf_future(GPR_CLOCK_REALTIME), NULL);
-    else
-        status = GRPC_STATUS_INTERNAL;
-
-    result_set(res, status, details, error_string);
-    keep_pushback(&trailers, res);
-    if (res->err == SVC_OK) {
-        *resp = rpc_message_unpack(recv, resp_desc, NULL);
-        if (*resp == NULL) {
-            res->err = SVC_EINTERNAL;
-            snprintf(res->message, sizeof res->message, "reply is not a valid %s",
-                     resp_desc->name);
-        }
-    }
-    res->elapsed_ns = svc_now_ns() - t0;
-
-    grpc_slice_unref(details);
-    gpr_free((void *)error_string);
-    grpc_metadata_array_destroy(&initial_md);
-    grpc_metadata_array_destroy(&trailers);
-    grpc_byte_buffer_destroy(send);
-    grpc_byte_buffer_destroy(recv);
-    grpc_call_unref(call);
+    /* The batch always completes, at the latest at the deadline. */
+    grpc_completion_queue_pluck(cq, &tag, gpr_inf_future(GPR_CLOCK_REALTIME), NULL);
+    *resp = rpc_unary_finish(&u, resp_desc, res);
     return res->err;
 }

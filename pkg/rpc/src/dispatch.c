@@ -222,6 +222,11 @@ void *rpc_ctx_app(rpc_ctx_t *c)
     return c->app;
 }
 
+void rpc_ctx_mark_dependency_failure(rpc_ctx_t *c)
+{
+    c->dependency_failure = true;
+}
+
 grpc_call *rpc_ctx_call(rpc_ctx_t *c)
 {
     return c->call;

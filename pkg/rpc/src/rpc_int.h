@@ -29,6 +29,7 @@ struct rpc_ctx {
     void *app;
     grpc_call *call;
     const grpc_metadata_array *md;
+    bool dependency_failure;
     rpc__arena_t arena;
 };
 

@@ -208,6 +208,9 @@ static grpc_byte_buffer *encode(const ProtobufCMessage *m, svc_err_t *err, char 
     return bb;
 }
 
+/* The trailer of rpc_ctx_mark_dependency_failure(); static, never freed. */
+static grpc_metadata dependency_failure_md;
+
 /* Stands in for a path that is not in the table, for logs. */
 static const rpc_method_t unknown_method = {"(unknown method)", NULL, NULL};
 
@@ -228,6 +231,7 @@ static void serve(slot_t *s, bool received)
     s->ctx.app = s->w->srv->o.app;
     s->ctx.call = s->call;
     s->ctx.md = &s->md;
+    s->ctx.dependency_failure = false;
     take_request_id(s);
     svc_log_set_request_id(s->request_id);
 
@@ -266,6 +270,10 @@ static void serve(slot_t *s, bool received)
         ops[n++].data.send_message.send_message = s->reply;
     }
     ops[n].op = GRPC_OP_SEND_STATUS_FROM_SERVER;
+    if (s->err != SVC_OK && s->ctx.dependency_failure) {
+        ops[n].data.send_status_from_server.trailing_metadata_count = 1;
+        ops[n].data.send_status_from_server.trailing_metadata = &dependency_failure_md;
+    }
     ops[n].data.send_status_from_server.status = (grpc_status_code)svc_err_to_grpc(s->err);
     ops[n++].data.send_status_from_server.status_details = s->err == SVC_OK ? NULL : &s->details;
     ops[n].op = GRPC_OP_RECV_CLOSE_ON_SERVER;
@@ -450,6 +458,8 @@ svc_err_t rpc_server_new(const rpc_server_opts_t *o, const rpc_method_t *methods
     s->methods = methods;
     s->n_methods = n;
     s->mod = o->log_module != NULL ? o->log_module : "rpc";
+    dependency_failure_md.key = grpc_slice_from_static_string(RPC_DEPENDENCY_FAILURE_MD);
+    dependency_failure_md.value = grpc_slice_from_static_string("1");
     pthread_mutex_init(&s->mu, NULL);
     pthread_cond_init(&s->cv, NULL);
     if (o->workers < 1 || o->listen == NULL) {

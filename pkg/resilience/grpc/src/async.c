@@ -12,7 +12,6 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include <grpc/support/alloc.h>
 
 #include "async.h"
 
@@ -30,19 +29,14 @@ struct rs_grpc_async {
     rpc_md_t md[RS_GRPC_MAX_MD];
     char *md_strings;
 
-    pthread_mutex_t mu;       /* guards call and cancelled against rs_grpc_cancel */
-    grpc_call *call;          /* the attempt in flight, or NULL */
+    pthread_mutex_t mu;       /* guards in_flight and cancelled against rs_grpc_cancel */
+    bool in_flight;           /* u.call is an attempt on the wire */
     bool cancelled;
 
     /* per attempt */
+    rpc_unary_t u;
     rpc_md_t attempt_md[RS_GRPC_MAX_MD + 1];
     char attempt_num[12];
-    grpc_metadata send_md[RS_GRPC_MAX_MD + 1];
-    grpc_byte_buffer *send, *recv;
-    grpc_metadata_array initial_md, trailers;
-    grpc_status_code status;
-    grpc_slice details;
-    const char *error_string;
     char message[SVC_ERRBUF_LEN];
 
     uint64_t due_ns;          /* backoff timer */
@@ -159,54 +153,10 @@ void rs__timers_dispose(rs_grpc_client_t *cl)
  * Attempts
  * ------------------------------------------------------------------------ */
 
-static void attempt_reset(rs_grpc_async_t *a)
-{
-    a->send = grpc_byte_buffer_copy(a->request);
-    a->recv = NULL;
-    grpc_metadata_array_init(&a->initial_md);
-    grpc_metadata_array_init(&a->trailers);
-    a->status = GRPC_STATUS_UNKNOWN;
-    a->details = grpc_empty_slice();
-    a->error_string = NULL;
-}
-
-static void attempt_dispose(rs_grpc_async_t *a)
-{
-    grpc_byte_buffer_destroy(a->send);
-    grpc_byte_buffer_destroy(a->recv);
-    grpc_metadata_array_destroy(&a->initial_md);
-    grpc_metadata_array_destroy(&a->trailers);
-    grpc_slice_unref(a->details);
-    gpr_free((void *)a->error_string);
-    a->send = a->recv = NULL;
-    a->error_string = NULL;
-}
-
 static bool start_batch(rs_grpc_async_t *a, uint64_t deadline_ns, uint32_t number)
 {
     size_t n = rs__md_with_attempt(&a->o, number, a->attempt_num, a->attempt_md);
-    grpc_op ops[6];
-
-    for (size_t i = 0; i < n; i++) {
-        a->send_md[i].key = grpc_slice_from_static_string(a->attempt_md[i].key);
-        a->send_md[i].value = grpc_slice_from_static_string(a->attempt_md[i].value);
-    }
-    memset(ops, 0, sizeof ops);
-    ops[0].op = GRPC_OP_SEND_INITIAL_METADATA;
-    ops[0].data.send_initial_metadata.count = n;
-    ops[0].data.send_initial_metadata.metadata = a->send_md;
-    ops[1].op = GRPC_OP_SEND_MESSAGE;
-    ops[1].data.send_message.send_message = a->send;
-    ops[2].op = GRPC_OP_SEND_CLOSE_FROM_CLIENT;
-    ops[3].op = GRPC_OP_RECV_INITIAL_METADATA;
-    ops[3].data.recv_initial_metadata.recv_initial_metadata = &a->initial_md;
-    ops[4].op = GRPC_OP_RECV_MESSAGE;
-    ops[4].data.recv_message.recv_message = &a->recv;
-    ops[5].op = GRPC_OP_RECV_STATUS_ON_CLIENT;
-    ops[5].data.recv_status_on_client.trailing_metadata = &a->trailers;
-    ops[5].data.recv_status_on_client.status = &a->status;
-    ops[5].data.recv_status_on_client.status_details = &a->details;
-    ops[5].data.recv_status_on_client.error_string = &a->error_string;
+    bool started;
 
     pthread_mutex_lock(&a->mu);
     if (a->cancelled) {
@@ -214,18 +164,14 @@ static bool start_batch(rs_grpc_async_t *a, uint64_t deadline_ns, uint32_t numbe
         snprintf(a->message, sizeof a->message, "cancelled by the caller");
         return false;
     }
-    a->call = grpc_channel_create_call(a->cl->ch, NULL, GRPC_PROPAGATE_DEFAULTS, a->cl->cq,
-                                       grpc_slice_from_static_string(a->method), NULL,
-                                       rpc_deadline_to_timespec(deadline_ns), NULL);
-    if (grpc_call_start_batch(a->call, ops, SVC_COUNTOF(ops), a, NULL) != GRPC_CALL_OK) {
-        grpc_call_unref(a->call);
-        a->call = NULL;
-        pthread_mutex_unlock(&a->mu);
-        snprintf(a->message, sizeof a->message, "cannot start the call");
-        return false;
-    }
+    started = rpc_unary_start(&a->u, a->cl->ch, NULL, a->cl->cq, a->method,
+                              grpc_byte_buffer_copy(a->request), a->attempt_md, n, deadline_ns,
+                              false, a);
+    a->in_flight = started;
     pthread_mutex_unlock(&a->mu);
-    return true;
+    if (!started)
+        snprintf(a->message, sizeof a->message, "cannot start the call");
+    return started;
 }
 
 /* Starts a retry, or ends the call if the engine says no (deadline,
@@ -249,45 +195,22 @@ static void start_attempt(rs_grpc_async_t *a)
         complete(a, NULL);
         return;
     }
-    attempt_reset(a);
-    if (!start_batch(a, deadline, rs_call_attempts(&a->rc))) {
-        attempt_dispose(a);
+    if (!start_batch(a, deadline, rs_call_attempts(&a->rc)))
         complete(a, NULL);
-    }
-}
-
-static int64_t pushback_of(const grpc_metadata_array *trailers)
-{
-    const char *v;
-    size_t n;
-
-    return rpc_md_find(trailers, "grpc-retry-pushback-ms", &v, &n) ? rs_pushback_parse_grpc(v, n)
-                                                                   : RS_PUSHBACK_NONE;
 }
 
 /* Turns a finished attempt into an outcome (and a reply, on success). */
 static ProtobufCMessage *collect(rs_grpc_async_t *a, rs_outcome_t *o)
 {
-    size_t n = GRPC_SLICE_LENGTH(a->details);
-    ProtobufCMessage *resp = NULL;
+    rpc_result_t r;
+    ProtobufCMessage *resp = rpc_unary_finish(&a->u, a->resp_desc, &r);
 
-    o->err = svc_err_from_grpc((int)a->status);
-    if (n >= sizeof a->message)
-        n = sizeof a->message - 1;
-    memcpy(a->message, GRPC_SLICE_START_PTR(a->details), n);
-    a->message[n] = '\0';
-    if (n == 0 && o->err != SVC_OK && a->error_string != NULL)
-        snprintf(a->message, sizeof a->message, "%s", a->error_string);
-    if (o->err == SVC_OK) {
-        resp = rpc_message_unpack(a->recv, a->resp_desc, NULL);
-        if (resp == NULL) {
-            o->err = SVC_EINTERNAL;
-            snprintf(a->message, sizeof a->message, "reply is not a valid %s",
-                     a->resp_desc->name);
-        }
-    }
-    o->attempt_timer_fired = o->err == SVC_ETIMEDOUT;
-    o->pushback_ms = pushback_of(&a->trailers);
+    memcpy(a->message, r.message, sizeof a->message);
+    o->err = r.err;
+    o->attempt_timer_fired = r.err == SVC_ETIMEDOUT;
+    o->dependency_failed = r.dependency_failure;
+    o->pushback_ms = r.has_pushback ? rs_pushback_parse_grpc(r.pushback, strlen(r.pushback))
+                                    : RS_PUSHBACK_NONE;
     o->detail = a->message;
     return resp;
 }
@@ -301,12 +224,10 @@ void rs__async_attempt_done(void *tag)
     bool cancelled;
 
     pthread_mutex_lock(&a->mu);
-    grpc_call_unref(a->call);
-    a->call = NULL;
+    a->in_flight = false;
     cancelled = a->cancelled;
     pthread_mutex_unlock(&a->mu);
     resp = collect(a, &o);
-    attempt_dispose(a);
     if (cancelled) {
         snprintf(a->message, sizeof a->message, "cancelled by the caller");
         complete(a, resp); /* finish before a verdict: reason cancelled */
@@ -411,13 +332,11 @@ svc_err_t rs_grpc_call_async(rs_grpc_client_t *cl, const char *method,
     if (err == SVC_OK)
         err = rs_call_attempt(&a->rc, &deadline);
     if (err == SVC_OK) {
-        attempt_reset(a);
         if (start_batch(a, deadline, 1)) {
             if (handle != NULL)
                 *handle = a;
             return SVC_OK;
         }
-        attempt_dispose(a);
         err = SVC_EINTERNAL;
     }
     /* Rejected before anything is in flight: answer synchronously and never
@@ -435,8 +354,8 @@ void rs_grpc_cancel(rs_grpc_async_t *h)
 {
     pthread_mutex_lock(&h->mu);
     h->cancelled = true;
-    if (h->call != NULL)
-        grpc_call_cancel(h->call, NULL);
+    if (h->in_flight)
+        grpc_call_cancel(h->u.call, NULL);
     pthread_mutex_unlock(&h->mu);
     unref(h);
 }

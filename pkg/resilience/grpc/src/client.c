@@ -228,6 +228,7 @@ static void blocking_attempt(void *arg, const rs_attempt_t *at, rs_outcome_t *ou
      * deadline is part of it), so DEADLINE_EXCEEDED is "our timer fired";
      * the engine itself tells it apart from the caller's overall deadline. */
     out->attempt_timer_fired = r.err == SVC_ETIMEDOUT;
+    out->dependency_failed = r.dependency_failure;
     out->pushback_ms = r.has_pushback ? rs_pushback_parse_grpc(r.pushback, strlen(r.pushback))
                                       : RS_PUSHBACK_NONE;
     out->detail = b->message;

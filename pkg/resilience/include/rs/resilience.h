@@ -283,9 +283,16 @@ typedef struct rs_outcome {
     int64_t pushback_ms;      /* RS_PUSHBACK_NONE, RS_PUSHBACK_STOP or >= 0 */
     int http_status;          /* 0 for gRPC, and for HTTP connection errors */
     const char *detail;       /* optional transport text for the log; borrowed */
+    /* The upstream answered, and its answer says a dependency of ITS OWN
+     * failed (e.g. order's "catalog unavailable"). The upstream itself is up,
+     * so the breaker counts a success; and the deeper hop has done its own
+     * retrying, so this one never retries (retrying at every layer multiplies
+     * load: 3 attempts at each of 3 hops is 27). The error still goes to the
+     * caller unchanged. */
+    bool dependency_failed;
 } rs_outcome_t;
 
-#define RS_OUTCOME_INIT {SVC_OK, false, RS_PUSHBACK_NONE, 0, NULL}
+#define RS_OUTCOME_INIT {SVC_OK, false, RS_PUSHBACK_NONE, 0, NULL, false}
 
 typedef enum rs_action {
     RS_DONE,  /* success: return the response */

@@ -116,6 +116,13 @@ void *rpc_ctx_alloc(rpc_ctx_t *c, size_t n);
 char *rpc_ctx_strdup(rpc_ctx_t *c, const char *s);
 /* The call's arena as an svc_alloc_t, for stores that build replies. */
 svc_alloc_t rpc_ctx_allocator(rpc_ctx_t *c);
+/* Says that the call is failing because a dependency of this service failed
+ * (not this service itself): the reply carries trailer
+ * RPC_DEPENDENCY_FAILURE_MD, so a guarded client counts it as "the server is
+ * up" and does not retry what this service already retried. */
+#define RPC_DEPENDENCY_FAILURE_MD "shopmicro-dependency-failure"
+void rpc_ctx_mark_dependency_failure(rpc_ctx_t *c);
+
 /* The underlying server call, for deadline/cancellation propagation to
  * outgoing calls (rpc_call_opts_t.parent). Valid until the handler returns. */
 grpc_call *rpc_ctx_call(rpc_ctx_t *c);
@@ -157,6 +164,7 @@ typedef struct rpc_result {
     svc_err_t err;                  /* from the gRPC status                   */
     int grpc_status;                /* 0..16                                  */
     char message[SVC_ERRBUF_LEN];   /* the status message                     */
+    bool dependency_failure;        /* the server marked it (RPC_DEPENDENCY_FAILURE_MD) */
     bool has_pushback;              /* a grpc-retry-pushback-ms trailer came back ... */
     char pushback[24];              /* ... with this raw value (pkg/resilience parses it) */
     uint64_t elapsed_ns;
@@ -171,6 +179,46 @@ typedef struct rpc_result {
 svc_err_t rpc_call_unary(grpc_channel *ch, const char *method, const ProtobufCMessage *req,
                          const ProtobufCMessageDescriptor *resp_desc, ProtobufCMessage **resp,
                          const rpc_call_opts_t *o, rpc_result_t *res);
+
+/* ------------------------------------------------------------------------
+ * One unary call as a single batch, for callers that drive a completion
+ * queue themselves (pkg/resilience's async binding, load generators).
+ * rpc_call_unary is this plus a per-thread pluck queue.
+ * ------------------------------------------------------------------------ */
+
+#define RPC_UNARY_MAX_MD 16
+
+typedef struct rpc_unary {
+    grpc_call *call;               /* valid from start until finish (for cancel) */
+    /* private: the batch's buffers */
+    grpc_metadata md[RPC_UNARY_MAX_MD];
+    grpc_byte_buffer *send, *recv;
+    grpc_metadata_array initial_md, trailers;
+    grpc_status_code status;
+    grpc_slice details;
+    const char *error_string;
+    uint64_t started_ns;
+} rpc_unary_t;
+
+/*
+ * Creates the call on cq and starts its six operations with `tag`; the
+ * completion arrives on cq. Takes ownership of send (a packed request),
+ * even on failure. md (at most RPC_UNARY_MAX_MD, more are an error) is
+ * borrowed until the completion. parent NULL: none. Returns false when the
+ * batch did not start; then everything is released and no completion comes.
+ */
+bool rpc_unary_start(rpc_unary_t *u, grpc_channel *ch, grpc_call *parent,
+                     grpc_completion_queue *cq, const char *method, grpc_byte_buffer *send,
+                     const rpc_md_t *md, size_t n_md, uint64_t deadline_ns, bool wait_for_ready,
+                     void *tag);
+/*
+ * After the completion: fills res (status, message, pushback, elapsed),
+ * decodes the reply on OK (NULL and res->err = SVC_EINTERNAL if it does
+ * not decode), and releases the call and every buffer. The reply is owned
+ * by caller (protobuf_c_message_free_unpacked(m, NULL)).
+ */
+ProtobufCMessage *rpc_unary_finish(rpc_unary_t *u, const ProtobufCMessageDescriptor *resp_desc,
+                                   rpc_result_t *res);
 
 /* ------------------------------------------------------------------------
  * Helpers shared by the server, the blocking client and pkg/resilience's

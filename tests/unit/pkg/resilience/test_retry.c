@@ -76,6 +76,30 @@ static void only_transient_outcomes_are_retried(void **state)
     }
 }
 
+/* An upstream that answers "my own dependency failed" is up, and has done
+ * its own retrying: not retried here, and the breaker counts it a success. */
+static void dependency_failures_are_not_retried_and_never_trip(void **state)
+{
+    rt_t *t = *state;
+
+    t->opts.breaker.failures = 3;
+    rt_start(t);
+    for (int i = 0; i < 10; i++) {
+        rt_script_t s;
+        rs_result_t res;
+
+        rt_script_init(&s, t, SVC_OK, 2);
+        s.outcomes[0].err = i % 2 ? SVC_EUNAVAIL : SVC_ETIMEDOUT;
+        s.outcomes[0].attempt_timer_fired = i % 2 == 0;
+        s.outcomes[0].dependency_failed = true;
+        assert_int_equal(rt_run(t, GET_PRODUCT, SVC_DEADLINE_NONE, &s, &res),
+                         s.outcomes[0].err);
+        assert_int_equal(res.reason, RS_REASON_NOT_RETRYABLE);
+        assert_int_equal(res.attempts, 1);
+    }
+    assert_int_equal(rs_upstream_breaker_state(t->up), RS_BREAKER_CLOSED);
+}
+
 static void check_not_retried(rt_t *t, const char *method)
 {
     rt_script_t s;
@@ -504,6 +528,7 @@ int main(void)
 {
     const struct CMUnitTest tests[] = {
         T(only_transient_outcomes_are_retried),
+        T(dependency_failures_are_not_retried_and_never_trip),
         T(only_idempotent_methods_are_retried),
         T(attempts_are_counted_and_capped),
         T(method_rows_override_the_policy),
