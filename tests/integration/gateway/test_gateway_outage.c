@@ -114,6 +114,42 @@ static void catalog_down_then_breaker_open(void **state)
     curl_easy_cleanup(h);
 }
 
+static int setup_with_order(void **state)
+{
+    return gw_it_setup_env(state, true, NULL);
+}
+
+/* The catalog is down, the order service is up: order answers 503 "catalog
+ * unavailable" and marks it a dependency failure, so the gateway neither
+ * retries it nor opens ITS breaker for order - GetOrder keeps working. */
+static void catalog_down_does_not_open_the_gateways_order_breaker(void **state)
+{
+    static const char body[] = "{\"customer_id\":\"c1\",\"items\":[{\"product_id\":"
+                               "\"00000000-0000-4000-8000-000000000001\",\"quantity\":1}]}";
+    gw_it_t *t = *state;
+    CURL *h = curl_easy_init();
+    gw_res_t r;
+
+    if (!gw_it_have_order())
+        skip();
+    kill_catalog(t);
+    for (int i = 0; i < 8; i++) {
+        gw_call(h, t, "POST", "/v1/orders", body, NULL, &r);
+        gw_assert_error(&r, 503, 14, "catalog unavailable");
+        gw_res_free(&r);
+    }
+    gw_call(h, t, "GET", "/v1/orders/00000000-0000-4000-8000-000000000002", NULL, NULL, &r);
+    gw_assert_error(&r, 404, 5, "order not found");
+    gw_res_free(&r);
+    gw_call(h, t, "GET", "/readyz", NULL, NULL, &r);
+    assert_non_null(strstr(r.body, "{\"name\":\"order\",\"target\":\""));
+    if (strstr(r.body, "\"breaker\":\"open\",\"connectivity\":\"ready\"") != NULL)
+        fail_msg("a breaker is open with its upstream ready: %s", r.body);
+    gw_res_free(&r);
+    assert_false(spawn_log_contains(t->gw, "breaker order: closed -> open"));
+    curl_easy_cleanup(h);
+}
+
 static void frozen_catalog_deadline_and_disconnect(void **state)
 {
     gw_it_t *t = *state;
@@ -316,6 +352,8 @@ int main(void)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test_setup_teardown(catalog_down_then_breaker_open, setup_fast_retries,
                                         gw_it_teardown),
+        cmocka_unit_test_setup_teardown(catalog_down_does_not_open_the_gateways_order_breaker,
+                                        setup_with_order, gw_it_teardown),
         cmocka_unit_test_setup_teardown(frozen_catalog_deadline_and_disconnect, setup_plain,
                                         gw_it_teardown),
         cmocka_unit_test_setup_teardown(sigterm_drains_in_flight_requests, setup_drain_3s,
