@@ -419,12 +419,65 @@ static void parse_args(int argc, char **argv)
     }
 }
 
-int main(int argc, char **argv)
+/* Merges every caller's figures and prints them, ending with the RESULT line. */
+static void report(const caller_t *callers)
 {
-    caller_t *callers;
     uint64_t *all, ok = 0, errors = 0, warm = 0;
     size_t n_all = 0;
     double sum_ms = 0;
+
+    for (int i = 0; i < g_o.threads; i++)
+        n_all += callers[i].n_lat;
+    all = malloc((n_all ? n_all : 1) * sizeof *all);
+    if (all == NULL)
+        die("out of memory");
+    n_all = 0;
+    for (int i = 0; i < g_o.threads; i++) {
+        memcpy(all + n_all, callers[i].lat, callers[i].n_lat * sizeof *all);
+        n_all += callers[i].n_lat;
+        warm += callers[i].warmup_calls;
+        ok += callers[i].by_status[0];
+        for (int s = 1; s < N_STATUS; s++)
+            errors += callers[i].by_status[s];
+    }
+    qsort(all, n_all, sizeof *all, cmp_u64);
+    for (size_t i = 0; i < n_all; i++)
+        sum_ms += (double)all[i] / 1e6;
+
+    {
+        double rate = (double)ok / g_o.seconds;
+        double p50 = pct_ms(all, n_all, 50), p90 = pct_ms(all, n_all, 90);
+        double p99 = pct_ms(all, n_all, 99), mx = n_all ? (double)all[n_all - 1] / 1e6 : 0;
+        double mean = n_all ? sum_ms / (double)n_all : 0;
+
+        printf("GetProduct: %" PRIu64 " successful calls in %.1f s = %.0f calls/s "
+               "(%" PRIu64 " failed; %" PRIu64 " outside the window not counted)\n",
+               ok, g_o.seconds, rate, errors, warm);
+        printf("latency ms: mean %.3f  p50 %.3f  p90 %.3f  p99 %.3f  max %.3f\n", mean, p50, p90,
+               p99, mx);
+        printf("errors: %" PRIu64 "%s\n", errors, errors ? " by status:" : "");
+        for (int s = 1; s < N_STATUS; s++) {
+            uint64_t n = 0;
+            const char *msg = "";
+            for (int i = 0; i < g_o.threads; i++) {
+                n += callers[i].by_status[s];
+                if (callers[i].last_error[s][0] != '\0')
+                    msg = callers[i].last_error[s];
+            }
+            if (n > 0)
+                printf("  %-20s %" PRIu64 "  (e.g. \"%s\")\n", status_names[s], n, msg);
+        }
+        printf("RESULT calls_per_s=%.0f p50_ms=%.3f p90_ms=%.3f p99_ms=%.3f max_ms=%.3f "
+               "errors=%" PRIu64 " threads=%d seconds=%.1f\n",
+               rate, p50, p90, p99, mx, errors, g_o.threads, g_o.seconds);
+    }
+
+    free(all);
+}
+
+int main(int argc, char **argv)
+{
+    caller_t *callers;
 
     parse_args(argc, argv);
     grpc_init();
@@ -481,53 +534,7 @@ int main(int argc, char **argv)
             pthread_join(callers[i].thread, NULL);
     }
 
-    for (int i = 0; i < g_o.threads; i++)
-        n_all += callers[i].n_lat;
-    all = malloc((n_all ? n_all : 1) * sizeof *all);
-    if (all == NULL)
-        die("out of memory");
-    n_all = 0;
-    for (int i = 0; i < g_o.threads; i++) {
-        memcpy(all + n_all, callers[i].lat, callers[i].n_lat * sizeof *all);
-        n_all += callers[i].n_lat;
-        warm += callers[i].warmup_calls;
-        ok += callers[i].by_status[0];
-        for (int s = 1; s < N_STATUS; s++)
-            errors += callers[i].by_status[s];
-    }
-    qsort(all, n_all, sizeof *all, cmp_u64);
-    for (size_t i = 0; i < n_all; i++)
-        sum_ms += (double)all[i] / 1e6;
-
-    {
-        double rate = (double)ok / g_o.seconds;
-        double p50 = pct_ms(all, n_all, 50), p90 = pct_ms(all, n_all, 90);
-        double p99 = pct_ms(all, n_all, 99), mx = n_all ? (double)all[n_all - 1] / 1e6 : 0;
-        double mean = n_all ? sum_ms / (double)n_all : 0;
-
-        printf("GetProduct: %" PRIu64 " successful calls in %.1f s = %.0f calls/s "
-               "(%" PRIu64 " failed; %" PRIu64 " outside the window not counted)\n",
-               ok, g_o.seconds, rate, errors, warm);
-        printf("latency ms: mean %.3f  p50 %.3f  p90 %.3f  p99 %.3f  max %.3f\n", mean, p50, p90,
-               p99, mx);
-        printf("errors: %" PRIu64 "%s\n", errors, errors ? " by status:" : "");
-        for (int s = 1; s < N_STATUS; s++) {
-            uint64_t n = 0;
-            const char *msg = "";
-            for (int i = 0; i < g_o.threads; i++) {
-                n += callers[i].by_status[s];
-                if (callers[i].last_error[s][0] != '\0')
-                    msg = callers[i].last_error[s];
-            }
-            if (n > 0)
-                printf("  %-20s %" PRIu64 "  (e.g. \"%s\")\n", status_names[s], n, msg);
-        }
-        printf("RESULT calls_per_s=%.0f p50_ms=%.3f p90_ms=%.3f p99_ms=%.3f max_ms=%.3f "
-               "errors=%" PRIu64 " threads=%d seconds=%.1f\n",
-               rate, p50, p90, p99, mx, errors, g_o.threads, g_o.seconds);
-    }
-
-    free(all);
+    report(callers);
     for (int i = 0; i < g_o.threads; i++)
         free(callers[i].lat);
     free(callers);
