@@ -3,7 +3,8 @@
 #
 # Installs the Debian packages in packages.txt, runs a Postgres cluster of the
 # repository's own on loopback, builds, starts the services and runs every test.
-# All run-time state lives in <repo>/.run/ (git-ignored):
+# All run-time state lives in <repo>/.run/ (git-ignored), or in $SHOPMICRO_RUN_DIR when set
+# (an isolated second stack, e.g. the walkthrough test; use other ports with it):
 #   .run/pg/data  .run/pg/sock   the Postgres cluster and its socket directory
 #   .run/logs/    postgres.log, <service>.log, ctest-*.log
 #   .run/<svc>.pid               pid and binary of each service started by `up` or `start`
@@ -13,7 +14,8 @@ set -euo pipefail
 ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd -P)
 SELF="$ROOT/deploy/local/stack.sh"
 PACKAGES_FILE="$ROOT/deploy/local/packages.txt"
-RUN="$ROOT/.run"
+abs_path() { case $1 in /*) realpath -m -- "$1" ;; *) realpath -m -- "$ROOT/$1" ;; esac; }
+RUN=$(abs_path "${SHOPMICRO_RUN_DIR:-.run}")
 LOGS="$RUN/logs"
 
 PG_BIN="${SHOPMICRO_PG_BIN:-/usr/lib/postgresql/15/bin}"
@@ -24,7 +26,6 @@ PG_LOG="$LOGS/postgres.log"
 PG_CONF_NAME="shopmicro.conf"       # included from postgresql.conf, rewritten at every start
 PG_DATABASES=(catalog orders)
 
-abs_path() { case $1 in /*) realpath -m -- "$1" ;; *) realpath -m -- "$ROOT/$1" ;; esac; }
 BUILD_DIR=$(abs_path "${SHOPMICRO_BUILD_DIR:-build}")
 ASAN_BUILD_DIR=$(abs_path "${SHOPMICRO_ASAN_BUILD_DIR:-build-asan}")
 TSAN_BUILD_DIR=$(abs_path "${SHOPMICRO_TSAN_BUILD_DIR:-build-tsan}")
@@ -1006,7 +1007,7 @@ One service or more (services: $(service_names)):
 
   help        this text
 
-Run-time files: .run/ (logs in .run/logs/). Variables: see deploy/local/README.md.
+Run-time files: .run/ (logs in .run/logs/; \$SHOPMICRO_RUN_DIR moves it). Variables: see deploy/local/README.md.
 EOF
 }
 

@@ -1,0 +1,289 @@
+#!/usr/bin/python3
+"""docs/walkthrough.md as a test: the documented steps against a stack started by
+deploy/local/stack.sh, isolated from a user's stack (own run dir, own Postgres cluster, free
+ports), checking the documented outcomes. Standard library only.
+
+usage: walkthrough.py --stack deploy/local/stack.sh --build-dir BUILD [--keep]
+The stack is always torn down (stack.sh down) and its run dir removed unless --keep or a failure
+(then the logs are printed and the folder is kept for a post-mortem).
+"""
+import argparse
+import http.client
+import json
+import os
+import re
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import tempfile
+import time
+
+ARGS = None
+ENV = None
+RUN_DIR = None
+GW_PORT = None
+FAILURES = []
+
+
+def log(msg):
+    print(f"walkthrough: {msg}", flush=True)
+
+
+def check(cond, what):
+    if cond:
+        log(f"ok   {what}")
+    else:
+        log(f"FAIL {what}")
+        FAILURES.append(what)
+    return cond
+
+
+def require(cond, what):
+    if not check(cond, what):
+        raise SystemExit(1)
+
+
+def free_ports(n):
+    socks, ports = [], []
+    for _ in range(n):
+        s = socket.socket()
+        s.bind(("127.0.0.1", 0))
+        socks.append(s)
+        ports.append(s.getsockname()[1])
+    for s in socks:
+        s.close()
+    return ports
+
+
+def stack(*args, check_rc=True):
+    cmd = [ARGS.stack, *args]
+    p = subprocess.run(cmd, env=ENV, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    out = p.stdout.strip()
+    if out:
+        print("\n".join("    | " + l for l in out.splitlines()), flush=True)
+    if check_rc and p.returncode != 0:
+        require(False, f"stack.sh {' '.join(args)} exited {p.returncode}")
+    return p
+
+
+def req(method, path, body=None, headers=None, timeout=30):
+    """One request on a new connection (as curl does). Returns (status, headers, body, seconds)."""
+    h = {"Content-Type": "application/json"} if body is not None else {}
+    h.update(headers or {})
+    data = json.dumps(body) if body is not None else None
+    t0 = time.monotonic()
+    c = http.client.HTTPConnection("127.0.0.1", GW_PORT, timeout=timeout)
+    try:
+        c.request(method, path, body=data, headers=h)
+        r = c.getresponse()
+        raw = r.read()
+        dt = time.monotonic() - t0
+        try:
+            js = json.loads(raw) if raw else None
+        except ValueError:
+            js = raw.decode(errors="replace")
+        return r.status, dict(r.getheaders()), js, dt
+    finally:
+        c.close()
+
+
+def psql(db, sql):
+    pg_bin = os.environ.get("SHOPMICRO_PG_BIN", "/usr/lib/postgresql/15/bin")
+    p = subprocess.run([f"{pg_bin}/psql", "-X", "-qtA", "-h", "127.0.0.1", "-p", ENV["SHOPMICRO_PG_PORT"],
+                        "-U", "postgres", "-d", db, "-c", sql],
+                       stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    if p.returncode != 0:
+        require(False, f"psql {db}: {sql} ({p.stdout.strip()})")
+    return p.stdout.strip()
+
+
+def counts():
+    return tuple(int(psql("orders", f"SELECT count(*) FROM {t}")) for t in ("orders", "order_items", "outbox"))
+
+
+def read_log(svc):
+    try:
+        with open(os.path.join(RUN_DIR, "logs", f"{svc}.log"), errors="replace") as f:
+            return f.read()
+    except OSError:
+        return ""
+
+
+def wait_for(pred, seconds, step=0.1):
+    end = time.monotonic() + seconds
+    while time.monotonic() < end:
+        if pred():
+            return True
+        time.sleep(step)
+    return pred()
+
+
+def readyz():
+    st, _, js, _ = req("GET", "/readyz")
+    ups = {u["name"]: u for u in (js or {}).get("upstreams", [])} if isinstance(js, dict) else {}
+    return st, ups
+
+
+def walkthrough():
+    t_start = time.monotonic()
+    log("step 0: isolated stack: pg-up, start catalog order gateway")
+    stack("pg-up")
+    stack("start", "catalog", "order", "gateway")
+    require(wait_for(lambda: req("GET", "/healthz")[0] == 200, 10), "gateway /healthz 200")
+
+    # 1. create a product, list it, place an order
+    log("step 1: create a product, list it, place an order")
+    st, _, prod, _ = req("POST", "/v1/products",
+                          {"name": "Walkthrough mug", "description": "350 ml", "priceCents": 1299})
+    require(st == 200 and isinstance(prod, dict) and prod.get("id"), f"POST /v1/products -> 200 with an id ({st} {prod})")
+    pid = prod["id"]
+    check(prod.get("priceCents") == "1299", f"priceCents is the string \"1299\" ({prod.get('priceCents')!r})")
+    st, _, lst, _ = req("GET", "/v1/products?page_size=50")
+    check(st == 200 and any(p.get("id") == pid for p in (lst or {}).get("products", [])),
+          f"GET /v1/products -> 200 and lists {pid}")
+    st, _, got, _ = req("GET", f"/v1/products/{pid}")
+    check(st == 200 and got.get("name") == "Walkthrough mug", f"GET /v1/products/{{id}} -> 200 ({st})")
+    order_body = {"customerId": "c1", "items": [{"productId": pid, "quantity": 2}]}
+    st, _, order, _ = req("POST", "/v1/orders", order_body)
+    require(st == 200 and order.get("id"), f"POST /v1/orders -> 200 ({st} {order})")
+    check(order.get("status") == "ORDER_STATUS_PENDING" and order.get("totalCents") == "2598",
+          f"order is PENDING with totalCents \"2598\" ({order})")
+    st, _, o2, _ = req("GET", f"/v1/orders/{order['id']}")
+    check(st == 200 and o2.get("id") == order["id"], f"GET /v1/orders/{{id}} -> 200 ({st})")
+    before = counts()
+    check(before == (1, 1, 1), f"orders/order_items/outbox rows = 1/1/1 ({before})")
+
+    # 2. stop catalog, 8 orders in a row: slow (retries) then fast (breaker open)
+    log("step 2: stop catalog; 8 orders in a row")
+    stack("stop", "catalog")
+    times, codes, bodies = [], [], []
+    for i in range(8):
+        st, hdrs, js, dt = req("POST", "/v1/orders", order_body)
+        codes.append(st)
+        times.append(dt)
+        bodies.append(js)
+        log(f"  order {i + 1}: {st} {dt * 1000:.1f} ms {json.dumps(js)[:120]}"
+            f"{' Retry-After=' + hdrs['Retry-After'] if 'Retry-After' in hdrs else ''}")
+    t_opened = time.monotonic()
+    check(all(c == 503 for c in codes), f"all 8 orders -> 503 ({codes})")
+    first, later = sorted(times[:5]), times[5:]
+    # Full jitter draws each backoff from [0, window]: one order alone can be quick, so the median of
+    # the first five is checked (expected ~150 ms each), and every one of the later three.
+    check(first[2] >= 0.050, f"median of orders 1-5 >= 50 ms ({first[2] * 1000:.1f} ms)")
+    check(all(t < 0.020 for t in later), f"orders 6-8 < 20 ms each ({[round(t * 1000, 1) for t in later]} ms)")
+    check(all("circuit open" in json.dumps(b) for b in bodies[5:]), "orders 6-8 say \"circuit open\"")
+    check(all("catalog unavailable" in json.dumps(b) for b in bodies), "all 8 say \"catalog unavailable\"")
+    olog = read_log("order")
+    n_retry = len(re.findall(r"GetProduct failed \(attempt [12]/3\), retrying in \d+ms", olog))
+    check(n_retry >= 10, f"order.log: >= 10 \"retrying in\" lines (2 per order for 5 orders): {n_retry}")
+    check("breaker catalog: closed -> open after 5 consecutive failures" in olog,
+          "order.log: \"breaker catalog: closed -> open after 5 consecutive failures\"")
+    check(counts() == before, f"no orphan rows: orders/order_items/outbox unchanged ({counts()})")
+    st, ups = readyz()
+    check(ups.get("order", {}).get("breaker") == "closed",
+          f"/readyz: the gateway's order breaker stays closed ({ups.get('order')})")
+
+    # 3. start catalog, wait out the cooldown, the order succeeds
+    log("step 3: start catalog; wait out the 10 s cooldown; order again")
+    stack("start", "catalog")
+    left = 10.3 - (time.monotonic() - t_opened)
+    if left > 0:
+        time.sleep(left)
+    st, _, js, dt = req("POST", "/v1/orders", order_body)
+    log(f"  order: {st} {dt * 1000:.1f} ms {json.dumps(js)}")
+    check(st == 200 and js.get("totalCents") == "2598", f"order after the cooldown -> 200 ({st})")
+    olog = read_log("order")
+    check("breaker catalog: open -> half-open after 10000ms cooldown" in olog, "order.log: \"open -> half-open\"")
+    check("breaker catalog: half-open -> closed after 1 successful trial" in olog, "order.log: \"half-open -> closed\"")
+    after = counts()
+    check(after == tuple(x + 1 for x in before), f"exactly one more order/item/outbox row ({after})")
+
+    # 4. 10 x GET of a missing product: 404, the breaker stays closed
+    log("step 4: 10 x GET of a missing product")
+    missing = "00000000-0000-0000-0000-000000000000"
+    codes = [req("GET", f"/v1/products/{missing}")[0] for _ in range(10)]
+    check(codes == [404] * 10, f"10 x GET /v1/products/{missing} -> 404 ({codes})")
+    st, ups = readyz()
+    check(st == 200 and ups.get("catalog", {}).get("breaker") == "closed",
+          f"/readyz 200, catalog breaker closed ({st} {ups.get('catalog')})")
+    st, _, _, _ = req("GET", f"/v1/products/{pid}")
+    check(st == 200, f"GET of the real product still 200 ({st})")
+
+    # 5. pause catalog: a GET with Grpc-Timeout: 2S -> 504 at ~2 s
+    log("step 5: pause catalog; GET with Grpc-Timeout: 2S")
+    stack("pause", "catalog")
+    try:
+        st, _, js, dt = req("GET", f"/v1/products/{pid}", headers={"Grpc-Timeout": "2S"})
+        log(f"  GET: {st} {dt * 1000:.0f} ms {json.dumps(js)}")
+        check(st == 504, f"GET while catalog is paused -> 504 ({st})")
+        check(1.9 <= dt <= 2.6, f"... at about 2 s ({dt:.3f} s)")
+    finally:
+        stack("resume", "catalog")
+    ok = wait_for(lambda: req("GET", f"/v1/products/{pid}")[0] == 200, 5, 0.2)
+    check(ok, "after resume: GET -> 200")
+    log(f"walkthrough took {time.monotonic() - t_start:.1f} s")
+
+
+def main():
+    global ARGS, ENV, RUN_DIR, GW_PORT
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--stack", required=True)
+    ap.add_argument("--build-dir", required=True)
+    ap.add_argument("--bin", action="append", default=[], metavar="NAME=PATH",
+                    help="a binary that must exist (the build's catalog, order, gateway)")
+    ap.add_argument("--keep", action="store_true")
+    ARGS = ap.parse_args()
+    for b in ARGS.bin:
+        name, _, path = b.partition("=")
+        if not (path and os.access(path, os.X_OK)):
+            log(f"FAIL binary {name} not built: {path!r}")
+            return 1
+    RUN_DIR = tempfile.mkdtemp(prefix="shopmicro-walkthrough.")
+    os.chmod(RUN_DIR, 0o755)
+    pg, cat, order, GW_PORT = free_ports(4)
+    ENV = dict(os.environ,
+               SHOPMICRO_RUN_DIR=RUN_DIR, SHOPMICRO_BUILD_DIR=os.path.abspath(ARGS.build_dir),
+               SHOPMICRO_PG_PORT=str(pg), SHOPMICRO_CATALOG_PORT=str(cat),
+               SHOPMICRO_ORDER_PORT=str(order), SHOPMICRO_GATEWAY_PORT=str(GW_PORT),
+               SHOPMICRO_STOP_TIMEOUT="5", SHOPMICRO_PG_FAST="1")
+    def on_signal(sig, _frame):  # ctest's timeout or Ctrl-C: still tear the stack down
+        FAILURES.append(f"killed by signal {sig}")
+        raise SystemExit(1)
+    signal.signal(signal.SIGTERM, on_signal)
+    signal.signal(signal.SIGINT, on_signal)
+    log(f"run dir {RUN_DIR}; ports pg {pg} catalog {cat} order {order} gateway {GW_PORT}")
+    crashed = None
+    try:
+        walkthrough()
+    except SystemExit:
+        pass
+    except Exception as e:  # a broken step must still tear the stack down
+        crashed = e
+        FAILURES.append(f"exception: {e!r}")
+    finally:
+        log("teardown: stack.sh down")
+        p = stack("down", check_rc=False)
+        if p.returncode != 0:
+            FAILURES.append(f"stack.sh down exited {p.returncode}")
+        if FAILURES:
+            for svc in ("catalog", "order", "gateway"):
+                text = read_log(svc).splitlines()
+                print(f"---- last lines of {svc}.log ----")
+                print("\n".join(l[:300] for l in text[-25:]))
+        if FAILURES or ARGS.keep:
+            log(f"kept {RUN_DIR}")
+        else:
+            shutil.rmtree(RUN_DIR, ignore_errors=True)
+    if crashed:
+        raise crashed
+    if FAILURES:
+        log(f"{len(FAILURES)} check(s) failed: " + "; ".join(FAILURES))
+        return 1
+    log("all checks passed")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
