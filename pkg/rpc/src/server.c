@@ -545,15 +545,22 @@ static bool drain(rpc_server_t *s)
 
     atomic_store(&s->stopping, true);
     grpc_server_shutdown_and_notify(s->server, s->shutdown_cq, s);
-    ev = grpc_completion_queue_next(s->shutdown_cq, rpc_deadline_to_timespec(until), NULL);
-    clean = ev.type != GRPC_QUEUE_TIMEOUT && wait_idle(s, until);
+    /* Clean means: every call we had started finished by itself. */
+    clean = wait_idle(s, until);
     if (!clean) {
         svc_log_warn(s->mod, "drain timed out after %d ms: cancelling %d in-flight calls",
                      s->o.drain_ms, atomic_load(&s->in_flight));
         grpc_server_cancel_all_calls(s->server);
-        if (ev.type == GRPC_QUEUE_TIMEOUT)
-            grpc_completion_queue_next(s->shutdown_cq, gpr_inf_future(GPR_CLOCK_REALTIME), NULL);
         wait_idle(s, SVC_DEADLINE_NONE);
+    }
+    /* Our calls are over; a client that keeps its connection open (or keeps
+     * sending on it before reading the GOAWAY) must not hold the process:
+     * after a short grace, connections still open are closed. */
+    ev = grpc_completion_queue_next(
+        s->shutdown_cq, rpc_deadline_to_timespec(svc_now_ns() + 200 * SVC_NS_PER_MS), NULL);
+    if (ev.type == GRPC_QUEUE_TIMEOUT) {
+        grpc_server_cancel_all_calls(s->server);
+        grpc_completion_queue_next(s->shutdown_cq, gpr_inf_future(GPR_CLOCK_REALTIME), NULL);
     }
     return clean;
 }

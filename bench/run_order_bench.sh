@@ -1,0 +1,456 @@
+#!/usr/bin/env bash
+# bench/run_order_bench.sh: CreateOrder through the gateway vs pgbench -N, in one run.
+#
+#   bench/run_order_bench.sh [--connections N] [--seconds D] [--products N]
+#                            [--order-workers N] [--catalog-workers N]
+#                            [--gateway-threads N] [--idempotency-keys]
+#
+# 1. deploy/local/stack.sh pg-up (the project's Postgres, 127.0.0.1:$SHOPMICRO_PG_PORT);
+#    while the port is held by another checkout's cluster, retries for up to
+#    $SHOPMICRO_PG_WAIT_S seconds (default 600)
+# 2. builds catalog, order, gateway and bench_http (RelWithDebInfo) in
+#    $SHOPMICRO_BENCH_BUILD_DIR (default build-bench/)
+# 3. creates fresh databases for the catalog and the orders, starts the real
+#    catalog, order and gateway binaries on free ports (log level warn: no
+#    access line per call; workers: the services' defaults unless given),
+#    seeds --products products through POST /v1/products, VACUUM ANALYZEs
+# 4. runs bench_http: --connections keep-alive connections (default 16), one
+#    POST /v1/orders in flight on each (2 distinct products per order), 1 s
+#    warm-up, --seconds measured (default 10); orders/s, p50/p90/p99, failures
+#    by HTTP status
+# 5. stops the services (SIGTERM: they drain), then checks with SQL that the
+#    database holds exactly what the HTTP 200s announced: orders = OK,
+#    order_items = 2 x OK, outbox = OK, every returned id an order
+# 6. creates a fresh pgbench database (pgbench -i -s 10) and runs
+#    pgbench -N -M prepared -c 4 -j 2 -T <seconds> over TCP 127.0.0.1 against
+#    the same Postgres
+# 7. prints nproc, both figures, the ratio (proposed target >= 0.20), the cores
+#    each phase used and the CPU per order and per pgbench transaction.
+# Every service is stopped and every database dropped on any exit (also on
+# failure or Ctrl-C). Exit status 1 when something failed or the check did not
+# hold. Figures: docs/benchmarks.md, "CreateOrder through the gateway".
+set -euo pipefail
+
+ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd -P)
+BUILD_DIR=${SHOPMICRO_BENCH_BUILD_DIR:-$ROOT/build-bench}
+PG_PORT=${SHOPMICRO_PG_PORT:-55432}
+PG_BIN=${SHOPMICRO_PG_BIN:-/usr/lib/postgresql/15/bin}
+PG_WAIT_S=${SHOPMICRO_PG_WAIT_S:-600}
+export SHOPMICRO_PG_PORT=$PG_PORT
+
+CONNS=16
+SECONDS_RUN=10
+PRODUCTS=1000
+ITEMS=2
+ORDER_WORKERS=""     # "" = the service's default
+CATALOG_WORKERS=""
+GATEWAY_THREADS=""
+IDEM=0
+PGBENCH_SCALE=10
+TARGET_RATIO=0.20    # proposed from the first runs (median), see docs/benchmarks.md
+
+usage() { sed -n '2,31p' "${BASH_SOURCE[0]}" | sed 's/^# \{0,1\}//'; }
+
+while (( $# > 0 )); do
+  case $1 in
+    --connections)      CONNS=${2:?}; shift 2 ;;
+    --seconds)          SECONDS_RUN=${2:?}; shift 2 ;;
+    --products)         PRODUCTS=${2:?}; shift 2 ;;
+    --order-workers)    ORDER_WORKERS=${2:?}; shift 2 ;;
+    --catalog-workers)  CATALOG_WORKERS=${2:?}; shift 2 ;;
+    --gateway-threads)  GATEWAY_THREADS=${2:?}; shift 2 ;;
+    --idempotency-keys) IDEM=1; shift ;;
+    -h|--help)          usage; exit 0 ;;
+    *) printf 'run_order_bench: unknown argument %s\n' "$1" >&2; usage >&2; exit 2 ;;
+  esac
+done
+for w in "$CONNS" "$SECONDS_RUN" "$PRODUCTS" ${ORDER_WORKERS:+"$ORDER_WORKERS"} \
+         ${CATALOG_WORKERS:+"$CATALOG_WORKERS"} ${GATEWAY_THREADS:+"$GATEWAY_THREADS"}; do
+  # shellcheck disable=SC2015
+  [[ $w =~ ^[0-9]+$ ]] && (( w > 0 )) || { echo "run_order_bench: '$w' is not a positive integer" >&2; exit 2; }
+done
+(( PRODUCTS >= ITEMS )) || { echo "run_order_bench: --products must be at least $ITEMS" >&2; exit 2; }
+
+say() { printf '[bench] %s\n' "$*"; }
+die() { printf '[bench] error: %s\n' "$*" >&2; exit 1; }
+
+pg_tool() { if [[ -x $PG_BIN/$1 ]]; then echo "$PG_BIN/$1"; else command -v "$1" || echo "$1"; fi; }
+PSQL=("$(pg_tool psql)" -X -q -v ON_ERROR_STOP=1 -h 127.0.0.1 -p "$PG_PORT" -U postgres)
+CAT_DB="order_bench_cat_$$"
+ORD_DB="order_bench_ord_$$"
+PGB_DB="order_bench_pgb_$$"
+DBS=()                       # databases created by this run, dropped on exit
+TMP=$(mktemp -d /tmp/order-bench.XXXXXX)
+declare -A SVC_PID=() SVC_PORT=()
+SVC_ORDER=()                 # start order; stopped in reverse
+
+# stop_service NAME: SIGTERM (the services drain for up to 10 s), SIGKILL after 15 s.
+stop_service() {
+  local name=$1 pid i st=0
+  pid=${SVC_PID[$name]:-}
+  [[ -n $pid ]] || return 0
+  if kill -TERM "$pid" 2>/dev/null; then
+    for (( i = 0; i < 150; i++ )); do
+      kill -0 "$pid" 2>/dev/null || break
+      sleep 0.1
+    done
+    if kill -0 "$pid" 2>/dev/null; then
+      say "$name (pid $pid) ignored SIGTERM for 15 s: SIGKILL"
+      kill -KILL "$pid" 2>/dev/null || true
+    fi
+  fi
+  wait "$pid" 2>/dev/null || st=$?
+  (( st == 0 )) || say "warning: $name (pid $pid) exited with status $st (log: last lines below)"
+  (( st == 0 )) || tail -n 5 "$TMP/$name.log" | sed 's/^/    /'
+  SVC_PID[$name]=""
+}
+
+stop_services() {
+  local i
+  for (( i = ${#SVC_ORDER[@]} - 1; i >= 0; i-- )); do stop_service "${SVC_ORDER[i]}"; done
+}
+
+# shellcheck disable=SC2317  # invoked by the EXIT trap
+cleanup() {
+  local rc=$? p db n
+  trap - EXIT INT TERM
+  set +e   # clean up as much as possible, whatever fails
+  (( rc == 0 )) || say "exiting with status $rc: stopping the services, dropping the databases"
+  for p in ${bench_pid:-} ${watch_pid:-} ${pgb_pid:-}; do   # interrupted mid-phase
+    kill -TERM "$p" 2>/dev/null && wait "$p" 2>/dev/null
+    true
+  done
+  stop_services
+  for db in "${DBS[@]}"; do
+    "${PSQL[@]}" -d postgres -c "DROP DATABASE IF EXISTS \"$db\" WITH (FORCE)" ||
+      say "warning: could not drop database $db"
+  done
+  if (( rc != 0 )); then
+    for n in "${SVC_ORDER[@]}"; do
+      if [[ -s $TMP/$n.log ]]; then
+        say "last lines of the $n log:"
+        tail -n 15 "$TMP/$n.log" | sed 's/^/    /' >&2
+      fi
+    done
+  fi
+  rm -rf "$TMP"
+  exit "$rc"
+}
+trap cleanup EXIT
+trap 'exit 130' INT TERM
+
+free_port() {
+  /usr/bin/python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])'
+}
+
+port_open() { (exec 3<>"/dev/tcp/127.0.0.1/$1") 2>/dev/null; }
+
+create_db() {
+  "${PSQL[@]}" -d postgres -c "CREATE DATABASE \"$1\""
+  DBS+=("$1")
+}
+
+# Sessions of other clients on this Postgres (other test runs skew the figures).
+other_pg_sessions() {
+  "${PSQL[@]}" -d postgres -tAc "SELECT count(*) FROM pg_stat_activity WHERE backend_type = 'client backend'
+    AND pid <> pg_backend_pid() AND datname NOT LIKE 'order\_bench\_%\_$$'" 2>/dev/null || echo '?'
+}
+
+# proc_ticks PID...: "pid ticks" per live process: user+system CPU clock ticks (all threads).
+proc_ticks() {
+  local p st
+  for p; do
+    st=$(cat "/proc/$p/stat" 2>/dev/null) || continue
+    st=${st##*) }
+    # after "comm)", field 1 is state; utime and stime are fields 12 and 13
+    awk -v p="$p" '{ print p, $12 + $13 }' <<<"$st"
+  done
+}
+
+# cpu_snap VAR: the aggregate "cpu" line of /proc/stat; cpu_since VAR: how the
+# machine's CPU time went since then.
+cpu_snap() { local l; read -r l </proc/stat; printf -v "$1" '%s' "${l#cpu }"; }
+cpu_since() {
+  local now
+  cpu_snap now
+  awk -v a="${!1}" -v b="$now" 'BEGIN {
+    split(a, x, " "); split(b, y, " ")
+    for (i = 1; i <= 8; i++) { d[i] = y[i] - x[i]; t += d[i] }
+    if (t <= 0) t = 1
+    printf "busy %.0f%% (user %.0f%%, sys+irq %.0f%%), idle %.0f%%, steal %.1f%%",
+      100 * (t - d[4] - d[5] - d[8]) / t, 100 * (d[1] + d[2]) / t,
+      100 * (d[3] + d[6] + d[7]) / t, 100 * (d[4] + d[5]) / t, 100 * d[8] / t }'
+}
+
+# watch_cpu LABEL=DB[,LABEL=DB...] DELAY WINDOW LABEL=PID...: after DELAY s,
+# measures for WINDOW s how busy the machine was and how many cores the
+# benchmark's own processes (the PIDs, plus the Postgres backends of each
+# database DB, labelled LABEL) used, in total and each; the rest was somebody
+# else's.
+watch_cpu() {
+  # shellcheck disable=SC2034  # c0 is read through ${!1} in cpu_since
+  local dbs=$1 delay=$2 window=$3 c0 t0 t1 hz lp="" a p d spec
+  shift 3
+  sleep "$delay"
+  local -a pids=()
+  for a; do pids+=("${a#*=}"); lp+="${a#*=} ${a%%=*}"$'\n'; done
+  IFS=',' read -r -a spec <<<"$dbs"
+  local -A dblabel=()
+  for a in "${spec[@]}"; do dblabel[${a#*=}]=${a%%=*}; done
+  # One query for all databases: the window must end before the load does.
+  while IFS='|' read -r p d; do
+    [[ -n $p ]] && { pids+=("$p"); lp+="$p ${dblabel[$d]:-postgres}"$'\n'; }
+  done < <("${PSQL[@]}" -d postgres -tAc "SELECT pid, datname FROM pg_stat_activity
+    WHERE datname = ANY (string_to_array('$(printf '%s,' "${!dblabel[@]}")', ',')) AND pid <> pg_backend_pid()")
+  hz=$(getconf CLK_TCK)
+  cpu_snap c0
+  t0=$(proc_ticks "${pids[@]}")
+  sleep "$window"
+  t1=$(proc_ticks "${pids[@]}")
+  # Only processes alive at both ends count (one that ended took its ticks along).
+  say "machine CPU: $(cpu_since c0); the benchmark's own processes: $(awk -v hz="$hz" -v w="$window" \
+    -v a="$t0" -v b="$t1" -v l="$lp" 'BEGIN {
+      n = split(l, x, "\n"); for (i = 1; i <= n; i++) { split(x[i], f, " "); if (f[1] != "") lab[f[1]] = f[2] }
+      n = split(a, x, "\n"); for (i = 1; i <= n; i++) { split(x[i], f, " "); s[f[1]] = f[2] }
+      n = split(b, y, "\n"); for (i = 1; i <= n; i++) {
+        split(y[i], f, " "); if (!(f[1] in s)) continue
+        dd = f[2] - s[f[1]]; d += dd; L = lab[f[1]]
+        if (!(L in per)) order[++m] = L
+        per[L] += dd
+      }
+      printf "%.2f", d / hz / w
+      if (m > 1) { printf " ("; for (i = 1; i <= m; i++) printf "%s%s %.2f", (i > 1 ? ", " : ""), order[i], per[order[i]] / hz / w; printf ")" }
+    }') of $(nproc) cores"
+}
+
+# cpu_window SECONDS: how long watch_cpu measures, so that it ends before the
+# load does (it starts after the warm-up, and its pg_stat_activity query takes
+# a moment on a busy machine).
+cpu_window() { awk -v s="$1" 'BEGIN { print (s > 3) ? s - 2 : s / 2 }'; }
+
+# start_service NAME BINARY VAR=VALUE...: the real binary on a free port
+# (NAME_LISTEN is set by the caller through @PORT@ in a value); waits for TCP.
+start_service() {
+  local name=$1 bin=$2 i port
+  shift 2
+  port=$(free_port)
+  local -a env=()
+  for a; do env+=("${a//@PORT@/$port}"); done
+  env "${env[@]}" "$bin" >>"$TMP/$name.log" 2>&1 </dev/null &
+  SVC_PID[$name]=$!
+  SVC_PORT[$name]=$port
+  SVC_ORDER+=("$name")
+  for (( i = 0; i < 150; i++ )); do
+    kill -0 "${SVC_PID[$name]}" 2>/dev/null || { SVC_PID[$name]=""; die "$name exited during start-up"; }
+    port_open "$port" && { say "$name pid ${SVC_PID[$name]} on 127.0.0.1:$port"; return 0; }
+    sleep 0.1
+  done
+  die "$name does not accept TCP on 127.0.0.1:$port after 15 s"
+}
+
+# pg_up_waiting: stack.sh pg-up; while another checkout's cluster (or a
+# concurrent pg-up) holds the port, retry every 15 s for up to PG_WAIT_S.
+pg_up_waiting() {
+  local t0=$SECONDS out
+  while :; do
+    if out=$("$ROOT/deploy/local/stack.sh" pg-up 2>&1); then
+      printf '%s\n' "$out"
+      return 0
+    fi
+    if grep -q 'in use by another process\|timed out waiting for' <<<"$out" &&
+       (( SECONDS - t0 + 15 <= PG_WAIT_S )); then
+      say "port $PG_PORT is busy ($(grep -m1 -o 'in use by another process\|timed out waiting for[^:]*' <<<"$out")); retrying in 15 s ($(( SECONDS - t0 )) of $PG_WAIT_S s waited)"
+      sleep 15
+      continue
+    fi
+    printf '%s\n' "$out" >&2
+    die "deploy/local/stack.sh pg-up failed"
+  done
+}
+
+result_field() { sed -n "s/.* $1=\([^ ]*\).*/\1/p" <<<" $2"; }
+
+echo "==== machine"
+say "nproc: $(nproc)  ($(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2- | sed 's/^ *//'))"
+say "loadavg before the run: $(cut -d' ' -f1-3 /proc/loadavg)"
+say "tree: $(git -C "$ROOT" rev-parse --short HEAD 2>/dev/null || echo '?')$(git -C "$ROOT" diff --quiet HEAD -- 2>/dev/null || printf ' + uncommitted changes in: %s' "$(git -C "$ROOT" diff --name-only HEAD -- | tr '\n' ' ')")"
+
+echo "==== postgres"
+pg_up_waiting
+PG_STARTED=$("${PSQL[@]}" -d postgres -tAc "SELECT pg_postmaster_start_time()")
+say "postgres $("${PSQL[@]}" -d postgres -tAc "SHOW server_version"); synchronous_commit=$("${PSQL[@]}" -d postgres -tAc "SHOW synchronous_commit") fsync=$("${PSQL[@]}" -d postgres -tAc "SHOW fsync")"
+
+echo "==== build ($BUILD_DIR, RelWithDebInfo)"
+cmake -S "$ROOT" -B "$BUILD_DIR" -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo >"$TMP/cmake.log" 2>&1 ||
+  { cat "$TMP/cmake.log" >&2; die "cmake configure failed"; }
+ninja -C "$BUILD_DIR" catalog order gateway bench_http >"$TMP/ninja.log" 2>&1 ||
+  { cat "$TMP/ninja.log" >&2; die "build failed"; }
+BENCH="$BUILD_DIR/bench/bench_http"
+
+echo "==== services (fresh databases $CAT_DB, $ORD_DB)"
+create_db "$CAT_DB"
+create_db "$ORD_DB"
+start_service catalog "$BUILD_DIR/services/catalog/catalog" \
+  "CATALOG_LISTEN=127.0.0.1:@PORT@" "CATALOG_LOG_LEVEL=warn" \
+  "CATALOG_DB_DSN=host=127.0.0.1 port=$PG_PORT dbname=$CAT_DB user=postgres" \
+  ${CATALOG_WORKERS:+"CATALOG_WORKERS=$CATALOG_WORKERS"}
+start_service order "$BUILD_DIR/services/order/order" \
+  "ORDER_LISTEN=127.0.0.1:@PORT@" "ORDER_LOG_LEVEL=warn" \
+  "ORDER_DB_DSN=host=127.0.0.1 port=$PG_PORT dbname=$ORD_DB user=postgres" \
+  "ORDER_CATALOG_ADDR=127.0.0.1:${SVC_PORT[catalog]}" \
+  ${ORDER_WORKERS:+"ORDER_WORKERS=$ORDER_WORKERS"}
+start_service gateway "$BUILD_DIR/gateway/gateway" \
+  "GATEWAY_LISTEN=127.0.0.1:@PORT@" "GATEWAY_LOG_LEVEL=warn" "GATEWAY_LOCK_DIR=$TMP" \
+  "GATEWAY_CATALOG_ADDR=127.0.0.1:${SVC_PORT[catalog]}" \
+  "GATEWAY_ORDER_ADDR=127.0.0.1:${SVC_PORT[order]}" \
+  ${GATEWAY_THREADS:+"GATEWAY_THREADS=$GATEWAY_THREADS"}
+URL="http://127.0.0.1:${SVC_PORT[gateway]}"
+say "settings: ORDER_WORKERS=${ORDER_WORKERS:-4 (default)} CATALOG_WORKERS=${CATALOG_WORKERS:-4 (default)} GATEWAY_THREADS=${GATEWAY_THREADS:-$(nproc) (default: nproc)}"
+
+say "seeding $PRODUCTS products via POST /v1/products"
+"$BENCH" --url "$URL" --ensure "$PRODUCTS" --seed-only >"$TMP/seed.log" 2>&1 ||
+  { cat "$TMP/seed.log"; die "seeding failed"; }
+sed 's/^/[bench] /' "$TMP/seed.log"
+"${PSQL[@]}" -d "$CAT_DB" -c "VACUUM ANALYZE products"
+"${PSQL[@]}" -d postgres -c "CHECKPOINT"
+
+echo "==== bench_http: POST /v1/orders, $CONNS connections, $ITEMS items per order, $SECONDS_RUN s"
+say "other sessions on this Postgres: $(other_pg_sessions); loadavg $(cut -d' ' -f1 /proc/loadavg)"
+bench_args=(--url "$URL" --connections "$CONNS" --seconds "$SECONDS_RUN" --items "$ITEMS"
+            --ids-out "$TMP/ids.txt")
+(( IDEM )) && bench_args+=(--idempotency-keys)
+say "bench_http ${bench_args[*]}"
+"$BENCH" "${bench_args[@]}" >"$TMP/bench.log" 2>&1 &
+bench_pid=$!
+watch_cpu "pg-catalog=$CAT_DB,pg-orders=$ORD_DB" 1.5 "$(cpu_window "$SECONDS_RUN")" "bench_http=$bench_pid" \
+  "gateway=${SVC_PID[gateway]}" "order=${SVC_PID[order]}" "catalog=${SVC_PID[catalog]}" >"$TMP/watch.log" &
+watch_pid=$!
+wait "$bench_pid" || { cat "$TMP/bench.log"; die "bench_http failed"; }
+bench_pid=""
+wait "$watch_pid" || true
+watch_pid=""
+cat "$TMP/bench.log" "$TMP/watch.log"
+ORD_OWN=$(sed -n 's/.*own processes: \([0-9.]*\) .*of.*/\1/p' "$TMP/watch.log")
+ORD_SPLIT=$(sed -n 's/.*own processes: [0-9.]* (\(.*\)) of.*/\1/p' "$TMP/watch.log")
+LINE=$(grep '^RESULT ' "$TMP/bench.log") || die "bench_http printed no RESULT line"
+RATE=$(result_field orders_per_s "$LINE")
+P50=$(result_field p50_ms "$LINE")
+P99=$(result_field p99_ms "$LINE")
+ERRS=$(result_field errors "$LINE")
+BY_STATUS=$(result_field failed_by_status "$LINE")
+OK_TOTAL=$(result_field ok_total "$LINE")
+REQ_TOTAL=$(result_field requests_total "$LINE")
+FAILED_TOTAL=$(( REQ_TOTAL - OK_TOTAL ))
+
+echo "==== check: the orders database against the $OK_TOTAL HTTP 200 responses"
+say "stopping the services first (SIGTERM: in-flight work drains)"
+stop_services
+for n in "${SVC_ORDER[@]}"; do   # log level warn: only problems are logged
+  nw=$(grep -c 'level=\(warn\|error\)' "$TMP/$n.log" || true)
+  say "$n log: $nw warn/error lines$( (( nw == 0 )) || printf ', e.g.:')"
+  grep -m 3 'level=\(warn\|error\)' "$TMP/$n.log" | cut -c1-300 | sed 's/^/    /' || true
+done
+read -r N_ORD N_ITEMS N_OUT N_OUT_OK N_IDS N_IDS_FOUND N_BAD_ITEMS N_BAD_TOTAL N_KEYS < <(
+  "${PSQL[@]}" -d "$ORD_DB" -tA -F' ' <<SQL
+CREATE TEMP TABLE bench_ids (id uuid);
+\copy bench_ids FROM '$TMP/ids.txt'
+SELECT (SELECT count(*) FROM orders),
+       (SELECT count(*) FROM order_items),
+       (SELECT count(*) FROM outbox),
+       (SELECT count(*) FROM outbox x JOIN orders o ON x.aggregate_id = o.id::text
+         WHERE x.aggregate_type = 'order' AND x.event_type = 'OrderCreated' AND x.published_at IS NULL),
+       (SELECT count(DISTINCT id) FROM bench_ids),
+       (SELECT count(*) FROM orders WHERE id IN (SELECT id FROM bench_ids)),
+       (SELECT count(*) FROM orders o WHERE (SELECT count(*) FROM order_items i WHERE i.order_id = o.id) <> $ITEMS),
+       (SELECT count(*) FROM orders o WHERE o.total_cents <>
+          (SELECT coalesce(sum(i.quantity * i.unit_price_cents), -1) FROM order_items i WHERE i.order_id = o.id)),
+       (SELECT count(*) FROM idempotency_keys);
+SQL
+)
+CHECK_OK=1
+check() {  # check WHAT GOT WANT
+  local verdict=ok
+  [[ $2 == "$3" ]] || { verdict=MISMATCH; CHECK_OK=0; }
+  printf '  %-50s %9s   expected %9s   %s\n' "$1" "$2" "$3" "$verdict"
+}
+check "orders" "$N_ORD" "$OK_TOTAL"
+check "order_items ($ITEMS per order)" "$N_ITEMS" "$(( ITEMS * OK_TOTAL ))"
+check "outbox rows" "$N_OUT" "$OK_TOTAL"
+check "  of them OrderCreated, unpublished, of an order" "$N_OUT_OK" "$OK_TOTAL"
+check "distinct order ids in the 200 responses" "$N_IDS" "$OK_TOTAL"
+check "  of them found in orders" "$N_IDS_FOUND" "$OK_TOTAL"
+check "orders without exactly $ITEMS items" "$N_BAD_ITEMS" 0
+check "orders whose total is not sum(qty x price)" "$N_BAD_TOTAL" 0
+check "idempotency_keys" "$N_KEYS" "$(( IDEM ? OK_TOTAL : 0 ))"
+if (( CHECK_OK )); then
+  CHECK="ok: orders $N_ORD = OK $OK_TOTAL, items $N_ITEMS = $ITEMS x OK, outbox $N_OUT = OK"
+else
+  CHECK="MISMATCH: orders $N_ORD, items $N_ITEMS, outbox $N_OUT for OK $OK_TOTAL"
+  (( FAILED_TOTAL == 0 )) ||
+    CHECK+=" ($FAILED_TOTAL requests failed; one that failed after COMMIT, e.g. a 504, leaves an order)"
+fi
+say "check $CHECK"
+
+echo "==== pgbench (fresh database $PGB_DB, scale $PGBENCH_SCALE)"
+PGB=("$(pg_tool pgbench)" -h 127.0.0.1 -p "$PG_PORT" -U postgres)
+create_db "$PGB_DB"
+t0=$SECONDS
+"${PGB[@]}" -i -q -s "$PGBENCH_SCALE" "$PGB_DB" >"$TMP/pgbench-init.log" 2>&1 ||
+  { cat "$TMP/pgbench-init.log" >&2; die "pgbench -i failed"; }
+say "pgbench -i -q -s $PGBENCH_SCALE took $(( SECONDS - t0 )) s"
+"${PSQL[@]}" -d postgres -c "CHECKPOINT"
+say "pgbench -N -M prepared -c 4 -j 2 -T $SECONDS_RUN -h 127.0.0.1 -p $PG_PORT $PGB_DB"
+say "other sessions on this Postgres: $(other_pg_sessions); loadavg $(cut -d' ' -f1 /proc/loadavg)"
+"${PGB[@]}" -N -M prepared -c 4 -j 2 -T "$SECONDS_RUN" "$PGB_DB" >"$TMP/pgbench.log" 2>&1 &
+pgb_pid=$!
+watch_cpu "postgres=$PGB_DB" "$( (( SECONDS_RUN > 3 )) && echo 1 || echo 0.3)" "$(cpu_window "$SECONDS_RUN")" "pgbench=$pgb_pid" >"$TMP/watch.log" &
+watch_pid=$!
+wait "$pgb_pid" || { cat "$TMP/pgbench.log"; die "pgbench failed"; }
+pgb_pid=""
+wait "$watch_pid" || true
+watch_pid=""
+grep -E '^(transaction type|scaling factor|query mode|number of (clients|threads)|number of (transactions actually processed|failed)|latency average|tps)' \
+  "$TMP/pgbench.log" || cat "$TMP/pgbench.log"
+cat "$TMP/watch.log"
+PGB_OWN=$(sed -n 's/.*own processes: \([0-9.]*\) .*of.*/\1/p' "$TMP/watch.log")
+PGB_SPLIT=$(sed -n 's/.*own processes: [0-9.]* (\(.*\)) of.*/\1/p' "$TMP/watch.log")
+PGB_TPS=$(sed -n 's/^tps = \([0-9.]*\).*without initial connection time.*/\1/p' "$TMP/pgbench.log")
+[[ -n $PGB_TPS ]] || die "no tps line in the pgbench output"
+
+echo "==== summary"
+RATIO=$(awk -v a="$RATE" -v b="$PGB_TPS" 'BEGIN { printf "%.3f", a / b }')
+printf 'nproc                      %s\n' "$(nproc)"
+printf 'CreateOrder via gateway    %s orders/s  p50 %s ms  p99 %s ms  (%s connections, %s items, %s s; failed %s: %s)\n' \
+  "$RATE" "$P50" "$P99" "$CONNS" "$ITEMS" "$SECONDS_RUN" "$ERRS" "$BY_STATUS"
+printf 'pgbench -N -M prepared     %.0f tps  (-c 4 -j 2 -T %s, scale %s, TCP 127.0.0.1)\n' \
+  "$PGB_TPS" "$SECONDS_RUN" "$PGBENCH_SCALE"
+MET=$(awk -v r="$RATIO" -v t="$TARGET_RATIO" 'BEGIN { print (r >= t) ? "met" : "NOT met" }')
+printf 'ratio ours/pgbench         %s  (proposed target >= %s: %s)\n' "$RATIO" "$TARGET_RATIO" "$MET"
+if [[ -n ${ORD_OWN:-} && -n ${PGB_OWN:-} ]]; then
+  printf 'cores used by the run      order phase %s (%s), pgbench phase %s (%s) of %s\n' \
+    "$ORD_OWN" "${ORD_SPLIT:-?}" "$PGB_OWN" "${PGB_SPLIT:-?}" "$(nproc)"
+  printf 'ratio per CPU-second       %s  (orders per core-second of client+gateway+order+catalog+Postgres vs pgbench)\n' \
+    "$(awk -v a="$RATE" -v ca="$ORD_OWN" -v b="$PGB_TPS" -v cb="$PGB_OWN" \
+      'BEGIN { if (ca > 0 && cb > 0) printf "%.3f", (a / ca) / (b / cb); else print "?" }')"
+fi
+# CPU per order / per pgbench transaction, by process: where the time goes.
+per_op() {  # per_op TOTAL_CORES "label c, label c" RATE
+  awk -v t="$1" -v s="$2" -v r="$3" 'BEGIN {
+    if (r <= 0 || t + 0 <= 0) { print "?"; exit }
+    printf "%.0f us", t / r * 1e6; n = split(s, x, ", ")
+    if (n > 0) { printf " ("; for (i = 1; i <= n; i++) { split(x[i], f, " "); printf "%s%s %.0f", (i > 1 ? ", " : ""), f[1], f[2] / r * 1e6 }; printf ")" } }'
+}
+if [[ -n ${ORD_OWN:-} && -n ${PGB_OWN:-} ]]; then
+  printf 'CPU per order              %s\n' "$(per_op "$ORD_OWN" "${ORD_SPLIT:-}" "$RATE")"
+  printf 'CPU per pgbench txn        %s\n' "$(per_op "$PGB_OWN" "${PGB_SPLIT:-}" "$PGB_TPS")"
+fi
+printf 'database check             %s\n' "$CHECK"
+rc=0
+if [[ $("${PSQL[@]}" -d postgres -tAc "SELECT pg_postmaster_start_time()") != "$PG_STARTED" ]]; then
+  printf 'WARNING                    Postgres was restarted during the run (by another test?): the figures are suspect\n'
+fi
+if (( ERRS > 0 )); then
+  printf 'WARNING                    %s requests failed in the measured window: the figures are suspect\n' "$ERRS"
+fi
+(( CHECK_OK )) || rc=1
+exit "$rc"
