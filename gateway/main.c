@@ -1,11 +1,27 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /* main.c - the REST gateway: configuration, then serve. Wiring only. */
 #include <stdio.h>
+#include <errno.h>
 #include <string.h>
+#include <sys/resource.h>
 
 #include "config.h"
 #include "rpc/rpc.h"
 #include "server.h"
+
+/* Every client connection is a descriptor. A soft limit of 1024 (the usual
+ * default for services and containers) would stall the accept loop near
+ * 1,000 connections, so take what the hard limit allows, as Go does. */
+static void raise_fd_limit(void)
+{
+    struct rlimit rl;
+
+    if (getrlimit(RLIMIT_NOFILE, &rl) != 0 || rl.rlim_cur == rl.rlim_max)
+        return;
+    rl.rlim_cur = rl.rlim_max;
+    if (setrlimit(RLIMIT_NOFILE, &rl) != 0)
+        svc_log_warn("gateway", "cannot raise the open-file limit: %s", strerror(errno));
+}
 
 int main(int argc, char **argv)
 {
@@ -27,6 +43,7 @@ int main(int argc, char **argv)
     }
     svc_log_set_level_name(cfg.log_level);
     gw_config_log(&cfg);
+    raise_fd_limit();
     /* Before any thread exists: blocks SIGTERM/SIGINT for all of them (the
      * main thread waits for them with sigwaitinfo), ignores SIGPIPE. */
     rpc_init();

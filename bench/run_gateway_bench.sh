@@ -1,0 +1,572 @@
+#!/usr/bin/env bash
+# bench/run_gateway_bench.sh: GET /v1/products/{id} through the full stack
+# (wrk -> gateway -> catalog -> Postgres) vs pgbench, the breaker-open fast
+# path, and the gateway's RSS under a long load, in one run.
+#
+#   bench/run_gateway_bench.sh [--seconds D] [--connections N] [--wrk-threads N]
+#                              [--products N] [--rss-minutes M] [--skip-breaker]
+#                              [--reinit-pgbench] [--pg-wait S] [--perf-out DIR]
+#                              [--gateway-env NAME=VALUE]...
+#
+# 1. deploy/local/stack.sh pg-up (the project's Postgres, 127.0.0.1:$SHOPMICRO_PG_PORT);
+#    while the port is held by another checkout's cluster it retries for up
+#    to --pg-wait seconds (default 600)
+# 2. builds catalog + gateway (RelWithDebInfo) in $SHOPMICRO_BENCH_BUILD_DIR
+#    (default build-bench/)
+# 3. creates a fresh database, starts the real catalog (CATALOG_LOG_LEVEL=warn,
+#    CATALOG_WORKERS=4) and gateway (GATEWAY_LOG_LEVEL=warn, GATEWAY_THREADS =
+#    cores) binaries on free ports, seeds --products (1000) products through
+#    POST /v1/products on the gateway, VACUUM ANALYZEs
+# 4. throughput: wrk -t2 -c64, 2 s warm-up, then --seconds (15) measured, of
+#    GET /v1/products/{id} with random existing ids (bench/wrk/get_product.lua)
+# 5. pgbench -S -M prepared -c 4 -j 2 -T <seconds> over TCP 127.0.0.1 on the same
+#    Postgres (database pgbench_ref, pgbench -i -s 10 the first time, kept;
+#    --reinit-pgbench re-creates it); prints req/s, p50, p99 and the ratio
+#    (targets: ratio >= 0.20, p99 <= 25 ms)
+# 6. RSS: --rss-minutes (5; 0 skips) of the same wrk load, VmRSS of the gateway
+#    sampled every 10 s; min/max/first/last and whether every sample stayed
+#    within +-10 % of the first
+# 7. breaker: SIGKILLs the catalog, waits until the gateway answers 503
+#    "circuit open" fast, then the same wrk run (target p99 <= 2 ms)
+#    (--skip-breaker skips it)
+# --gateway-env NAME=VALUE: extra environment for the gateway (repeatable), for
+#    experiments such as GATEWAY_LOG_LEVEL=error or GATEWAY_THREADS=1.
+# --perf-out DIR: also `perf record --call-graph dwarf` the gateway and the
+#    catalog during the throughput phase (which perf slows down), into
+#    DIR/perf-{gateway,catalog}.data, and the gateway during the breaker phase
+#    into DIR/perf-gateway-breaker.data, with DIR/perf-*.txt reports (by shared
+#    object, by symbol, inclusive).
+# Each phase also reports how busy the machine was and how many cores the
+# benchmark's own processes used. The gateway and catalog are stopped with
+# SIGTERM (the gateway must exit 0) and the database dropped on any exit.
+# Figures: docs/benchmarks.md, "Gateway GetProduct through the full stack".
+set -euo pipefail
+
+ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd -P)
+BUILD_DIR=${SHOPMICRO_BENCH_BUILD_DIR:-$ROOT/build-bench}
+PG_PORT=${SHOPMICRO_PG_PORT:-55432}
+PG_BIN=${SHOPMICRO_PG_BIN:-/usr/lib/postgresql/15/bin}
+export SHOPMICRO_PG_PORT=$PG_PORT
+LUA="$ROOT/bench/wrk/get_product.lua"
+
+SECONDS_RUN=15
+CONNECTIONS=64
+WRK_THREADS=2
+WARMUP=2
+PRODUCTS=1000
+RSS_MINUTES=5
+RSS_INTERVAL=10
+SKIP_BREAKER=0
+PG_WAIT=600
+PERF_OUT=""
+GW_EXTRA_ENV=()
+CATALOG_WORKERS=4
+PGBENCH_DB=pgbench_ref
+PGBENCH_SCALE=10
+REINIT_PGBENCH=0
+TARGET_RATIO=0.20
+TARGET_P99_MS=25
+TARGET_BREAKER_P99_MS=2
+RSS_TOLERANCE_PCT=10
+
+usage() { sed -n '2,40p' "${BASH_SOURCE[0]}" | sed 's/^# \{0,1\}//'; }
+
+while (( $# > 0 )); do
+  case $1 in
+    --seconds)        SECONDS_RUN=${2:?}; shift 2 ;;
+    --connections)    CONNECTIONS=${2:?}; shift 2 ;;
+    --wrk-threads)    WRK_THREADS=${2:?}; shift 2 ;;
+    --products)       PRODUCTS=${2:?}; shift 2 ;;
+    --rss-minutes)    RSS_MINUTES=${2:?}; shift 2 ;;
+    --skip-breaker)   SKIP_BREAKER=1; shift ;;
+    --reinit-pgbench) REINIT_PGBENCH=1; shift ;;
+    --pg-wait)        PG_WAIT=${2:?}; shift 2 ;;
+    --perf-out)       PERF_OUT=${2:?}; shift 2 ;;
+    --gateway-env)    [[ ${2:?} == GATEWAY_*=* ]] || { echo "run_gateway_bench: --gateway-env wants GATEWAY_NAME=VALUE" >&2; exit 2; }
+                      GW_EXTRA_ENV+=("$2"); shift 2 ;;
+    -h|--help)        usage; exit 0 ;;
+    *) printf 'run_gateway_bench: unknown argument %s\n' "$1" >&2; usage >&2; exit 2 ;;
+  esac
+done
+for v in "$SECONDS_RUN" "$CONNECTIONS" "$WRK_THREADS" "$PRODUCTS"; do
+  # shellcheck disable=SC2015
+  [[ $v =~ ^[0-9]+$ ]] && (( v > 0 )) || { echo "run_gateway_bench: '$v' is not a positive integer" >&2; exit 2; }
+done
+for v in "$RSS_MINUTES" "$PG_WAIT"; do
+  [[ $v =~ ^[0-9]+$ ]] || { echo "run_gateway_bench: '$v' is not a non-negative integer" >&2; exit 2; }
+done
+if [[ -n $PERF_OUT ]]; then
+  command -v perf >/dev/null || { echo "run_gateway_bench: --perf-out needs perf (linux-perf)" >&2; exit 1; }
+  mkdir -p "$PERF_OUT"
+  PERF_OUT=$(cd "$PERF_OUT" && pwd -P)
+fi
+command -v wrk >/dev/null || { echo "run_gateway_bench: wrk is not installed (apt-get install wrk; deploy/local/packages.txt)" >&2; exit 1; }
+
+say() { printf '[bench] %s\n' "$*"; }
+die() { printf '[bench] error: %s\n' "$*" >&2; exit 1; }
+
+pg_tool() { if [[ -x $PG_BIN/$1 ]]; then echo "$PG_BIN/$1"; else command -v "$1" || echo "$1"; fi; }
+PSQL=("$(pg_tool psql)" -X -q -v ON_ERROR_STOP=1 -h 127.0.0.1 -p "$PG_PORT" -U postgres)
+BENCH_DB="gateway_bench_$$"
+TMP=$(mktemp -d /tmp/gateway-bench.XXXXXX)
+CAT_PID="" GW_PID=""
+DB_CREATED=0
+
+# stop_proc NAME PIDVAR: SIGTERM, wait up to 15 s, then SIGKILL; prints the
+# exit status. Returns 1 when it did not exit 0 by itself.
+stop_proc() {
+  local name=$1 var=$2 pid i rc=0
+  pid=${!var}
+  [[ -n $pid ]] || return 0
+  if kill -TERM "$pid" 2>/dev/null; then
+    for (( i = 0; i < 150; i++ )); do
+      kill -0 "$pid" 2>/dev/null || break
+      sleep 0.1
+    done
+    if kill -0 "$pid" 2>/dev/null; then
+      say "$name (pid $pid) ignored SIGTERM for 15 s: SIGKILL"
+      kill -KILL "$pid" 2>/dev/null || true
+    fi
+  fi
+  wait "$pid" 2>/dev/null || rc=$?
+  printf -v "$var" '%s' ""
+  (( rc == 0 )) || { say "$name (pid $pid) exited with status $rc"; return 1; }
+  return 0
+}
+
+cleanup() {
+  local rc=$? p
+  trap - EXIT INT TERM
+  set +e   # clean up as much as possible, whatever fails
+  for p in ${wrk_pid:-} ${watch_pid:-} ${pgb_pid:-} ${perf_pids:-}; do   # interrupted mid-phase
+    kill -TERM "$p" 2>/dev/null && wait "$p" 2>/dev/null
+    true
+  done
+  stop_proc gateway GW_PID
+  stop_proc catalog CAT_PID
+  if (( DB_CREATED )); then
+    "${PSQL[@]}" -d postgres -c "DROP DATABASE IF EXISTS \"$BENCH_DB\" WITH (FORCE)" ||
+      say "warning: could not drop database $BENCH_DB"
+  fi
+  if (( rc != 0 )); then
+    for p in gateway catalog; do
+      [[ -s $TMP/$p.log ]] || continue
+      say "last lines of the $p log:"
+      tail -n 20 "$TMP/$p.log" | sed 's/^/    /' >&2
+    done
+  fi
+  rm -rf "$TMP"
+  exit "$rc"
+}
+trap cleanup EXIT
+trap 'exit 130' INT TERM
+
+free_port() {
+  /usr/bin/python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])'
+}
+
+port_open() { (exec 3<>"/dev/tcp/127.0.0.1/$1") 2>/dev/null; }
+
+other_pg_sessions() {
+  "${PSQL[@]}" -d postgres -tAc "SELECT count(*) FROM pg_stat_activity WHERE backend_type = 'client backend'
+    AND pid <> pg_backend_pid() AND datname NOT IN ('$BENCH_DB', '$PGBENCH_DB')" 2>/dev/null || echo '?'
+}
+
+# proc_ticks PID...: "pid ticks" (user+system clock ticks, all threads) per live process.
+proc_ticks() {
+  local p st
+  for p; do
+    st=$(cat "/proc/$p/stat" 2>/dev/null) || continue
+    st=${st##*) }
+    awk -v p="$p" '{ print p, $12 + $13 }' <<<"$st"
+  done
+}
+
+# proc_cs PID...: "pid switches" per live process: voluntary + involuntary
+# context switches, summed over its threads.
+proc_cs() {
+  local p
+  for p; do
+    cat /proc/"$p"/task/*/status 2>/dev/null |
+      awk -v p="$p" '/^(non)?voluntary_ctxt_switches:/ { n += $2 } END { if (NR) print p, n }'
+  done
+}
+
+cpu_snap() { local l; read -r l </proc/stat; printf -v "$1" '%s' "${l#cpu }"; }
+cpu_since() {
+  local now
+  cpu_snap now
+  awk -v a="${!1}" -v b="$now" 'BEGIN {
+    split(a, x, " "); split(b, y, " ")
+    for (i = 1; i <= 8; i++) { d[i] = y[i] - x[i]; t += d[i] }
+    if (t <= 0) t = 1
+    printf "busy %.0f%% (user %.0f%%, sys+irq %.0f%%), idle %.0f%%, steal %.1f%%",
+      100 * (t - d[4] - d[5] - d[8]) / t, 100 * (d[1] + d[2]) / t,
+      100 * (d[3] + d[6] + d[7]) / t, 100 * (d[4] + d[5]) / t, 100 * d[8] / t }'
+}
+
+# watch_cpu DB DELAY WINDOW NAME=PID...: after DELAY s, for WINDOW s: how busy
+# the machine was, and the cores used by each named process and by the
+# Postgres backends of DB (the rest was somebody else's work).
+watch_cpu() {
+  # shellcheck disable=SC2034  # c0 is read through ${!1} in cpu_since
+  local db=$1 delay=$2 window=$3 c0 t0 t1 s0 s1 hz np
+  shift 3
+  sleep "$delay"
+  local -a names=() pids=()
+  for np; do names+=("${np%%=*}"); pids+=("${np#*=}"); done
+  local -a pg=()
+  mapfile -t pg < <("${PSQL[@]}" -d postgres -tAc \
+    "SELECT pid FROM pg_stat_activity WHERE datname = '$db' AND pid <> pg_backend_pid()")
+  hz=$(getconf CLK_TCK)
+  cpu_snap c0
+  t0=$(proc_ticks "${pids[@]}" "${pg[@]}")
+  s0=$(proc_cs "${pids[@]}")
+  sleep "$window"
+  t1=$(proc_ticks "${pids[@]}" "${pg[@]}")
+  s1=$(proc_cs "${pids[@]}")
+  awk -v hz="$hz" -v w="$window" -v a="$t0" -v b="$t1" -v names="${names[*]}" \
+      -v pids="${pids[*]}" -v machine="$(cpu_since c0)" -v ncpu="$(nproc)" 'BEGIN {
+    n = split(a, x, "\n"); for (i = 1; i <= n; i++) { split(x[i], f, " "); s[f[1]] = f[2] }
+    n = split(b, y, "\n"); for (i = 1; i <= n; i++) { split(y[i], f, " "); if (f[1] in s) d[f[1]] = f[2] - s[f[1]] }
+    k = split(names, nm, " "); split(pids, pd, " ")
+    out = ""
+    for (i = 1; i <= k; i++) { c = (pd[i] in d) ? d[pd[i]] / hz / w : 0; named[pd[i]] = 1; tot += c
+      out = out sprintf("%s %.2f, ", nm[i], c) }
+    for (p in d) if (!(p in named)) pgc += d[p] / hz / w
+    tot += pgc
+    printf "[bench] machine CPU: %s; the benchmark'"'"'s own processes: %.2f of %d cores (%spostgres %.2f)\n",
+      machine, tot, ncpu, out, pgc }'
+  awk -v w="$window" -v a="$s0" -v b="$s1" -v names="${names[*]}" -v pids="${pids[*]}" 'BEGIN {
+    n = split(a, x, "\n"); for (i = 1; i <= n; i++) { split(x[i], f, " "); s[f[1]] = f[2] }
+    n = split(b, y, "\n"); for (i = 1; i <= n; i++) { split(y[i], f, " "); if (f[1] in s) d[f[1]] = f[2] - s[f[1]] }
+    k = split(names, nm, " "); split(pids, pd, " ")
+    for (i = 1; i <= k; i++) out = out sprintf("%s%s %.0f", i > 1 ? ", " : "", nm[i], (pd[i] in d) ? d[pd[i]] / w : 0)
+    printf "[bench] context switches per second (all threads): %s\n", out }'
+}
+
+# result_field LINE KEY: the value of key=value in a RESULT line.
+result_field() { sed -n "s/.* $2=\([^ ]*\).*/\1/p" <<<" ${1#RESULT}"; }
+
+# start_wrk LABEL SECONDS [ENV=VALUE...]: wrk against the gateway with the
+# GetProduct script in the background (output in $TMP/wrk-LABEL.log), and the
+# CPU watcher over its run (report in $TMP/watch-LABEL.log).
+start_wrk() {
+  local label=$1 secs=$2
+  shift 2
+  WRK_LABEL=$label
+  env WRK_IDS_FILE="$TMP/ids.txt" "$@" \
+    wrk -t"$WRK_THREADS" -c"$CONNECTIONS" -d"${secs}s" --timeout 5s -s "$LUA" "$GW_URL" \
+    >"$TMP/wrk-$label.log" 2>&1 &
+  wrk_pid=$!
+  : >"$TMP/watch-$label.log"
+  if (( secs >= 4 )); then
+    watch_cpu "$BENCH_DB" 1 $((secs - 2)) wrk="$wrk_pid" gateway="$GW_PID" ${CAT_PID:+catalog="$CAT_PID"} \
+      >"$TMP/watch-$label.log" &
+    watch_pid=$!
+  fi
+}
+
+# finish_wrk: waits for start_wrk's run; its RESULT line into $WRK_RESULT.
+finish_wrk() {
+  local label=$WRK_LABEL
+  wait "$wrk_pid" || { cat "$TMP/wrk-$label.log"; die "wrk failed"; }
+  wrk_pid=""
+  if [[ -n ${watch_pid:-} ]]; then wait "$watch_pid" || true; watch_pid=""; fi
+  WRK_RESULT=$(grep '^RESULT ' "$TMP/wrk-$label.log") || { cat "$TMP/wrk-$label.log"; die "wrk printed no RESULT line"; }
+}
+
+run_wrk() { start_wrk "$@"; finish_wrk; }
+
+start_catalog() {
+  local i
+  CATALOG_LISTEN=127.0.0.1:$CAT_PORT \
+  CATALOG_DB_DSN="host=127.0.0.1 port=$PG_PORT dbname=$BENCH_DB user=postgres" \
+  CATALOG_LOG_LEVEL=warn CATALOG_WORKERS=$CATALOG_WORKERS \
+    "$BUILD_DIR/services/catalog/catalog" >>"$TMP/catalog.log" 2>&1 </dev/null &
+  CAT_PID=$!
+  for (( i = 0; i < 150; i++ )); do
+    kill -0 "$CAT_PID" 2>/dev/null || die "catalog exited during start-up"
+    port_open "$CAT_PORT" && return 0
+    sleep 0.1
+  done
+  die "catalog does not accept TCP on 127.0.0.1:$CAT_PORT after 15 s"
+}
+
+start_gateway() {
+  local i
+  GW_PORT=$(free_port)
+  GW_URL=http://127.0.0.1:$GW_PORT
+  GATEWAY_LISTEN=127.0.0.1:$GW_PORT GATEWAY_CATALOG_ADDR=127.0.0.1:$CAT_PORT \
+  GATEWAY_ORDER_ADDR=127.0.0.1:$(free_port) GATEWAY_LOG_LEVEL=warn GATEWAY_LOCK_DIR="$TMP" \
+    env ${GW_EXTRA_ENV[@]+"${GW_EXTRA_ENV[@]}"} \
+    "$BUILD_DIR/gateway/gateway" >>"$TMP/gateway.log" 2>&1 </dev/null &
+  GW_PID=$!
+  for (( i = 0; i < 150; i++ )); do
+    kill -0 "$GW_PID" 2>/dev/null || die "gateway exited during start-up"
+    port_open "$GW_PORT" && return 0
+    sleep 0.1
+  done
+  die "gateway does not accept TCP on 127.0.0.1:$GW_PORT after 15 s"
+}
+
+rss_kb() { awk '/^VmRSS:/ { print $2 }' "/proc/$1/status" 2>/dev/null || echo 0; }
+
+echo "==== machine"
+say "nproc: $(nproc)  ($(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2- | sed 's/^ *//'))"
+say "loadavg before the run: $(cut -d' ' -f1-3 /proc/loadavg)"
+say "$(wrk --version 2>&1 | head -n1 | sed 's/ Copyright.*//')"
+
+echo "==== postgres"
+pg_deadline=$((SECONDS + PG_WAIT))
+until "$ROOT/deploy/local/stack.sh" pg-up >"$TMP/pg-up.log" 2>&1; do
+  cat "$TMP/pg-up.log"
+  grep -q 'in use by another process' "$TMP/pg-up.log" || die "pg-up failed"
+  (( SECONDS < pg_deadline )) || die "port $PG_PORT still held by another cluster after $PG_WAIT s"
+  say "port $PG_PORT is held by another cluster (another checkout's CI?): retrying in 15 s"
+  sleep 15
+done
+cat "$TMP/pg-up.log"
+PG_STARTED=$("${PSQL[@]}" -d postgres -tAc "SELECT pg_postmaster_start_time()")
+
+echo "==== build ($BUILD_DIR, RelWithDebInfo)"
+cmake -S "$ROOT" -B "$BUILD_DIR" -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo >"$TMP/cmake.log" 2>&1 ||
+  { cat "$TMP/cmake.log" >&2; die "cmake configure failed"; }
+ninja -C "$BUILD_DIR" catalog gateway >"$TMP/ninja.log" 2>&1 ||
+  { cat "$TMP/ninja.log" >&2; die "build failed"; }
+
+echo "==== stack on database $BENCH_DB"
+"${PSQL[@]}" -d postgres -c "CREATE DATABASE \"$BENCH_DB\""
+DB_CREATED=1
+CAT_PORT=$(free_port)
+start_catalog
+start_gateway
+say "catalog pid $CAT_PID on 127.0.0.1:$CAT_PORT (CATALOG_WORKERS=$CATALOG_WORKERS, log level warn)"
+say "gateway pid $GW_PID on $GW_URL (GATEWAY_THREADS=$(nproc), log level warn${GW_EXTRA_ENV[*]:+; then }${GW_EXTRA_ENV[*]:-})"
+say "open-file limit of the gateway: $(awk '/^Max open files/ { print $4 " soft, " $5 " hard" }' "/proc/$GW_PID/limits")"
+say "seeding $PRODUCTS products through POST $GW_URL/v1/products"
+/usr/bin/python3 - "$GW_PORT" "$PRODUCTS" >"$TMP/ids.txt" <<'EOF' || die "seeding failed"
+import http.client, json, sys
+port, n = int(sys.argv[1]), int(sys.argv[2])
+c = http.client.HTTPConnection("127.0.0.1", port, timeout=10)
+for i in range(n):
+    body = json.dumps({"name": "bench product %d" % i, "description": "seeded by run_gateway_bench.sh",
+                       "priceCents": str(100 + i), "stock": i % 50})
+    c.request("POST", "/v1/products", body, {"Content-Type": "application/json"})
+    r = c.getresponse()
+    data = r.read()
+    if r.status != 200:
+        sys.exit("POST /v1/products: %d %s" % (r.status, data[:200]))
+    print(json.loads(data)["id"])
+EOF
+"${PSQL[@]}" -d "$BENCH_DB" -c "VACUUM ANALYZE products"
+say "products in $BENCH_DB: $("${PSQL[@]}" -d "$BENCH_DB" -tAc 'SELECT count(*) FROM products'), ids in the wrk list: $(wc -l <"$TMP/ids.txt")"
+sample_id=$(head -n1 "$TMP/ids.txt")
+say "sample: GET /v1/products/$sample_id -> $(curl -s "$GW_URL/v1/products/$sample_id")"
+
+echo "==== wrk: GET /v1/products/{id}, -t$WRK_THREADS -c$CONNECTIONS, ${WARMUP} s warm-up + $SECONDS_RUN s"
+say "other sessions on this Postgres: $(other_pg_sessions); loadavg $(cut -d' ' -f1 /proc/loadavg)"
+run_wrk warmup "$WARMUP"
+say "warm-up: $(result_field "$WRK_RESULT" requests) requests, $(result_field "$WRK_RESULT" non2xx) non-2xx"
+say "wrk -t$WRK_THREADS -c$CONNECTIONS -d${SECONDS_RUN}s --timeout 5s -s bench/wrk/get_product.lua $GW_URL"
+start_wrk main "$SECONDS_RUN"
+perf_pids=""
+if [[ -n $PERF_OUT ]]; then
+  for p in gateway:"$GW_PID" catalog:"$CAT_PID"; do
+    perf record -q --call-graph dwarf,16384 -F 499 -p "${p#*:}" -o "$PERF_OUT/perf-${p%%:*}.data" \
+      -- sleep $((SECONDS_RUN > 4 ? SECONDS_RUN - 3 : 1)) >"$PERF_OUT/perf-${p%%:*}.log" 2>&1 &
+    perf_pids+=" $!"
+  done
+fi
+finish_wrk
+for p in $perf_pids; do wait "$p" || true; done
+perf_pids=""
+sed -n '1,/^RESULT/p' "$TMP/wrk-main.log"
+cat "$TMP/watch-main.log"
+MAIN=$WRK_RESULT
+MAIN_OWN=$(sed -n "s/.*own processes: \([0-9.]*\) of.*/\1/p" "$TMP/watch-main.log")
+MAIN_BAD=$(( $(result_field "$MAIN" non2xx) + $(result_field "$MAIN" connect_err) + $(result_field "$MAIN" read_err) + $(result_field "$MAIN" write_err) + $(result_field "$MAIN" timeouts) ))
+say "gateway VmRSS after the throughput phase: $(rss_kb "$GW_PID") kB"
+
+if [[ -n $PERF_OUT ]]; then
+  for p in gateway catalog; do
+    perf report -i "$PERF_OUT/perf-$p.data" --no-children --sort sym --stdio 2>/dev/null |
+      grep -v '^$' | head -n 400 >"$PERF_OUT/perf-$p-sym.txt" || true
+    perf report -i "$PERF_OUT/perf-$p.data" --no-children --sort dso --stdio -g none 2>/dev/null |
+      grep -v '^#' | grep -v '^$' | head -n 40 >"$PERF_OUT/perf-$p-dso.txt" || true
+    perf report -i "$PERF_OUT/perf-$p.data" --children --sort sym --stdio -g none 2>/dev/null |
+      grep -v '^#' | grep -v '^$' | head -n 80 >"$PERF_OUT/perf-$p-children.txt" || true
+  done
+  say "perf profiles of the throughput phase: $PERF_OUT/perf-{gateway,catalog}{.data,-sym.txt,-dso.txt,-children.txt}"
+fi
+
+echo "==== pgbench (database $PGBENCH_DB, scale $PGBENCH_SCALE)"
+PGB=("$(pg_tool pgbench)" -h 127.0.0.1 -p "$PG_PORT" -U postgres)
+have_pgb=$("${PSQL[@]}" -d postgres -tAc "SELECT 1 FROM pg_database WHERE datname = '$PGBENCH_DB'")
+if [[ -n $have_pgb ]] && (( ! REINIT_PGBENCH )); then
+  rows=$("${PSQL[@]}" -d "$PGBENCH_DB" -tAc "SELECT count(*) FROM pgbench_accounts" 2>/dev/null || echo 0)
+  (( rows == PGBENCH_SCALE * 100000 )) || have_pgb=""
+fi
+if [[ -z $have_pgb ]] || (( REINIT_PGBENCH )); then
+  have_pgb=$("${PSQL[@]}" -d postgres -tAc "SELECT 1 FROM pg_database WHERE datname = '$PGBENCH_DB'")
+  say "initialising: pgbench -i -s $PGBENCH_SCALE $PGBENCH_DB"
+  [[ -z $have_pgb ]] || "${PSQL[@]}" -d postgres -c "DROP DATABASE \"$PGBENCH_DB\" WITH (FORCE)"
+  "${PSQL[@]}" -d postgres -c "CREATE DATABASE \"$PGBENCH_DB\""
+  "${PGB[@]}" -i -q -s "$PGBENCH_SCALE" "$PGBENCH_DB" >"$TMP/pgbench-init.log" 2>&1 ||
+    { cat "$TMP/pgbench-init.log" >&2; die "pgbench -i failed"; }
+else
+  say "reusing $PGBENCH_DB (already initialised at scale $PGBENCH_SCALE)"
+fi
+say "pgbench -S -M prepared -c 4 -j 2 -T $SECONDS_RUN -h 127.0.0.1 -p $PG_PORT $PGBENCH_DB"
+say "other sessions on this Postgres: $(other_pg_sessions); loadavg $(cut -d' ' -f1 /proc/loadavg)"
+"${PGB[@]}" -S -M prepared -c 4 -j 2 -T "$SECONDS_RUN" "$PGBENCH_DB" >"$TMP/pgbench.log" 2>&1 &
+pgb_pid=$!
+watch_cpu "$PGBENCH_DB" 1 $((SECONDS_RUN > 3 ? SECONDS_RUN - 2 : 1)) pgbench="$pgb_pid" >"$TMP/watch.log" &
+watch_pid=$!
+wait "$pgb_pid" || { cat "$TMP/pgbench.log"; die "pgbench failed"; }
+pgb_pid=""
+wait "$watch_pid" || true
+watch_pid=""
+grep -E '^(number of transactions actually processed|latency average|tps)' "$TMP/pgbench.log"
+cat "$TMP/watch.log"
+PGB_OWN=$(sed -n "s/.*own processes: \([0-9.]*\) of.*/\1/p" "$TMP/watch.log")
+PGB_TPS=$(sed -n 's/^tps = \([0-9.]*\).*without initial connection time.*/\1/p' "$TMP/pgbench.log")
+[[ -n $PGB_TPS ]] || die "no tps line in the pgbench output"
+
+RSS_SUMMARY=""
+if (( RSS_MINUTES > 0 )); then
+  echo "==== gateway RSS: $RSS_MINUTES min of the same wrk load, VmRSS every $RSS_INTERVAL s"
+  rss_secs=$((RSS_MINUTES * 60))
+  start_wrk rss $((rss_secs + 2 * RSS_INTERVAL))
+  sleep 3   # connections open and the first requests answered: the warm state
+  samples=()
+  for (( t = 0; t <= rss_secs; t += RSS_INTERVAL )); do
+    r=$(rss_kb "$GW_PID")
+    samples+=("$r")
+    printf '[bench] rss t=%3ds VmRSS %s kB\n' "$t" "$r"
+    (( t + RSS_INTERVAL <= rss_secs )) && sleep "$RSS_INTERVAL"
+  done
+  hwm=$(awk '/^VmHWM:/ { print $2 }' "/proc/$GW_PID/status")
+  finish_wrk
+  rss_result=$WRK_RESULT
+  RSS_SUMMARY=$(printf '%s\n' "${samples[@]}" | awk -v tol="$RSS_TOLERANCE_PCT" -v hwm="$hwm" '
+    NR == 1 { first = $1; min = $1; max = $1 }
+    { last = $1; if ($1 < min) min = $1; if ($1 > max) max = $1; n++ }
+    END {
+      lo = first * (1 - tol / 100); hi = first * (1 + tol / 100)
+      ok = (min >= lo && max <= hi) ? "yes" : "NO"
+      printf "%d samples: first %d kB, last %d kB (%+.1f%%), min %d kB, max %d kB, VmHWM %d kB; all within +-%d%% of the first: %s",
+        n, first, last, 100 * (last - first) / first, min, max, hwm, tol, ok }')
+  say "RSS: $RSS_SUMMARY"
+  say "load during the RSS phase: $(result_field "$rss_result" rps) req/s, p50 $(result_field "$rss_result" p50_ms) ms, p99 $(result_field "$rss_result" p99_ms) ms, non-2xx $(result_field "$rss_result" non2xx)"
+  cat "$TMP/watch-rss.log"
+fi
+
+BREAKER=""
+if (( ! SKIP_BREAKER )); then
+  echo "==== breaker open: catalog killed"
+  kill -KILL "$CAT_PID"
+  wait "$CAT_PID" 2>/dev/null || true
+  CAT_PID=""
+  say "catalog SIGKILLed; waiting until the gateway answers 503 \"circuit open\" in < 5 ms, 3 times in a row"
+  fast=0 tries=0
+  while (( fast < 3 )); do
+    (( tries++ < 600 )) || die "the gateway never answered 503 circuit open fast"
+    body=$(curl -s -m 15 -o - -w '\n%{http_code} %{time_total}' "$GW_URL/v1/products/$sample_id" || true)
+    read -r code secs <<<"${body##*$'\n'}"
+    body=${body%$'\n'*}
+    if [[ $code == 503 && $body == *"circuit open"* ]] && awk -v s="$secs" 'BEGIN { exit !(s < 0.005) }'; then
+      fast=$((fast + 1))
+    else
+      fast=0
+      say "  $code in $secs s: $body"
+      sleep 0.05
+    fi
+  done
+  say "breaker open: $(curl -s -D - -o /dev/null "$GW_URL/v1/products/$sample_id" | tr -d '\r' | grep -i '^retry-after' || echo 'no Retry-After')"
+  say "wrk -t$WRK_THREADS -c$CONNECTIONS -d${SECONDS_RUN}s (WRK_COUNT_STATUS=1: responses counted by status)"
+  start_wrk breaker "$SECONDS_RUN" WRK_COUNT_STATUS=1
+  perf_pids=""
+  if [[ -n $PERF_OUT ]]; then
+    perf record -q --call-graph dwarf,16384 -F 499 -p "$GW_PID" -o "$PERF_OUT/perf-gateway-breaker.data" \
+      -- sleep $((SECONDS_RUN > 4 ? SECONDS_RUN - 3 : 1)) >"$PERF_OUT/perf-gateway-breaker.log" 2>&1 &
+    perf_pids=$!
+  fi
+  finish_wrk
+  if [[ -n $perf_pids ]]; then
+    wait "$perf_pids" || true
+    perf_pids=""
+    perf report -i "$PERF_OUT/perf-gateway-breaker.data" --children --sort sym --stdio -g none 2>/dev/null |
+      grep -v '^#' | grep -v '^$' | head -n 80 >"$PERF_OUT/perf-gateway-breaker-children.txt" || true
+    perf report -i "$PERF_OUT/perf-gateway-breaker.data" --no-children --sort dso --stdio -g none 2>/dev/null |
+      grep -v '^#' | grep -v '^$' | head -n 40 >"$PERF_OUT/perf-gateway-breaker-dso.txt" || true
+  fi
+  sed -n '1,/^RESULT/p' "$TMP/wrk-breaker.log"
+  grep '^STATUS ' "$TMP/wrk-breaker.log" || true
+  cat "$TMP/watch-breaker.log"
+  BREAKER=$WRK_RESULT
+  BREAKER_STATUSES=$(grep '^STATUS ' "$TMP/wrk-breaker.log" | awk '{ printf "%s%s x %s", sep, $2, $3; sep = ", " }')
+  say "gateway log: $(wc -l <"$TMP/gateway.log") lines, $(( $(stat -c %s "$TMP/gateway.log") / 1048576 )) MiB (each 5xx is an access line at level warn)"
+fi
+
+echo "==== gateway shutdown"
+if stop_proc gateway GW_PID; then say "gateway exited 0 after SIGTERM"; else GW_EXIT_BAD=1; fi
+
+echo "==== summary"
+RPS=$(result_field "$MAIN" rps)
+P99=$(result_field "$MAIN" p99_ms)
+RATIO=$(awk -v a="$RPS" -v b="$PGB_TPS" 'BEGIN { printf "%.3f", a / b }')
+MET_RATIO=$(awk -v r="$RATIO" -v t="$TARGET_RATIO" 'BEGIN { print (r >= t) ? "met" : "NOT met" }')
+MET_P99=$(awk -v p="$P99" -v t="$TARGET_P99_MS" 'BEGIN { print (p <= t) ? "met" : "NOT met" }')
+printf 'nproc                    %s\n' "$(nproc)"
+printf 'gateway GetProduct       %s req/s  p50 %s ms  p99 %s ms  (wrk -t%s -c%s -d%ss; %s requests, %s failed)\n' \
+  "$RPS" "$(result_field "$MAIN" p50_ms)" "$P99" "$WRK_THREADS" "$CONNECTIONS" "$SECONDS_RUN" \
+  "$(result_field "$MAIN" requests)" "$MAIN_BAD"
+printf 'pgbench -S -M prepared   %.0f tps  (-c 4 -j 2 -T %s, TCP 127.0.0.1)\n' "$PGB_TPS" "$SECONDS_RUN"
+printf 'ratio gateway/pgbench    %s  (target >= %s: %s)\n' "$RATIO" "$TARGET_RATIO" "$MET_RATIO"
+printf 'p99                      %s ms  (target <= %s ms: %s)\n' "$P99" "$TARGET_P99_MS" "$MET_P99"
+if [[ -n ${MAIN_OWN:-} && -n ${PGB_OWN:-} ]]; then
+  printf 'cores used by the run    gateway phase %s, pgbench phase %s (of %s)\n' "$MAIN_OWN" "$PGB_OWN" "$(nproc)"
+  printf 'ratio per CPU-second     %s\n' "$(awk -v a="$RPS" -v ca="$MAIN_OWN" -v b="$PGB_TPS" -v cb="$PGB_OWN" \
+    'BEGIN { if (ca > 0 && cb > 0) printf "%.3f", (a / ca) / (b / cb); else print "?" }')"
+fi
+# CPU and context switches per request of each process in the throughput
+# phase, from its watch_cpu report.
+per_request() {  # WATCH_LOG RATE
+  awk -v r="$2" '
+    /own processes:/ { sub(/.*cores \(/, ""); sub(/\)$/, ""); n = split($0, f, ", ")
+      for (i = 1; i <= n; i++) { split(f[i], kv, " "); cpu = cpu sprintf("%s%s %.0f", i > 1 ? ", " : "", kv[1], kv[2] * 1e6 / r); tot += kv[2] } }
+    /context switches/ { sub(/.*threads\): /, ""); n = split($0, f, ", ")
+      for (i = 1; i <= n; i++) { split(f[i], kv, " "); cs = cs sprintf("%s%s %.1f", i > 1 ? ", " : "", kv[1], kv[2] / r) } }
+    END { if (cpu != "") printf "CPU us per request       %s (total %.0f)\n", cpu, tot * 1e6 / r
+          if (cs != "") printf "switches per request     %s\n", cs }' "$1"
+}
+if [[ -s $TMP/watch-main.log ]]; then per_request "$TMP/watch-main.log" "$RPS"; fi
+if [[ -n ${PGB_OWN:-} ]]; then
+  printf 'CPU us per pgbench tx    %.0f (pgbench + its Postgres backends)\n' \
+    "$(awk -v c="$PGB_OWN" -v t="$PGB_TPS" 'BEGIN { print c * 1e6 / t }')"
+fi
+if [[ -n $BREAKER ]]; then
+  if [[ -s $TMP/watch-breaker.log ]]; then
+    printf 'breaker phase per 503    %s\n' "$(per_request "$TMP/watch-breaker.log" "$(result_field "$BREAKER" rps)" |
+      sed 's/^CPU us per request *//; s/^switches per request */switches: /' | paste -sd';' | sed 's/;/; /')"
+  fi
+  BP99=$(result_field "$BREAKER" p99_ms)
+  printf 'breaker open (503)       %s req/s  p50 %s ms  p99 %s ms  (target p99 <= %s ms: %s; responses: %s)\n' \
+    "$(result_field "$BREAKER" rps)" "$(result_field "$BREAKER" p50_ms)" "$BP99" "$TARGET_BREAKER_P99_MS" \
+    "$(awk -v p="$BP99" -v t="$TARGET_BREAKER_P99_MS" 'BEGIN { print (p <= t) ? "met" : "NOT met" }')" \
+    "${BREAKER_STATUSES:-?}"
+fi
+if [[ -n $RSS_SUMMARY ]]; then
+  printf 'gateway RSS (%s min)      %s\n' "$RSS_MINUTES" "$RSS_SUMMARY"
+fi
+if (( MAIN_BAD > 0 )); then
+  printf 'WARNING                  %s requests failed in the throughput phase: the figures are suspect\n' "$MAIN_BAD"
+fi
+if [[ $("${PSQL[@]}" -d postgres -tAc "SELECT pg_postmaster_start_time()") != "$PG_STARTED" ]]; then
+  printf 'WARNING                  Postgres was restarted during the run (by another test?): the figures are suspect\n'
+fi
+if (( ${GW_EXIT_BAD:-0} )); then
+  printf 'WARNING                  the gateway did not exit 0 after SIGTERM\n'
+  exit 1
+fi
