@@ -30,41 +30,25 @@ static const db_stmt_t stmts[] = {
                    2, true},
 };
 
-struct cat_store {
-    db_conn_t *db;
-};
-
+/* A store is its worker's connection: the statement table above is the
+ * whole of what makes it the catalog store. */
 svc_err_t cat_store_new(const char *dsn, int statement_timeout_ms, cat_store_t **out,
                         char *errbuf)
 {
-    cat_store_t *st = calloc(1, sizeof *st);
     db_opts_t o;
-    svc_err_t err;
 
-    *out = NULL;
-    if (st == NULL)
-        return SVC_ENOMEM;
     db_opts_init(&o);
     o.dsn = dsn;
     o.stmts = stmts;
     o.n_stmts = SVC_COUNTOF(stmts);
     o.statement_timeout_ms = statement_timeout_ms;
     o.application_name = "catalog";
-    err = db_conn_new(&o, &st->db, errbuf);
-    if (err != SVC_OK) {
-        free(st);
-        return err;
-    }
-    *out = st;
-    return SVC_OK;
+    return db_conn_new(&o, out, errbuf);
 }
 
 void cat_store_free(cat_store_t *st)
 {
-    if (st == NULL)
-        return;
-    db_conn_free(st->db);
-    free(st);
+    db_conn_free(st);
 }
 
 svc_err_t cat_store_migrate(const char *dsn, char *errbuf)
@@ -110,7 +94,7 @@ svc_err_t cat_store_create(cat_store_t *st, const char *name, const char *descri
 
     snprintf(price, sizeof price, "%" PRId64, price_cents);
     snprintf(qty, sizeof qty, "%" PRId32, stock);
-    err = db_exec(st->db, STMT_CREATE, params, deadline_ns, &r, errbuf);
+    err = db_exec(st, STMT_CREATE, params, deadline_ns, &r, errbuf);
     if (err == SVC_OK)
         err = one_product(r, a, out);
     PQclear(r);
@@ -122,7 +106,7 @@ svc_err_t cat_store_get(cat_store_t *st, const char *id, uint64_t deadline_ns,
 {
     const char *params[] = {id};
     PGresult *r = NULL;
-    svc_err_t err = db_exec(st->db, STMT_GET, params, deadline_ns, &r, errbuf);
+    svc_err_t err = db_exec(st, STMT_GET, params, deadline_ns, &r, errbuf);
 
     if (err == SVC_OK)
         err = one_product(r, a, out);
@@ -144,7 +128,7 @@ svc_err_t cat_store_list(cat_store_t *st, int64_t after, int limit, uint64_t dea
      * last page gets an empty next_page_token (AIP-158). */
     snprintf(after_s, sizeof after_s, "%" PRId64, after);
     snprintf(limit_s, sizeof limit_s, "%d", limit + 1);
-    err = db_exec(st->db, STMT_LIST, params, deadline_ns, &r, errbuf);
+    err = db_exec(st, STMT_LIST, params, deadline_ns, &r, errbuf);
     if (err != SVC_OK)
         goto out;
     rows = PQntuples(r);

@@ -13,7 +13,8 @@
 #include "svc/core.h"
 
 typedef Shopmicro__Catalog__V1__Product cat_product_t;
-typedef struct cat_store cat_store_t;
+/* One per worker thread: that worker's database connection (pkg/db). */
+typedef struct db_conn cat_store_t;
 
 /* Creates the store (does not connect). dsn is copied. */
 svc_err_t cat_store_new(const char *dsn, int statement_timeout_ms, cat_store_t **out,

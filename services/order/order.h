@@ -10,7 +10,7 @@
 #include "rpc/rpc.h"
 #include "rs/grpc.h"
 
-struct ord_store;
+struct db_conn; /* ord_store_t, see store.h */
 
 /* Shared by every call (rpc_ctx_app). Borrowed; outlives the server. */
 typedef struct ord_app {
@@ -20,7 +20,7 @@ typedef struct ord_app {
 
 /* One per worker thread (rpc_ctx_worker); only that thread touches it. */
 typedef struct ord_worker {
-    struct ord_store *store;   /* the worker's database connection */
+    struct db_conn *store;   /* the worker's database connection */
     uint64_t creates;          /* CreateOrder calls served: paces key expiry */
 } ord_worker_t;
 
@@ -38,7 +38,7 @@ extern const size_t ord_client_methods_count;
 /* rpc.c: deletes expired idempotency keys, up to max_batches batches of
  * 1000, and logs what it did. Failures are logged, not returned: expiry is
  * housekeeping and must never fail a call. */
-void ord_keys_expire(struct ord_store *st, const ord_config_t *cfg, uint64_t deadline_ns,
+void ord_keys_expire(struct db_conn *st, const ord_config_t *cfg, uint64_t deadline_ns,
                      int max_batches);
 
 /* server.c: migrates, serves until SIGTERM/SIGINT, drains. `catalog` is

@@ -21,7 +21,7 @@ typedef Shopmicro__Order__V1__CreateOrderRequest create_req_t;
 typedef Shopmicro__Order__V1__CreateOrderResponse create_resp_t;
 typedef Shopmicro__Order__V1__GetOrderRequest get_req_t;
 
-void ord_keys_expire(struct ord_store *st, const ord_config_t *cfg, uint64_t deadline_ns,
+void ord_keys_expire(struct db_conn *st, const ord_config_t *cfg, uint64_t deadline_ns,
                      int max_batches)
 {
     char errbuf[SVC_ERRBUF_LEN] = "";

@@ -91,41 +91,25 @@ static const db_stmt_t stmts[] = {
                           2, true},
 };
 
-struct ord_store {
-    db_conn_t *db;
-};
-
+/* A store is its worker's connection: the statement table above is the
+ * whole of what makes it the order store. */
 svc_err_t ord_store_new(const char *dsn, int statement_timeout_ms, ord_store_t **out,
                         char *errbuf)
 {
-    ord_store_t *st = calloc(1, sizeof *st);
     db_opts_t o;
-    svc_err_t err;
 
-    *out = NULL;
-    if (st == NULL)
-        return SVC_ENOMEM;
     db_opts_init(&o);
     o.dsn = dsn;
     o.stmts = stmts;
     o.n_stmts = SVC_COUNTOF(stmts);
     o.statement_timeout_ms = statement_timeout_ms;
     o.application_name = "order";
-    err = db_conn_new(&o, &st->db, errbuf);
-    if (err != SVC_OK) {
-        free(st);
-        return err;
-    }
-    *out = st;
-    return SVC_OK;
+    return db_conn_new(&o, out, errbuf);
 }
 
 void ord_store_free(ord_store_t *st)
 {
-    if (st == NULL)
-        return;
-    db_conn_free(st->db);
-    free(st);
+    db_conn_free(st);
 }
 
 svc_err_t ord_store_migrate(const char *dsn, char *errbuf)
@@ -150,7 +134,7 @@ svc_err_t ord_store_key_get(ord_store_t *st, const char *key, uint64_t deadline_
 {
     const char *params[] = {key};
     PGresult *r = NULL;
-    svc_err_t err = db_exec(st->db, STMT_KEY_GET, params, deadline_ns, &r, errbuf);
+    svc_err_t err = db_exec(st, STMT_KEY_GET, params, deadline_ns, &r, errbuf);
 
     if (err == SVC_OK && PQntuples(r) == 0)
         err = SVC_ENOTFOUND;
@@ -214,7 +198,7 @@ static svc_err_t exec(ord_store_t *st, size_t idx, const char *const *params,
                       uint64_t deadline_ns, char *errbuf)
 {
     PGresult *r = NULL;
-    svc_err_t err = db_exec(st->db, idx, params, deadline_ns, &r, errbuf);
+    svc_err_t err = db_exec(st, idx, params, deadline_ns, &r, errbuf);
 
     PQclear(r);
     return err;
@@ -256,7 +240,7 @@ svc_err_t ord_store_create(ord_store_t *st, const ord_new_order_t *o, uint64_t d
     in_tx = true;
     if (o->idem_key != NULL) {
         const char *p[] = {o->idem_key, o->request_hash, total};
-        err = db_exec(st->db, STMT_KEY_CLAIM, p, deadline_ns, &r, errbuf);
+        err = db_exec(st, STMT_KEY_CLAIM, p, deadline_ns, &r, errbuf);
         if (err != SVC_OK)
             goto out;
         if (PQntuples(r) == 0) {
@@ -270,7 +254,7 @@ svc_err_t ord_store_create(ord_store_t *st, const ord_new_order_t *o, uint64_t d
     }
     {
         const char *p[] = {order_id, o->customer_id, total};
-        err = db_exec(st->db, STMT_ORDER_INSERT, p, deadline_ns, &r, errbuf);
+        err = db_exec(st, STMT_ORDER_INSERT, p, deadline_ns, &r, errbuf);
         if (err != SVC_OK)
             goto out;
         snprintf(out->id, sizeof out->id, "%s", PQgetvalue(r, 0, 0));
@@ -310,7 +294,7 @@ svc_err_t ord_store_get(ord_store_t *st, const char *id, uint64_t deadline_ns,
     PGresult *r = NULL;
     ord_order_t *o;
     int rows;
-    svc_err_t err = db_exec(st->db, STMT_ORDER_GET, params, deadline_ns, &r, errbuf);
+    svc_err_t err = db_exec(st, STMT_ORDER_GET, params, deadline_ns, &r, errbuf);
 
     if (err != SVC_OK)
         goto out;
@@ -363,7 +347,7 @@ svc_err_t ord_store_expire_keys(ord_store_t *st, int64_t ttl_s, int limit, uint6
 
     snprintf(ttl, sizeof ttl, "%" PRId64, ttl_s);
     snprintf(lim, sizeof lim, "%d", limit);
-    err = db_exec(st->db, STMT_KEYS_EXPIRE, params, deadline_ns, &r, errbuf);
+    err = db_exec(st, STMT_KEYS_EXPIRE, params, deadline_ns, &r, errbuf);
     if (err == SVC_OK)
         *deleted = strtoll(PQcmdTuples(r), NULL, 10);
     PQclear(r);

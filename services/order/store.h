@@ -18,7 +18,8 @@
 
 typedef Shopmicro__Order__V1__Order ord_order_t;
 typedef Shopmicro__Order__V1__OrderStatus ord_status_t;
-typedef struct ord_store ord_store_t;
+/* One per worker thread: that worker's database connection (pkg/db). */
+typedef struct db_conn ord_store_t;
 
 #define ORD_ID_LEN 37 /* canonical UUID + NUL */
 
