@@ -138,7 +138,9 @@ static struct timespec to_timespec(uint64_t ns)
 }
 
 /* Waits for every callback; on the first failure (or at the backstop)
- * cancels the rest, whose callbacks then come quickly. */
+ * cancels the rest, whose callbacks run inside rs_grpc_cancel. A breaker
+ * trial among them runs on to its verdict without us (rs/grpc.h): the line
+ * whose sibling failed must not take the breaker's news with it. */
 static void wait_all(latch_t *l, slot_t *slots, size_t n, uint64_t deadline_ns)
 {
     uint64_t backstop = deadline_ns == SVC_DEADLINE_NONE

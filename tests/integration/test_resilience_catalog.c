@@ -461,6 +461,52 @@ static void async_calls_succeed_retry_and_cancel(void **state)
     assert_int_equal(rs_upstream_in_flight(rs_grpc_client_upstream(f->cl)), 0);
 }
 
+/*
+ * Half-open, two calls at once (an order's two lines): the first is the
+ * trial, the second is rejected, and the caller cancels the trial. The
+ * caller hears "cancelled" before rs_grpc_cancel returns, but the trial is
+ * not cancelled on the wire: its verdict closes the breaker. (Cancelling it
+ * handed the permit on, and multi-line orders never healed the breaker.)
+ */
+static void cancelled_trial_runs_on_and_closes_the_breaker(void **state)
+{
+    fixture_t *f = *state;
+    rs_upstream_t *up = rs_grpc_client_upstream(f->cl);
+    uint64_t until;
+    rs_grpc_async_t *h = NULL;
+    waiter_t trial, sibling;
+
+    catalog_kill(f);
+    for (int i = 0; i < 5; i++)
+        (void)call(f, GET, f->product_id, 5000);
+    assert_int_equal(rs_upstream_breaker_state(up), RS_BREAKER_OPEN);
+    assert_int_equal(catalog_start(f), SVC_OK);
+    /* Frozen once the channel is back, so the trial is surely on the wire
+     * when it is cancelled. */
+    until = svc_now_ms() + (uint64_t)it_ms(3000);
+    while (strcmp(rs_grpc_client_connectivity(f->cl), "ready") != 0 && svc_now_ms() < until)
+        sleep_ms(10);
+    sleep_ms((int)rs_upstream_ms_until_trial(up) + 20);
+    freeze(f);
+
+    assert_int_equal(async_get(f, &trial, &h), SVC_OK);
+    assert_int_equal(rs_upstream_breaker_state(up), RS_BREAKER_HALF_OPEN);
+    assert_int_equal(async_get(f, &sibling, NULL), SVC_EUNAVAIL);
+    assert_int_equal(sibling.res.reason, RS_REASON_BREAKER_OPEN);
+    rs_grpc_cancel(h);
+    assert_true(trial.done); /* answered by the cancel itself: nobody waits for the trial */
+    assert_int_equal(trial.res.err, SVC_ECANCELLED);
+    assert_int_equal(trial.res.reason, RS_REASON_CANCELLED);
+    assert_int_equal(rs_upstream_breaker_state(up), RS_BREAKER_HALF_OPEN);
+
+    assert_int_equal(spawn_signal(f->cat, SIGCONT), SVC_OK);
+    until = svc_now_ms() + (uint64_t)it_ms(2000);
+    while (rs_upstream_breaker_state(up) != RS_BREAKER_CLOSED && svc_now_ms() < until)
+        sleep_ms(5);
+    assert_int_equal(rs_upstream_breaker_state(up), RS_BREAKER_CLOSED);
+    assert_int_equal(rs_upstream_in_flight(up), 0);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -473,6 +519,8 @@ int main(void)
         cmocka_unit_test_setup_teardown(frozen_catalog_each_attempt_ends_at_its_deadline, setup,
                                         teardown),
         cmocka_unit_test_setup_teardown(async_calls_succeed_retry_and_cancel, setup, teardown),
+        cmocka_unit_test_setup_teardown(cancelled_trial_runs_on_and_closes_the_breaker, setup,
+                                        teardown),
     };
     int failed;
 

@@ -78,6 +78,11 @@ uint32_t rs_call_attempts(const rs_call_t *c)
     return c->attempts;
 }
 
+bool rs_call_is_trial(const rs_call_t *c)
+{
+    return c->trial != 0;
+}
+
 /* ---- logging: one line per decision, never on the happy path ------------- */
 
 static void log_call(const rs_call_t *c, svc_log_level_t lvl, const char *decision,

@@ -8,6 +8,18 @@
  * retry, done) happens on the client thread. A call has two references, the
  * engine's and (optionally) the caller's handle; whoever drops the last one
  * frees it, so a caller may cancel a call that has just completed.
+ *
+ * Two things end a call, and they are kept apart: the caller's answer
+ * (done, delivered exactly once) and the engine's verdict (rs_call_finish).
+ * Normally the verdict comes first and the answer right after it. A cancel
+ * delivers the answer at once, on the cancelling thread; the verdict follows
+ * on the client thread. For an ordinary attempt that is a wire cancel, which
+ * the breaker ignores. A breaker TRIAL is not cancelled on the wire: it is
+ * the one call the half-open breaker waits for, and if every caller that
+ * gives up (a sibling line of an order failed, an HTTP client went away)
+ * took its trial with it, the breaker would hand the permit on and on and
+ * never hear that the upstream is back. So a cancelled trial runs to its own
+ * end, bounded by its attempt deadline, and only the breaker hears it.
  */
 #include <stdlib.h>
 #include <string.h>
@@ -29,9 +41,12 @@ struct rs_grpc_async {
     rpc_md_t md[RS_GRPC_MAX_MD];
     char *md_strings;
 
-    pthread_mutex_t mu;       /* guards in_flight and cancelled against rs_grpc_cancel */
+    pthread_mutex_t mu;       /* guards the four flags below against rs_grpc_cancel */
     bool in_flight;           /* u.call is an attempt on the wire */
     bool cancelled;
+    bool delivered;           /* done has been called (or is being called) */
+    bool trial;               /* the breaker admitted it as a trial: never wire-cancelled */
+    uint32_t attempts;        /* started so far, for a cancelled caller's result */
 
     /* per attempt */
     rpc_unary_t u;
@@ -52,19 +67,36 @@ static void unref(rs_grpc_async_t *a)
     free(a);
 }
 
-/* Ends the call: engine bookkeeping, then the caller's callback. */
+/* Claims the right to call done: true exactly once per call. */
+static bool claim_delivery(rs_grpc_async_t *a)
+{
+    bool mine;
+
+    pthread_mutex_lock(&a->mu);
+    mine = !a->delivered;
+    a->delivered = true;
+    pthread_mutex_unlock(&a->mu);
+    return mine;
+}
+
+/* Ends the call: the engine's verdict, then the caller's answer unless a
+ * cancel has already given it. */
 static void complete(rs_grpc_async_t *a, ProtobufCMessage *resp)
 {
     rs_grpc_result_t res;
     rs_result_t r;
 
     rs_call_finish(&a->rc, &r);
-    rs__result_fill(a->cl, &r, a->message, &res);
     if (r.err != SVC_OK && resp != NULL) {
         protobuf_c_message_free_unpacked(resp, NULL);
         resp = NULL;
     }
-    a->done(a->arg, &res, resp);
+    if (claim_delivery(a)) {
+        rs__result_fill(a->cl, &r, a->message, &res);
+        a->done(a->arg, &res, resp);
+    } else if (resp != NULL) {
+        protobuf_c_message_free_unpacked(resp, NULL);
+    }
     unref(a);
 }
 
@@ -168,6 +200,7 @@ static bool start_batch(rs_grpc_async_t *a, uint64_t deadline_ns, uint32_t numbe
                               grpc_byte_buffer_copy(a->request), a->attempt_md, n, deadline_ns,
                               false, a);
     a->in_flight = started;
+    a->attempts = number;
     pthread_mutex_unlock(&a->mu);
     if (!started)
         snprintf(a->message, sizeof a->message, "cannot start the call");
@@ -228,14 +261,16 @@ void rs__async_attempt_done(void *tag)
     cancelled = a->cancelled;
     pthread_mutex_unlock(&a->mu);
     resp = collect(a, &o);
-    if (cancelled) {
+    if (cancelled && !a->trial) {
         snprintf(a->message, sizeof a->message, "cancelled by the caller");
         complete(a, resp); /* finish before a verdict: reason cancelled */
         return;
     }
-    o.err = rs__server_cancel_is_unavailable(o.err); /* we did not cancel it */
+    /* Not cancelled by us: an ordinary attempt we cancel is handled above,
+     * and a trial is never cancelled on the wire. */
+    o.err = rs__server_cancel_is_unavailable(o.err);
     d = rs_call_end_attempt(&a->rc, &o);
-    if (d.action == RS_RETRY) {
+    if (d.action == RS_RETRY && !cancelled) {
         a->due_ns = svc_now_ns() + (uint64_t)d.delay_ms * SVC_NS_PER_MS;
         if (timer_add(a->cl, a))
             return;
@@ -329,6 +364,7 @@ svc_err_t rs_grpc_call_async(rs_grpc_client_t *cl, const char *method,
     a->arg = arg;
     atomic_store(&a->refs, handle != NULL ? 2 : 1);
     err = rs_call_begin(cl->up, method, o->deadline_ns, &a->rc);
+    a->trial = err == SVC_OK && rs_call_is_trial(&a->rc); /* published by start_batch's lock */
     if (err == SVC_OK)
         err = rs_call_attempt(&a->rc, &deadline);
     if (err == SVC_OK) {
@@ -350,13 +386,40 @@ svc_err_t rs_grpc_call_async(rs_grpc_client_t *cl, const char *method,
     return res->err != SVC_OK ? res->err : err;
 }
 
+/* The caller's answer to a cancel: it gave up, so it hears "cancelled"
+ * whatever the attempt on the wire comes to. */
+static void answer_cancelled(rs_grpc_async_t *h, uint32_t attempts)
+{
+    rs_grpc_result_t res;
+
+    memset(&res, 0, sizeof res);
+    res.err = SVC_ECANCELLED;
+    res.reason = RS_REASON_CANCELLED;
+    res.attempts = attempts;
+    snprintf(res.message, sizeof res.message, "cancelled by the caller");
+    h->done(h->arg, &res, NULL);
+}
+
 void rs_grpc_cancel(rs_grpc_async_t *h)
 {
+    bool answer, trial_on_wire;
+    uint32_t attempts;
+
     pthread_mutex_lock(&h->mu);
     h->cancelled = true;
-    if (h->in_flight)
+    trial_on_wire = h->in_flight && h->trial;
+    if (h->in_flight && !h->trial)
         grpc_call_cancel(h->u.call, NULL);
+    answer = !h->delivered;
+    h->delivered = true;
+    attempts = h->attempts;
     pthread_mutex_unlock(&h->mu);
+    if (trial_on_wire)
+        svc_log_debug(RS__GRPC_LOG_MODULE,
+                      "%s: caller gave up on a breaker trial; it runs on to its verdict",
+                      h->method);
+    if (answer)
+        answer_cancelled(h, attempts);
     unref(h);
 }
 

@@ -9,6 +9,7 @@
 #include "rs/grpc.h"
 
 #define RS_GRPC_BULKHEAD_RETRY_AFTER_MS 1000 /* "come back soon" for a full bulkhead */
+#define RS__GRPC_LOG_MODULE "resilience"
 
 struct rs_grpc_client {
     grpc_channel *ch;

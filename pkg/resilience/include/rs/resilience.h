@@ -374,6 +374,13 @@ rs_decision_t rs_call_end_attempt(rs_call_t *c, const rs_outcome_t *o);
  * grpc-previous-rpc-attempts. */
 uint32_t rs_call_attempts(const rs_call_t *c);
 
+/* True when the breaker admitted this call as a half-open trial. Its verdict
+ * is what closes the breaker again, so a binding lets a trial run to its end
+ * even when the caller has given up (a trial that is cancelled says nothing,
+ * and the next caller's trial may be cancelled too): answer the caller at
+ * once, keep the attempt going, and rs_call_end_attempt() it as usual. */
+bool rs_call_is_trial(const rs_call_t *c);
+
 /*
  * Ends the call: releases the slot and any breaker trial permit, records
  * metrics. Call it once for every rs_call_begin(), admitted or not (again

@@ -194,6 +194,56 @@ static void cancelled_trial_releases_its_permit(void **state)
     assert_int_equal(rs_upstream_in_flight(t->up), 0);
 }
 
+/* One two-line order in half-open, as pricing makes it: line 1 and line 2
+ * are begun together, line 2 is rejected, and the order gives up on line 1.
+ * run_on: line 1 runs on to its verdict (what the gRPC binding does with a
+ * trial), else it is finished without one. Returns whether both ran. */
+static bool two_line_order(rt_t *t, bool run_on)
+{
+    rs_call_t line1, line2;
+    rs_outcome_t ok = rt_outcome(SVC_OK);
+    bool both;
+    uint64_t dl;
+
+    assert_int_equal(rs_call_begin(t->up, GET_PRODUCT, SVC_DEADLINE_NONE, &line1), SVC_OK);
+    assert_int_equal(rs_call_attempt(&line1, &dl), SVC_OK);
+    both = rs_call_begin(t->up, GET_PRODUCT, SVC_DEADLINE_NONE, &line2) == SVC_OK;
+    if (both) {
+        assert_false(rs_call_is_trial(&line1));
+        assert_false(rs_call_is_trial(&line2));
+        assert_int_equal(rs_call_attempt(&line2, &dl), SVC_OK);
+        assert_int_equal(rs_call_end_attempt(&line2, &ok).action, RS_DONE);
+    } else {
+        assert_true(rs_call_is_trial(&line1)); /* the sibling failed: line 1 is the trial */
+    }
+    rs_call_finish(&line2, NULL);
+    if (both || run_on)
+        assert_int_equal(rs_call_end_attempt(&line1, &ok).action, RS_DONE);
+    rs_call_finish(&line1, NULL);
+    return both;
+}
+
+static void a_sibling_failure_must_not_cost_the_trial_its_verdict(void **state)
+{
+    rt_t *t = *state;
+
+    rt_start(t);
+    trip(t);
+    fake_clock_advance_ms(&t->clock, 10000);
+    /* Finishing the trial when its sibling fails hands the permit on, and the
+     * next order does the same: the upstream is fine, the breaker never
+     * learns it (the multi-item order trap). */
+    for (int order = 0; order < 5; order++)
+        assert_false(two_line_order(t, false));
+    assert_int_equal(rs_upstream_breaker_state(t->up), RS_BREAKER_HALF_OPEN);
+    /* Letting the trial run to its verdict closes the breaker at once: the
+     * order that took the trial fails, the next one goes through whole. */
+    assert_false(two_line_order(t, true));
+    assert_int_equal(rs_upstream_breaker_state(t->up), RS_BREAKER_CLOSED);
+    assert_true(two_line_order(t, true));
+    assert_int_equal(rs_upstream_in_flight(t->up), 0);
+}
+
 static void unsettled_trial_times_out_and_reopens(void **state)
 {
     rt_t *t = *state;
@@ -398,6 +448,7 @@ int main(void)
         T(cancelled_and_caller_deadline_are_ignored),
         T(attempt_timeouts_count_as_failures),
         T(cancelled_trial_releases_its_permit),
+        T(a_sibling_failure_must_not_cost_the_trial_its_verdict),
         T(unsettled_trial_times_out_and_reopens),
         T(breaker_counts_logical_calls_not_attempts),
         T(retry_stops_when_the_breaker_opens_mid_call),

@@ -52,7 +52,9 @@ void rs_grpc_opts_init(rs_grpc_opts_t *o);
  * caller. SVC_EINVAL (bad options, named in errbuf) or SVC_ENOMEM. */
 svc_err_t rs_grpc_client_new(const rs_grpc_opts_t *o, rs_grpc_client_t **out, char *errbuf);
 /* Stops the thread and closes the channel. Every async call must have
- * completed (its done callback returned). NULL-safe. */
+ * completed (its done callback returned). A breaker trial whose caller
+ * cancelled it may still be on the wire: the client waits for it (at most
+ * its attempt deadline). NULL-safe. */
 void rs_grpc_client_free(rs_grpc_client_t *cl);
 
 /* The client's upstream: breaker state, Retry-After, metrics. Borrowed. */
@@ -91,17 +93,20 @@ svc_err_t rs_grpc_call(rs_grpc_client_t *cl, const char *method, const ProtobufC
 typedef struct rs_grpc_async rs_grpc_async_t;
 
 /*
- * Called once per accepted async call, on the client's thread, when the
- * call is over. resp (SVC_OK only) is owned by the callee; res is borrowed.
- * It must not block: copy what it needs and hand off to its own thread.
- * After it returns the handle is gone.
+ * Called once per accepted async call, when the call is over for its
+ * caller: on the client's thread, or - when rs_grpc_cancel() answers the
+ * call - on the cancelling thread, before rs_grpc_cancel() returns (so the
+ * caller must not hold, around rs_grpc_cancel(), a lock that done takes).
+ * resp (SVC_OK only) is owned by the callee; res is borrowed. It must not
+ * block: copy what it needs and hand off to its own thread.
  */
 typedef void (*rs_grpc_done_fn)(void *arg, const rs_grpc_result_t *res, ProtobufCMessage *resp);
 
 /*
- * Starts a non-blocking call. `method` is borrowed and must stay valid until
- * done runs (use the static path strings). The request is packed before the
- * function returns, so req is borrowed only during the call.
+ * Starts a non-blocking call. `method` and `resp_desc` are borrowed and must
+ * outlive the client (use the static path strings): a cancelled breaker
+ * trial runs on after done. The request is packed before the function
+ * returns, so req is borrowed only during the call.
  *
  * Returns SVC_OK: done will run exactly once. If handle is not NULL, *handle
  * is a reference owned by caller, to be given back exactly once with
@@ -117,10 +122,15 @@ svc_err_t rs_grpc_call_async(rs_grpc_client_t *cl, const char *method,
                              const rs_grpc_call_opts_t *o, rs_grpc_done_fn done, void *arg,
                              rs_grpc_async_t **handle, rs_grpc_result_t *res);
 
-/* The caller has gone away: cancels the current attempt, no retry follows,
- * done runs with SVC_ECANCELLED (if it has not run yet), and the caller's
- * reference is released. A call waiting out a backoff ends when its timer
- * fires (at most backoff_cap_ms later), without another attempt. */
+/*
+ * The caller has gone away: done runs now with SVC_ECANCELLED, reason
+ * cancelled (unless it has already run, or is running on the client thread),
+ * no retry follows, and the caller's reference is released. The attempt on
+ * the wire is cancelled - except a breaker trial, which runs on to its
+ * verdict so that the breaker learns whether the upstream is back (see
+ * rs_call_is_trial()); only the breaker hears how it ended. A call waiting
+ * out a backoff is answered at once and ends without another attempt.
+ */
 void rs_grpc_cancel(rs_grpc_async_t *h);
 /* Releases the caller's reference without cancelling. */
 void rs_grpc_release(rs_grpc_async_t *h);
