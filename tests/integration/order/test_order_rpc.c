@@ -198,7 +198,7 @@ static void unknown_or_malformed_order_id_is_not_found(void **state)
 static void invalid_fields_are_named_and_nothing_is_written(void **state)
 {
     ord_it_t *t = *state;
-    char a[37], long_key[202];
+    char a[37], long_key[257];
     it_item_t items[2] = {{a, 1}, {a, 0}};
     ord_it_counts_t before;
     it_created_t *c = NULL;
@@ -212,11 +212,46 @@ static void invalid_fields_are_named_and_nothing_is_written(void **state)
     IT_ASSERT_ERROR(res, SVC_EINVAL, "customer_id must be 1-100");
     it_order_create(t->ord_ch, "cust-3", items, 0, NULL, 0, &c, &res);
     IT_ASSERT_ERROR(res, SVC_EINVAL, "items must have 1-100 entries");
-    memset(long_key, 'k', 201);
-    long_key[201] = '\0';
+    memset(long_key, 'k', 256);
+    long_key[256] = '\0';
     it_order_create(t->ord_ch, "cust-3", items, 1, long_key, 0, &c, &res);
-    IT_ASSERT_ERROR(res, SVC_EINVAL, "idempotency-key must be 1-200");
+    IT_ASSERT_ERROR(res, SVC_EINVAL, "idempotency-key must be 1-255 printable ASCII");
+    /* a space is legal gRPC metadata, but not part of a key: refused, not ignored */
+    it_order_create(t->ord_ch, "cust-3", items, 1, "my key", 0, &c, &res);
+    IT_ASSERT_ERROR(res, SVC_EINVAL, "idempotency-key must be 1-255 printable ASCII");
     ord_it_assert_counts(ord_it_counts(t), before);
+}
+
+/* The longest key and every character a key may have are stored and
+ * compared byte for byte (the table's CHECK agrees with the service). */
+static void keys_are_honoured_byte_for_byte(void **state)
+{
+    ord_it_t *t = *state;
+    char a[37], keys[2][256], uuid[37];
+    it_item_t items[1] = {{a, 1}};
+    it_created_t *c1 = NULL, *c2 = NULL;
+    ord_it_counts_t before;
+    rpc_result_t res;
+
+    ord_it_product(t, "Pen", 120, a);
+    it_random_uuid(uuid);
+    memset(keys[0], 'k', 255);
+    memcpy(keys[0], uuid, 36);
+    keys[0][255] = '\0';
+    for (int c = 0x21; c <= 0x7e; c++)
+        keys[1][c - 0x21] = (char)c;
+    memcpy(keys[1] + 0x7e - 0x21 + 1, uuid, 37);
+    for (int k = 0; k < 2; k++) {
+        before = ord_it_counts(t);
+        it_order_create(t->ord_ch, "cust-5", items, 1, keys[k], 0, &c1, &res);
+        IT_ASSERT_CODE(res, SVC_OK);
+        it_order_create(t->ord_ch, "cust-5", items, 1, keys[k], 0, &c2, &res);
+        IT_ASSERT_CODE(res, SVC_OK);
+        assert_string_equal(c2->id, c1->id);
+        ord_it_assert_counts(ord_it_counts(t), plus(before, 1, 1, 1, 1));
+        it_free(c1);
+        it_free(c2);
+    }
 }
 
 static void same_key_same_request_replays_the_first_response(void **state)
@@ -458,6 +493,7 @@ int main(void)
         cmocka_unit_test(unknown_product_is_invalid_argument_and_writes_nothing),
         cmocka_unit_test(unknown_or_malformed_order_id_is_not_found),
         cmocka_unit_test(invalid_fields_are_named_and_nothing_is_written),
+        cmocka_unit_test(keys_are_honoured_byte_for_byte),
         cmocka_unit_test(same_key_same_request_replays_the_first_response),
         cmocka_unit_test(racing_calls_with_one_key_make_one_order),
         cmocka_unit_test(expired_keys_are_deleted_and_younger_ones_kept),
