@@ -169,10 +169,72 @@ static void wait_all(latch_t *l, slot_t *slots, size_t n, uint64_t deadline_ns)
     pthread_mutex_unlock(&l->mu);
 }
 
+/* A line refused because the breaker is half-open with a trial in flight
+ * (most likely this order's own first line): rather than fail the order,
+ * price it after the trial, which by then has closed the breaker or not. */
+static bool waits_for_trial(rs_grpc_client_t *cl, const rs_grpc_result_t *res, const latch_t *l)
+{
+    return res->reason == RS_REASON_BREAKER_OPEN && l->pending > 0 &&
+           rs_upstream_breaker_state(rs_grpc_client_upstream(cl)) == RS_BREAKER_HALF_OPEN;
+}
+
+/* Starts one GetProduct per line of idx[0..n) into slots; lines that wait
+ * for the trial go to later (when not NULL). Returns the slots used. */
+static size_t start_round(rs_grpc_client_t *cl, ord_line_t *lines, const size_t *idx, size_t n,
+                          const rs_grpc_call_opts_t *o, latch_t *l, slot_t *slots, size_t *later,
+                          size_t *n_later)
+{
+    size_t used = 0;
+
+    for (size_t i = 0; i < n; i++) {
+        get_req_t req = SHOPMICRO__CATALOG__V1__GET_PRODUCT_REQUEST__INIT;
+        ord_line_t *line = &lines[idx[i]];
+        slot_t *s = &slots[used];
+        rs_grpc_result_t res;
+
+        *s = (slot_t){l, line, NULL};
+        req.id = (char *)line->product_id;
+        /* Counted before the call starts: its callback may run before
+         * rs_grpc_call_async returns. */
+        pthread_mutex_lock(&l->mu);
+        l->pending++;
+        pthread_mutex_unlock(&l->mu);
+        if (rs_grpc_call_async(cl, ORD_CATALOG_GET_PRODUCT, &req.base,
+                               &shopmicro__catalog__v1__product__descriptor, o, on_priced, s,
+                               &s->handle, &res) == SVC_OK) {
+            used++;
+            continue;
+        }
+        /* Rejected (breaker open, bulkhead full): no callback will come. */
+        pthread_mutex_lock(&l->mu);
+        l->pending--;
+        if (later != NULL && waits_for_trial(cl, &res, l)) {
+            later[(*n_later)++] = idx[i];
+            pthread_mutex_unlock(&l->mu);
+            continue;
+        }
+        {
+            char msg[SVC_ERRBUF_LEN] = "";
+            fail_locked(l, describe(line->product_id, &res, msg), msg);
+        }
+        pthread_mutex_unlock(&l->mu);
+        break; /* the order fails anyway: start no more calls */
+    }
+    return used;
+}
+
+static void release_all(slot_t *slots, size_t n)
+{
+    for (size_t i = 0; i < n; i++)
+        if (slots[i].handle != NULL)
+            rs_grpc_release(slots[i].handle);
+}
+
 svc_err_t ord_price_lines(rs_grpc_client_t *cl, ord_line_t *lines, size_t n, uint64_t deadline_ns,
                           char *errbuf)
 {
     slot_t slots[ORD_MAX_ITEMS];
+    size_t all[ORD_MAX_ITEMS], later[ORD_MAX_ITEMS], n_later = 0, used;
     const char *rid = svc_log_request_id();
     rpc_md_t md = {"x-request-id", rid};
     rs_grpc_call_opts_t o = {deadline_ns, NULL, &md, rid[0] != '\0' ? 1 : 0};
@@ -189,38 +251,18 @@ svc_err_t ord_price_lines(rs_grpc_client_t *cl, ord_line_t *lines, size_t n, uin
     pthread_condattr_setclock(&ca, CLOCK_MONOTONIC); /* deadlines are monotonic */
     pthread_cond_init(&l.cv, &ca);
     pthread_condattr_destroy(&ca);
-
-    for (size_t i = 0; i < n; i++) {
-        get_req_t req = SHOPMICRO__CATALOG__V1__GET_PRODUCT_REQUEST__INIT;
-        rs_grpc_result_t res;
-
-        slots[i] = (slot_t){&l, &lines[i], NULL};
-        req.id = (char *)lines[i].product_id;
-        /* Counted before the call starts: its callback may run before
-         * rs_grpc_call_async returns. */
-        pthread_mutex_lock(&l.mu);
-        l.pending++;
-        pthread_mutex_unlock(&l.mu);
-        if (rs_grpc_call_async(cl, ORD_CATALOG_GET_PRODUCT, &req.base,
-                               &shopmicro__catalog__v1__product__descriptor, &o, on_priced,
-                               &slots[i], &slots[i].handle, &res) != SVC_OK) {
-            char msg[SVC_ERRBUF_LEN] = "";
-            svc_err_t err = describe(lines[i].product_id, &res, msg);
-
-            /* Rejected (breaker open, bulkhead full): no callback will come.
-             * The order fails anyway, so start no more calls. */
-            pthread_mutex_lock(&l.mu);
-            l.pending--;
-            fail_locked(&l, err, msg);
-            pthread_mutex_unlock(&l.mu);
-            n = i;
-            break;
-        }
-    }
-    wait_all(&l, slots, n, deadline_ns);
     for (size_t i = 0; i < n; i++)
-        if (slots[i].handle != NULL)
-            rs_grpc_release(slots[i].handle);
+        all[i] = i;
+
+    used = start_round(cl, lines, all, n, &o, &l, slots, later, &n_later);
+    wait_all(&l, slots, used, deadline_ns);
+    release_all(slots, used);
+    if (!l.failed && n_later > 0) {
+        /* One more round trip, once: the trial has settled. */
+        used = start_round(cl, lines, later, n_later, &o, &l, slots, NULL, NULL);
+        wait_all(&l, slots, used, deadline_ns);
+        release_all(slots, used);
+    }
     pthread_cond_destroy(&l.cv);
     pthread_mutex_destroy(&l.mu);
     if (l.failed)

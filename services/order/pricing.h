@@ -28,8 +28,11 @@ svc_err_t ord_catalog_new(const ord_config_t *cfg, rs_grpc_client_t **out, char 
  * GetProduct. All calls are in flight at once (rs_grpc_call_async), so this
  * costs about one round trip whatever the number of lines; the calling
  * thread waits for all of them. Each call gets deadline_ns (the incoming
- * call's) as its overall deadline. The first failure cancels the calls still
- * running and is the result:
+ * call's) as its overall deadline. A line refused by a half-open breaker
+ * while this order holds the trial is priced in a second round, once the
+ * trial has settled: so the first order after a catalog outage succeeds,
+ * whatever its number of lines. The first failure cancels the calls still
+ * running (a trial among them runs on to its verdict) and is the result:
  *
  *   SVC_EINVAL     "unknown product <id>" (catalog NOT_FOUND)
  *   SVC_ETIMEDOUT  the deadline passed
