@@ -6,8 +6,10 @@
 # All run-time state lives in <repo>/.run/ (git-ignored), or in $SHOPMICRO_RUN_DIR when set
 # (an isolated second stack, e.g. the walkthrough test; use other ports with it):
 #   .run/pg/data  .run/pg/sock   the Postgres cluster and its socket directory
-#   .run/logs/    postgres.log, <service>.log, ctest-*.log
+#   .run/logs/    postgres.log, <service>.log
 #   .run/<svc>.pid               pid and binary of each service started by `up` or `start`
+# `test` runs in a run folder of its own ($TMPDIR/shopmicro-test.*, free ports; removed at exit),
+# so it never touches a stack that is up.
 # See deploy/local/README.md for every subcommand and SHOPMICRO_* variable.
 set -euo pipefail
 
@@ -15,14 +17,19 @@ ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd -P)
 SELF="$ROOT/deploy/local/stack.sh"
 PACKAGES_FILE="$ROOT/deploy/local/packages.txt"
 abs_path() { case $1 in /*) realpath -m -- "$1" ;; *) realpath -m -- "$ROOT/$1" ;; esac; }
-RUN=$(abs_path "${SHOPMICRO_RUN_DIR:-.run}")
-LOGS="$RUN/logs"
+# set_run_dir DIR: RUN = DIR (absolute) and every run-time path in it. `test` calls it again to
+# move to its own run folder.
+set_run_dir() {
+  RUN=$(abs_path "$1")
+  LOGS="$RUN/logs"
+  PG_DIR="$RUN/pg"
+  PG_DATA="$PG_DIR/data"
+  PG_SOCK="$PG_DIR/sock"
+  PG_LOG="$LOGS/postgres.log"
+}
+set_run_dir "${SHOPMICRO_RUN_DIR:-.run}"
 
 PG_BIN="${SHOPMICRO_PG_BIN:-/usr/lib/postgresql/15/bin}"
-PG_DIR="$RUN/pg"
-PG_DATA="$PG_DIR/data"
-PG_SOCK="$PG_DIR/sock"
-PG_LOG="$LOGS/postgres.log"
 PG_CONF_NAME="shopmicro.conf"       # included from postgresql.conf, rewritten at every start
 PG_DATABASES=(catalog orders)
 
@@ -69,22 +76,50 @@ trim() {
 
 # Give every port variable its default and export it, so that the table's
 # @VAR@ references and the tests (SHOPMICRO_PG_PORT) see the same values.
-SHOPMICRO_PG_PORT="${SHOPMICRO_PG_PORT:-55432}"
-is_port "$SHOPMICRO_PG_PORT" || die "SHOPMICRO_PG_PORT='$SHOPMICRO_PG_PORT' is not a port number"
-export SHOPMICRO_PG_PORT
-PG_PORT=$SHOPMICRO_PG_PORT
-for _line in "${SERVICES[@]}"; do
-  IFS='|' read -r _ _ _spec _ <<<"$_line"
-  trim _spec "$_spec"
+# PORT_VARS and PORT_DEFAULTS: every port variable (Postgres's, then the table's) and its default.
+PORT_VARS=() PORT_DEFAULTS=()
+for _spec in "SHOPMICRO_PG_PORT=55432" "${SERVICES[@]}"; do
+  if [[ $_spec == *'|'* ]]; then IFS='|' read -r _ _ _spec _ <<<"$_spec"; trim _spec "$_spec"; fi
   _var=${_spec%%=*}
+  PORT_VARS+=("$_var") PORT_DEFAULTS+=("${_spec#*=}")
   if [[ -z ${!_var:-} ]]; then printf -v "$_var" '%s' "${_spec#*=}"; fi
   is_port "${!_var}" || die "$_var='${!_var}' is not a port number"
   export "${_var?}"
 done
-unset _line _spec _var
+unset _spec _var
+PG_PORT=$SHOPMICRO_PG_PORT
 
 # True when something accepts TCP connections on 127.0.0.1:$1.
 port_open() { (exec 3<>"/dev/tcp/127.0.0.1/$1") 2>/dev/null; }
+
+# free_ports N [AVOID...]: N different ports of 127.0.0.1, picked at random, that can be bound now
+# and are none of AVOID; one a line. They lie below the kernel's ephemeral range
+# (ip_local_port_range), from which client connections take their source ports: a port from that
+# range can be taken by some connection while a cluster on it restarts (pg-restart).
+free_ports() {
+  python3 -c '
+import random, socket, sys
+n, avoid, held, ports = int(sys.argv[1]), set(sys.argv[2:]), [], []
+try:
+    lo = int(open("/proc/sys/net/ipv4/ip_local_port_range").read().split()[0])
+except (OSError, ValueError, IndexError):
+    lo = 32768
+candidates = [p for p in range(10000, lo if lo > 11000 else 65536) if str(p) not in avoid]
+random.shuffle(candidates)
+for p in candidates:
+    if len(ports) == n:
+        break
+    s = socket.socket()
+    try:
+        s.bind(("127.0.0.1", p))
+    except OSError:
+        s.close()
+        continue
+    held.append(s)
+    ports.append(p)
+print(*ports, sep="\n")
+' "$@"
+}
 
 # Who listens on port $1 (best effort, for error messages).
 port_owner() {
@@ -860,14 +895,13 @@ TEST_SUMMARY=()
 run_suite() {
   local label=$1 dir=$2 t0=$SECONDS rc=0 log counts
   shift 2
-  log="$LOGS/ctest-$label.log"
+  log="$dir/ctest-$label.log"
   section "$label: build $(rel "$dir")"
   if ! build_tree "$dir" "$@"; then
     TEST_SUMMARY+=("$(printf '%-26s FAILED  build failed (%d s)' "$label $(rel "$dir")" $((SECONDS - t0)))")
     return 1
   fi
   section "$label: ctest --test-dir $(rel "$dir")"
-  mkdir -p "$LOGS"
   set +e
   ctest --test-dir "$dir" --output-on-failure -j2 --timeout 300 2>&1 | tee "$log"
   rc=$?
@@ -893,7 +927,7 @@ run_suite() {
 run_tsan_suite() {
   local label=tsan dir=$TSAN_BUILD_DIR t0=$SECONDS rc=0 log counts
   local -a targets=()
-  log="$LOGS/ctest-$label.log"
+  log="$dir/ctest-$label.log"
   section "$label: configure $(rel "$dir"), build the unit tests named *concurrent*"
   if ! configure_tree "$dir" -DSVC_SANITIZE=thread -DCMAKE_BUILD_TYPE=Debug; then
     TEST_SUMMARY+=("$(printf '%-26s FAILED  configure failed (%d s)' "$label $(rel "$dir")" $((SECONDS - t0)))")
@@ -927,7 +961,6 @@ for t in json.load(sys.stdin).get("tests", []):
     return 1
   fi
   section "$label: ctest --test-dir $(rel "$dir") -L unit -R concurrent"
-  mkdir -p "$LOGS"
   set +e
   TSAN_OPTIONS=halt_on_error=1 ctest --test-dir "$dir" -L unit -R concurrent --output-on-failure -j2 --timeout 300 2>&1 |
     tee "$log"
@@ -944,23 +977,75 @@ for t in json.load(sys.stdin).get("tests", []):
   return "$rc"
 }
 
-TEST_STARTED_PG=0
-test_cleanup() {
-  if (( TEST_STARTED_PG )); then
-    section "postgres: stopping the cluster that this test run started"
-    cmd_pg_down || true
+# The test run's own stack, so that tests never touch the user's (its run folder, its Postgres and
+# its services): a fresh run folder under $TMPDIR, and a free port for Postgres and for each
+# service, none of them a default port or a port the user has set. Both are exported, so ctest and
+# every test see them: the fixtures' `stack.sh pg-up`, `pg-restart` and `kill postgres` act on this
+# cluster. At exit (failure and Ctrl-C included) test_env_down stops the cluster and removes the
+# folder, unless SHOPMICRO_TEST_KEEP=1.
+TEST_RUN_DIR=""
+test_env_up() {
+  local user_run=$RUN user_pg=$PG_PORT i tmp=${TMPDIR:-/tmp} list=""
+  local -a avoid=("${PORT_DEFAULTS[@]}") ports=()
+  for i in "${!PORT_VARS[@]}"; do avoid+=("${!PORT_VARS[i]}"); done
+  mapfile -t ports < <(free_ports "${#PORT_VARS[@]}" "${avoid[@]}")
+  (( ${#ports[@]} == ${#PORT_VARS[@]} )) || die "test: cannot find ${#PORT_VARS[@]} free ports on 127.0.0.1"
+  trap test_env_down EXIT
+  trap 'exit 130' INT
+  trap 'exit 143' TERM
+  TEST_RUN_DIR=$(mktemp -d "$tmp/shopmicro-test.XXXXXX") || die "test: cannot make a run folder in $tmp (TMPDIR)"
+  chmod 755 "$TEST_RUN_DIR"   # run as root, the cluster belongs to the postgres user, who must reach it
+  set_run_dir "$TEST_RUN_DIR"
+  export SHOPMICRO_RUN_DIR=$RUN
+  for i in "${!PORT_VARS[@]}"; do
+    printf -v "${PORT_VARS[i]}" '%s' "${ports[i]}"
+    export "${PORT_VARS[i]?}"
+    list+=" ${PORT_VARS[i]}=${ports[i]}"
+  done
+  PG_PORT=$SHOPMICRO_PG_PORT
+  say "test: own run folder $RUN, own ports:$list"
+  say "test: the stack of $(rel "$user_run") (postgres port $user_pg) is not touched"
+  cmd_pg_up
+}
+
+test_env_down() {
+  [[ -n $TEST_RUN_DIR ]] || return 0
+  pg_unlock   # interrupted inside pg-up: the lock is ours, and pg-down below takes it again
+  section "test: stopping the test run's postgres"
+  # Subshells: a failing step (die exits) must not skip the next one.
+  if ! (cmd_pg_down); then
+    note "test: pg_ctl stop failed; killing the test run's postgres"
+    (pg_lock; if pg_running; then pg_sigkill; fi) || note "test: could not kill it either"
   fi
+  if [[ ${SHOPMICRO_TEST_KEEP:-0} == 1 ]]; then
+    say "test: kept $TEST_RUN_DIR (SHOPMICRO_TEST_KEEP=1; logs/postgres.log is its log): rm -rf it when done"
+  else
+    rm -rf -- "$TEST_RUN_DIR"
+    say "test: removed $TEST_RUN_DIR (SHOPMICRO_TEST_KEEP=1 keeps it)"
+  fi
+  TEST_RUN_DIR=""
+}
+
+# test-env COMMAND [ARG...]: run one command in the test run's own stack (test_env_up), e.g.
+# `stack.sh test-env ctest --test-dir build -L integration`. Exits with the command's status.
+cmd_test_env() {
+  local rc=0
+  if (( $# == 0 )); then
+    printf 'stack: error: usage: %s test-env <command> [<arg>...]\n' "$(rel "$SELF")" >&2
+    exit 2
+  fi
+  section "test-env: postgres"
+  test_env_up
+  section "test-env: $*"
+  "$@" || rc=$?
+  exit "$rc"
 }
 
 cmd_test() {
   local t0=$SECONDS failed=0 line
   section "deps"; cmd_deps
   section "postgres"
-  pg_running || TEST_STARTED_PG=1
-  trap test_cleanup EXIT
-  trap 'exit 130' INT TERM
-  cmd_pg_up
-  export SHOPMICRO_PG_PORT
+  test_env_up
 
   run_suite normal "$BUILD_DIR" -DCMAKE_BUILD_TYPE=RelWithDebInfo || failed=1
   ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1 \
@@ -993,8 +1078,10 @@ The whole stack:
   down        stop the services (SIGTERM, SIGKILL after ${SERVICE_STOP_TIMEOUT} s; paused ones are
               continued first), then pg-down
   status      show Postgres and each service: running/paused/stopped, pid, port
-  test        deps + pg-up, then build + ctest in build/ and in the ASan+UBSan tree build-asan/,
-              and the concurrent unit tests under ThreadSanitizer in build-tsan/
+  test        deps, then build + ctest in build/ and in the ASan+UBSan tree build-asan/, and the
+              concurrent unit tests under ThreadSanitizer in build-tsan/. The tests get a Postgres
+              of their own (run folder in \$TMPDIR, free ports): a running stack is not touched
+  test-env    <command> [<arg>...]: run one command (e.g. ctest) with that test Postgres
 
 One service or more (services: $(service_names)):
   start       start it (it must be built; postgres: pg-up)
@@ -1024,6 +1111,7 @@ main() {
     down)         cmd_down ;;
     status)       cmd_status ;;
     test)         cmd_test ;;
+    test-env)     cmd_test_env "$@" ;;
     start|stop|restart|kill|pause|resume) cmd_service "$cmd" "$@" ;;
     logs)         cmd_logs "$@" ;;
     -h|--help|help) usage ;;
@@ -1032,4 +1120,5 @@ main() {
   esac
 }
 
-main "$@"
+# Sourcing the script (a test reusing its functions) defines everything and runs nothing.
+if [[ ${BASH_SOURCE[0]} == "$0" ]]; then main "$@"; fi
