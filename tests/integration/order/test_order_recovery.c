@@ -35,7 +35,7 @@
 #define CLIENTS     4
 #define PERIOD_MS   200
 #define PRODUCTS    100
-#define CALL_MS     2000 /* each order's deadline */
+#define CALL_MS     it_ms(2000) /* each order's deadline */
 #define OPEN_TEXT   "circuit open"
 
 static const size_t multi[] = {2, 10, 100};
@@ -60,13 +60,17 @@ typedef struct client {
 
 static int setup(void **state)
 {
-    /* Quick attempts and backoffs, so a frozen catalog trips the breaker in
-     * a few seconds; the breaker needs 5 failures as in production. */
-    static const char *const env[] = {"ORDER_CATALOG_BREAKER_COOLDOWN_MS=1500",
-                                      "ORDER_CATALOG_ATTEMPT_TIMEOUT_MS=200",
-                                      "ORDER_CATALOG_BACKOFF_BASE_MS=10",
-                                      "ORDER_CATALOG_BACKOFF_CAP_MS=20", NULL};
+    /* Short attempts and backoffs, so a frozen catalog trips the breaker in
+     * a few seconds; the breaker needs 5 failures as in production. The
+     * attempt timeout still leaves a loaded (sanitizer) catalog time to
+     * answer 400 GetProducts at once: a recovered catalog must not look
+     * slow enough to trip the breaker again. */
+    static char attempt[64];
+    const char *const env[] = {"ORDER_CATALOG_BREAKER_COOLDOWN_MS=1500", attempt,
+                               "ORDER_CATALOG_BACKOFF_BASE_MS=10",
+                               "ORDER_CATALOG_BACKOFF_CAP_MS=20", NULL};
 
+    snprintf(attempt, sizeof attempt, "ORDER_CATALOG_ATTEMPT_TIMEOUT_MS=%d", it_ms(500));
     return ord_it_setup(state, NULL, env);
 }
 
