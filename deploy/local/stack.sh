@@ -127,33 +127,35 @@ port_owner() {
   ss -Hltnp "sport = :$1" 2>/dev/null | sed 's/^/    /' || true
 }
 
-# True while pid $1 exists and is not a zombie.
-alive() {
-  local stat
-  [[ -r /proc/$1/stat ]] || return 1
-  stat=$(</proc/"$1"/stat) 2>/dev/null || return 1
-  stat=${stat##*) }
-  [[ ${stat:0:1} != Z ]]
+# proc_stat PID: PROC_STAT = the fields of /proc/PID/stat after "(comm) ", i.e. from the state
+# letter on; false when PID is gone. With `read`, not $(<file): when the file vanishes (the process
+# exited meanwhile), bash 5.2's $(<file) ends a `set -e` script even behind `||`.
+proc_stat() {
+  PROC_STAT=""
+  { read -r -d '' PROC_STAT </proc/"$1"/stat; } 2>/dev/null || true
+  [[ $PROC_STAT == *') '* ]] || return 1
+  PROC_STAT=${PROC_STAT##*) }
 }
+
+# True while pid $1 exists and is not a zombie.
+alive() { proc_stat "$1" && [[ ${PROC_STAT:0:1} != Z ]]; }
 
 # The state letter of pid $1 from /proc/<pid>/stat (R S D T Z ...); empty when it is gone.
 # T is "stopped by a signal": SIGSTOP, i.e. `pause`.
 proc_state() {
-  local stat
-  stat=$(</proc/"$1"/stat) 2>/dev/null || return 0
-  stat=${stat##*) }
-  printf '%s' "${stat:0:1}"
+  proc_stat "$1" || return 0
+  printf '%s' "${PROC_STAT:0:1}"
 }
 is_paused() { [[ $(proc_state "$1") == T ]]; }
 
 # The pids whose parent is $1 (from /proc; procps may not be installed).
 child_pids() {
-  local f stat ppid
+  local f pid ppid
   for f in /proc/[0-9]*/stat; do
-    stat=$(<"$f") 2>/dev/null || continue
-    stat=${stat##*) }
-    read -r _ ppid _ <<<"$stat"
-    if [[ $ppid == "$1" ]]; then f=${f#/proc/}; printf '%s\n' "${f%/stat}"; fi
+    pid=${f#/proc/} pid=${pid%/stat}
+    proc_stat "$pid" || continue
+    read -r _ ppid _ <<<"$PROC_STAT"
+    if [[ $ppid == "$1" ]]; then printf '%s\n' "$pid"; fi
   done
 }
 
