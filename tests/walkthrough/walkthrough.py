@@ -14,7 +14,6 @@ import os
 import re
 import shutil
 import signal
-import socket
 import subprocess
 import sys
 import tempfile
@@ -46,15 +45,13 @@ def require(cond, what):
 
 
 def free_ports(n):
-    socks, ports = [], []
-    for _ in range(n):
-        s = socket.socket()
-        s.bind(("127.0.0.1", 0))
-        socks.append(s)
-        ports.append(s.getsockname()[1])
-    for s in socks:
-        s.close()
-    return ports
+    # stack.sh's own picker (the script does nothing else when sourced): random free ports below the
+    # kernel's ephemeral range, so no client connection can take one while the stack restarts.
+    out = subprocess.run(["bash", "-c", 'source "$1" && free_ports "$2"', "walkthrough", ARGS.stack, str(n)],
+                         stdout=subprocess.PIPE, text=True, check=True).stdout.split()
+    if len(out) != n:
+        raise RuntimeError(f"stack.sh free_ports {n} gave {out}")
+    return [int(p) for p in out]
 
 
 def stack(*args, check_rc=True):
