@@ -10,6 +10,8 @@
 #include <sys/random.h>
 #include <sys/socket.h>
 
+#include <h2o/version.h>
+
 #include "bind.h"
 #include "dispatch.h"
 #include "http.h"
@@ -64,6 +66,12 @@ static gw_loop_t *loop_of(h2o_req_t *req)
     return (gw_loop_t *)req->conn->ctx;
 }
 
+static h2o_socket_t *socket_of(h2o_req_t *req)
+{
+    return req->conn->callbacks->get_socket != NULL ? req->conn->callbacks->get_socket(req->conn)
+                                                    : NULL;
+}
+
 static uint64_t next_random(gw_loop_t *l)
 {
     /* xorshift64*: request ids need to be unique, not unpredictable. */
@@ -88,6 +96,15 @@ static const char *request_id(gw_loop_t *l, h2o_req_t *req)
     h2o_add_header_by_str(&req->pool, &req->res.headers, H2O_STRLIT("x-request-id"), 0,
                           "X-Request-Id", id, strlen(id));
     return id;
+}
+
+/* The access-log entry of a request no route has matched yet, starting now. */
+static gw_entry_t entry_of(gw_loop_t *l, h2o_req_t *req, int grpc_code)
+{
+    size_t path_len = req->input.query_at != SIZE_MAX ? req->input.query_at : req->input.path.len;
+
+    return (gw_entry_t){l, NULL, req->input.method.base, req->input.method.len,
+                        req->input.path.base, path_len, svc_now_ns(), NULL, grpc_code};
 }
 
 /* Copies a path for a log line: printable ASCII only, quotes escaped as %22. */
@@ -399,9 +416,7 @@ static void abandon(gw_pending_t *p)
 
 static bool client_gone(h2o_req_t *req)
 {
-    h2o_socket_t *sock =
-        req->conn->callbacks->get_socket != NULL ? req->conn->callbacks->get_socket(req->conn)
-                                                 : NULL;
+    h2o_socket_t *sock = socket_of(req);
     char c;
     ssize_t n;
 
@@ -564,6 +579,60 @@ static void forward(gw_loop_t *l, h2o_req_t *req, const gw_match_t *m, const gw_
         h2o_timeout_link(l->ctx.loop, &l->ctx.hundred_ms_timeout, &l->peek);
 }
 
+/* ------------------------------------------------------------------------
+ * Framing (RFC 9112 §5, §6.3)
+ * ------------------------------------------------------------------------ */
+
+#if H2O_VERSION_MAJOR == 2 && H2O_VERSION_MINOR <= 2
+/*
+ * h2o 2.2 frames a request by its first Content-Length (or its last
+ * Transfer-Encoding, which wins over any Content-Length) and keeps neither
+ * in req->headers, so a second, conflicting Content-Length is invisible
+ * here; it also passes a folded line on as a header with an empty name.
+ * The head as received is still at the start of the connection's input
+ * buffer while the request is handled: h2o consumes it only once the
+ * response is done (lib/http1.c, on_send_complete). The method at its start
+ * shows that it is this request's head.
+ */
+static bool raw_head(h2o_req_t *req, const char **head, size_t *len)
+{
+    h2o_socket_t *sock = socket_of(req);
+    size_t mlen = req->input.method.len;
+
+    if (sock == NULL || sock->input == NULL || sock->input->size <= mlen ||
+        memcmp(sock->input->bytes, req->input.method.base, mlen) != 0)
+        return false;
+    *head = sock->input->bytes;
+    *len = sock->input->size;
+    return true;
+}
+#else
+#error "check how this h2o version frames requests before relying on raw_head()"
+#endif
+
+/* Refuses a request whose length a proxy in front could read differently
+ * (request smuggling) before anything else looks at it. The connection is
+ * closed: what follows on it may be a smuggled request. */
+static bool framing_ok(h2o_req_t *req, const gw_entry_t *e)
+{
+    char errbuf[SVC_ERRBUF_LEN] = "";
+    const char *head;
+    size_t len;
+
+    if (!raw_head(req, &head, &len)) {
+        svc_log_error(LOG_MOD, "the request head is not in the connection's buffer: cannot "
+                               "check its framing, refused");
+        req->http1_is_persistent = 0;
+        answer_error(e, req, 0, 13, "cannot check the request's framing", 0);
+        return false;
+    }
+    if (gw_http1_framing_check(head, len, req->version < 0x101, errbuf))
+        return true;
+    req->http1_is_persistent = 0;
+    answer_error(e, req, 0, 3, errbuf, 0);
+    return false;
+}
+
 static void local(gw_loop_t *l, h2o_req_t *req, const gw_route_t *r, const gw_entry_t *e)
 {
     gw_reply_t rep = {500, "application/json", "", 0};
@@ -573,20 +642,37 @@ static void local(gw_loop_t *l, h2o_req_t *req, const gw_route_t *r, const gw_en
     gw_http_send(req, rep.status, rep.content_type, rep.body, rep.len);
 }
 
+static void route(gw_loop_t *l, h2o_req_t *req, gw_entry_t *e, const char *id)
+{
+    gw_match_t m;
+
+    switch (gw_route_match(gw_routes, gw_n_routes, e->method, e->method_len, e->path, e->path_len,
+                           &m)) {
+    case GW_MATCH_OK:
+        e->route = m.route;
+        if (m.route->local != NULL)
+            local(l, req, m.route, e);
+        else
+            forward(l, req, &m, e, id);
+        break;
+    case GW_MATCH_NOT_FOUND:
+        answer_error(e, req, 0, 5, "Not Found", 0);
+        break;
+    case GW_MATCH_WRONG_METHOD:
+        /* grpc-gateway maps its 405 routing error to UNIMPLEMENTED: 501. */
+        answer_error(e, req, 0, 12, "Method Not Allowed", 0);
+        break;
+    case GW_MATCH_BAD_PATH:
+        answer_error(e, req, 0, 3, "Bad Request", 0);
+        break;
+    }
+}
+
 static int on_req(h2o_handler_t *self, h2o_req_t *req)
 {
     gw_loop_t *l = loop_of(req);
-    gw_entry_t e = {l,
-                    NULL,
-                    req->input.method.base,
-                    req->input.method.len,
-                    req->input.path.base,
-                    req->input.query_at != SIZE_MAX ? req->input.query_at : req->input.path.len,
-                    svc_now_ns(),
-                    NULL,
-                    -1};
+    gw_entry_t e = entry_of(l, req, -1);
     const char *id;
-    gw_match_t m;
 
     (void)self;
     gw_metrics_begin(l->app->metrics);
@@ -594,26 +680,8 @@ static int on_req(h2o_handler_t *self, h2o_req_t *req)
     svc_log_set_request_id(id);
     if (l->stopping)
         req->http1_is_persistent = 0;
-    switch (gw_route_match(gw_routes, gw_n_routes, e.method, e.method_len, e.path, e.path_len,
-                           &m)) {
-    case GW_MATCH_OK:
-        e.route = m.route;
-        if (m.route->local != NULL)
-            local(l, req, m.route, &e);
-        else
-            forward(l, req, &m, &e, id);
-        break;
-    case GW_MATCH_NOT_FOUND:
-        answer_error(&e, req, 0, 5, "Not Found", 0);
-        break;
-    case GW_MATCH_WRONG_METHOD:
-        /* grpc-gateway maps its 405 routing error to UNIMPLEMENTED: 501. */
-        answer_error(&e, req, 0, 12, "Method Not Allowed", 0);
-        break;
-    case GW_MATCH_BAD_PATH:
-        answer_error(&e, req, 0, 3, "Bad Request", 0);
-        break;
-    }
+    if (framing_ok(req, &e))
+        route(l, req, &e, id);
     svc_log_set_request_id(NULL);
     return 0;
 }
@@ -624,18 +692,34 @@ static int on_req(h2o_handler_t *self, h2o_req_t *req)
 
 typedef struct gw_errostream {
     h2o_ostream_t super;
-    h2o_iovec_t body;
+    int code;
+    const char *msg; /* NULL: h2o's own text is the message */
 } gw_errostream_t;
 
+/* h2o's text body is replaced by ours. h2o's text says what was wrong
+ * ("broken content-length header", "unknown transfer-encoding"), so it
+ * becomes the message; a HEAD answer has no body, and gets the reason. The
+ * headers are not out yet, so the Content-Length can still be set. */
 static void errostream_send(h2o_ostream_t *self_, h2o_req_t *req, h2o_iovec_t *bufs,
                             size_t bufcnt, h2o_send_state_t state)
 {
     gw_errostream_t *self = (gw_errostream_t *)self_;
+    char msg[SVC_ERRBUF_LEN];
+    h2o_iovec_t body;
+    size_t need;
 
-    (void)bufs;
-    /* h2o's text body is replaced by ours; a HEAD answer has no body. */
+    if (self->msg != NULL)
+        snprintf(msg, sizeof msg, "%s", self->msg);
+    else if (bufcnt > 0 && bufs[0].len > 0)
+        snprintf(msg, sizeof msg, "%.*s", (int)bufs[0].len, bufs[0].base);
+    else
+        snprintf(msg, sizeof msg, "%s", req->res.reason != NULL ? req->res.reason : "error");
+    need = gw_error_body(NULL, 0, self->code, msg);
+    body.base = h2o_mem_alloc_pool(&req->pool, need + 1);
+    body.len = gw_error_body(body.base, need + 1, self->code, msg);
+    req->res.content_length = body.len;
     if (bufcnt > 0 && state == H2O_SEND_STATE_FINAL)
-        h2o_ostream_send_next(&self->super, req, &self->body, 1, state);
+        h2o_ostream_send_next(&self->super, req, &body, 1, state);
     else
         h2o_ostream_send_next(&self->super, req, NULL, 0, state);
 }
@@ -644,20 +728,19 @@ static void errostream_send(h2o_ostream_t *self_, h2o_req_t *req, h2o_iovec_t *b
  * h2o answers some requests before any handler runs: a Content-Length over
  * max_request_entity_size (413, without reading the body), a chunked body
  * growing past it (413), a broken chunked encoding or Content-Length (400),
- * an unknown Expect (417). Those answers are text/plain and go through the
- * fallback path's filters only; this one rewrites them into the same JSON
- * error body as every other error, and counts and logs them.
+ * an unknown Transfer-Encoding (400), an unknown Expect (417). Those answers
+ * are text/plain and go through the fallback path's filters only; this one
+ * rewrites them into the same JSON error body as every other error, and
+ * counts and logs them. (A head h2o cannot parse at all gets a fixed text
+ * 400 written straight to the socket, which no filter sees: docs/gateway.md.)
  */
 static void errfilter_setup(h2o_filter_t *self_, h2o_req_t *req, h2o_ostream_t **slot)
 {
     gw_errfilter_t *self = (gw_errfilter_t *)self_;
     ssize_t ct = h2o_find_header(&req->res.headers, H2O_TOKEN_CONTENT_TYPE, -1);
     gw_loop_t *l = loop_of(req);
-    char msg[SVC_ERRBUF_LEN];
     gw_errostream_t *os;
-    const char *id;
-    int code;
-    size_t need;
+    gw_entry_t e = entry_of(l, req, req->res.status < 500 ? 3 : 13);
 
     if (req->res.status < 400 ||
         (ct != -1 && h2o_memis(req->res.headers.entries[ct].value.base,
@@ -666,37 +749,21 @@ static void errfilter_setup(h2o_filter_t *self_, h2o_req_t *req, h2o_ostream_t *
         h2o_setup_next_ostream(req, slot);
         return;
     }
-    if (req->res.status == 413) {
-        code = 8; /* RESOURCE_EXHAUSTED, as gRPC itself says of an oversized message */
-        snprintf(msg, sizeof msg, "request body exceeds %lld bytes",
-                 (long long)self->app->cfg->max_body_bytes);
-    } else {
-        code = req->res.status < 500 ? 3 : 13;
-        snprintf(msg, sizeof msg, "%s", req->res.reason != NULL ? req->res.reason : "error");
-    }
-    gw_metrics_begin(self->app->metrics);
-    id = request_id(l, req);
-    svc_log_set_request_id(id);
-    {
-        gw_entry_t e = {l,
-                        NULL,
-                        req->input.method.base,
-                        req->input.method.len,
-                        req->input.path.base,
-                        req->input.query_at != SIZE_MAX ? req->input.query_at
-                                                        : req->input.path.len,
-                        svc_now_ns(),
-                        NULL,
-                        code};
-        account(&e, req->res.status);
-    }
-    svc_log_set_request_id(NULL);
-    need = gw_error_body(NULL, 0, code, msg);
     os = (gw_errostream_t *)h2o_add_ostream(req, sizeof *os, slot);
     os->super.do_send = errostream_send;
-    os->body.base = h2o_mem_alloc_pool(&req->pool, need + 1);
-    os->body.len = gw_error_body(os->body.base, need + 1, code, msg);
-    req->res.content_length = os->body.len;
+    os->msg = NULL;
+    if (req->res.status == 413) {
+        char *msg = h2o_mem_alloc_pool(&req->pool, 64);
+        e.grpc_code = 8; /* RESOURCE_EXHAUSTED, as gRPC itself says of an oversized message */
+        snprintf(msg, 64, "request body exceeds %lld bytes",
+                 (long long)self->app->cfg->max_body_bytes);
+        os->msg = msg;
+    }
+    os->code = e.grpc_code;
+    gw_metrics_begin(self->app->metrics);
+    svc_log_set_request_id(request_id(l, req));
+    account(&e, req->res.status);
+    svc_log_set_request_id(NULL);
     if (ct != -1)
         h2o_delete_header(&req->res.headers, ct);
     h2o_add_header(&req->pool, &req->res.headers, H2O_TOKEN_CONTENT_TYPE, "Content-Type",

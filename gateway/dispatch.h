@@ -3,8 +3,9 @@
  * dispatch.h - the one generic request path of the gateway, written once for
  * every route of the table:
  *
- *   request id -> route match (404 / 501 / 400) -> Grpc-Timeout deadline ->
- *   request message (bind.h) -> metadata -> rs_grpc_call_async -> ... ->
+ *   request id -> framing (400, closes) -> route match (404 / 501 / 400) ->
+ *   Grpc-Timeout deadline -> request message (bind.h) -> metadata ->
+ *   rs_grpc_call_async -> ... ->
  *   (completion handed back to this loop) -> JSON or error body ->
  *   one access-log line and the metrics.
  *

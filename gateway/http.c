@@ -263,6 +263,124 @@ size_t gw_request_id_sanitize(const char *in, size_t len, char out[GW_REQUEST_ID
     return n;
 }
 
+/* RFC 9110 §5.6.2: a field name is a token. */
+static bool is_tchar(unsigned char c)
+{
+    return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') ||
+           (c != '\0' && strchr("!#$%&'*+-.^_`|~", c) != NULL);
+}
+
+static bool name_is(const char *n, size_t len, const char *lower)
+{
+    return strlen(lower) == len && h2o_lcstris(n, len, lower, len);
+}
+
+/* What the header lines seen so far say about the body's length. */
+typedef struct framing {
+    const char *cl; /* the first Content-Length value; NULL: none yet */
+    size_t cl_len;
+    bool te;
+} framing_t;
+
+static bool framing_content_length(framing_t *f, const char *v, size_t len, char *errbuf)
+{
+    size_t digits = 0;
+
+    while (digits < len && v[digits] >= '0' && v[digits] <= '9')
+        digits++;
+    if (len == 0 || digits != len) {
+        svc_errbuf_set(errbuf, "Content-Length must be one decimal number, not \"%.*s\"",
+                       (int)(len < 64 ? len : 64), v);
+        return false;
+    }
+    if (f->cl != NULL && (f->cl_len != len || memcmp(f->cl, v, len) != 0)) {
+        svc_errbuf_set(errbuf, "conflicting Content-Length headers: %.*s and %.*s",
+                       (int)(f->cl_len < 32 ? f->cl_len : 32), f->cl, (int)(len < 32 ? len : 32),
+                       v);
+        return false;
+    }
+    f->cl = v;
+    f->cl_len = len;
+    return true;
+}
+
+/* One header line, without its line ending. */
+static bool framing_line(framing_t *f, const char *line, size_t len, char *errbuf)
+{
+    const char *colon = memchr(line, ':', len);
+    size_t nlen = colon != NULL ? (size_t)(colon - line) : len, vlen;
+    const char *v;
+
+    if (line[0] == ' ' || line[0] == '\t') {
+        svc_errbuf_set(errbuf, "obsolete line folding (a header line that starts with "
+                               "whitespace) is not allowed");
+        return false;
+    }
+    for (size_t i = 0; i < nlen; i++) {
+        if (!is_tchar((unsigned char)line[i])) {
+            svc_errbuf_set(errbuf, "invalid header name \"%.*s\": whitespace or a separator "
+                                   "in a name, or before its colon",
+                           (int)(nlen < 64 ? nlen : 64), line);
+            return false;
+        }
+    }
+    if (colon == NULL || nlen == 0) {
+        svc_errbuf_set(errbuf, "a header line without a name and a colon");
+        return false;
+    }
+    v = colon + 1;
+    vlen = len - nlen - 1;
+    while (vlen > 0 && (v[0] == ' ' || v[0] == '\t'))
+        v++, vlen--;
+    while (vlen > 0 && (v[vlen - 1] == ' ' || v[vlen - 1] == '\t'))
+        vlen--;
+    if (name_is(line, nlen, "content-length"))
+        return framing_content_length(f, v, vlen, errbuf);
+    if (name_is(line, nlen, "transfer-encoding")) {
+        if (f->te) {
+            svc_errbuf_set(errbuf, "more than one Transfer-Encoding header");
+            return false;
+        }
+        f->te = true;
+    }
+    return true;
+}
+
+bool gw_http1_framing_check(const char *head, size_t len, bool http10, char *errbuf)
+{
+    framing_t f = {NULL, 0, false};
+    const char *end = head + len, *p = memchr(head, '\n', len);
+
+    /* The request line has been parsed by h2o; the header lines follow. */
+    while (p != NULL && ++p < end) {
+        const char *nl = memchr(p, '\n', (size_t)(end - p));
+        size_t n;
+
+        if (nl == NULL)
+            break;
+        n = (size_t)(nl - p);
+        if (n > 0 && p[n - 1] == '\r')
+            n--;
+        if (n == 0) {
+            if (f.te && f.cl != NULL) {
+                svc_errbuf_set(errbuf, "both Content-Length and Transfer-Encoding: the body's "
+                                       "length is ambiguous");
+                return false;
+            }
+            if (f.te && http10) {
+                svc_errbuf_set(errbuf, "Transfer-Encoding in an HTTP/1.0 request");
+                return false;
+            }
+            return true;
+        }
+        if (!framing_line(&f, p, n, errbuf))
+            return false;
+        p = nl;
+    }
+    svc_errbuf_set(errbuf, "the request head has no end");
+    return false;
+}
+
 uint32_t gw_retry_after_seconds(uint32_t ms)
 {
     uint32_t s = ms / 1000 + (ms % 1000 != 0);

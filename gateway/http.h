@@ -56,6 +56,24 @@ bool gw_grpc_timeout_parse(const char *s, size_t len, int64_t *out_ns);
  * "generate one". */
 size_t gw_request_id_sanitize(const char *in, size_t len, char out[GW_REQUEST_ID_MAX + 1]);
 
+/*
+ * Checks the framing of an HTTP/1.x request head as received (request line,
+ * header lines, the empty line; head may go on with the body, which is not
+ * read). Refused, by RFC 9112 §5 and §6, with the reason in errbuf:
+ *   - a header line that starts with whitespace (obsolete line folding);
+ *   - a header name that is empty or not a token (whitespace in it, or
+ *     before the colon);
+ *   - a Content-Length that is not one decimal number ("3, 46", "+3");
+ *   - two Content-Length headers with different values (identical repeats
+ *     are one value, as in Go's net/http);
+ *   - more than one Transfer-Encoding header;
+ *   - Transfer-Encoding with Content-Length, or in an HTTP/1.0 request;
+ *   - no empty line within len bytes.
+ * Each is a message whose length a proxy and this gateway could read
+ * differently (request smuggling). Pure; thread-safe.
+ */
+bool gw_http1_framing_check(const char *head, size_t len, bool http10, char *errbuf);
+
 /* Retry-After seconds for a wait of ms: rounded up, at least 1. */
 uint32_t gw_retry_after_seconds(uint32_t ms);
 

@@ -1,6 +1,6 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /* test_http.c - gateway/http.c: the status table, error bodies, Grpc-Timeout,
- * request ids and Retry-After. */
+ * request ids, Retry-After and the HTTP/1 framing check. */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -220,6 +220,79 @@ static void retry_after_rounds_up(void **state)
     assert_int_equal(gw_retry_after_seconds(10000), 10);
 }
 
+/* One request head and what the framing check must say of it: NULL for
+ * "accepted", else a part of the message. */
+typedef struct framing_case {
+    const char *head;
+    bool http10;
+    const char *refused;
+} framing_case_t;
+
+#define REQ "POST /v1/products HTTP/1.1\r\nHost: x\r\n"
+
+static const framing_case_t framing_cases[] = {
+    {REQ "Content-Length: 46\r\n\r\n{}", false, NULL},
+    {REQ "Content-Length: 46\r\nContent-Length: 46\r\n\r\n", false, NULL},
+    {REQ "content-length:  46 \t\r\nCONTENT-LENGTH: 46\r\n\r\n", false, NULL},
+    {REQ "Transfer-Encoding: chunked\r\n\r\n5\r\n", false, NULL},
+    {"GET / HTTP/1.1\nHost: x\nX-A: b c\n\n", false, NULL}, /* bare LF, as h2o takes it */
+    {"GET / HTTP/1.0\r\n\r\n", true, NULL},
+    {REQ "Content-Length: 46\r\nContent-Length: 3\r\n\r\n",
+     false, "conflicting Content-Length headers: 46 and 3"},
+    {REQ "Content-Length: 3\r\nX-A: b\r\ncontent-length: 46\r\n\r\n",
+     false, "conflicting Content-Length headers: 3 and 46"},
+    {REQ "Content-Length: 46\r\nContent-Length: 046\r\n\r\n", false, "conflicting"},
+    {REQ "Content-Length: 3, 46\r\n\r\n", false, "one decimal number, not \"3, 46\""},
+    {REQ "Content-Length: 46\r\nContent-Length: 46, 46\r\n\r\n", false, "not \"46, 46\""},
+    {REQ "Content-Length: +3\r\n\r\n", false, "one decimal number"},
+    {REQ "Content-Length:\r\n\r\n", false, "one decimal number, not \"\""},
+    {REQ "Content-Length: 3\r\nTransfer-Encoding: chunked\r\n\r\n", false, "both"},
+    {REQ "Transfer-Encoding: chunked\r\nContent-Length: 3\r\n\r\n", false, "ambiguous"},
+    {REQ "Transfer-Encoding: chunked\r\nTransfer-Encoding: chunked\r\n\r\n", false,
+     "more than one Transfer-Encoding"},
+    {"POST / HTTP/1.0\r\nTransfer-Encoding: chunked\r\n\r\n", true, "HTTP/1.0"},
+    {REQ "X-A: b\r\n c\r\n\r\n", false, "obsolete line folding"},
+    {REQ "Content-Length: 3\r\n\t46\r\n\r\n", false, "obsolete line folding"},
+    {REQ "X A: b\r\n\r\n", false, "invalid header name \"X A\""},
+    {REQ "Content-Length : 3\r\n\r\n", false, "invalid header name \"Content-Length \""},
+    {REQ "X-A\t: b\r\n\r\n", false, "invalid header name"},
+    {REQ "X-A(b): c\r\n\r\n", false, "invalid header name"},
+    {REQ ": b\r\n\r\n", false, "without a name"},
+    {REQ "X-A b\r\n\r\n", false, "invalid header name"},
+    {REQ "X-A: b\r\n", false, "no end"},
+    {"GET / HTTP/1.1", false, "no end"},
+};
+
+static void framing_rules_of_rfc9112(void **state)
+{
+    (void)state;
+    for (size_t i = 0; i < SVC_COUNTOF(framing_cases); i++) {
+        const framing_case_t *c = &framing_cases[i];
+        char err[SVC_ERRBUF_LEN] = "";
+        bool ok = gw_http1_framing_check(c->head, strlen(c->head), c->http10, err);
+
+        if (c->refused == NULL && !ok)
+            fail_msg("case %zu refused (%s): %s", i, err, c->head);
+        if (c->refused != NULL && (ok || strstr(err, c->refused) == NULL))
+            fail_msg("case %zu: %s, message \"%s\", want \"%s\": %s", i,
+                     ok ? "accepted" : "refused", err, c->refused, c->head);
+    }
+}
+
+static void framing_reads_only_the_head(void **state)
+{
+    /* What follows the empty line is the body: header-like text there is
+     * not a header, and a head that ends before len is judged alone. */
+    static const char h[] = REQ "Content-Length: 40\r\n\r\nContent-Length: 3\r\n X\r\n\r\n";
+    char err[SVC_ERRBUF_LEN] = "";
+
+    (void)state;
+    assert_true(gw_http1_framing_check(h, sizeof h - 1, false, err));
+    /* cut before the empty line: not a complete head */
+    assert_false(gw_http1_framing_check(h, strlen(REQ) + 10, false, err));
+    assert_non_null(strstr(err, "no end"));
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -236,6 +309,8 @@ int main(void)
         cmocka_unit_test(grpc_timeout_malformed),
         cmocka_unit_test(request_id_sanitising),
         cmocka_unit_test(retry_after_rounds_up),
+        cmocka_unit_test(framing_rules_of_rfc9112),
+        cmocka_unit_test(framing_reads_only_the_head),
     };
     return cmocka_run_group_tests_name("gateway_http", tests, NULL, NULL);
 }
