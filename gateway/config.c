@@ -19,6 +19,9 @@ static const svc_cfg_entry_t table[] = {
      "deadline of a call whose request has no Grpc-Timeout header (0 = none)"},
     {"GATEWAY_MAX_BODY_BYTES", SVC_CFG_INT, 1, 67108864, "1048576", OFF(max_body_bytes),
      "largest request body; a larger one gets 413 before it is read"},
+    {"GATEWAY_MAX_METADATA_BYTES", SVC_CFG_INT, 1024, 7168, "4096", OFF(max_metadata_bytes),
+     "most gRPC metadata a request may send upstream (name + value + 32 per entry); more is "
+     "431 (gRPC's own limit is 8 KiB, its own headers included)"},
     {"GATEWAY_IDLE_TIMEOUT_MS", SVC_CFG_INT, 100, 3600000, "10000", OFF(idle_timeout_ms),
      "how long a keep-alive connection may idle, or a request take to arrive"},
     {"GATEWAY_DRAIN_MS", SVC_CFG_INT, 0, 600000, "10000", OFF(drain_ms),

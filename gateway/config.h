@@ -14,6 +14,7 @@ typedef struct gw_config {
     char order_addr[SVC_CFG_STR_MAX];
     int64_t default_timeout_ms; /* 0: no deadline */
     int64_t max_body_bytes;
+    int64_t max_metadata_bytes; /* forwarded headers, as gRPC counts them */
     int64_t idle_timeout_ms;
     int64_t drain_ms;
     char log_level[SVC_CFG_STR_MAX];

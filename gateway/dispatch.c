@@ -262,18 +262,29 @@ static bool valid_value(const char *v, size_t len)
     return true;
 }
 
+/* The metadata of one call, as it is built. Everything forwarded counts
+ * against the upstream's metadata limit the way gRPC counts it, so that the
+ * gateway, not the upstream, refuses a request whose headers are too large:
+ * the upstream's answer (RESOURCE_EXHAUSTED, 429) would tell the client to
+ * retry later, which never helps. */
 typedef struct md_builder {
     h2o_req_t *req;
     rpc_md_t *md;
     size_t n;
+    size_t bytes, limit;
+    bool too_large;
+    char *errbuf; /* set with too_large: names the header */
 } md_builder_t;
 
-static void md_add(md_builder_t *b, const char *prefix, const char *key, size_t klen,
-                   const char *val, size_t vlen)
+/* Adds prefix + key = val, forwarded from the request header `from`. */
+static void md_add(md_builder_t *b, h2o_iovec_t from, const char *prefix, const char *key,
+                   size_t klen, const char *val, size_t vlen)
 {
-    size_t plen = strlen(prefix);
+    size_t plen = strlen(prefix), size = plen + klen + vlen + GW_MD_ENTRY_OVERHEAD;
     char *k;
 
+    if (b->too_large)
+        return;
     if (!valid_value(val, vlen)) {
         svc_log_debug(LOG_MOD, "metadata %s%.*s skipped: value is not printable ASCII", prefix,
                       (int)klen, key);
@@ -284,6 +295,14 @@ static void md_add(md_builder_t *b, const char *prefix, const char *key, size_t 
                       (int)klen, key, GW_MAX_MD);
         return;
     }
+    if (size > b->limit - b->bytes) {
+        svc_errbuf_set(b->errbuf, "request header %.*s is too large: the headers forwarded "
+                                  "upstream as gRPC metadata may total %zu bytes, and with it "
+                                  "they would be %zu",
+                       (int)from.len, from.base, b->limit, b->bytes + size);
+        b->too_large = true;
+        return;
+    }
     k = h2o_mem_alloc_pool(&b->req->pool, plen + klen + 1);
     memcpy(k, prefix, plen);
     memcpy(k + plen, key, klen);
@@ -291,6 +310,19 @@ static void md_add(md_builder_t *b, const char *prefix, const char *key, size_t 
     b->md[b->n].key = k;
     b->md[b->n].value = h2o_strdup(&b->req->pool, val, vlen).base;
     b->n++;
+    b->bytes += size;
+}
+
+/* The header's name as the client wrote it. */
+static h2o_iovec_t name_of(const h2o_header_t *h)
+{
+    return h2o_iovec_init(h->orig_name != NULL ? h->orig_name : h->name->base, h->name->len);
+}
+
+static void md_add_header(md_builder_t *b, const char *prefix, const char *key, size_t klen,
+                          const h2o_header_t *h)
+{
+    md_add(b, name_of(h), prefix, key, klen, h->value.base, h->value.len);
 }
 
 static const h2o_header_t *find_header(h2o_req_t *req, const char *name, size_t len)
@@ -300,28 +332,60 @@ static const h2o_header_t *find_header(h2o_req_t *req, const char *name, size_t 
     return i == -1 ? NULL : &req->headers.entries[i];
 }
 
-/* Request id, Idempotency-Key, Authorization, Grpc-Metadata-*, then the
- * forwarding headers and the permanent headers, up to GW_MAX_MD. */
-static size_t build_metadata(h2o_req_t *req, const char *id, rpc_md_t *md)
+#define GRPC_MD_PREFIX "grpc-metadata-"
+
+static bool is_idempotency_key(const h2o_header_t *h)
 {
-    md_builder_t b = {req, md, 0};
-    const h2o_header_t *h;
-    char ip[64];
-    struct sockaddr_storage ss;
-    socklen_t sl;
-    size_t iplen = SIZE_MAX;
+    const h2o_iovec_t *n = h->name;
+    size_t plen = strlen(GRPC_MD_PREFIX);
 
-    md_add(&b, "", H2O_STRLIT("x-request-id"), id, strlen(id));
-    if ((h = find_header(req, H2O_STRLIT("idempotency-key"))) != NULL)
-        md_add(&b, "", H2O_STRLIT("idempotency-key"), h->value.base, h->value.len);
-    if ((h = find_header(req, H2O_STRLIT("authorization"))) != NULL)
-        md_add(&b, "", H2O_STRLIT("authorization"), h->value.base, h->value.len);
+    if (n->len > plen && memcmp(n->base, GRPC_MD_PREFIX, plen) == 0)
+        return h2o_memis(n->base + plen, n->len - plen, H2O_STRLIT("idempotency-key"));
+    return h2o_memis(n->base, n->len, H2O_STRLIT("idempotency-key"));
+}
+
+/*
+ * The request's idempotency key, checked where it enters: the service
+ * honours it byte for byte, so a key that cannot be sent as it is (not
+ * printable ASCII, too long) or that is ambiguous (given twice, perhaps
+ * once as Grpc-Metadata-Idempotency-Key) is refused, never dropped.
+ * *out is NULL when the request has none.
+ */
+static bool idempotency_key(h2o_req_t *req, const h2o_header_t **out, char *errbuf)
+{
+    const h2o_header_t *key = NULL;
+    char name[64];
+
     for (size_t i = 0; i < req->headers.size; i++) {
-        const h2o_header_t *e = &req->headers.entries[i];
-        const char *k = e->name->base + 14;
-        size_t klen = e->name->len - 14;
+        const h2o_header_t *h = &req->headers.entries[i];
+        if (!is_idempotency_key(h))
+            continue;
+        if (key != NULL) {
+            svc_errbuf_set(errbuf, "more than one Idempotency-Key header (%.*s and %.*s)",
+                           (int)name_of(key).len, name_of(key).base, (int)name_of(h).len,
+                           name_of(h).base);
+            return false;
+        }
+        key = h;
+    }
+    *out = key;
+    if (key == NULL)
+        return true;
+    snprintf(name, sizeof name, "%.*s", (int)name_of(key).len, name_of(key).base);
+    return gw_idempotency_key_check(name, key->value.base, key->value.len, errbuf);
+}
 
-        if (e->name->len <= 14 || memcmp(e->name->base, "grpc-metadata-", 14) != 0)
+static void md_add_grpc_metadata(md_builder_t *b)
+{
+    size_t plen = strlen(GRPC_MD_PREFIX);
+
+    for (size_t i = 0; i < b->req->headers.size; i++) {
+        const h2o_header_t *e = &b->req->headers.entries[i];
+        const char *k = e->name->base + plen;
+        size_t klen = e->name->len - plen;
+
+        if (e->name->len <= plen || memcmp(e->name->base, GRPC_MD_PREFIX, plen) != 0 ||
+            is_idempotency_key(e))
             continue;
         if (klen >= 4 && memcmp(k + klen - 4, "-bin", 4) == 0) {
             /* rpc_md_t values are C strings: binary metadata cannot pass. */
@@ -334,32 +398,70 @@ static size_t build_metadata(h2o_req_t *req, const char *id, rpc_md_t *md)
                           k);
             continue;
         }
-        md_add(&b, "", k, klen, e->value.base, e->value.len);
+        md_add_header(b, "", k, klen, e);
     }
+}
+
+/* x-forwarded-host (the header, else Host) and x-forwarded-for (the
+ * header's value, then the peer's address). */
+static void md_add_forwarded(md_builder_t *b)
+{
+    h2o_req_t *req = b->req;
+    const h2o_header_t *h;
+    struct sockaddr_storage ss;
+    socklen_t sl;
+    size_t iplen = SIZE_MAX;
+    char ip[64];
+
     if ((h = find_header(req, H2O_STRLIT("x-forwarded-host"))) != NULL)
-        md_add(&b, "", H2O_STRLIT("x-forwarded-host"), h->value.base, h->value.len);
+        md_add_header(b, "", H2O_STRLIT("x-forwarded-host"), h);
     else if (req->input.authority.len > 0)
-        md_add(&b, "", H2O_STRLIT("x-forwarded-host"), req->input.authority.base,
-               req->input.authority.len);
+        md_add(b, h2o_iovec_init(H2O_STRLIT("Host")), "", H2O_STRLIT("x-forwarded-host"),
+               req->input.authority.base, req->input.authority.len);
     sl = req->conn->callbacks->get_peername(req->conn, (struct sockaddr *)&ss);
     if (sl > 0)
         iplen = h2o_socket_getnumerichost((struct sockaddr *)&ss, sl, ip);
-    if (iplen != SIZE_MAX) {
-        h = find_header(req, H2O_STRLIT("x-forwarded-for"));
-        if (h != NULL) {
-            char *v = h2o_mem_alloc_pool(&req->pool, h->value.len + iplen + 3);
-            int n = snprintf(v, h->value.len + iplen + 3, "%.*s, %.*s", (int)h->value.len,
-                             h->value.base, (int)iplen, ip);
-            md_add(&b, "", H2O_STRLIT("x-forwarded-for"), v, (size_t)n);
-        } else {
-            md_add(&b, "", H2O_STRLIT("x-forwarded-for"), ip, iplen);
-        }
+    if (iplen == SIZE_MAX)
+        return;
+    h = find_header(req, H2O_STRLIT("x-forwarded-for"));
+    if (h != NULL) {
+        char *v = h2o_mem_alloc_pool(&req->pool, h->value.len + iplen + 3);
+        int n = snprintf(v, h->value.len + iplen + 3, "%.*s, %.*s", (int)h->value.len,
+                         h->value.base, (int)iplen, ip);
+        md_add(b, name_of(h), "", H2O_STRLIT("x-forwarded-for"), v, (size_t)n);
+    } else {
+        md_add(b, h2o_iovec_init(H2O_STRLIT("X-Forwarded-For")), "",
+               H2O_STRLIT("x-forwarded-for"), ip, iplen);
     }
+}
+
+/*
+ * Request id, Idempotency-Key, Authorization, Grpc-Metadata-*, then the
+ * forwarding headers and the permanent headers, up to GW_MAX_MD entries
+ * and cfg->max_metadata_bytes. Returns 0 with *n set, or the HTTP status of
+ * the refusal (400: bad Idempotency-Key, 431: too large), errbuf saying why.
+ */
+static int build_metadata(h2o_req_t *req, const gw_config_t *cfg, const char *id, rpc_md_t *md,
+                          size_t *n, char *errbuf)
+{
+    md_builder_t b = {req, md, 0, 0, (size_t)cfg->max_metadata_bytes, false, errbuf};
+    const h2o_header_t *h;
+
+    if (!idempotency_key(req, &h, errbuf))
+        return 400;
+    md_add(&b, h2o_iovec_init(H2O_STRLIT("X-Request-Id")), "", H2O_STRLIT("x-request-id"), id,
+           strlen(id));
+    if (h != NULL)
+        md_add_header(&b, "", H2O_STRLIT("idempotency-key"), h);
+    if ((h = find_header(req, H2O_STRLIT("authorization"))) != NULL)
+        md_add_header(&b, "", H2O_STRLIT("authorization"), h);
+    md_add_grpc_metadata(&b);
+    md_add_forwarded(&b);
     for (size_t i = 0; i < SVC_COUNTOF(permanent); i++)
         if ((h = find_header(req, permanent[i], strlen(permanent[i]))) != NULL)
-            md_add(&b, "grpcgateway-", permanent[i], strlen(permanent[i]), h->value.base,
-                   h->value.len);
-    return b.n;
+            md_add_header(&b, "grpcgateway-", permanent[i], strlen(permanent[i]), h);
+    *n = b.n;
+    return b.too_large ? 431 : 0;
 }
 
 /* ------------------------------------------------------------------------
@@ -518,6 +620,7 @@ static void forward(gw_loop_t *l, h2o_req_t *req, const gw_match_t *m, const gw_
     const char *query = NULL;
     size_t query_len = 0;
     svc_err_t err;
+    int status;
 
     memset(&o, 0, sizeof o);
     if (!deadline_of(l, req, e->start_ns, &o.deadline_ns, errbuf)) {
@@ -531,6 +634,15 @@ static void forward(gw_loop_t *l, h2o_req_t *req, const gw_match_t *m, const gw_
         answer_error(e, req, 413, 8, errbuf, 0);
         return;
     }
+    /* Headers before the body: they are cheaper to check, and a request
+     * refused for its headers is never decoded. */
+    md = h2o_mem_alloc_pool(&req->pool, GW_MAX_MD * sizeof *md);
+    status = build_metadata(req, l->app->cfg, id, md, &o.n_md, errbuf);
+    if (status != 0) {
+        answer_error(e, req, status, 3, errbuf, 0);
+        return;
+    }
+    o.md = md;
     if (req->input.query_at != SIZE_MAX) {
         query = req->input.path.base + req->input.query_at + 1;
         query_len = req->input.path.len - req->input.query_at - 1;
@@ -544,9 +656,6 @@ static void forward(gw_loop_t *l, h2o_req_t *req, const gw_match_t *m, const gw_
                      err == SVC_EINVAL ? errbuf : svc_strerror(err), 0);
         return;
     }
-    md = h2o_mem_alloc_pool(&req->pool, GW_MAX_MD * sizeof *md);
-    o.md = md;
-    o.n_md = build_metadata(req, id, md);
     p = calloc(1, sizeof *p);
     if (p == NULL) {
         pbj_message_free(msg, NULL);

@@ -4,8 +4,8 @@
  * every route of the table:
  *
  *   request id -> framing (400, closes) -> route match (404 / 501 / 400) ->
- *   Grpc-Timeout deadline -> request message (bind.h) -> metadata ->
- *   rs_grpc_call_async -> ... ->
+ *   Grpc-Timeout deadline -> metadata (Idempotency-Key 400, size 431) ->
+ *   request message (bind.h) -> rs_grpc_call_async -> ... ->
  *   (completion handed back to this loop) -> JSON or error body ->
  *   one access-log line and the metrics.
  *

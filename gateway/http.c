@@ -66,6 +66,8 @@ const char *gw_http_reason(int status)
         return "Expectation Failed";
     case 429:
         return "Too Many Requests";
+    case 431:
+        return "Request Header Fields Too Large";
     case 499:
         return "Client Closed Request";
     case 500:
@@ -379,6 +381,25 @@ bool gw_http1_framing_check(const char *head, size_t len, bool http10, char *err
     }
     svc_errbuf_set(errbuf, "the request head has no end");
     return false;
+}
+
+bool gw_idempotency_key_check(const char *name, const char *v, size_t len, char *errbuf)
+{
+    if (len == 0 || len > GW_IDEMPOTENCY_KEY_MAX) {
+        svc_errbuf_set(errbuf, "%s must be 1-%d printable ASCII characters, not %zu bytes", name,
+                       GW_IDEMPOTENCY_KEY_MAX, len);
+        return false;
+    }
+    for (size_t i = 0; i < len; i++) {
+        unsigned char c = (unsigned char)v[i];
+        if (c < 0x21 || c > 0x7e) {
+            svc_errbuf_set(errbuf, "%s must be printable ASCII without spaces (0x21-0x7E): byte "
+                                   "%zu is 0x%02X",
+                           name, i, c);
+            return false;
+        }
+    }
+    return true;
 }
 
 uint32_t gw_retry_after_seconds(uint32_t ms)

@@ -4,7 +4,8 @@
  * where libcurl would not send the bytes: request framing (conflicting,
  * repeated and list Content-Length, Transfer-Encoding with Content-Length,
  * obsolete line folding, whitespace in header names, heads h2o cannot
- * parse).
+ * parse), oversized headers (431 before any upstream call), Idempotency-Key
+ * (honoured byte for byte or refused, never ignored).
  */
 #include <arpa/inet.h>
 #include <netinet/in.h>
@@ -305,11 +306,223 @@ static void heads_h2o_cannot_parse_get_its_text_400(void **state)
     free(req);
 }
 
+/* "Name: " + len copies of c, as a header line for libcurl. */
+static char *big_header(const char *name, char c, size_t len)
+{
+    size_t nl = strlen(name);
+    char *h = malloc(nl + 2 + len + 1);
+
+    assert_non_null(h);
+    memcpy(h, name, nl);
+    memcpy(h + nl, ": ", 2);
+    memset(h + nl + 2, c, len);
+    h[nl + 2 + len] = '\0';
+    return h;
+}
+
+static void oversized_headers_are_431_before_any_upstream_call(void **state)
+{
+    gw_it_t *t = *state;
+    CURL *h = curl_easy_init();
+    struct {
+        const char *name;
+        size_t len;
+        const char *named;
+    } big[] = {
+        {"Authorization", 16384, "request header Authorization is too large"},
+        {"Grpc-Metadata-X", 16384, "request header Grpc-Metadata-X is too large"},
+        {"Cookie", 16384, "request header Cookie is too large"},
+        {"User-Agent", 5000, "request header User-Agent is too large"},
+        {"X-Forwarded-For", 5000, "request header X-Forwarded-For is too large"},
+    };
+    char uuid[37], path[96];
+    gw_res_t r;
+
+    assert_non_null(h);
+    it_random_uuid(uuid);
+    snprintf(path, sizeof path, "/v1/products/%s", uuid);
+    for (size_t i = 0; i < SVC_COUNTOF(big); i++) {
+        char *line = big_header(big[i].name, 'a', big[i].len);
+        const char *hdrs[] = {line, "X-Request-Id: edge-431", NULL};
+
+        gw_call(h, t, "GET", path, NULL, hdrs, &r);
+        gw_assert_error(&r, 431, 3, big[i].named);
+        assert_non_null(strstr(r.body, "may total 4096 bytes"));
+        if (i > 0 && r.connects != 0)
+            fail_msg("a 431 cost the client its connection");
+        gw_res_free(&r);
+        free(line);
+    }
+    {
+        /* the total counts: three headers of 1500 bytes, the third crosses it */
+        char *a = big_header("Grpc-Metadata-Aa", 'a', 1500), *b = big_header("Grpc-Metadata-Ab", 'b', 1500),
+             *c = big_header("Grpc-Metadata-Ac", 'c', 1500);
+        const char *hdrs[] = {a, b, c, NULL};
+        gw_call(h, t, "GET", path, NULL, hdrs, &r);
+        gw_assert_error(&r, 431, 3, "request header Grpc-Metadata-Ac is too large");
+        gw_res_free(&r);
+        free(a);
+        free(b);
+        free(c);
+    }
+    {
+        /* below the bound (Authorization counts twice: it is also sent as
+         * grpcgateway-authorization): it reaches the catalog, which says 404 */
+        char *line = big_header("Authorization", 'a', 1500);
+        const char *hdrs[] = {line, "X-Request-Id: edge-431-control", NULL};
+        gw_call(h, t, "GET", path, NULL, hdrs, &r);
+        gw_assert_error(&r, 404, 5, "not found");
+        gw_res_free(&r);
+        free(line);
+    }
+    /* The catalog logs every call it gets: the control one, and none of the
+     * refused ones, which were sent before it on the same connection. */
+    assert_int_equal(spawn_log_wait(t->cat.proc, "req=edge-431-control", it_ms(2000)), SVC_OK);
+    assert_false(spawn_log_contains(t->cat.proc, "req=edge-431 "));
+    curl_easy_cleanup(h);
+}
+
+/* POST /v1/orders with header lines hdrs; the order id into id ("" if none). */
+static long post_order(CURL *h, const gw_it_t *t, const char *pid, const char *const *hdrs,
+                       gw_res_t *r, char id[64])
+{
+    char body[256];
+
+    snprintf(body, sizeof body,
+             "{\"customer_id\":\"edge\",\"items\":[{\"product_id\":\"%s\",\"quantity\":1}]}", pid);
+    gw_call(h, t, "POST", "/v1/orders", body, hdrs, r);
+    if (!gw_json_str(r->body, "id", id, 64))
+        id[0] = '\0';
+    return r->status;
+}
+
+static int64_t orders(const gw_it_t *t)
+{
+    return count_rows(t->ord_db.dsn, "SELECT count(*) FROM orders");
+}
+
+/* Keys that cannot be honoured byte for byte are refused, and so are two
+ * keys: before, a raw UTF-8 key was dropped and each POST made an order. */
+static void idempotency_keys_that_cannot_be_honoured_are_400(void **state)
+{
+    gw_it_t *t = *state;
+    CURL *h = curl_easy_init();
+    char pid[37], id[64], *k10 = big_header("Idempotency-Key", 'k', 10240),
+                          *k64 = big_header("Idempotency-Key", 'k', 65536),
+                          *k256 = big_header("Idempotency-Key", 'k', 256);
+    struct {
+        const char *h1, *h2, *message;
+    } bad[] = {
+        {"Idempotency-Key: \xd0\xba\xd0\xbb\xd1\x8e\xd1\x87-6c36ef84", NULL,
+         "Idempotency-Key must be printable ASCII without spaces (0x21-0x7E): byte 0 is 0xD0"},
+        {"Idempotency-Key: my key", NULL, "byte 2 is 0x20"},
+        {"Idempotency-Key;", NULL, "Idempotency-Key must be 1-255 printable ASCII characters, "
+                                   "not 0 bytes"},
+        {k256, NULL, "Idempotency-Key must be 1-255 printable ASCII characters, not 256 bytes"},
+        {k10, NULL, "not 10240 bytes"},
+        {k64, NULL, "not 65536 bytes"},
+        {"Grpc-Metadata-Idempotency-Key: \xc3\xa9t\xc3\xa9", NULL,
+         "Grpc-Metadata-Idempotency-Key must be printable ASCII"},
+        {"Idempotency-Key: edge-a", "Idempotency-Key: edge-a",
+         "more than one Idempotency-Key header (Idempotency-Key and Idempotency-Key)"},
+        {"Idempotency-Key: edge-b", "Grpc-Metadata-Idempotency-Key: edge-b",
+         "more than one Idempotency-Key header (Idempotency-Key and "
+         "Grpc-Metadata-Idempotency-Key)"},
+    };
+    int64_t before;
+    gw_res_t r;
+
+    if (!gw_it_have_order())
+        skip();
+    assert_non_null(h);
+    gw_it_product(h, t, "Keyed", 100, 1000, pid);
+    before = orders(t);
+    for (size_t i = 0; i < SVC_COUNTOF(bad); i++) {
+        const char *hdrs[] = {bad[i].h1, bad[i].h2, NULL};
+        for (int again = 0; again < 2; again++) {
+            post_order(h, t, pid, hdrs, &r, id);
+            gw_assert_error(&r, 400, 3, bad[i].message);
+            gw_res_free(&r);
+        }
+    }
+    assert_int_equal(orders(t), before);
+    free(k10);
+    free(k64);
+    free(k256);
+    curl_easy_cleanup(h);
+}
+
+static void idempotency_keys_are_honoured_byte_for_byte(void **state)
+{
+    gw_it_t *t = *state;
+    CURL *h = curl_easy_init();
+    char pid[37], uuid[37], first[64], again[64], other[64];
+    char every[200], longest[300], md_key[128], other_key[200];
+    const char *md_hdrs[17];
+    gw_res_t r;
+    size_t n = 0;
+
+    if (!gw_it_have_order())
+        skip();
+    assert_non_null(h);
+    gw_it_product(h, t, "Keyed", 100, 1000, pid);
+    it_random_uuid(uuid);
+    /* every character a key may have, quotes, commas and backslash included */
+    n = (size_t)snprintf(every, sizeof every, "Idempotency-Key: %s-", uuid);
+    for (int c = 0x21; c <= 0x7e; c++)
+        every[n++] = (char)c;
+    every[n] = '\0';
+    snprintf(other_key, sizeof other_key, "%s", every);
+    other_key[n - 1] = '}'; /* one byte differs */
+    n = (size_t)snprintf(longest, sizeof longest, "Idempotency-Key: %s", uuid);
+    memset(longest + n, 'z', 255 - 36);
+    longest[n + 255 - 36] = '\0';
+    {
+        const char *keys[][2] = {{every, other_key}, {longest, NULL}};
+        for (size_t k = 0; k < SVC_COUNTOF(keys); k++) {
+            const char *h1[] = {keys[k][0], NULL};
+            assert_int_equal(post_order(h, t, pid, h1, &r, first), 200);
+            gw_res_free(&r);
+            assert_int_equal(post_order(h, t, pid, h1, &r, again), 200);
+            gw_res_free(&r);
+            assert_string_equal(again, first);
+            if (keys[k][1] != NULL) {
+                const char *h2[] = {keys[k][1], NULL};
+                assert_int_equal(post_order(h, t, pid, h2, &r, other), 200);
+                gw_res_free(&r);
+                assert_string_not_equal(other, first);
+            }
+        }
+    }
+    /* After 14 other Grpc-Metadata-* headers the key still goes first:
+     * it used to be cut by the 15-entry limit, and two orders were made. */
+    for (int i = 0; i < 14; i++) {
+        char *line = malloc(32);
+        assert_non_null(line);
+        snprintf(line, 32, "Grpc-Metadata-X%d: v", i);
+        md_hdrs[i] = line;
+    }
+    snprintf(md_key, sizeof md_key, "Grpc-Metadata-Idempotency-Key: md-%s", uuid);
+    md_hdrs[14] = md_key;
+    md_hdrs[15] = NULL;
+    assert_int_equal(post_order(h, t, pid, md_hdrs, &r, first), 200);
+    gw_res_free(&r);
+    assert_int_equal(post_order(h, t, pid, md_hdrs, &r, again), 200);
+    gw_res_free(&r);
+    assert_string_equal(again, first);
+    for (int i = 0; i < 14; i++)
+        free((void *)md_hdrs[i]);
+    curl_easy_cleanup(h);
+}
+
 int main(void)
 {
     const struct CMUnitTest edge[] = {
         cmocka_unit_test(framing_is_checked_before_anything_is_decoded),
         cmocka_unit_test(heads_h2o_cannot_parse_get_its_text_400),
+        cmocka_unit_test(oversized_headers_are_431_before_any_upstream_call),
+        cmocka_unit_test(idempotency_keys_that_cannot_be_honoured_are_400),
+        cmocka_unit_test(idempotency_keys_are_honoured_byte_for_byte),
     };
     int rc;
 

@@ -1,6 +1,6 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /* test_http.c - gateway/http.c: the status table, error bodies, Grpc-Timeout,
- * request ids, Retry-After and the HTTP/1 framing check. */
+ * request ids, Retry-After, the HTTP/1 framing check and idempotency keys. */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -53,6 +53,7 @@ static void reasons(void **state)
     assert_string_equal(gw_http_reason(501), "Not Implemented");
     assert_string_equal(gw_http_reason(499), "Client Closed Request");
     assert_string_equal(gw_http_reason(413), "Request Entity Too Large");
+    assert_string_equal(gw_http_reason(431), "Request Header Fields Too Large");
     assert_string_equal(gw_http_reason(299), "Unknown");
 }
 
@@ -293,6 +294,37 @@ static void framing_reads_only_the_head(void **state)
     assert_non_null(strstr(err, "no end"));
 }
 
+static void idempotency_keys(void **state)
+{
+    char key[GW_IDEMPOTENCY_KEY_MAX + 2], err[SVC_ERRBUF_LEN] = "";
+    char every[0x7e - 0x21 + 1];
+
+    (void)state;
+    for (int c = 0x21; c <= 0x7e; c++)
+        every[c - 0x21] = (char)c;
+    assert_true(gw_idempotency_key_check("Idempotency-Key", every, sizeof every, err));
+    memset(key, 'k', sizeof key);
+    assert_true(gw_idempotency_key_check("K", key, GW_IDEMPOTENCY_KEY_MAX, err));
+    assert_true(gw_idempotency_key_check("K", "a", 1, err));
+
+    assert_false(
+        gw_idempotency_key_check("Idempotency-Key", key, GW_IDEMPOTENCY_KEY_MAX + 1, err));
+    assert_string_equal(err, "Idempotency-Key must be 1-255 printable ASCII characters, not 256 "
+                             "bytes");
+    assert_false(gw_idempotency_key_check("Idempotency-Key", "", 0, err));
+    assert_non_null(strstr(err, "not 0 bytes"));
+    assert_false(gw_idempotency_key_check("Idempotency-Key", "\xd0\xba\xd0\xbb", 4, err));
+    assert_string_equal(err, "Idempotency-Key must be printable ASCII without spaces "
+                             "(0x21-0x7E): byte 0 is 0xD0");
+    assert_false(gw_idempotency_key_check("Grpc-Metadata-Idempotency-Key", "a b", 3, err));
+    assert_string_equal(err, "Grpc-Metadata-Idempotency-Key must be printable ASCII without "
+                             "spaces (0x21-0x7E): byte 1 is 0x20");
+    assert_false(gw_idempotency_key_check("K", "ab\x7f", 3, err));
+    assert_non_null(strstr(err, "byte 2 is 0x7F"));
+    assert_false(gw_idempotency_key_check("K", "a\0b", 3, err));
+    assert_non_null(strstr(err, "byte 1 is 0x00"));
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -311,6 +343,7 @@ int main(void)
         cmocka_unit_test(retry_after_rounds_up),
         cmocka_unit_test(framing_rules_of_rfc9112),
         cmocka_unit_test(framing_reads_only_the_head),
+        cmocka_unit_test(idempotency_keys),
     };
     return cmocka_run_group_tests_name("gateway_http", tests, NULL, NULL);
 }
