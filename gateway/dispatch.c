@@ -163,6 +163,28 @@ static void answer_error(const gw_entry_t *e, h2o_req_t *req, int status, int co
     gw_http_send_error(req, status, code, msg, retry_after_s);
 }
 
+/*
+ * A non-idempotent call that was sent and then ended without the upstream's
+ * verdict may have been carried out all the same: the upstream may have
+ * committed just before the connection broke, the deadline ran out or the
+ * drain cancelled it. A status the upstream sent itself after deciding
+ * (a validation error, ALREADY_EXISTS, a failure of its own dependency,
+ * which is not retryable) is a verdict, and so is a call never sent.
+ */
+static bool outcome_unknown(const gw_route_t *r, const rs_grpc_result_t *res,
+                            bool drain_cancelled)
+{
+    /* gRPC C core fails a call that found no connection to put it on with
+     * this message (wait_for_ready off), before anything of it is sent. */
+    static const char not_sent[] = "failed to connect to all addresses";
+
+    if (r == NULL || r->rpc == NULL || r->idempotency != RS_NOT_IDEMPOTENT || res->attempts == 0 ||
+        strncmp(res->message, not_sent, sizeof not_sent - 1) == 0)
+        return false;
+    return drain_cancelled || res->reason == RS_REASON_NOT_IDEMPOTENT ||
+           res->reason == RS_REASON_DEADLINE;
+}
+
 /* An upstream call that failed, synchronously (breaker open, bulkhead
  * full, deadline too short) or after its attempts. */
 static void answer_upstream_error(const gw_entry_t *e, h2o_req_t *req, const rs_grpc_result_t *res,
@@ -171,6 +193,7 @@ static void answer_upstream_error(const gw_entry_t *e, h2o_req_t *req, const rs_
     int code = svc_err_to_grpc(res->err), status;
     const char *msg = res->message[0] != '\0' ? res->message : svc_strerror(res->err);
     uint32_t retry_after_s = 0;
+    char note[2 * SVC_ERRBUF_LEN];
 
     if (res->err == SVC_ENOMEM)
         code = 13; /* ours, not the upstream's RESOURCE_EXHAUSTED */
@@ -179,6 +202,10 @@ static void answer_upstream_error(const gw_entry_t *e, h2o_req_t *req, const rs_
     if (drain_cancelled) {
         code = 14;
         msg = "the gateway is shutting down";
+    }
+    if (outcome_unknown(e->route, res, drain_cancelled)) {
+        snprintf(note, sizeof note, "%s; %s", msg, gw_upstream_unknown_outcome(e->route->upstream));
+        msg = note;
     }
     status = gw_http_status_from_grpc(code);
     /* Retry-After only where waiting helps: the breaker's cooldown or a

@@ -90,6 +90,19 @@ const char *gw_upstream_target(const gw_upstreams_t *u, gw_upstream_id_t id)
     return u->target[id];
 }
 
+/* The catalog keeps no idempotency keys: a client has to look before it
+ * creates again. The order service answers a replayed key with the first
+ * result (docs/order.md), so replaying is the safe way to find out. */
+static const char *const unknown_outcome[GW_UPSTREAM_COUNT] = {
+    [GW_UPSTREAM_CATALOG] = "the request may have been carried out",
+    [GW_UPSTREAM_ORDER] = "the order may have been placed: retry with the same Idempotency-Key",
+};
+
+const char *gw_upstream_unknown_outcome(gw_upstream_id_t id)
+{
+    return unknown_outcome[id];
+}
+
 /* Runs on the client's thread: it must not block and must not touch the
  * request, which belongs to a loop thread. Everything the loop needs is in
  * c; the loop's receiver does the rest. */

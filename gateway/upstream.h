@@ -31,6 +31,15 @@ rs_grpc_client_t *gw_upstream_client(gw_upstreams_t *u, gw_upstream_id_t id);
 const char *gw_upstream_target(const gw_upstreams_t *u, gw_upstream_id_t id);
 
 /*
+ * What a client must know when a non-idempotent call to upstream id was
+ * sent and ended without the upstream's verdict (connection reset,
+ * timeout, cancelled): it may have been carried out. The order service
+ * keeps idempotency keys, so there the note says how to find out. Never
+ * NULL; static.
+ */
+const char *gw_upstream_unknown_outcome(gw_upstream_id_t id);
+
+/*
  * One call in flight. Embed it in the request's state; fill rx before
  * gw_upstream_call. When the call is over, on the client's thread, res and
  * resp are filled and msg is sent to rx: the receiver (on its loop) then
