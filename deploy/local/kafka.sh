@@ -224,6 +224,7 @@ kafka_launch() {
      -Dlog4j2.configurationFile="$KAFKA_LOG4J" -cp "$KAFKA_JARS/*" kafka.Kafka "$KAFKA_CONF" \
      >>"$KAFKA_LOG" 2>&1 </dev/null) 8>&- 9>&- &
   KAFKA_PID=$!
+  disown "$KAFKA_PID"   # bash would report a "Killed" job when kill and start run in one shell
   printf '%s\n%s\n' "$KAFKA_PID" "$KAFKA_CONF" >"$KAFKA_PID_FILE"
 }
 
@@ -336,6 +337,18 @@ kafka_start_locked() {
   say "kafka: running (pid $KAFKA_PID, $KAFKA_BOOTSTRAP): accepted a produce $(kafka_elapsed "$t0") s after the start command, RSS $(kafka_rss_mb "$KAFKA_PID") MB"
 }
 
+# kafka_wait_closed PID: after the broker's exit, wait up to 5 s until its ports are closed. The JVM's
+# main thread shows as a zombie while its other threads still exit and hold the sockets, so a
+# `start` right after `kill` (or `stop`) would find the port still in use.
+kafka_wait_closed() {
+  local i
+  for (( i = 0; i < 50; i++ )); do
+    port_open "$KAFKA_PORT" || port_open "$KAFKA_CONTROLLER_PORT" || return 0
+    sleep 0.1
+  done
+  note "kafka: the ports of pid $1 still accept connections 5 s after it ended"
+}
+
 # ---------------------------------------------------------------------------
 # The verbs
 
@@ -349,6 +362,7 @@ kafka_stop_locked() {
   if [[ -z $KAFKA_PID ]]; then say "kafka: not running"; return 0; fi
   say "kafka: stopping (pid $KAFKA_PID: SIGTERM, SIGKILL after ${SERVICE_STOP_TIMEOUT} s)"
   svc_kill "$KAFKA_PID"
+  kafka_wait_closed "$KAFKA_PID"
   rm -f "$KAFKA_PID_FILE"
   say "kafka: stopped ($(kafka_elapsed "$t0") s)"
 }
@@ -364,6 +378,7 @@ kafka_kill() {
   [[ -n $KAFKA_PID ]] || die "kafka: not running: nothing to kill"
   kill -KILL "$KAFKA_PID" 2>/dev/null || true
   wait_gone "$KAFKA_PID" 50 || die "kafka: pid $KAFKA_PID survived SIGKILL"
+  kafka_wait_closed "$KAFKA_PID"
   rm -f "$KAFKA_PID_FILE"
   kafka_unlock
   say "kafka: killed with SIGKILL (pid $KAFKA_PID; no controlled shutdown)"
