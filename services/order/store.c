@@ -6,6 +6,7 @@
 #include <string.h>
 
 #include "db/db.h"
+#include "shopmicro/events/v1/events.pb-c.h"
 #include "store.h"
 
 extern const db_migration_t ord_migrations[];
@@ -17,6 +18,12 @@ extern const size_t ord_migrations_count;
  * the very thing that ran out, and a connection left inside a transaction
  * would fail every later call of this worker. */
 #define ROLLBACK_MS 1000
+
+/* How the OrderCreated row is published (docs/events.md, the contract): the
+ * relay copies these columns onto the Kafka record as they are. */
+#define EVENT_TOPIC "shopmicro.orders.v1"
+#define EVENT_CE_TYPE "shopmicro.order.v1.OrderCreated"
+#define EVENT_CE_SOURCE "/shopmicro/order"
 
 enum {
     STMT_BEGIN,
@@ -54,7 +61,7 @@ static const db_stmt_t stmts[] = {
     [STMT_ORDER_INSERT] = {"ord_order_insert",
                            "INSERT INTO orders (id, customer_id, status, total_cents) "
                            "VALUES (COALESCE($1::uuid, gen_random_uuid()), $2, 'PENDING', $3) "
-                           "RETURNING id::text",
+                           "RETURNING id::text, " RFC3339("created_at"),
                            3, false},
     [STMT_ITEMS_INSERT] = {"ord_items_insert",
                            "INSERT INTO order_items "
@@ -63,20 +70,26 @@ static const db_stmt_t stmts[] = {
                            "FROM unnest($2::text[], $3::int[], $4::bigint[]) "
                            "WITH ORDINALITY AS t(product_id, quantity, price, pos)",
                            4, false},
-    /* The event is built from the rows just written, so it cannot disagree
-     * with them. Its payload: order_id, customer_id, items [{product_id,
-     * quantity, unit_price_cents}], total_cents, created_at (RFC 3339). */
+    /* The event's jsonb payload is built from the rows just written, so it
+     * cannot disagree with them: order_id, customer_id, items [{product_id,
+     * quantity, unit_price_cents}], total_cents, created_at (RFC 3339). Its
+     * wire form ($2..$6: topic, type, source, protobuf, request id) is
+     * encoded from the same values by event_hex() below. pg_notify wakes the
+     * relays when the transaction commits (and never if it rolls back). */
     [STMT_OUTBOX_INSERT] =
         {"ord_outbox_insert",
-         "INSERT INTO outbox (id, aggregate_type, aggregate_id, event_type, payload, created_at) "
+         "WITH ins AS (INSERT INTO outbox (id, aggregate_type, aggregate_id, event_type, payload, "
+         "created_at, topic, ce_type, ce_source, payload_pb, request_id) "
          "SELECT gen_random_uuid(), 'order', o.id::text, 'OrderCreated', "
          "jsonb_build_object('order_id', o.id, 'customer_id', o.customer_id, "
          "'items', (SELECT jsonb_agg(jsonb_build_object('product_id', i.product_id, "
          "'quantity', i.quantity, 'unit_price_cents', i.unit_price_cents) ORDER BY i.position) "
          "FROM order_items i WHERE i.order_id = o.id), "
          "'total_cents', o.total_cents, 'created_at', " RFC3339("o.created_at") "), "
-         "o.created_at FROM orders o WHERE o.id = $1::uuid",
-         1, false},
+         "o.created_at, $2, $3, $4, $5::bytea, $6 FROM orders o WHERE o.id = $1::uuid "
+         "RETURNING 1) "
+         "SELECT pg_notify('outbox', '') FROM ins",
+         6, false},
     [STMT_ORDER_GET] = {"ord_order_get",
                         "SELECT o.id::text, o.customer_id, o.status, o.total_cents, "
                         RFC3339("o.created_at") ", "
@@ -194,6 +207,54 @@ static void number_arrays(const ord_line_t *lines, size_t n, char *qty, char *pr
     snprintf(price + p, NUM_ARRAY_MAX - p, "}");
 }
 
+/*
+ * The OrderCreated event as protobuf, in bytea's hex input form
+ * ("\\x0a24..."), because pkg/db sends text parameters. Built from the same
+ * values the order's rows were written from. NULL when out of memory; owned
+ * by caller (free).
+ */
+static char *event_hex(const ord_new_order_t *o, const char *order_id, const char *created_at)
+{
+    Shopmicro__Events__V1__OrderCreated ev = SHOPMICRO__EVENTS__V1__ORDER_CREATED__INIT;
+    Shopmicro__Events__V1__OrderLine lines[ORD_MAX_ITEMS], *items[ORD_MAX_ITEMS];
+    static const char digits[] = "0123456789abcdef";
+    uint8_t *pb;
+    char *hex;
+    size_t n;
+
+    for (size_t i = 0; i < o->n_lines && i < ORD_MAX_ITEMS; i++) {
+        shopmicro__events__v1__order_line__init(&lines[i]);
+        lines[i].product_id = (char *)o->lines[i].product_id;
+        lines[i].quantity = o->lines[i].quantity;
+        lines[i].unit_price_cents = o->lines[i].unit_price_cents;
+        items[i] = &lines[i];
+    }
+    ev.order_id = (char *)order_id;
+    ev.customer_id = (char *)o->customer_id;
+    ev.n_items = o->n_lines < ORD_MAX_ITEMS ? o->n_lines : ORD_MAX_ITEMS;
+    ev.items = items;
+    ev.total_cents = o->total_cents;
+    ev.created_at = (char *)created_at;
+    n = shopmicro__events__v1__order_created__get_packed_size(&ev);
+    pb = malloc(n + 1);
+    hex = malloc(2 * n + 3);
+    if (pb != NULL && hex != NULL) {
+        shopmicro__events__v1__order_created__pack(&ev, pb);
+        hex[0] = '\\';
+        hex[1] = 'x';
+        for (size_t i = 0; i < n; i++) {
+            hex[2 + 2 * i] = digits[pb[i] >> 4];
+            hex[3 + 2 * i] = digits[pb[i] & 0xf];
+        }
+        hex[2 * n + 2] = '\0';
+    } else {
+        free(hex);
+        hex = NULL;
+    }
+    free(pb);
+    return hex;
+}
+
 static svc_err_t exec(ord_store_t *st, size_t idx, const char *const *params,
                       uint64_t deadline_ns, char *errbuf)
 {
@@ -219,8 +280,9 @@ static void rollback(ord_store_t *st, char *errbuf)
 svc_err_t ord_store_create(ord_store_t *st, const ord_new_order_t *o, uint64_t deadline_ns,
                            ord_created_t *out, bool *key_taken, char *errbuf)
 {
-    char qty[NUM_ARRAY_MAX], price[NUM_ARRAY_MAX], total[24];
+    char qty[NUM_ARRAY_MAX], price[NUM_ARRAY_MAX], total[24], created_at[40];
     char *ids = ord_store_text_array(o->lines, o->n_lines);
+    char *event = NULL;
     const char *order_id = NULL;
     PGresult *r = NULL;
     bool in_tx = false;
@@ -258,6 +320,9 @@ svc_err_t ord_store_create(ord_store_t *st, const ord_new_order_t *o, uint64_t d
         if (err != SVC_OK)
             goto out;
         snprintf(out->id, sizeof out->id, "%s", PQgetvalue(r, 0, 0));
+        snprintf(created_at, sizeof created_at, "%s", PQgetvalue(r, 0, 1));
+        PQclear(r);
+        r = NULL;
     }
     {
         const char *p[] = {out->id, ids, qty, price};
@@ -265,8 +330,14 @@ svc_err_t ord_store_create(ord_store_t *st, const ord_new_order_t *o, uint64_t d
         if (err != SVC_OK)
             goto out;
     }
+    event = event_hex(o, out->id, created_at);
+    if (event == NULL) {
+        err = SVC_ENOMEM;
+        goto out;
+    }
     {
-        const char *p[] = {out->id};
+        const char *p[] = {out->id,   EVENT_TOPIC, EVENT_CE_TYPE, EVENT_CE_SOURCE,
+                           event,     svc_log_request_id()};
         err = exec(st, STMT_OUTBOX_INSERT, p, deadline_ns, errbuf);
         if (err != SVC_OK)
             goto out;
@@ -284,6 +355,7 @@ out:
         rollback(st, errbuf);
     PQclear(r);
     free(ids);
+    free(event);
     return err;
 }
 
