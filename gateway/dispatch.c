@@ -10,10 +10,9 @@
 #include <sys/random.h>
 #include <sys/socket.h>
 
-#include <h2o/version.h>
-
 #include "bind.h"
 #include "dispatch.h"
+#include "headers.h"
 #include "http.h"
 #include "pbj/pbjson.h"
 #include "routes.h"
@@ -21,8 +20,6 @@
 #define LOG_MOD    "gateway"
 #define ACCESS_MOD "gateway.access"
 
-/* The most metadata entries rs_grpc takes per call. */
-#define GW_MAX_MD RS_GRPC_MAX_MD
 /* Longest path an access-log line shows. */
 #define LOG_PATH_MAX 256
 
@@ -64,12 +61,6 @@ typedef struct gw_entry {
 static gw_loop_t *loop_of(h2o_req_t *req)
 {
     return (gw_loop_t *)req->conn->ctx;
-}
-
-static h2o_socket_t *socket_of(h2o_req_t *req)
-{
-    return req->conn->callbacks->get_socket != NULL ? req->conn->callbacks->get_socket(req->conn)
-                                                    : NULL;
 }
 
 static uint64_t next_random(gw_loop_t *l)
@@ -239,259 +230,6 @@ static void answer_ok(const gw_entry_t *e, h2o_req_t *req, const ProtobufCMessag
 }
 
 /* ------------------------------------------------------------------------
- * Metadata (grpc-gateway runtime/context.go annotateContext)
- * ------------------------------------------------------------------------ */
-
-/* The headers grpc-gateway forwards as grpcgateway-<name> (isPermanentHTTPHeader).
- * Host, Expect and Content-Length never reach req->headers in h2o. */
-static const char *const permanent[] = {
-    "accept",        "accept-charset",      "accept-language",
-    "accept-ranges", "authorization",       "cache-control",
-    "content-type",  "cookie",              "date",
-    "from",          "if-match",            "if-modified-since",
-    "if-none-match", "if-schedule-tag-match", "if-unmodified-since",
-    "max-forwards",  "origin",              "pragma",
-    "referer",       "user-agent",          "via",
-    "warning",
-};
-
-/* Keys gRPC reserves or transports itself; grpc-go drops them too. */
-static bool reserved_key(const char *k, size_t len)
-{
-    static const char *const names[] = {"content-type", "te", "user-agent", "host", "connection",
-                                        "x-request-id"};
-
-    if (len == 0 || k[0] == ':' || (len >= 5 && memcmp(k, "grpc-", 5) == 0))
-        return true;
-    for (size_t i = 0; i < SVC_COUNTOF(names); i++)
-        if (strlen(names[i]) == len && memcmp(names[i], k, len) == 0)
-            return true;
-    return false;
-}
-
-static bool valid_key(const char *k, size_t len)
-{
-    for (size_t i = 0; i < len; i++) {
-        char c = k[i];
-        if (!((c >= 'a' && c <= 'z') || (c >= '0' && c <= '9') || c == '-' || c == '_' ||
-              c == '.'))
-            return false;
-    }
-    return len > 0;
-}
-
-/* gRPC's rule for a text value: printable ASCII. */
-static bool valid_value(const char *v, size_t len)
-{
-    for (size_t i = 0; i < len; i++)
-        if ((unsigned char)v[i] < 0x20 || (unsigned char)v[i] > 0x7e)
-            return false;
-    return true;
-}
-
-/* The metadata of one call, as it is built. Everything forwarded counts
- * against the upstream's metadata limit the way gRPC counts it, so that the
- * gateway, not the upstream, refuses a request whose headers are too large:
- * the upstream's answer (RESOURCE_EXHAUSTED, 429) would tell the client to
- * retry later, which never helps. */
-typedef struct md_builder {
-    h2o_req_t *req;
-    rpc_md_t *md;
-    size_t n;
-    size_t bytes, limit;
-    bool too_large;
-    char *errbuf; /* set with too_large: names the header */
-} md_builder_t;
-
-/* Adds prefix + key = val, forwarded from the request header `from`. */
-static void md_add(md_builder_t *b, h2o_iovec_t from, const char *prefix, const char *key,
-                   size_t klen, const char *val, size_t vlen)
-{
-    size_t plen = strlen(prefix), size = plen + klen + vlen + GW_MD_ENTRY_OVERHEAD;
-    char *k;
-
-    if (b->too_large)
-        return;
-    if (!valid_value(val, vlen)) {
-        svc_log_debug(LOG_MOD, "metadata %s%.*s skipped: value is not printable ASCII", prefix,
-                      (int)klen, key);
-        return;
-    }
-    if (b->n == GW_MAX_MD) {
-        svc_log_debug(LOG_MOD, "metadata %s%.*s skipped: at most %d entries per call", prefix,
-                      (int)klen, key, GW_MAX_MD);
-        return;
-    }
-    if (size > b->limit - b->bytes) {
-        svc_errbuf_set(b->errbuf, "request header %.*s is too large: the headers forwarded "
-                                  "upstream as gRPC metadata may total %zu bytes, and with it "
-                                  "they would be %zu",
-                       (int)from.len, from.base, b->limit, b->bytes + size);
-        b->too_large = true;
-        return;
-    }
-    k = h2o_mem_alloc_pool(&b->req->pool, plen + klen + 1);
-    memcpy(k, prefix, plen);
-    memcpy(k + plen, key, klen);
-    k[plen + klen] = '\0';
-    b->md[b->n].key = k;
-    b->md[b->n].value = h2o_strdup(&b->req->pool, val, vlen).base;
-    b->n++;
-    b->bytes += size;
-}
-
-/* The header's name as the client wrote it. */
-static h2o_iovec_t name_of(const h2o_header_t *h)
-{
-    return h2o_iovec_init(h->orig_name != NULL ? h->orig_name : h->name->base, h->name->len);
-}
-
-static void md_add_header(md_builder_t *b, const char *prefix, const char *key, size_t klen,
-                          const h2o_header_t *h)
-{
-    md_add(b, name_of(h), prefix, key, klen, h->value.base, h->value.len);
-}
-
-static const h2o_header_t *find_header(h2o_req_t *req, const char *name, size_t len)
-{
-    ssize_t i = h2o_find_header_by_str(&req->headers, name, len, -1);
-
-    return i == -1 ? NULL : &req->headers.entries[i];
-}
-
-#define GRPC_MD_PREFIX "grpc-metadata-"
-
-static bool is_idempotency_key(const h2o_header_t *h)
-{
-    const h2o_iovec_t *n = h->name;
-    size_t plen = strlen(GRPC_MD_PREFIX);
-
-    if (n->len > plen && memcmp(n->base, GRPC_MD_PREFIX, plen) == 0)
-        return h2o_memis(n->base + plen, n->len - plen, H2O_STRLIT("idempotency-key"));
-    return h2o_memis(n->base, n->len, H2O_STRLIT("idempotency-key"));
-}
-
-/*
- * The request's idempotency key, checked where it enters: the service
- * honours it byte for byte, so a key that cannot be sent as it is (not
- * printable ASCII, too long) or that is ambiguous (given twice, perhaps
- * once as Grpc-Metadata-Idempotency-Key) is refused, never dropped.
- * *out is NULL when the request has none.
- */
-static bool idempotency_key(h2o_req_t *req, const h2o_header_t **out, char *errbuf)
-{
-    const h2o_header_t *key = NULL;
-    char name[64];
-
-    for (size_t i = 0; i < req->headers.size; i++) {
-        const h2o_header_t *h = &req->headers.entries[i];
-        if (!is_idempotency_key(h))
-            continue;
-        if (key != NULL) {
-            svc_errbuf_set(errbuf, "more than one Idempotency-Key header (%.*s and %.*s)",
-                           (int)name_of(key).len, name_of(key).base, (int)name_of(h).len,
-                           name_of(h).base);
-            return false;
-        }
-        key = h;
-    }
-    *out = key;
-    if (key == NULL)
-        return true;
-    snprintf(name, sizeof name, "%.*s", (int)name_of(key).len, name_of(key).base);
-    return gw_idempotency_key_check(name, key->value.base, key->value.len, errbuf);
-}
-
-static void md_add_grpc_metadata(md_builder_t *b)
-{
-    size_t plen = strlen(GRPC_MD_PREFIX);
-
-    for (size_t i = 0; i < b->req->headers.size; i++) {
-        const h2o_header_t *e = &b->req->headers.entries[i];
-        const char *k = e->name->base + plen;
-        size_t klen = e->name->len - plen;
-
-        if (e->name->len <= plen || memcmp(e->name->base, GRPC_MD_PREFIX, plen) != 0 ||
-            is_idempotency_key(e))
-            continue;
-        if (klen >= 4 && memcmp(k + klen - 4, "-bin", 4) == 0) {
-            /* rpc_md_t values are C strings: binary metadata cannot pass. */
-            svc_log_debug(LOG_MOD, "metadata %.*s skipped: binary metadata is not supported",
-                          (int)klen, k);
-            continue;
-        }
-        if (!valid_key(k, klen) || reserved_key(k, klen)) {
-            svc_log_debug(LOG_MOD, "metadata %.*s skipped: reserved or invalid key", (int)klen,
-                          k);
-            continue;
-        }
-        md_add_header(b, "", k, klen, e);
-    }
-}
-
-/* x-forwarded-host (the header, else Host) and x-forwarded-for (the
- * header's value, then the peer's address). */
-static void md_add_forwarded(md_builder_t *b)
-{
-    h2o_req_t *req = b->req;
-    const h2o_header_t *h;
-    struct sockaddr_storage ss;
-    socklen_t sl;
-    size_t iplen = SIZE_MAX;
-    char ip[64];
-
-    if ((h = find_header(req, H2O_STRLIT("x-forwarded-host"))) != NULL)
-        md_add_header(b, "", H2O_STRLIT("x-forwarded-host"), h);
-    else if (req->input.authority.len > 0)
-        md_add(b, h2o_iovec_init(H2O_STRLIT("Host")), "", H2O_STRLIT("x-forwarded-host"),
-               req->input.authority.base, req->input.authority.len);
-    sl = req->conn->callbacks->get_peername(req->conn, (struct sockaddr *)&ss);
-    if (sl > 0)
-        iplen = h2o_socket_getnumerichost((struct sockaddr *)&ss, sl, ip);
-    if (iplen == SIZE_MAX)
-        return;
-    h = find_header(req, H2O_STRLIT("x-forwarded-for"));
-    if (h != NULL) {
-        char *v = h2o_mem_alloc_pool(&req->pool, h->value.len + iplen + 3);
-        int n = snprintf(v, h->value.len + iplen + 3, "%.*s, %.*s", (int)h->value.len,
-                         h->value.base, (int)iplen, ip);
-        md_add(b, name_of(h), "", H2O_STRLIT("x-forwarded-for"), v, (size_t)n);
-    } else {
-        md_add(b, h2o_iovec_init(H2O_STRLIT("X-Forwarded-For")), "",
-               H2O_STRLIT("x-forwarded-for"), ip, iplen);
-    }
-}
-
-/*
- * Request id, Idempotency-Key, Authorization, Grpc-Metadata-*, then the
- * forwarding headers and the permanent headers, up to GW_MAX_MD entries
- * and cfg->max_metadata_bytes. Returns 0 with *n set, or the HTTP status of
- * the refusal (400: bad Idempotency-Key, 431: too large), errbuf saying why.
- */
-static int build_metadata(h2o_req_t *req, const gw_config_t *cfg, const char *id, rpc_md_t *md,
-                          size_t *n, char *errbuf)
-{
-    md_builder_t b = {req, md, 0, 0, (size_t)cfg->max_metadata_bytes, false, errbuf};
-    const h2o_header_t *h;
-
-    if (!idempotency_key(req, &h, errbuf))
-        return 400;
-    md_add(&b, h2o_iovec_init(H2O_STRLIT("X-Request-Id")), "", H2O_STRLIT("x-request-id"), id,
-           strlen(id));
-    if (h != NULL)
-        md_add_header(&b, "", H2O_STRLIT("idempotency-key"), h);
-    if ((h = find_header(req, H2O_STRLIT("authorization"))) != NULL)
-        md_add_header(&b, "", H2O_STRLIT("authorization"), h);
-    md_add_grpc_metadata(&b);
-    md_add_forwarded(&b);
-    for (size_t i = 0; i < SVC_COUNTOF(permanent); i++)
-        if ((h = find_header(req, permanent[i], strlen(permanent[i]))) != NULL)
-            md_add_header(&b, "grpcgateway-", permanent[i], strlen(permanent[i]), h);
-    *n = b.n;
-    return b.too_large ? 431 : 0;
-}
-
-/* ------------------------------------------------------------------------
  * Upstream calls
  * ------------------------------------------------------------------------ */
 
@@ -545,7 +283,7 @@ static void abandon(gw_pending_t *p)
 
 static bool client_gone(h2o_req_t *req)
 {
-    h2o_socket_t *sock = socket_of(req);
+    h2o_socket_t *sock = gw_req_socket(req);
     char c;
     ssize_t n;
 
@@ -614,7 +352,7 @@ static void on_done(h2o_multithread_receiver_t *rx, h2o_linklist_t *msgs)
 static bool deadline_of(gw_loop_t *l, h2o_req_t *req, uint64_t start, uint64_t *deadline,
                         char *errbuf)
 {
-    const h2o_header_t *h = find_header(req, H2O_STRLIT("grpc-timeout"));
+    const h2o_header_t *h = gw_find_header(req, H2O_STRLIT("grpc-timeout"));
     int64_t ns;
 
     if (h == NULL) {
@@ -664,7 +402,7 @@ static void forward(gw_loop_t *l, h2o_req_t *req, const gw_match_t *m, const gw_
     /* Headers before the body: they are cheaper to check, and a request
      * refused for its headers is never decoded. */
     md = h2o_mem_alloc_pool(&req->pool, GW_MAX_MD * sizeof *md);
-    status = build_metadata(req, l->app->cfg, id, md, &o.n_md, errbuf);
+    status = gw_build_metadata(req, l->app->cfg, id, md, &o.n_md, errbuf);
     if (status != 0) {
         answer_error(e, req, status, 3, errbuf, 0);
         return;
@@ -715,57 +453,18 @@ static void forward(gw_loop_t *l, h2o_req_t *req, const gw_match_t *m, const gw_
         h2o_timeout_link(l->ctx.loop, &l->ctx.hundred_ms_timeout, &l->peek);
 }
 
-/* ------------------------------------------------------------------------
- * Framing (RFC 9112 §5, §6.3)
- * ------------------------------------------------------------------------ */
-
-#if H2O_VERSION_MAJOR == 2 && H2O_VERSION_MINOR <= 2
-/*
- * h2o 2.2 frames a request by its first Content-Length (or its last
- * Transfer-Encoding, which wins over any Content-Length) and keeps neither
- * in req->headers, so a second, conflicting Content-Length is invisible
- * here; it also passes a folded line on as a header with an empty name.
- * The head as received is still at the start of the connection's input
- * buffer while the request is handled: h2o consumes it only once the
- * response is done (lib/http1.c, on_send_complete). The method at its start
- * shows that it is this request's head.
- */
-static bool raw_head(h2o_req_t *req, const char **head, size_t *len)
-{
-    h2o_socket_t *sock = socket_of(req);
-    size_t mlen = req->input.method.len;
-
-    if (sock == NULL || sock->input == NULL || sock->input->size <= mlen ||
-        memcmp(sock->input->bytes, req->input.method.base, mlen) != 0)
-        return false;
-    *head = sock->input->bytes;
-    *len = sock->input->size;
-    return true;
-}
-#else
-#error "check how this h2o version frames requests before relying on raw_head()"
-#endif
-
 /* Refuses a request whose length a proxy in front could read differently
  * (request smuggling) before anything else looks at it. The connection is
  * closed: what follows on it may be a smuggled request. */
 static bool framing_ok(h2o_req_t *req, const gw_entry_t *e)
 {
     char errbuf[SVC_ERRBUF_LEN] = "";
-    const char *head;
-    size_t len;
+    int code = gw_framing_verdict(req, errbuf);
 
-    if (!raw_head(req, &head, &len)) {
-        svc_log_error(LOG_MOD, "the request head is not in the connection's buffer: cannot "
-                               "check its framing, refused");
-        req->http1_is_persistent = 0;
-        answer_error(e, req, 0, 13, "cannot check the request's framing", 0);
-        return false;
-    }
-    if (gw_http1_framing_check(head, len, req->version < 0x101, errbuf))
+    if (code == 0)
         return true;
     req->http1_is_persistent = 0;
-    answer_error(e, req, 0, 3, errbuf, 0);
+    answer_error(e, req, 0, code, errbuf, 0);
     return false;
 }
 
