@@ -385,21 +385,21 @@ bool gw_http1_framing_check(const char *head, size_t len, bool http10, char *err
 
 bool gw_idempotency_key_check(const char *name, const char *v, size_t len, char *errbuf)
 {
-    if (len == 0 || len > GW_IDEMPOTENCY_KEY_MAX) {
-        svc_errbuf_set(errbuf, "%s must be 1-%d printable ASCII characters, not %zu bytes", name,
-                       GW_IDEMPOTENCY_KEY_MAX, len);
+    size_t bad;
+
+    if (svc_idempotency_key_valid(v, len))
+        return true;
+    if (len < SVC_IDEMPOTENCY_KEY_MIN || len > SVC_IDEMPOTENCY_KEY_MAX) {
+        svc_errbuf_set(errbuf, "%s must be %d-%d printable ASCII characters, not %zu bytes", name,
+                       SVC_IDEMPOTENCY_KEY_MIN, SVC_IDEMPOTENCY_KEY_MAX, len);
         return false;
     }
-    for (size_t i = 0; i < len; i++) {
-        unsigned char c = (unsigned char)v[i];
-        if (c < 0x21 || c > 0x7e) {
-            svc_errbuf_set(errbuf, "%s must be printable ASCII without spaces (0x21-0x7E): byte "
-                                   "%zu is 0x%02X",
-                           name, i, c);
-            return false;
-        }
-    }
-    return true;
+    bad = svc_idempotency_key_bad_byte(v, len);
+    svc_errbuf_set(errbuf, "%s must be printable ASCII without spaces (0x%02X-0x%02X): byte %zu is "
+                           "0x%02X",
+                   name, SVC_IDEMPOTENCY_KEY_FIRST, SVC_IDEMPOTENCY_KEY_LAST, bad,
+                   (unsigned char)v[bad]);
+    return false;
 }
 
 uint32_t gw_retry_after_seconds(uint32_t ms)

@@ -74,10 +74,9 @@ size_t gw_request_id_sanitize(const char *in, size_t len, char out[GW_REQUEST_ID
  */
 bool gw_http1_framing_check(const char *head, size_t len, bool http10, char *errbuf);
 
-/* Idempotency keys: 1-255 characters 0x21-0x7E (no space), as Stripe's. */
-#define GW_IDEMPOTENCY_KEY_MAX 255
-/* True when v (len bytes) is such a key; otherwise the reason, starting with
- * name (the header, e.g. "Idempotency-Key"), is in errbuf. */
+/* True when v (len bytes) is an idempotency key by svc_idempotency_key_valid
+ * (svc/core.h: 1-255 characters 0x21-0x7E); otherwise the reason, starting
+ * with name (the header, e.g. "Idempotency-Key"), is in errbuf. */
 bool gw_idempotency_key_check(const char *name, const char *v, size_t len, char *errbuf);
 
 /* What one metadata entry costs against gRPC's metadata size limit: name,

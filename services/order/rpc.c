@@ -13,7 +13,6 @@
 
 #define LOG_MOD "order"
 #define IDEMPOTENCY_KEY     "idempotency-key" /* gRPC metadata; HTTP Idempotency-Key */
-#define IDEMPOTENCY_KEY_MAX 255               /* bytes; the table's CHECK agrees */
 #define EXPIRE_BATCH        1000
 #define EXPIRE_MS           200 /* at most this much of a call goes to housekeeping */
 
@@ -49,19 +48,6 @@ static void expire_tick(ord_worker_t *w, const ord_config_t *cfg, uint64_t deadl
     if (++w->creates % (uint64_t)cfg->idempotency_cleanup_every != 0)
         return;
     ord_keys_expire(w->store, cfg, limit < deadline_ns ? limit : deadline_ns, 1);
-}
-
-/* A key is stored and compared byte for byte, so one that is not 1-255
- * printable ASCII characters without spaces (0x21-0x7E, the gateway's rule
- * for Idempotency-Key) is refused, never cut or ignored. */
-static bool key_valid(const char *key)
-{
-    size_t n = 0;
-
-    for (; key[n] != '\0'; n++)
-        if ((unsigned char)key[n] < 0x21 || (unsigned char)key[n] > 0x7e)
-            return false;
-    return n >= 1 && n <= IDEMPOTENCY_KEY_MAX;
 }
 
 /* The stored answer for key: SVC_OK (same request: replay it), SVC_EEXIST
@@ -115,10 +101,13 @@ static svc_err_t create_order(rpc_ctx_t *ctx, const ProtobufCMessage *in, Protob
     err = ord_lines_build(req->customer_id, req->items, req->n_items, lines, &n, errbuf);
     if (err != SVC_OK)
         return err;
-    if (key != NULL && !key_valid(key)) {
+    /* Refused, never cut or ignored: the key is stored and compared byte
+     * for byte (svc_idempotency_key_valid, the gateway's rule too). */
+    if (key != NULL && !svc_idempotency_key_valid(key, strlen(key))) {
         svc_errbuf_set(errbuf,
-                       IDEMPOTENCY_KEY " must be 1-%d printable ASCII characters (0x21-0x7E)",
-                       IDEMPOTENCY_KEY_MAX);
+                       IDEMPOTENCY_KEY " must be %d-%d printable ASCII characters (0x%02X-0x%02X)",
+                       SVC_IDEMPOTENCY_KEY_MIN, SVC_IDEMPOTENCY_KEY_MAX,
+                       SVC_IDEMPOTENCY_KEY_FIRST, SVC_IDEMPOTENCY_KEY_LAST);
         return SVC_EINVAL;
     }
     w = rpc_ctx_worker(ctx);

@@ -47,3 +47,19 @@ bool svc_is_uuid(const char *s)
     }
     return true;
 }
+
+size_t svc_idempotency_key_bad_byte(const char *s, size_t len)
+{
+    size_t i = 0;
+
+    while (i < len && (unsigned char)s[i] >= SVC_IDEMPOTENCY_KEY_FIRST &&
+           (unsigned char)s[i] <= SVC_IDEMPOTENCY_KEY_LAST)
+        i++;
+    return i;
+}
+
+bool svc_idempotency_key_valid(const char *s, size_t len)
+{
+    return len >= SVC_IDEMPOTENCY_KEY_MIN && len <= SVC_IDEMPOTENCY_KEY_MAX &&
+           svc_idempotency_key_bad_byte(s, len) == len;
+}

@@ -296,7 +296,7 @@ static void framing_reads_only_the_head(void **state)
 
 static void idempotency_keys(void **state)
 {
-    char key[GW_IDEMPOTENCY_KEY_MAX + 2], err[SVC_ERRBUF_LEN] = "";
+    char key[SVC_IDEMPOTENCY_KEY_MAX + 2], err[SVC_ERRBUF_LEN] = "";
     char every[0x7e - 0x21 + 1];
 
     (void)state;
@@ -304,11 +304,11 @@ static void idempotency_keys(void **state)
         every[c - 0x21] = (char)c;
     assert_true(gw_idempotency_key_check("Idempotency-Key", every, sizeof every, err));
     memset(key, 'k', sizeof key);
-    assert_true(gw_idempotency_key_check("K", key, GW_IDEMPOTENCY_KEY_MAX, err));
+    assert_true(gw_idempotency_key_check("K", key, SVC_IDEMPOTENCY_KEY_MAX, err));
     assert_true(gw_idempotency_key_check("K", "a", 1, err));
 
     assert_false(
-        gw_idempotency_key_check("Idempotency-Key", key, GW_IDEMPOTENCY_KEY_MAX + 1, err));
+        gw_idempotency_key_check("Idempotency-Key", key, SVC_IDEMPOTENCY_KEY_MAX + 1, err));
     assert_string_equal(err, "Idempotency-Key must be 1-255 printable ASCII characters, not 256 "
                              "bytes");
     assert_false(gw_idempotency_key_check("Idempotency-Key", "", 0, err));

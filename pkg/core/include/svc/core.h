@@ -85,6 +85,27 @@ long svc_utf8_chars(const char *s);
 /* True for a canonical UUID, 8-4-4-4-12 hex digits. */
 bool svc_is_uuid(const char *s);
 
+/*
+ * Idempotency keys, the one rule for every place a key enters (the
+ * gateway's Idempotency-Key header, the order service's idempotency-key
+ * metadata): 1-255 characters 0x21-0x7E, printable ASCII without spaces, as
+ * Stripe's keys and the IETF Idempotency-Key draft. A key is stored and
+ * compared byte for byte, so one outside the rule is refused, never cut or
+ * ignored: nothing about it is left to a transport's or a database's
+ * reading of other bytes. The idempotency_keys table's CHECK (order
+ * migration 0004) says the same in SQL.
+ */
+#define SVC_IDEMPOTENCY_KEY_MIN      1    /* characters (= bytes)      */
+#define SVC_IDEMPOTENCY_KEY_MAX      255
+#define SVC_IDEMPOTENCY_KEY_FIRST    0x21 /* '!': a space is not part of a key */
+#define SVC_IDEMPOTENCY_KEY_LAST     0x7E /* '~'                       */
+/* True when s (len bytes; need not be NUL-terminated, may contain NUL) is a
+ * key by that rule. */
+bool svc_idempotency_key_valid(const char *s, size_t len);
+/* The index of the first byte of s (len bytes) outside 0x21-0x7E; len when
+ * there is none. Says which byte a refusal is about. */
+size_t svc_idempotency_key_bad_byte(const char *s, size_t len);
+
 /* ------------------------------------------------------------------------
  * Clock
  *

@@ -68,6 +68,41 @@ static void strdup_uses_the_allocator(void **state)
     assert_null(svc_alloc_strdup(&a, "x")); /* exhausted: NULL, not a crash */
 }
 
+/* Every character the rule allows, at both length limits; every kind of
+ * byte it refuses, with the index of the first one. */
+static void idempotency_key_rule(void **state)
+{
+    char every[SVC_IDEMPOTENCY_KEY_LAST - SVC_IDEMPOTENCY_KEY_FIRST + 1];
+    char longest[SVC_IDEMPOTENCY_KEY_MAX + 1];
+
+    (void)state;
+    for (int c = SVC_IDEMPOTENCY_KEY_FIRST; c <= SVC_IDEMPOTENCY_KEY_LAST; c++)
+        every[c - SVC_IDEMPOTENCY_KEY_FIRST] = (char)c;
+    assert_int_equal(sizeof every, 94);
+    assert_true(svc_idempotency_key_valid(every, sizeof every));
+    assert_int_equal(svc_idempotency_key_bad_byte(every, sizeof every), sizeof every);
+    memset(longest, 'k', sizeof longest);
+    assert_true(svc_idempotency_key_valid("a", 1));
+    assert_true(svc_idempotency_key_valid(longest, 255));
+    assert_false(svc_idempotency_key_valid(longest, 256)); /* too long */
+    assert_false(svc_idempotency_key_valid("", 0));        /* empty */
+    assert_false(svc_idempotency_key_valid(NULL, 0));
+    /* the length is the caller's: bytes after it are not read */
+    assert_true(svc_idempotency_key_valid("ab cd", 2));
+
+    assert_false(svc_idempotency_key_valid("a b", 3)); /* space 0x20 */
+    assert_int_equal(svc_idempotency_key_bad_byte("a b", 3), 1);
+    assert_false(svc_idempotency_key_valid("ab\x7f", 3)); /* DEL */
+    assert_int_equal(svc_idempotency_key_bad_byte("ab\x7f", 3), 2);
+    assert_false(svc_idempotency_key_valid("a\0b", 3)); /* NUL inside, not an end */
+    assert_int_equal(svc_idempotency_key_bad_byte("a\0b", 3), 1);
+    assert_false(svc_idempotency_key_valid("\tk", 2));
+    assert_int_equal(svc_idempotency_key_bad_byte("\tk", 2), 0);
+    /* raw UTF-8 ("ключ"): refused, not dropped */
+    assert_false(svc_idempotency_key_valid("\xd0\xba\xd0\xbb", 4));
+    assert_int_equal(svc_idempotency_key_bad_byte("\xd0\xba\xd0\xbb", 4), 0);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -75,6 +110,7 @@ int main(void)
         cmocka_unit_test(utf8_rejects_broken_text),
         cmocka_unit_test(uuid_shape),
         cmocka_unit_test(strdup_uses_the_allocator),
+        cmocka_unit_test(idempotency_key_rule),
     };
     return cmocka_run_group_tests_name("svc_text", tests, NULL, NULL);
 }
