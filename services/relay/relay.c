@@ -1,0 +1,302 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/*
+ * relay.c - claim, publish, confirm, mark (see relay.h).
+ *
+ * A row is marked published only in the transaction that claimed it, and
+ * only after its delivery report said the broker has it (acks=all). So a
+ * crash anywhere loses nothing: the claim's row locks die with the session
+ * and the rows are claimed again, at worst published twice with the same
+ * ce_id, which is what consumers dedupe on.
+ */
+#include <poll.h>
+#include <signal.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/signalfd.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "kafka/kafka.h"
+#include "listen.h"
+#include "relay.h"
+#include "rs/resilience.h"
+#include "store.h"
+
+#define MOD "relay"
+/* A full queue empties as the broker acknowledges; how long one row may
+ * wait for room before it counts as failed. */
+#define QUEUE_FULL_WAIT_MS 5000
+#define POLL_SLICE_MS      50
+
+typedef struct slot {
+    bool done;
+    svc_err_t err;
+} slot_t;
+
+struct rly_relay {
+    const rly_config_t *cfg;
+    kfk_producer_t *producer;
+    rly_store_t *store;
+    rly_listener_t *listener;
+    slot_t *slots; /* batch_size; outlive the producer: late reports land here */
+    char reason[SVC_ERRBUF_LEN]; /* the batch's first failure */
+    bool stopping, kafka_down, db_down;
+    unsigned failures; /* consecutive failed batches: the backoff exponent */
+    uint64_t published, produce_errors, rand_state;
+};
+
+/* One batch's outcome. */
+typedef struct batch {
+    int claimed, ok, failed;
+    svc_err_t db_err;
+} batch_t;
+
+static void on_delivery(void *ctx, void *opaque, svc_err_t err, const char *reason)
+{
+    rly_relay_t *r = ctx;
+    slot_t *s = opaque;
+
+    s->done = true;
+    s->err = err;
+    if (err != SVC_OK && r->reason[0] == '\0')
+        svc_errbuf_set(r->reason, "%s", reason);
+}
+
+/* librdkafka's own lines (connection refused per attempt, the harmless
+ * GETPID retry after a broker start) are detail: state changes are ours. */
+static void on_log(void *ctx, int level, const char *facility, const char *text)
+{
+    svc_log_debug("relay.kafka", "%s: %s", facility, text);
+}
+
+svc_err_t rly_relay_new(const rly_config_t *cfg, rly_relay_t **out, char *errbuf)
+{
+    rly_relay_t *r = calloc(1, sizeof *r);
+    kfk_producer_opts_t o;
+    svc_err_t err = SVC_ENOMEM;
+
+    *out = NULL;
+    if (r == NULL || (r->slots = calloc((size_t)cfg->batch_size, sizeof *r->slots)) == NULL)
+        goto fail;
+    r->cfg = cfg;
+    r->rand_state = (uint64_t)time(NULL) ^ ((uint64_t)getpid() << 32) ^ 0x9e3779b97f4a7c15ull;
+    kfk_producer_opts_init(&o);
+    o.brokers = cfg->kafka_brokers;
+    o.client_id = cfg->name;
+    o.linger_ms = (int)cfg->kafka_linger_ms;
+    o.delivery_timeout_ms = (int)cfg->kafka_delivery_timeout_ms;
+    o.on_delivery = on_delivery;
+    o.on_log = on_log;
+    o.ctx = r;
+    err = kfk_producer_new(&o, &r->producer, errbuf);
+    if (err == SVC_OK)
+        err = rly_store_new(cfg->db_dsn, cfg->name, (int)cfg->db_statement_timeout_ms, &r->store,
+                            errbuf);
+    if (err == SVC_OK)
+        err = rly_listener_new(cfg->db_dsn, cfg->name, &r->listener, errbuf);
+    if (err != SVC_OK)
+        goto fail;
+    *out = r;
+    return SVC_OK;
+fail:
+    rly_relay_free(r);
+    return err;
+}
+
+void rly_relay_free(rly_relay_t *r)
+{
+    if (r == NULL)
+        return;
+    kfk_producer_free(r->producer, 0); /* before the slots its reports write */
+    rly_store_free(r->store);
+    rly_listener_free(r->listener);
+    free(r->slots);
+    free(r);
+}
+
+/* Consumes a pending stop signal; true once one arrived. */
+static bool stop_signalled(int fd, int timeout_ms)
+{
+    struct pollfd p = {.fd = fd, .events = POLLIN};
+    struct signalfd_siginfo si;
+
+    if (poll(&p, 1, timeout_ms) <= 0 || read(fd, &si, sizeof si) != (ssize_t)sizeof si)
+        return false;
+    svc_log_info(MOD, "%s: stopping", si.ssi_signo == SIGTERM ? "SIGTERM" : "SIGINT");
+    return true;
+}
+
+static uint64_t next_random(rly_relay_t *r)
+{
+    /* xorshift64: jitter needs spread, not secrecy. */
+    r->rand_state ^= r->rand_state << 13;
+    r->rand_state ^= r->rand_state >> 7;
+    r->rand_state ^= r->rand_state << 17;
+    return r->rand_state;
+}
+
+/* Publishes row i of the claim; its slot records the outcome. */
+static void produce_row(rly_relay_t *r, PGresult *rows, int i)
+{
+    char errbuf[SVC_ERRBUF_LEN] = "";
+    kfk_header_t h[KFK_CE_MAX_HEADERS];
+    size_t n_h = 0, len = 0;
+    const char *key = PQgetvalue(rows, i, RLY_COL_KEY);
+    const kfk_ce_t ce = {
+        .id = PQgetvalue(rows, i, RLY_COL_ID),
+        .type = PQgetvalue(rows, i, RLY_COL_TYPE),
+        .source = PQgetvalue(rows, i, RLY_COL_SOURCE),
+        .time = PQgetvalue(rows, i, RLY_COL_TIME),
+        .request_id = PQgetvalue(rows, i, RLY_COL_REQUEST_ID),
+    };
+    unsigned char *value =
+        PQunescapeBytea((const unsigned char *)PQgetvalue(rows, i, RLY_COL_PAYLOAD), &len);
+    svc_err_t err = value == NULL ? SVC_ENOMEM : kfk_ce_headers(&ce, h, &n_h, errbuf);
+    kfk_message_t m = {.topic = PQgetvalue(rows, i, RLY_COL_TOPIC),
+                       .key = key, .key_len = strlen(key), .value = value, .value_len = len,
+                       .headers = h, .n_headers = n_h, .opaque = &r->slots[i]};
+    uint64_t give_up = svc_now_ms() + QUEUE_FULL_WAIT_MS;
+
+    r->slots[i] = (slot_t){false, SVC_OK};
+    while (err == SVC_OK &&
+           (err = kfk_produce(r->producer, &m, errbuf)) == SVC_EEXHAUSTED &&
+           svc_now_ms() < give_up) {
+        kfk_producer_poll(r->producer, POLL_SLICE_MS);
+        err = SVC_OK;
+    }
+    if (err != SVC_OK) { /* refused: no report will come */
+        r->slots[i] = (slot_t){true, err};
+        if (r->reason[0] == '\0')
+            svc_errbuf_set(r->reason, "%s", errbuf[0] ? errbuf : svc_strerror(err));
+    }
+    PQfreemem(value);
+}
+
+/* Serves reports until none is outstanding. On a stop signal, waits at
+ * most RELAY_DRAIN_MS more: rows still unreported then stay unpublished. */
+static void wait_reports(rly_relay_t *r, int stop_fd)
+{
+    uint64_t give_up = UINT64_MAX;
+
+    while (kfk_producer_outstanding(r->producer) > 0 && svc_now_ms() < give_up) {
+        kfk_producer_poll(r->producer, POLL_SLICE_MS);
+        if (!r->stopping && stop_signalled(stop_fd, 0)) {
+            r->stopping = true;
+            give_up = svc_now_ms() + (uint64_t)r->cfg->drain_ms;
+            svc_log_info(MOD, "waiting up to %lld ms for %d delivery reports",
+                         (long long)r->cfg->drain_ms, kfk_producer_outstanding(r->producer));
+        }
+    }
+}
+
+/* "{id,id,...}" of the acknowledged rows; NULL when out of memory. */
+static char *acked_ids(const rly_relay_t *r, PGresult *rows, int n, int *ok)
+{
+    char *ids = malloc((size_t)n * 38 + 3), *p = ids;
+
+    *ok = 0;
+    if (ids == NULL)
+        return NULL;
+    *p++ = '{';
+    for (int i = 0; i < n; i++) {
+        if (!r->slots[i].done || r->slots[i].err != SVC_OK)
+            continue;
+        p += snprintf(p, 39, "%s%s", *ok ? "," : "", PQgetvalue(rows, i, RLY_COL_ID));
+        (*ok)++;
+    }
+    snprintf(p, 2, "}");
+    return ids;
+}
+
+static void run_batch(rly_relay_t *r, int stop_fd, batch_t *b)
+{
+    PGresult *rows = NULL;
+    char *ids = NULL;
+
+    memset(b, 0, sizeof *b);
+    r->reason[0] = '\0';
+    b->db_err = rly_store_claim(r->store, (int)r->cfg->batch_size, &rows, r->reason);
+    if (b->db_err != SVC_OK)
+        return;
+    b->claimed = PQntuples(rows);
+    for (int i = 0; i < b->claimed; i++)
+        produce_row(r, rows, i);
+    wait_reports(r, stop_fd);
+    ids = acked_ids(r, rows, b->claimed, &b->ok);
+    b->failed = b->claimed - b->ok;
+    if (ids == NULL || b->ok == 0)
+        rly_store_rollback(r->store);
+    else
+        b->db_err = rly_store_mark_commit(r->store, ids, r->reason);
+    if (b->db_err != SVC_OK)
+        b->ok = 0; /* rolled back: published, but marked on a later claim */
+    r->published += (uint64_t)b->ok;
+    r->produce_errors += (uint64_t)b->failed;
+    free(ids);
+    PQclear(rows);
+}
+
+/* One log line per change of state, never one per row or per batch. */
+static void note_state(rly_relay_t *r, const batch_t *b)
+{
+    if (b->db_err != SVC_OK && !r->db_down)
+        svc_log_warn(MOD, "database unavailable (%s): %s; backing off", svc_err_name(b->db_err),
+                     r->reason);
+    else if (b->db_err == SVC_OK && r->db_down)
+        svc_log_info(MOD, "database available again");
+    r->db_down = b->db_err != SVC_OK;
+    if (b->db_err != SVC_OK)
+        return;
+    if (b->failed > 0 && b->ok == 0 && !r->kafka_down) {
+        svc_log_warn(MOD, "kafka unavailable: %d rows not acknowledged (%s); they stay "
+                          "unpublished, backing off", b->failed, r->reason);
+        r->kafka_down = true;
+    } else if (b->ok > 0 && r->kafka_down) {
+        svc_log_info(MOD, "kafka available again: publishing the backlog");
+        r->kafka_down = false;
+    }
+}
+
+/* Sleeps the backoff for the current failure count; false on a stop. */
+static bool back_off(rly_relay_t *r, int stop_fd)
+{
+    uint32_t ms = rs_backoff_ms(RS_JITTER_FULL, (uint32_t)r->cfg->backoff_base_ms,
+                                (uint32_t)r->cfg->backoff_cap_ms, r->failures, next_random(r));
+
+    if (r->failures < 30)
+        r->failures++;
+    return !stop_signalled(stop_fd, (int)ms);
+}
+
+int rly_relay_run(rly_relay_t *r, int stop_fd)
+{
+    bool more = true; /* a backlog may be waiting from before we started */
+    batch_t b;
+
+    svc_log_info(MOD, "relaying the outbox to %s (batch %lld, poll every %lld ms)",
+                 r->cfg->kafka_brokers, (long long)r->cfg->batch_size,
+                 (long long)r->cfg->poll_interval_ms);
+    while (!r->stopping) {
+        if (!more && rly_listener_wait(r->listener, stop_fd, (int)r->cfg->poll_interval_ms) ==
+                         RLY_WAKE_FD && stop_signalled(stop_fd, 0))
+            break;
+        run_batch(r, stop_fd, &b);
+        note_state(r, &b);
+        if (r->stopping)
+            break;
+        if (b.db_err != SVC_OK || b.failed > 0) {
+            more = true;
+            if (!back_off(r, stop_fd))
+                break;
+            continue;
+        }
+        r->failures = 0;
+        svc_log_debug(MOD, "batch: %d rows published", b.ok);
+        /* Rows may remain even after a short batch: one event per order is
+         * taken per batch. Only an empty claim means the backlog is gone. */
+        more = b.claimed > 0;
+    }
+    svc_log_info(MOD, "stopped: published=%llu produce_errors=%llu",
+                 (unsigned long long)r->published, (unsigned long long)r->produce_errors);
+    return 0;
+}

@@ -1,0 +1,98 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/* store.c - the relay's SQL. Every statement is prepared and parameterised. */
+#include "store.h"
+
+#define RFC3339(col) "to_char(" col " AT TIME ZONE 'UTC', 'YYYY-MM-DD\"T\"HH24:MI:SS.US\"Z\"')"
+/* Its own deadline, as in the order store: the batch's may be what ran out. */
+#define ROLLBACK_MS 1000
+
+enum { STMT_BEGIN, STMT_CLAIM, STMT_MARK, STMT_COMMIT, STMT_ROLLBACK };
+
+static const db_stmt_t stmts[] = {
+    [STMT_BEGIN] = {"rly_begin", "BEGIN", 0, true},
+    /* Oldest first (seq), rows another relay holds skipped, and per
+     * aggregate only its oldest unpublished row: a row whose aggregate has
+     * an older unpublished row (claimed by another relay, or waiting) is not
+     * taken. So two relays never publish two events of one order out of
+     * order, and one batch holds at most one event per order. Rows without
+     * a wire encoding (written before 0005) are not relayed. */
+    [STMT_CLAIM] = {"rly_claim",
+                    "SELECT x.id::text, x.aggregate_id, x.topic, x.ce_type, x.ce_source, "
+                    "x.payload_pb, x.request_id, " RFC3339("x.created_at") " "
+                    "FROM outbox x WHERE x.published_at IS NULL AND x.payload_pb IS NOT NULL "
+                    "AND NOT EXISTS (SELECT 1 FROM outbox y WHERE y.aggregate_id = "
+                    "x.aggregate_id AND y.published_at IS NULL AND y.payload_pb IS NOT NULL "
+                    "AND y.seq < x.seq) "
+                    "ORDER BY x.seq LIMIT $1 FOR UPDATE OF x SKIP LOCKED",
+                    1, false},
+    [STMT_MARK] = {"rly_mark",
+                   "UPDATE outbox SET published_at = now() WHERE id = ANY($1::uuid[]) "
+                   "AND published_at IS NULL",
+                   1, false},
+    [STMT_COMMIT] = {"rly_commit", "COMMIT", 0, false},
+    [STMT_ROLLBACK] = {"rly_rollback", "ROLLBACK", 0, false},
+};
+
+svc_err_t rly_store_new(const char *dsn, const char *name, int statement_timeout_ms,
+                        rly_store_t **out, char *errbuf)
+{
+    db_opts_t o;
+
+    db_opts_init(&o);
+    o.dsn = dsn;
+    o.stmts = stmts;
+    o.n_stmts = SVC_COUNTOF(stmts);
+    o.statement_timeout_ms = statement_timeout_ms;
+    o.application_name = name;
+    return db_conn_new(&o, out, errbuf);
+}
+
+void rly_store_free(rly_store_t *st)
+{
+    db_conn_free(st);
+}
+
+static svc_err_t exec(rly_store_t *st, size_t idx, const char *const *params, char *errbuf)
+{
+    PGresult *r = NULL;
+    svc_err_t err = db_exec(st, idx, params, SVC_DEADLINE_NONE, &r, errbuf);
+
+    PQclear(r);
+    return err;
+}
+
+void rly_store_rollback(rly_store_t *st)
+{
+    PGresult *r = NULL;
+
+    (void)db_exec(st, STMT_ROLLBACK, NULL, svc_now_ns() + ROLLBACK_MS * SVC_NS_PER_MS, &r, NULL);
+    PQclear(r);
+}
+
+svc_err_t rly_store_claim(rly_store_t *st, int limit, PGresult **rows, char *errbuf)
+{
+    char lim[16];
+    const char *p[] = {lim};
+    svc_err_t err = exec(st, STMT_BEGIN, NULL, errbuf);
+
+    *rows = NULL;
+    if (err != SVC_OK)
+        return err;
+    snprintf(lim, sizeof lim, "%d", limit);
+    err = db_exec(st, STMT_CLAIM, p, SVC_DEADLINE_NONE, rows, errbuf);
+    if (err != SVC_OK)
+        rly_store_rollback(st);
+    return err;
+}
+
+svc_err_t rly_store_mark_commit(rly_store_t *st, const char *ids, char *errbuf)
+{
+    const char *p[] = {ids};
+    svc_err_t err = exec(st, STMT_MARK, p, errbuf);
+
+    if (err == SVC_OK)
+        err = exec(st, STMT_COMMIT, NULL, errbuf);
+    if (err != SVC_OK)
+        rly_store_rollback(st);
+    return err;
+}

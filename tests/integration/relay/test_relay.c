@@ -1,0 +1,284 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/*
+ * test_relay.c - the outbox relay end to end, on a real Kafka broker
+ * (deploy/local/kafka.sh) and the project's Postgres, with the real order,
+ * catalog and relay binaries:
+ *   - every committed order is on shopmicro.orders.v1 exactly once, keyed by
+ *     its id, with the CloudEvents headers and a decodable OrderCreated, and
+ *     no outbox row is left unpublished;
+ *   - Kafka stopped: orders still succeed, their rows stay unpublished, the
+ *     relay logs the outage once; Kafka back: the backlog drains;
+ *   - kill -9 of the relay mid-backlog, restart: every row published, a
+ *     duplicate only ever with the same ce_id;
+ *   - two relays at once: every row published once, each key's events in
+ *     the order they were written.
+ * The tests share one broker, one order stack and one relay, in this order.
+ */
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "relay_it.h"
+#include "shopmicro/events/v1/events.pb-c.h"
+
+#define PUBLISHED   "SELECT count(*) FROM outbox WHERE published_at IS NOT NULL"
+#define UNPUBLISHED "SELECT count(*) FROM outbox WHERE published_at IS NULL"
+#define DRAIN_MS    60000
+
+typedef struct fixture {
+    ord_it_t *ord;
+    rly_it_kafka_t kafka;
+    spawn_proc_t *relay;
+    char product_a[37], product_b[37];
+} fixture_t;
+
+static int group_setup(void **state)
+{
+    fixture_t *f = calloc(1, sizeof *f);
+    void *ord = NULL;
+
+    *state = f;
+    if (f == NULL)
+        return -1;
+    rly_it_kafka_cleanup(&f->kafka); /* a run folder left by a killed run */
+    if (rly_it_kafka(&f->kafka, "start") != SVC_OK || ord_it_setup(&ord, NULL, NULL) != 0)
+        return -1;
+    f->ord = ord;
+    ord_it_product(f->ord, "Mug", 1299, f->product_a);
+    ord_it_product(f->ord, "Tea", 250, f->product_b);
+    return rly_it_relay_start(f->ord->ord_db.dsn, &f->kafka, NULL, &f->relay) == SVC_OK ? 0 : -1;
+}
+
+static int group_teardown(void **state)
+{
+    fixture_t *f = *state;
+    void *ord = f->ord;
+    int rc = rly_it_relay_stop(&f->relay, NULL);
+
+    if (ord != NULL && ord_it_teardown(&ord) != 0)
+        rc = -1;
+    rly_it_kafka_cleanup(&f->kafka);
+    free(f);
+    return rc;
+}
+
+/* Places n orders (each must succeed); their ids go in ids[n][37]. */
+static void place(fixture_t *f, int n, char (*ids)[37])
+{
+    it_item_t items[2] = {{f->product_a, 2}, {f->product_b, 1}};
+    it_created_t *c = NULL;
+    rpc_result_t res;
+
+    for (int i = 0; i < n; i++) {
+        it_order_create(f->ord->ord_ch, "cust-relay", items, 2, NULL, 0, &c, &res);
+        IT_ASSERT_CODE(res, SVC_OK);
+        snprintf(ids[i], 37, "%s", c->id);
+        it_free(c);
+    }
+}
+
+static void wait_published(fixture_t *f, int64_t want)
+{
+    int64_t last = -1;
+
+    if (pgtest_wait_int_at_least(f->ord->ord_db.dsn, PUBLISHED, want, it_ms(DRAIN_MS), &last,
+                                 NULL) != SVC_OK) {
+        spawn_log_dump(f->relay, 40);
+        fail_msg("%lld rows published, expected %lld", (long long)last, (long long)want);
+    }
+}
+
+/* The records whose key is id: how many, and (asserted) all with one ce_id. */
+static size_t records_of(const rly_it_record_t *r, size_t n, const char *id, size_t *first)
+{
+    size_t count = 0;
+
+    for (size_t i = 0; i < n; i++) {
+        if (strcmp(r[i].key, id) != 0)
+            continue;
+        if (count++ == 0)
+            *first = i;
+        else
+            assert_string_equal(r[i].id, r[*first].id); /* a duplicate, never another event */
+    }
+    return count;
+}
+
+/* Every header and the payload of the one event of order id. */
+static void check_event(fixture_t *f, const rly_it_record_t *r, const char *id)
+{
+    char sql[512], want[256], got[256];
+    Shopmicro__Events__V1__OrderCreated *ev;
+
+    assert_string_equal(r->specversion, "1.0");
+    assert_string_equal(r->type, "shopmicro.order.v1.OrderCreated");
+    assert_string_equal(r->source, "/shopmicro/order");
+    assert_string_equal(r->content_type, "application/protobuf");
+    assert_true(r->request_id[0] != '\0'); /* pkg/rpc makes one up when the call has none */
+    snprintf(sql, sizeof sql,
+             "SELECT concat_ws('|', x.id, x.request_id, to_char(x.created_at AT TIME ZONE 'UTC', "
+             "'YYYY-MM-DD\"T\"HH24:MI:SS.US\"Z\"'), o.total_cents) FROM outbox x JOIN orders o "
+             "ON o.id::text = x.aggregate_id WHERE x.aggregate_id = '%s'", id);
+    ord_it_text(f->ord, sql, want, sizeof want);
+    snprintf(got, sizeof got, "%s|%s|%s|%d", r->id, r->request_id, r->time, 2 * 1299 + 250);
+    assert_string_equal(got, want);
+    ev = shopmicro__events__v1__order_created__unpack(NULL, r->value_len, r->value);
+    assert_non_null(ev);
+    assert_string_equal(ev->order_id, id);
+    assert_string_equal(ev->customer_id, "cust-relay");
+    assert_int_equal(ev->n_items, 2);
+    assert_string_equal(ev->items[0]->product_id, f->product_a);
+    assert_int_equal(ev->items[0]->quantity, 2);
+    assert_int_equal(ev->items[0]->unit_price_cents, 1299);
+    assert_string_equal(ev->items[1]->product_id, f->product_b);
+    assert_int_equal(ev->total_cents, 2 * 1299 + 250);
+    assert_string_equal(ev->created_at, r->time);
+    shopmicro__events__v1__order_created__free_unpacked(ev, NULL);
+}
+
+/* Consumes the topic; each of ids is on it (exactly once when `exact`),
+ * duplicates only with one ce_id; returns how many duplicates there were. */
+static size_t check_topic(fixture_t *f, char (*ids)[37], int n, bool exact)
+{
+    rly_it_record_t *r = NULL;
+    size_t nr = 0, dups = 0, first = 0;
+
+    assert_int_equal(rly_it_consume(&f->kafka, it_ms(30000), &r, &nr), SVC_OK);
+    for (int i = 0; i < n; i++) {
+        size_t c = records_of(r, nr, ids[i], &first);
+        if (c == 0 || (exact && c != 1))
+            fail_msg("order %s is on the topic %zu times", ids[i], c);
+        check_event(f, &r[first], ids[i]);
+        dups += c - 1;
+    }
+    rly_it_records_free(r, nr);
+    return dups;
+}
+
+static void every_order_exactly_once(void **state)
+{
+    fixture_t *f = *state;
+    enum { N = 60 };
+    char ids[N][37];
+    uint64_t t0 = svc_now_ns();
+
+    place(f, N, ids);
+    wait_published(f, N);
+    printf("[relay] %d orders placed and all published in %.0f ms\n", N, ord_it_ms_since(t0));
+    assert_int_equal(ord_it_int(f->ord, UNPUBLISHED), 0);
+    check_topic(f, ids, N, true);
+}
+
+static void kafka_down_orders_buffer_then_drain(void **state)
+{
+    fixture_t *f = *state;
+    enum { N = 20 };
+    char ids[N][37];
+    int64_t before = ord_it_int(f->ord, PUBLISHED);
+
+    assert_int_equal(rly_it_kafka(&f->kafka, "stop"), SVC_OK);
+    place(f, N, ids); /* the outbox is the buffer: no order fails */
+    assert_int_equal(spawn_log_wait(f->relay, "kafka unavailable", it_ms(20000)), SVC_OK);
+    /* Several failed batches and backoffs later, still one line. */
+    ord_it_sleep_ms(it_ms(5000));
+    assert_int_equal(ord_it_int(f->ord, UNPUBLISHED), N);
+    assert_int_equal(spawn_log_count(f->relay, "kafka unavailable"), 1);
+    assert_int_equal(rly_it_kafka(&f->kafka, "start"), SVC_OK);
+    wait_published(f, before + N);
+    assert_int_equal(spawn_log_wait(f->relay, "kafka available again", it_ms(5000)), SVC_OK);
+    assert_int_equal(spawn_log_count(f->relay, "kafka available again"), 1);
+    check_topic(f, ids, N, false);
+}
+
+static void kill9_mid_backlog_loses_nothing(void **state)
+{
+    fixture_t *f = *state;
+    enum { N = 400 };
+    static char ids[N][37];
+    const char *slow[] = {"RELAY_BATCH_SIZE=5", NULL};
+    int64_t before = ord_it_int(f->ord, PUBLISHED), left;
+
+    assert_int_equal(rly_it_relay_stop(&f->relay, NULL), 0);
+    place(f, N, ids);
+    assert_int_equal(rly_it_relay_start(f->ord->ord_db.dsn, &f->kafka, slow, &f->relay), SVC_OK);
+    wait_published(f, before + 50);
+    spawn_signal(f->relay, SIGKILL);
+    spawn_wait_exit(f->relay, it_ms(5000), NULL);
+    spawn_free(f->relay);
+    f->relay = NULL;
+    left = ord_it_int(f->ord, UNPUBLISHED);
+    printf("[relay] killed with %lld of %d rows unpublished\n", (long long)left, N);
+    assert_true(left > 0);
+    assert_int_equal(rly_it_relay_start(f->ord->ord_db.dsn, &f->kafka, NULL, &f->relay), SVC_OK);
+    wait_published(f, before + N);
+    printf("[relay] after restart: all %d published, %zu duplicates (same ce_id)\n", N,
+           check_topic(f, ids, N, false));
+}
+
+/* Rows of 40 aggregates with 5 events each, written event-major (every
+ * aggregate's event 1, then every event 2, ...), relayed by two relays
+ * claiming batches of 3: each key's values must come out 1..5 in order. */
+static void two_relays_keep_per_key_order(void **state)
+{
+    fixture_t *f = *state;
+    const char *small[] = {"RELAY_BATCH_SIZE=3", "RELAY_NAME=relay-b", NULL};
+    spawn_proc_t *second = NULL;
+    int64_t before = ord_it_int(f->ord, PUBLISHED);
+    rly_it_record_t *r = NULL;
+    size_t nr = 0;
+    long pub_a = 0, pub_b = 0;
+    char sql[1024], prefix[32];
+
+    assert_int_equal(rly_it_relay_stop(&f->relay, NULL), 0);
+    assert_int_equal(rly_it_relay_start(f->ord->ord_db.dsn, &f->kafka, small, &f->relay), SVC_OK);
+    assert_int_equal(rly_it_relay_start(f->ord->ord_db.dsn, &f->kafka, small, &second), SVC_OK);
+    snprintf(prefix, sizeof prefix, "seq-%d-", (int)getpid());
+    snprintf(sql, sizeof sql,
+             "INSERT INTO outbox (id, aggregate_type, aggregate_id, event_type, payload, topic, "
+             "ce_type, ce_source, payload_pb, request_id) SELECT gen_random_uuid(), 'test', "
+             "'%s' || a, 'Seq', '{}', '" RLY_IT_TOPIC "', 'shopmicro.test.v1.Seq', '/test', "
+             "convert_to(e::text, 'UTF8'), '' FROM generate_series(1, 5) e, "
+             "generate_series(1, 40) a ORDER BY e, a; SELECT pg_notify('outbox', '')", prefix);
+    assert_int_equal(pgtest_exec(f->ord->ord_db.dsn, sql, NULL), SVC_OK);
+    wait_published(f, before + 200);
+    assert_int_equal(rly_it_relay_stop(&second, &pub_b), 0);
+    assert_int_equal(rly_it_relay_stop(&f->relay, &pub_a), 0);
+    printf("[relay] two relays: %ld + %ld rows\n", pub_a, pub_b);
+    assert_true(pub_a > 0 && pub_b > 0);
+    assert_int_equal(rly_it_consume(&f->kafka, it_ms(30000), &r, &nr), SVC_OK);
+    for (int a = 1; a <= 40; a++) {
+        char key[64];
+        int next = 1;
+        snprintf(key, sizeof key, "%s%d", prefix, a);
+        for (size_t i = 0; i < nr; i++) {
+            if (strcmp(r[i].key, key) != 0)
+                continue;
+            if (r[i].value_len != 1 || r[i].value[0] != '0' + next)
+                fail_msg("key %s: event %.*s where %d was next", key, (int)r[i].value_len,
+                         (const char *)r[i].value, next);
+            next++;
+        }
+        assert_int_equal(next, 6);
+    }
+    rly_it_records_free(r, nr);
+    assert_int_equal(rly_it_relay_start(f->ord->ord_db.dsn, &f->kafka, NULL, &f->relay), SVC_OK);
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(every_order_exactly_once),
+        cmocka_unit_test(kafka_down_orders_buffer_then_drain),
+        cmocka_unit_test(kill9_mid_backlog_loses_nothing),
+        cmocka_unit_test(two_relays_keep_per_key_order),
+    };
+    int rc;
+
+    setvbuf(stdout, NULL, _IOLBF, 0);
+    cat_it_global_init();
+    rc = cmocka_run_group_tests_name("relay", tests, group_setup, group_teardown);
+    cat_it_global_fini();
+    return rc;
+}
