@@ -41,12 +41,16 @@
 /* Giving freed heap back to the kernel ("Freed memory" below): how often the
  * main thread looks; what is worth a trim (this much resident memory freed,
  * or this many connections gone, since the last trim); the least time
- * between two trims; and what is worth an info line. */
-#define GW_MEM_CHECK_MS    1000
-#define GW_MEM_TRIM_BYTES  ((size_t)2 << 20)
-#define GW_MEM_TRIM_CONNS  256
-#define GW_MEM_TRIM_GAP_MS 10000
-#define GW_MEM_LOG_BYTES   ((size_t)4 << 20)
+ * between two trims; how much less allocated than a check before means a
+ * burst is still ending, and for how many checks at most that defers a trim;
+ * and what is worth an info line. */
+#define GW_MEM_CHECK_MS       1000
+#define GW_MEM_TRIM_BYTES     ((size_t)2 << 20)
+#define GW_MEM_TRIM_CONNS     256
+#define GW_MEM_TRIM_GAP_MS    10000
+#define GW_MEM_SETTLE_BYTES   ((size_t)1 << 20)
+#define GW_MEM_SETTLE_CHECKS  5
+#define GW_MEM_LOG_BYTES      ((size_t)4 << 20)
 
 typedef struct gw_server gw_server_t;
 
@@ -424,7 +428,10 @@ static void *loop_main(void *arg)
  * the resident memory malloc does not count as in use (RSS minus mallinfo2's
  * allocated bytes) has grown by GW_MEM_TRIM_BYTES from its lowest point (a
  * burst of requests or large bodies freed in bulk), and at most once per
- * GW_MEM_TRIM_GAP_MS, which bounds the cost under churn. A check costs
+ * GW_MEM_TRIM_GAP_MS, which bounds the cost under churn. While the
+ * allocated bytes are still falling fast (a burst is ending: the loops are
+ * busy and more is about to be freed), the trim waits, up to
+ * GW_MEM_SETTLE_CHECKS checks. A check costs
  * about 0.1-0.2 ms of the main thread. malloc_trim locks one arena at a
  * time while it walks it and madvises its free pages, so a loop whose
  * allocation misses its thread cache meanwhile waits for its own arena's
@@ -434,6 +441,8 @@ static void *loop_main(void *arg)
 typedef struct gw_mem {
     size_t low_idle;   /* lowest RSS - in use since the last trim */
     size_t high_conns; /* highest connection count since the last trim */
+    size_t in_use;     /* allocated bytes at the previous check */
+    int deferred;      /* checks a wanted trim has waited for the heap to settle */
     uint64_t last_ns;  /* end of the last trim */
 } gw_mem_t;
 
@@ -471,17 +480,25 @@ static void mem_check(gw_server_t *s, gw_mem_t *m)
     uint64_t now = svc_now_ns(), t0, t1;
     size_t conns = atomic_load_explicit(&s->n_conns, memory_order_relaxed);
     size_t rss = rss_bytes(), in_use, idle, rss_after;
+    bool settling;
 
     if (rss == 0)
         return;
     idle = idle_bytes(rss, &in_use);
+    settling = m->in_use > in_use + GW_MEM_SETTLE_BYTES;
+    m->in_use = in_use;
     if (idle < m->low_idle)
         m->low_idle = idle;
     if (conns > m->high_conns)
         m->high_conns = conns;
     if (now - m->last_ns < (uint64_t)GW_MEM_TRIM_GAP_MS * SVC_NS_PER_MS ||
-        (idle - m->low_idle < GW_MEM_TRIM_BYTES && m->high_conns - conns < GW_MEM_TRIM_CONNS))
+        (idle - m->low_idle < GW_MEM_TRIM_BYTES && m->high_conns - conns < GW_MEM_TRIM_CONNS)) {
+        m->deferred = 0;
         return;
+    }
+    if (settling && ++m->deferred < GW_MEM_SETTLE_CHECKS)
+        return;
+    m->deferred = 0;
     t0 = svc_now_ns();
     malloc_trim(0);
     t1 = svc_now_ns();
@@ -505,7 +522,7 @@ static void mem_check(gw_server_t *s, gw_mem_t *m)
 static void wait_for_signal(gw_server_t *s)
 {
     const struct timespec tick = {GW_MEM_CHECK_MS / 1000, (GW_MEM_CHECK_MS % 1000) * 1000000L};
-    gw_mem_t mem = {SIZE_MAX, 0, 0};
+    gw_mem_t mem = {.low_idle = SIZE_MAX};
     sigset_t set;
     int sig;
 
