@@ -1,11 +1,14 @@
 #!/usr/bin/env bash
 # bench/run_gateway_bench.sh: GET /v1/products/{id} through the full stack
-# (wrk -> gateway -> catalog -> Postgres) vs pgbench, the breaker-open fast
-# path, and the gateway's RSS under a long load, in one run.
+# (wrk -> gateway -> catalog -> Postgres) vs pgbench, the gateway's memory
+# after 2,000 connections have come and gone, its RSS under a long load, and
+# the breaker-open fast path, in one run.
 #
 #   bench/run_gateway_bench.sh [--seconds D] [--connections N] [--wrk-threads N]
-#                              [--products N] [--rss-minutes M] [--skip-breaker]
-#                              [--reinit-pgbench] [--pg-wait S] [--perf-out DIR]
+#                              [--products N] [--conns N] [--conns-hold S]
+#                              [--conns-after S] [--rss-minutes M] [--skip-breaker]
+#                              [--memory-only] [--reinit-pgbench] [--pg-wait S]
+#                              [--perf-out DIR] [--gateway-bin PATH]
 #                              [--gateway-env NAME=VALUE]...
 #
 # 1. deploy/local/stack.sh pg-up (the project's Postgres, 127.0.0.1:$SHOPMICRO_PG_PORT);
@@ -23,12 +26,25 @@
 #    Postgres (database pgbench_ref, pgbench -i -s 10 the first time, kept;
 #    --reinit-pgbench re-creates it); prints req/s, p50, p99 and the ratio
 #    (targets: ratio >= 0.20, p99 <= 25 ms)
-# 6. RSS: --rss-minutes (5; 0 skips) of the same wrk load, VmRSS of the gateway
+# 6. connections: --conns (2000; 0 skips) TCP connections opened at once, one
+#    GET /v1/products/{id} on each (a connection that never sends a request
+#    costs h2o almost nothing), then held idle for --conns-hold (5) s and all
+#    closed. VmRSS of the gateway: warm-up (idle 12 s after the throughput phase),
+#    with the connections open, the phase's peak (VmHWM, reset first), right
+#    after the gateway has closed them, then every 5 s up to --conns-after
+#    (30) s later; each as a ratio of warm-up (goal: <= +10 % once they are
+#    gone). The gateway's "returned freed heap" log lines are shown when its
+#    log level lets them through (info: --gateway-env GATEWAY_LOG_LEVEL=info)
+# 7. RSS: --rss-minutes (5; 0 skips) of the same wrk load, VmRSS of the gateway
 #    sampled every 10 s; min/max/first/last and whether every sample stayed
 #    within +-10 % of the first
-# 7. breaker: SIGKILLs the catalog, waits until the gateway answers 503
+# 8. breaker: SIGKILLs the catalog, waits until the gateway answers 503
 #    "circuit open" fast, then the same wrk run (target p99 <= 2 ms)
 #    (--skip-breaker skips it)
+# --memory-only: only the warm-up, the throughput phase (the warm state) and
+#    the connections phase (no pgbench, RSS or breaker phase).
+# --gateway-bin PATH: run that gateway binary instead of the build's (e.g. an
+#    older build, for a before/after comparison); catalog is still built.
 # --gateway-env NAME=VALUE: extra environment for the gateway (repeatable), for
 #    experiments such as GATEWAY_LOG_LEVEL=error or GATEWAY_THREADS=1.
 # --perf-out DIR: also `perf record --call-graph dwarf` the gateway and the
@@ -68,8 +84,14 @@ TARGET_RATIO=0.20
 TARGET_P99_MS=25
 TARGET_BREAKER_P99_MS=2
 RSS_TOLERANCE_PCT=10
+CONNS=2000
+CONNS_HOLD=5
+CONNS_AFTER=30
+CONNS_STEP=5
+MEMORY_ONLY=0
+GW_BIN=""
 
-usage() { sed -n '2,40p' "${BASH_SOURCE[0]}" | sed 's/^# \{0,1\}//'; }
+usage() { sed -n '2,57p' "${BASH_SOURCE[0]}" | sed 's/^# \{0,1\}//'; }
 
 while (( $# > 0 )); do
   case $1 in
@@ -79,6 +101,11 @@ while (( $# > 0 )); do
     --products)       PRODUCTS=${2:?}; shift 2 ;;
     --rss-minutes)    RSS_MINUTES=${2:?}; shift 2 ;;
     --skip-breaker)   SKIP_BREAKER=1; shift ;;
+    --conns)          CONNS=${2:?}; shift 2 ;;
+    --conns-hold)     CONNS_HOLD=${2:?}; shift 2 ;;
+    --conns-after)    CONNS_AFTER=${2:?}; shift 2 ;;
+    --memory-only)    MEMORY_ONLY=1; shift ;;
+    --gateway-bin)    GW_BIN=${2:?}; shift 2 ;;
     --reinit-pgbench) REINIT_PGBENCH=1; shift ;;
     --pg-wait)        PG_WAIT=${2:?}; shift 2 ;;
     --perf-out)       PERF_OUT=${2:?}; shift 2 ;;
@@ -92,13 +119,24 @@ for v in "$SECONDS_RUN" "$CONNECTIONS" "$WRK_THREADS" "$PRODUCTS"; do
   # shellcheck disable=SC2015
   [[ $v =~ ^[0-9]+$ ]] && (( v > 0 )) || { echo "run_gateway_bench: '$v' is not a positive integer" >&2; exit 2; }
 done
-for v in "$RSS_MINUTES" "$PG_WAIT"; do
+for v in "$RSS_MINUTES" "$PG_WAIT" "$CONNS" "$CONNS_HOLD" "$CONNS_AFTER"; do
   [[ $v =~ ^[0-9]+$ ]] || { echo "run_gateway_bench: '$v' is not a non-negative integer" >&2; exit 2; }
 done
 if [[ -n $PERF_OUT ]]; then
   command -v perf >/dev/null || { echo "run_gateway_bench: --perf-out needs perf (linux-perf)" >&2; exit 1; }
   mkdir -p "$PERF_OUT"
   PERF_OUT=$(cd "$PERF_OUT" && pwd -P)
+fi
+if (( MEMORY_ONLY )); then RSS_MINUTES=0 SKIP_BREAKER=1; fi
+if [[ -n $GW_BIN ]]; then
+  [[ -x $GW_BIN ]] || { echo "run_gateway_bench: --gateway-bin $GW_BIN is not an executable" >&2; exit 2; }
+  GW_BIN=$(cd "$(dirname "$GW_BIN")" && pwd -P)/$(basename "$GW_BIN")
+fi
+if (( CONNS > 0 )) && (( $(ulimit -n) < CONNS + 64 )); then
+  # The client holds every connection; the gateway raises its own limit.
+  ulimit -n "$(ulimit -Hn)" 2>/dev/null || true
+  (( $(ulimit -n) >= CONNS + 64 )) ||
+    { echo "run_gateway_bench: --conns $CONNS needs an open-file limit of $((CONNS + 64)) (hard limit $(ulimit -Hn))" >&2; exit 1; }
 fi
 command -v wrk >/dev/null || { echo "run_gateway_bench: wrk is not installed (apt-get install wrk; deploy/local/packages.txt)" >&2; exit 1; }
 
@@ -300,7 +338,7 @@ start_gateway() {
   GATEWAY_LISTEN=127.0.0.1:$GW_PORT GATEWAY_CATALOG_ADDR=127.0.0.1:$CAT_PORT \
   GATEWAY_ORDER_ADDR=127.0.0.1:$(free_port) GATEWAY_LOG_LEVEL=warn GATEWAY_LOCK_DIR="$TMP" \
     env ${GW_EXTRA_ENV[@]+"${GW_EXTRA_ENV[@]}"} \
-    "$BUILD_DIR/gateway/gateway" >>"$TMP/gateway.log" 2>&1 </dev/null &
+    "${GW_BIN:-$BUILD_DIR/gateway/gateway}" >>"$TMP/gateway.log" 2>&1 </dev/null &
   GW_PID=$!
   for (( i = 0; i < 150; i++ )); do
     kill -0 "$GW_PID" 2>/dev/null || die "gateway exited during start-up"
@@ -311,6 +349,11 @@ start_gateway() {
 }
 
 rss_kb() { awk '/^VmRSS:/ { print $2 }' "/proc/$1/status" 2>/dev/null || echo 0; }
+hwm_kb() { awk '/^VmHWM:/ { print $2 }' "/proc/$1/status" 2>/dev/null || echo 0; }
+# ratio A B: A/B with two decimals.
+ratio() { awk -v a="$1" -v b="$2" 'BEGIN { if (b > 0) printf "%.2f", a / b; else print "?" }'; }
+# sockets_of PID: how many of its descriptors are sockets.
+sockets_of() { find "/proc/$1/fd" -mindepth 1 -maxdepth 1 -lname 'socket:*' 2>/dev/null | wc -l; }
 
 echo "==== machine"
 say "nproc: $(nproc)  ($(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2- | sed 's/^ *//'))"
@@ -332,7 +375,9 @@ PG_STARTED=$("${PSQL[@]}" -d postgres -tAc "SELECT pg_postmaster_start_time()")
 echo "==== build ($BUILD_DIR, RelWithDebInfo)"
 cmake -S "$ROOT" -B "$BUILD_DIR" -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo >"$TMP/cmake.log" 2>&1 ||
   { cat "$TMP/cmake.log" >&2; die "cmake configure failed"; }
-ninja -C "$BUILD_DIR" catalog gateway >"$TMP/ninja.log" 2>&1 ||
+targets=(catalog)
+[[ -n $GW_BIN ]] || targets+=(gateway)
+ninja -C "$BUILD_DIR" "${targets[@]}" >"$TMP/ninja.log" 2>&1 ||
   { cat "$TMP/ninja.log" >&2; die "build failed"; }
 
 echo "==== stack on database $BENCH_DB"
@@ -342,7 +387,7 @@ CAT_PORT=$(free_port)
 start_catalog
 start_gateway
 say "catalog pid $CAT_PID on 127.0.0.1:$CAT_PORT (CATALOG_WORKERS=$CATALOG_WORKERS, log level warn)"
-say "gateway pid $GW_PID on $GW_URL (GATEWAY_THREADS=$(nproc), log level warn${GW_EXTRA_ENV[*]:+; then }${GW_EXTRA_ENV[*]:-})"
+say "gateway pid $GW_PID on $GW_URL (GATEWAY_THREADS=$(nproc), log level warn${GW_EXTRA_ENV[*]:+; then }${GW_EXTRA_ENV[*]:-})${GW_BIN:+; binary $GW_BIN}"
 say "open-file limit of the gateway: $(awk '/^Max open files/ { print $4 " soft, " $5 " hard" }' "/proc/$GW_PID/limits")"
 say "seeding $PRODUCTS products through POST $GW_URL/v1/products"
 /usr/bin/python3 - "$GW_PORT" "$PRODUCTS" >"$TMP/ids.txt" <<'EOF' || die "seeding failed"
@@ -400,6 +445,128 @@ if [[ -n $PERF_OUT ]]; then
   say "perf profiles of the throughput phase: $PERF_OUT/perf-{gateway,catalog}{.data,-sym.txt,-dso.txt,-children.txt}"
 fi
 
+CONNS_SUMMARY=""
+if (( CONNS > 0 )); then
+  echo "==== connections: $CONNS opened at once, one GET each, held $CONNS_HOLD s, closed; VmRSS up to $CONNS_AFTER s later"
+  # The warm state: the throughput phase's connections have closed, and the
+  # gateway has had the time to trim what they freed (at most one trim per
+  # 10 s, gateway/server.c), so the figure does not depend on when that was.
+  sleep 12
+  # VmHWM from here on is the phase's peak (clear_refs 5 resets it).
+  echo 5 >"/proc/$GW_PID/clear_refs" 2>/dev/null || say "cannot reset VmHWM of pid $GW_PID: the peak below is the process's"
+  trims_before=$(grep -c 'returned freed heap' "$TMP/gateway.log" || true)
+  /usr/bin/python3 - "$GW_PORT" "$GW_PID" "$CONNS" "$CONNS_HOLD" "$CONNS_AFTER" "$CONNS_STEP" "$TMP/ids.txt" \
+    >"$TMP/conns.log" 2>&1 <<'EOF' || { cat "$TMP/conns.log"; die "connections phase failed"; }
+import os, socket, sys, time
+port, pid, n, hold, after, step = (int(a) for a in sys.argv[1:7])
+ids = [l.strip() for l in open(sys.argv[7]) if l.strip()]
+
+def status(key):
+    for line in open("/proc/%d/status" % pid):
+        if line.startswith(key + ":"):
+            return int(line.split()[1])
+    return 0
+
+def sockets():
+    d = "/proc/%d/fd" % pid
+    c = 0
+    for f in os.listdir(d):
+        try:
+            c += os.readlink(os.path.join(d, f)).startswith("socket:")
+        except OSError:
+            pass
+    return c
+
+def say(msg):
+    print("[bench] " + msg, flush=True)
+
+def wait_sockets(cond, limit):
+    t0 = time.monotonic()
+    while not cond(sockets()):
+        if time.monotonic() - t0 > limit:
+            return None
+        time.sleep(0.02)
+    return time.monotonic() - t0
+
+def response(s):
+    """The status of the one response on s ("none" if it closed first)."""
+    data = b""
+    while b"\r\n\r\n" not in data:
+        chunk = s.recv(65536)
+        if not chunk:
+            return "none"
+        data += chunk
+    head, _, body = data.partition(b"\r\n\r\n")
+    lines = head.split(b"\r\n")
+    cl = [int(l.split(b":", 1)[1]) for l in lines[1:] if l.lower().startswith(b"content-length:")]
+    while cl and len(body) < cl[0]:
+        chunk = s.recv(65536)
+        if not chunk:
+            break
+        body += chunk
+    parts = lines[0].split(b" ")
+    return parts[1].decode() if len(parts) > 1 else "none"
+
+base = sockets()
+warm = status("VmRSS")
+say("warm-up (idle after the throughput phase): VmRSS %d kB; the gateway holds %d sockets" % (warm, base))
+t0 = time.monotonic()
+conns = []
+for i in range(n):
+    s = socket.create_connection(("127.0.0.1", port), timeout=30)
+    s.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+    conns.append(s)
+# Every request goes out before any answer is read: all n are in flight at once.
+for i, s in enumerate(conns):
+    s.sendall(("GET /v1/products/%s HTTP/1.1\r\nHost: 127.0.0.1:%d\r\nX-Request-Id: conns-%d\r\n\r\n"
+               % (ids[i % len(ids)], port, i)).encode())
+codes = {}
+for s in conns:
+    code = response(s)
+    codes[code] = codes.get(code, 0) + 1
+answered = time.monotonic() - t0
+if wait_sockets(lambda c: c >= base + n, 10) is None:
+    say("warning: the gateway holds %d sockets, want %d" % (sockets(), base + n))
+say("%d connections opened and answered in %.2f s (%s); the gateway holds %d sockets"
+    % (n, answered, ", ".join("%s x %d" % kv for kv in sorted(codes.items())), sockets()))
+time.sleep(hold)
+opened = status("VmRSS")
+peak = status("VmHWM")
+say("with %d connections open, idle for %d s: VmRSS %d kB (%.2fx warm-up); peak of the phase (VmHWM) %d kB (%.2fx)"
+    % (n, hold, opened, opened / warm, peak, peak / warm))
+for s in conns:
+    s.close()
+took = wait_sockets(lambda c: c <= base, 30)
+closed = status("VmRSS")
+say("right after close (the gateway back to %d sockets %s): VmRSS %d kB (%.2fx warm-up)"
+    % (sockets(), "in %.2f s" % took if took is not None else "NOT within 30 s", closed, closed / warm))
+t_close = time.monotonic()
+last = closed
+for t in range(step, after + 1, step):
+    time.sleep(max(0.0, t_close + t - time.monotonic()))
+    last = status("VmRSS")
+    say("  %3d s after close: VmRSS %d kB (%.2fx warm-up)" % (t, last, last / warm))
+print("CONNS n=%d warm_kb=%d open_kb=%d peak_kb=%d closed_kb=%d after_kb=%d after_s=%d non200=%d"
+      % (n, warm, opened, peak, closed, last, after, n - codes.get("200", 0)))
+EOF
+  grep -v '^CONNS ' "$TMP/conns.log"
+  CONNS_LINE=$(grep '^CONNS ' "$TMP/conns.log") || die "the connections phase printed no CONNS line"
+  cf() { sed -n "s/.* $1=\([^ ]*\).*/\1/p" <<<" ${CONNS_LINE#CONNS}"; }
+  # The gateway's own account of its trims (log level info or debug only).
+  grep 'returned freed heap' "$TMP/gateway.log" | tail -n +$((trims_before + 1)) |
+    sed 's/.*msg="\([^"]*\)".*/[bench] gateway: \1/' || true
+  c_warm=$(cf warm_kb) c_after=$(cf after_kb)
+  c_ok=$(awk -v a="$c_after" -v w="$c_warm" -v t="$RSS_TOLERANCE_PCT" 'BEGIN { print (a <= w * (1 + t / 100)) ? "yes" : "NO" }')
+  CONNS_SUMMARY=$(printf 'warm-up %s kB, open %s kB (%sx), peak %s kB (%sx), right after close %s kB (%sx), %s s later %s kB (%sx); within +%s%% of warm-up: %s' \
+    "$c_warm" "$(cf open_kb)" "$(ratio "$(cf open_kb)" "$c_warm")" "$(cf peak_kb)" "$(ratio "$(cf peak_kb)" "$c_warm")" \
+    "$(cf closed_kb)" "$(ratio "$(cf closed_kb)" "$c_warm")" "$(cf after_s)" "$c_after" "$(ratio "$c_after" "$c_warm")" \
+    "$RSS_TOLERANCE_PCT" "$c_ok")
+  (( $(cf non200) == 0 )) || CONNS_SUMMARY+=" ($(cf non200) requests not answered 200)"
+  say "connections: $CONNS_SUMMARY"
+fi
+
+PGB_TPS=""
+if (( ! MEMORY_ONLY )); then
 echo "==== pgbench (database $PGBENCH_DB, scale $PGBENCH_SCALE)"
 PGB=("$(pg_tool pgbench)" -h 127.0.0.1 -p "$PG_PORT" -U postgres)
 have_pgb=$("${PSQL[@]}" -d postgres -tAc "SELECT 1 FROM pg_database WHERE datname = '$PGBENCH_DB'")
@@ -432,6 +599,7 @@ cat "$TMP/watch.log"
 PGB_OWN=$(sed -n "s/.*own processes: \([0-9.]*\) of.*/\1/p" "$TMP/watch.log")
 PGB_TPS=$(sed -n 's/^tps = \([0-9.]*\).*without initial connection time.*/\1/p' "$TMP/pgbench.log")
 [[ -n $PGB_TPS ]] || die "no tps line in the pgbench output"
+fi
 
 RSS_SUMMARY=""
 if (( RSS_MINUTES > 0 )); then
@@ -515,15 +683,17 @@ if stop_proc gateway GW_PID; then say "gateway exited 0 after SIGTERM"; else GW_
 echo "==== summary"
 RPS=$(result_field "$MAIN" rps)
 P99=$(result_field "$MAIN" p99_ms)
-RATIO=$(awk -v a="$RPS" -v b="$PGB_TPS" 'BEGIN { printf "%.3f", a / b }')
-MET_RATIO=$(awk -v r="$RATIO" -v t="$TARGET_RATIO" 'BEGIN { print (r >= t) ? "met" : "NOT met" }')
 MET_P99=$(awk -v p="$P99" -v t="$TARGET_P99_MS" 'BEGIN { print (p <= t) ? "met" : "NOT met" }')
 printf 'nproc                    %s\n' "$(nproc)"
 printf 'gateway GetProduct       %s req/s  p50 %s ms  p99 %s ms  (wrk -t%s -c%s -d%ss; %s requests, %s failed)\n' \
   "$RPS" "$(result_field "$MAIN" p50_ms)" "$P99" "$WRK_THREADS" "$CONNECTIONS" "$SECONDS_RUN" \
   "$(result_field "$MAIN" requests)" "$MAIN_BAD"
-printf 'pgbench -S -M prepared   %.0f tps  (-c 4 -j 2 -T %s, TCP 127.0.0.1)\n' "$PGB_TPS" "$SECONDS_RUN"
-printf 'ratio gateway/pgbench    %s  (target >= %s: %s)\n' "$RATIO" "$TARGET_RATIO" "$MET_RATIO"
+if [[ -n $PGB_TPS ]]; then
+  RATIO=$(awk -v a="$RPS" -v b="$PGB_TPS" 'BEGIN { printf "%.3f", a / b }')
+  MET_RATIO=$(awk -v r="$RATIO" -v t="$TARGET_RATIO" 'BEGIN { print (r >= t) ? "met" : "NOT met" }')
+  printf 'pgbench -S -M prepared   %.0f tps  (-c 4 -j 2 -T %s, TCP 127.0.0.1)\n' "$PGB_TPS" "$SECONDS_RUN"
+  printf 'ratio gateway/pgbench    %s  (target >= %s: %s)\n' "$RATIO" "$TARGET_RATIO" "$MET_RATIO"
+fi
 printf 'p99                      %s ms  (target <= %s ms: %s)\n' "$P99" "$TARGET_P99_MS" "$MET_P99"
 if [[ -n ${MAIN_OWN:-} && -n ${PGB_OWN:-} ]]; then
   printf 'cores used by the run    gateway phase %s, pgbench phase %s (of %s)\n' "$MAIN_OWN" "$PGB_OWN" "$(nproc)"
@@ -556,6 +726,9 @@ if [[ -n $BREAKER ]]; then
     "$(result_field "$BREAKER" rps)" "$(result_field "$BREAKER" p50_ms)" "$BP99" "$TARGET_BREAKER_P99_MS" \
     "$(awk -v p="$BP99" -v t="$TARGET_BREAKER_P99_MS" 'BEGIN { print (p <= t) ? "met" : "NOT met" }')" \
     "${BREAKER_STATUSES:-?}"
+fi
+if [[ -n $CONNS_SUMMARY ]]; then
+  printf 'gateway RSS, %s conns  %s\n' "$CONNS" "$CONNS_SUMMARY"
 fi
 if [[ -n $RSS_SUMMARY ]]; then
   printf 'gateway RSS (%s min)      %s\n' "$RSS_MINUTES" "$RSS_SUMMARY"
