@@ -15,6 +15,11 @@
  * keep-alive connections, and waits for its in-flight requests; after
  * GATEWAY_DRAIN_MS it cancels the upstream calls still running (answered
  * 503). Then the loops, the upstream clients and h2o are torn down.
+ *
+ * Memory: until then the main thread checks once a second whether the loops
+ * have freed enough (connections gone, a burst over) to give the freed heap
+ * back to the kernel with malloc_trim(0), off the loop threads; glibc would
+ * otherwise keep it resident (server.c, "Freed memory").
  */
 #ifndef GW_SERVER_H
 #define GW_SERVER_H
