@@ -50,6 +50,54 @@ static void expire_tick(ord_worker_t *w, const ord_config_t *cfg, uint64_t deadl
     ord_keys_expire(w->store, cfg, limit < deadline_ns ? limit : deadline_ns, 1);
 }
 
+/*
+ * The call's idempotency key, or NULL in *out when it has none. The key is
+ * honoured byte for byte or the call is refused, never run as if it had no
+ * key: given twice (which one would be meant?), outside the rule
+ * (svc_idempotency_key_valid, the gateway's rule too; a NUL byte inside is
+ * outside it, so nothing reads a shorter key than was sent) or impossible to
+ * keep for want of memory.
+ */
+static svc_err_t idempotency_key(rpc_ctx_t *ctx, const char **out, char *errbuf)
+{
+    const char *v;
+    size_t len;
+    char *copy;
+
+    *out = NULL;
+    switch (rpc_ctx_metadata_n(ctx, IDEMPOTENCY_KEY, &v, &len)) {
+    case RPC_MD_ABSENT:
+        return SVC_OK;
+    case RPC_MD_REPEATED:
+        svc_errbuf_set(errbuf, IDEMPOTENCY_KEY " must be given once, not in several entries");
+        return SVC_EINVAL;
+    case RPC_MD_ONE:
+        break;
+    }
+    if (!svc_idempotency_key_valid(v, len)) {
+        svc_errbuf_set(errbuf,
+                       IDEMPOTENCY_KEY " must be %d-%d printable ASCII characters (0x%02X-0x%02X)",
+                       SVC_IDEMPOTENCY_KEY_MIN, SVC_IDEMPOTENCY_KEY_MAX,
+                       SVC_IDEMPOTENCY_KEY_FIRST, SVC_IDEMPOTENCY_KEY_LAST);
+        return SVC_EINVAL;
+    }
+    /* The store takes a C string. INTERNAL, not RESOURCE_EXHAUSTED: the
+     * same request would exhaust the arena again, so "retry later" (429 at
+     * the gateway) would only make the client loop. */
+    copy = rpc_ctx_alloc(ctx, len + 1);
+    if (copy == NULL) {
+        svc_log_error(LOG_MOD, "CreateOrder refused: no call memory left to keep its "
+                               IDEMPOTENCY_KEY);
+        svc_errbuf_set(errbuf, "cannot keep " IDEMPOTENCY_KEY ": the call's memory is exhausted "
+                               "(nothing was written)");
+        return SVC_EINTERNAL;
+    }
+    memcpy(copy, v, len);
+    copy[len] = '\0';
+    *out = copy;
+    return SVC_OK;
+}
+
 /* The stored answer for key: SVC_OK (same request: replay it), SVC_EEXIST
  * (another request used the key), SVC_ENOTFOUND (unused), or a db error. */
 static svc_err_t replay(ord_store_t *st, const char *key, const char *hash, uint64_t deadline_ns,
@@ -86,7 +134,7 @@ static svc_err_t create_order(rpc_ctx_t *ctx, const ProtobufCMessage *in, Protob
                               char *errbuf)
 {
     const create_req_t *req = (const create_req_t *)in;
-    const char *key = rpc_ctx_metadata(ctx, IDEMPOTENCY_KEY);
+    const char *key;
     uint64_t deadline = rpc_ctx_deadline(ctx);
     char hash[ORD_FINGERPRINT_LEN] = "";
     ord_line_t lines[ORD_MAX_ITEMS];
@@ -101,15 +149,9 @@ static svc_err_t create_order(rpc_ctx_t *ctx, const ProtobufCMessage *in, Protob
     err = ord_lines_build(req->customer_id, req->items, req->n_items, lines, &n, errbuf);
     if (err != SVC_OK)
         return err;
-    /* Refused, never cut or ignored: the key is stored and compared byte
-     * for byte (svc_idempotency_key_valid, the gateway's rule too). */
-    if (key != NULL && !svc_idempotency_key_valid(key, strlen(key))) {
-        svc_errbuf_set(errbuf,
-                       IDEMPOTENCY_KEY " must be %d-%d printable ASCII characters (0x%02X-0x%02X)",
-                       SVC_IDEMPOTENCY_KEY_MIN, SVC_IDEMPOTENCY_KEY_MAX,
-                       SVC_IDEMPOTENCY_KEY_FIRST, SVC_IDEMPOTENCY_KEY_LAST);
-        return SVC_EINVAL;
-    }
+    err = idempotency_key(ctx, &key, errbuf);
+    if (err != SVC_OK)
+        return err;
     w = rpc_ctx_worker(ctx);
     app = rpc_ctx_app(ctx);
     expire_tick(w, app->cfg, deadline);

@@ -254,6 +254,12 @@ char *rpc_ctx_strdup(rpc_ctx_t *c, const char *s)
     return svc_alloc_strdup(&a, s);
 }
 
+rpc_md_presence_t rpc_ctx_metadata_n(rpc_ctx_t *c, const char *key, const char **value,
+                                     size_t *len)
+{
+    return rpc_md_lookup(c->md, key, value, len);
+}
+
 const char *rpc_ctx_metadata(rpc_ctx_t *c, const char *key)
 {
     const char *v;

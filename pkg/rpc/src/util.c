@@ -149,14 +149,27 @@ ProtobufCMessage *rpc_message_unpack(grpc_byte_buffer *bb, const ProtobufCMessag
     return m;
 }
 
+rpc_md_presence_t rpc_md_lookup(const grpc_metadata_array *md, const char *key,
+                                const char **value, size_t *len)
+{
+    rpc_md_presence_t seen = RPC_MD_ABSENT;
+
+    *value = NULL;
+    *len = 0;
+    /* Every entry is looked at: a second one makes the first ambiguous. */
+    for (size_t i = 0; md != NULL && i < md->count; i++) {
+        if (grpc_slice_str_cmp(md->metadata[i].key, key) != 0)
+            continue;
+        if (seen != RPC_MD_ABSENT)
+            return RPC_MD_REPEATED;
+        *value = (const char *)GRPC_SLICE_START_PTR(md->metadata[i].value);
+        *len = GRPC_SLICE_LENGTH(md->metadata[i].value);
+        seen = RPC_MD_ONE;
+    }
+    return seen;
+}
+
 bool rpc_md_find(const grpc_metadata_array *md, const char *key, const char **value, size_t *len)
 {
-    for (size_t i = 0; md != NULL && i < md->count; i++) {
-        if (grpc_slice_str_cmp(md->metadata[i].key, key) == 0) {
-            *value = (const char *)GRPC_SLICE_START_PTR(md->metadata[i].value);
-            *len = GRPC_SLICE_LENGTH(md->metadata[i].value);
-            return true;
-        }
-    }
-    return false;
+    return rpc_md_lookup(md, key, value, len) != RPC_MD_ABSENT;
 }

@@ -208,14 +208,14 @@ static uint64_t deadline_after(int timeout_ms)
            (uint64_t)(timeout_ms > 0 ? timeout_ms : IT_DEFAULT_CALL_MS) * SVC_NS_PER_MS;
 }
 
-svc_err_t it_order_create(grpc_channel *ch, const char *customer, const it_item_t *items, size_t n,
-                          const char *key, int timeout_ms, it_created_t **out, rpc_result_t *res)
+svc_err_t it_order_create_md(grpc_channel *ch, const char *customer, const it_item_t *items,
+                             size_t n, const rpc_md_t *md, size_t n_md, int timeout_ms,
+                             it_created_t **out, rpc_result_t *res)
 {
     Shopmicro__Order__V1__CreateOrderRequest req =
         SHOPMICRO__ORDER__V1__CREATE_ORDER_REQUEST__INIT;
     Shopmicro__Order__V1__OrderItem it[128], *ptrs[128];
-    rpc_md_t md = {"idempotency-key", key};
-    rpc_call_opts_t o = {.deadline_ns = deadline_after(timeout_ms)};
+    rpc_call_opts_t o = {.deadline_ns = deadline_after(timeout_ms), .md = md, .n_md = n_md};
     ProtobufCMessage *m = NULL;
     svc_err_t err;
 
@@ -230,14 +230,19 @@ svc_err_t it_order_create(grpc_channel *ch, const char *customer, const it_item_
     req.customer_id = (char *)customer;
     req.items = ptrs;
     req.n_items = n;
-    if (key != NULL) {
-        o.md = &md;
-        o.n_md = 1;
-    }
     err = rpc_call_unary(ch, METHOD("CreateOrder"), &req.base,
                          &shopmicro__order__v1__create_order_response__descriptor, &m, &o, res);
     *out = (it_created_t *)m;
     return err;
+}
+
+svc_err_t it_order_create(grpc_channel *ch, const char *customer, const it_item_t *items, size_t n,
+                          const char *key, int timeout_ms, it_created_t **out, rpc_result_t *res)
+{
+    rpc_md_t md = {"idempotency-key", key};
+
+    return it_order_create_md(ch, customer, items, n, &md, key != NULL ? 1 : 0, timeout_ms, out,
+                              res);
 }
 
 svc_err_t it_order_get(grpc_channel *ch, const char *id, int timeout_ms, it_order_t **out,

@@ -74,6 +74,11 @@ void ord_it_product(ord_it_t *t, const char *name, int64_t price_cents, char id[
  */
 svc_err_t it_order_create(grpc_channel *ch, const char *customer, const it_item_t *items, size_t n,
                           const char *key, int timeout_ms, it_created_t **out, rpc_result_t *res);
+/* The same with request metadata md (n_md entries, borrowed; a key may
+ * occur more than once) instead of one idempotency key. */
+svc_err_t it_order_create_md(grpc_channel *ch, const char *customer, const it_item_t *items,
+                             size_t n, const rpc_md_t *md, size_t n_md, int timeout_ms,
+                             it_created_t **out, rpc_result_t *res);
 svc_err_t it_order_get(grpc_channel *ch, const char *id, int timeout_ms, it_order_t **out,
                        rpc_result_t *res);
 

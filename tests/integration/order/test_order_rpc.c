@@ -222,6 +222,37 @@ static void invalid_fields_are_named_and_nothing_is_written(void **state)
     ord_it_assert_counts(ord_it_counts(t), before);
 }
 
+/* A key given in two metadata entries (HTTP/2 allows it; a proxy may add
+ * one) is ambiguous, even twice the same: refused naming it, nothing
+ * written, and neither value is taken for a key. */
+static void repeated_key_is_refused_and_nothing_is_written(void **state)
+{
+    ord_it_t *t = *state;
+    char a[37], k1[48], k2[48];
+    it_item_t items[1] = {{a, 1}};
+    rpc_md_t md[3] = {{"idempotency-key", k1}, {"x-request-id", "repeated-key"},
+                      {"idempotency-key", k2}};
+    ord_it_counts_t before;
+    it_created_t *c = NULL;
+    rpc_result_t res;
+
+    ord_it_product(t, "Stapler", 450, a);
+    it_random_uuid(k1);
+    it_random_uuid(k2);
+    before = ord_it_counts(t);
+    it_order_create_md(t->ord_ch, "cust-6", items, 1, md, 3, 0, &c, &res);
+    IT_ASSERT_ERROR(res, SVC_EINVAL, "idempotency-key must be given once");
+    md[2].value = k1;
+    it_order_create_md(t->ord_ch, "cust-6", items, 1, md, 3, 0, &c, &res);
+    IT_ASSERT_ERROR(res, SVC_EINVAL, "idempotency-key must be given once");
+    ord_it_assert_counts(ord_it_counts(t), before);
+    /* each key alone is still unused: the refused calls kept nothing */
+    it_order_create(t->ord_ch, "cust-6", items, 1, k2, 0, &c, &res);
+    IT_ASSERT_CODE(res, SVC_OK);
+    it_free(c);
+    ord_it_assert_counts(ord_it_counts(t), plus(before, 1, 1, 1, 1));
+}
+
 /* The longest key and every character a key may have are stored and
  * compared byte for byte (the table's CHECK agrees with the service). */
 static void keys_are_honoured_byte_for_byte(void **state)
@@ -494,6 +525,7 @@ int main(void)
         cmocka_unit_test(unknown_or_malformed_order_id_is_not_found),
         cmocka_unit_test(invalid_fields_are_named_and_nothing_is_written),
         cmocka_unit_test(keys_are_honoured_byte_for_byte),
+        cmocka_unit_test(repeated_key_is_refused_and_nothing_is_written),
         cmocka_unit_test(same_key_same_request_replays_the_first_response),
         cmocka_unit_test(racing_calls_with_one_key_make_one_order),
         cmocka_unit_test(expired_keys_are_deleted_and_younger_ones_kept),

@@ -107,8 +107,28 @@ const char *rpc_ctx_method(const rpc_ctx_t *c);
 void *rpc_ctx_worker(rpc_ctx_t *c);
 void *rpc_ctx_app(rpc_ctx_t *c);
 /* The first value of request metadata `key` (lower case), NUL-terminated,
- * valid until the handler returns; NULL when absent. */
+ * valid until the handler returns; NULL when absent and also when the
+ * call's arena is full; a value with a NUL byte inside is cut at it. Good
+ * enough for a hint (x-request-id); a value that must be honoured exactly
+ * or refused takes rpc_ctx_metadata_n. */
 const char *rpc_ctx_metadata(rpc_ctx_t *c, const char *key);
+
+/* How often a metadata key occurs, for callers that must tell "absent"
+ * from "ambiguous": a key given twice cannot be honoured as one value. */
+typedef enum rpc_md_presence {
+    RPC_MD_ABSENT = 0, /* no entry                                            */
+    RPC_MD_ONE,        /* exactly one entry                                   */
+    RPC_MD_REPEATED,   /* two or more (HTTP/2 allows a key in several fields) */
+} rpc_md_presence_t;
+
+/*
+ * Request metadata `key` (lower case) as received, without copying: sets
+ * *value (borrowed, valid until the handler returns; NOT NUL-terminated,
+ * may contain NUL bytes) and *len to the first entry's bytes unless
+ * RPC_MD_ABSENT (then NULL and 0). Allocates nothing, so it cannot fail.
+ */
+rpc_md_presence_t rpc_ctx_metadata_n(rpc_ctx_t *c, const char *key, const char **value,
+                                     size_t *len);
 /* Per-call memory, freed after the reply is sent. NULL when the call's
  * arena limit (RPC_ARENA_MAX) is reached. Aligned for any type. */
 #define RPC_ARENA_MAX (16 * 1024 * 1024)
@@ -235,6 +255,11 @@ ProtobufCMessage *rpc_message_unpack(grpc_byte_buffer *bb, const ProtobufCMessag
 /* The first value of metadata `key` (lower case): *value is borrowed from md
  * and not NUL-terminated. False when absent. */
 bool rpc_md_find(const grpc_metadata_array *md, const char *key, const char **value, size_t *len);
+/* rpc_md_find that also says whether the key occurs more than once (md may
+ * be NULL: absent). *value and *len are the first entry's, NULL and 0 when
+ * absent. */
+rpc_md_presence_t rpc_md_lookup(const grpc_metadata_array *md, const char *key,
+                                const char **value, size_t *len);
 
 /* Monotonic ns deadline <-> gpr_timespec. */
 gpr_timespec rpc_deadline_to_timespec(uint64_t deadline_ns);

@@ -200,6 +200,13 @@ static void arena_aligns_grows_resets_and_is_bounded(void **state)
     rpc__arena_dispose(&a);
 }
 
+static void md_set(grpc_metadata *m, const char *key, const char *value, size_t len)
+{
+    memset(m, 0, sizeof *m);
+    m->key = grpc_slice_from_static_string(key);
+    m->value = grpc_slice_from_static_buffer(value, len);
+}
+
 static void metadata_lookup(void **state)
 {
     grpc_metadata md[2];
@@ -207,16 +214,62 @@ static void metadata_lookup(void **state)
     rpc_ctx_t c;
 
     (void)state;
-    md[0].key = grpc_slice_from_static_string("x-request-id");
-    md[0].value = grpc_slice_from_static_string("req-7");
-    md[1].key = grpc_slice_from_static_string("idempotency-key");
-    md[1].value = grpc_slice_from_static_string("k1");
+    md_set(&md[0], "x-request-id", "req-7", 5);
+    md_set(&md[1], "idempotency-key", "k1", 2);
     ctx_init(&c, SVC_DEADLINE_NONE);
     c.md = &arr;
     assert_string_equal(rpc_ctx_metadata(&c, "x-request-id"), "req-7");
     assert_string_equal(rpc_ctx_metadata(&c, "idempotency-key"), "k1");
     assert_null(rpc_ctx_metadata(&c, "x-request"));
     assert_null(rpc_ctx_metadata(&c, "absent"));
+    rpc__arena_dispose(&c.arena);
+}
+
+/* What rpc_ctx_metadata cannot say: a key given twice, the bytes of a value
+ * with a NUL inside, and a value read when the call's arena is full. */
+static void metadata_presence_and_exact_bytes(void **state)
+{
+    static const char nul_inside[] = {'k', '\0', 'x'};
+    grpc_metadata md[4];
+    grpc_metadata_array arr = {4, 4, md};
+    const char *v = "unset";
+    size_t len = 99;
+    rpc_ctx_t c;
+
+    (void)state;
+    md_set(&md[0], "idempotency-key", "first", 5);
+    md_set(&md[1], "x-request-id", "req-8", 5);
+    md_set(&md[2], "idempotency-key", "second", 6);
+    md_set(&md[3], "nul-inside", nul_inside, sizeof nul_inside);
+    ctx_init(&c, SVC_DEADLINE_NONE);
+    c.md = &arr;
+
+    assert_int_equal(rpc_ctx_metadata_n(&c, "absent", &v, &len), RPC_MD_ABSENT);
+    assert_null(v);
+    assert_int_equal(len, 0);
+    assert_int_equal(rpc_ctx_metadata_n(&c, "x-request-id", &v, &len), RPC_MD_ONE);
+    assert_int_equal(len, 5);
+    assert_memory_equal(v, "req-8", 5);
+    /* two entries: ambiguous, though the first is still shown */
+    assert_int_equal(rpc_ctx_metadata_n(&c, "idempotency-key", &v, &len), RPC_MD_REPEATED);
+    assert_int_equal(len, 5);
+    assert_memory_equal(v, "first", 5);
+    /* every byte, the NUL too; rpc_ctx_metadata cuts the value at it */
+    assert_int_equal(rpc_ctx_metadata_n(&c, "nul-inside", &v, &len), RPC_MD_ONE);
+    assert_int_equal(len, 3);
+    assert_memory_equal(v, nul_inside, 3);
+    assert_string_equal(rpc_ctx_metadata(&c, "nul-inside"), "k");
+
+    /* a full arena: rpc_ctx_metadata says NULL as if absent, and
+     * rpc_ctx_metadata_n, which copies nothing, still answers */
+    c.arena.total = RPC_ARENA_MAX;
+    assert_null(rpc_ctx_metadata(&c, "x-request-id"));
+    assert_int_equal(rpc_ctx_metadata_n(&c, "x-request-id", &v, &len), RPC_MD_ONE);
+    assert_memory_equal(v, "req-8", 5);
+
+    /* no metadata at all */
+    assert_int_equal(rpc_md_lookup(NULL, "x-request-id", &v, &len), RPC_MD_ABSENT);
+    assert_null(v);
     rpc__arena_dispose(&c.arena);
 }
 
@@ -232,6 +285,7 @@ int main(void)
         cmocka_unit_test(empty_request_is_valid),
         cmocka_unit_test(arena_aligns_grows_resets_and_is_bounded),
         cmocka_unit_test(metadata_lookup),
+        cmocka_unit_test(metadata_presence_and_exact_bytes),
     };
     return cmocka_run_group_tests_name("rpc_dispatch", tests, NULL, NULL);
 }

@@ -31,25 +31,40 @@ static const rpc_method_t *method(const char *name)
 }
 
 /* Packs msg, dispatches it to `name` with request metadata md (may be
- * NULL), returns the code and the message. */
-static svc_err_t call(const char *name, const ProtobufCMessage *msg,
-                      const grpc_metadata_array *md, char *err)
+ * NULL) and at most arena_left bytes of call memory (SIZE_MAX: all there
+ * is), returns the code and the message, and in *used (may be NULL) how
+ * much call memory the call took. */
+static svc_err_t call_in(const char *name, const ProtobufCMessage *msg,
+                         const grpc_metadata_array *md, size_t arena_left, size_t *used,
+                         char *err)
 {
     uint8_t buf[16384];
     size_t n = protobuf_c_message_pack(msg, buf);
     ProtobufCMessage *out = NULL;
     rpc_ctx_t c;
     svc_err_t e;
+    size_t start;
 
     memset(&c, 0, sizeof c);
     c.method = method(name);
     c.deadline_ns = SVC_DEADLINE_NONE;
     c.md = md;
     rpc__arena_init(&c.arena);
+    if (arena_left < RPC_ARENA_MAX)
+        c.arena.total = RPC_ARENA_MAX - arena_left; /* as if the call had used the rest */
+    start = c.arena.total;
     err[0] = '\0';
     e = rpc__dispatch(&c, buf, n, &out, err);
+    if (used != NULL)
+        *used = c.arena.total - start;
     rpc__arena_dispose(&c.arena);
     return e;
+}
+
+static svc_err_t call(const char *name, const ProtobufCMessage *msg,
+                      const grpc_metadata_array *md, char *err)
+{
+    return call_in(name, msg, md, SIZE_MAX, NULL, err);
 }
 
 static void expect_md(const char *name, const ProtobufCMessage *msg,
@@ -133,6 +148,89 @@ static void create_refuses_idempotency_keys_it_cannot_honour(void **state)
     }
 }
 
+static void one_item_order(create_req_t *r, Shopmicro__Order__V1__OrderItem *it,
+                           Shopmicro__Order__V1__OrderItem **items)
+{
+    it->product_id = (char *)"p0";
+    it->quantity = 1;
+    items[0] = it;
+    r->customer_id = (char *)"c1";
+    r->items = items;
+    r->n_items = 1;
+}
+
+/* Metadata key -> value (len bytes) entries as an array; m holds them. */
+static grpc_metadata_array md_of(grpc_metadata *m, size_t n, const char *const *kv,
+                                 const size_t *lens)
+{
+    memset(m, 0, n * sizeof *m);
+    for (size_t i = 0; i < n; i++) {
+        m[i].key = grpc_slice_from_static_string(kv[2 * i]);
+        m[i].value = grpc_slice_from_static_buffer(kv[2 * i + 1], lens[i]);
+    }
+    return (grpc_metadata_array){n, n, m};
+}
+
+/* Two idempotency-key entries (HTTP/2 allows a key in several fields) are
+ * ambiguous, the same twice too; a NUL byte inside a key would make the
+ * stored key shorter than the one sent. Refused, never run as if there
+ * were no key or another one. */
+static void create_refuses_repeated_keys_and_nul_bytes(void **state)
+{
+    Shopmicro__Order__V1__OrderItem it = SHOPMICRO__ORDER__V1__ORDER_ITEM__INIT, *items[1];
+    create_req_t r = SHOPMICRO__ORDER__V1__CREATE_ORDER_REQUEST__INIT;
+    static const char *const twice[] = {"idempotency-key", "k-1", "x-request-id", "r1",
+                                        "idempotency-key", "k-2"};
+    static const char *const same[] = {"idempotency-key", "k-1", "idempotency-key", "k-1"};
+    static const char nul[] = {'k', '-', '1', '\0', 'x'};
+    const char *const with_nul[] = {"idempotency-key", nul};
+    const size_t twice_len[] = {3, 2, 3}, same_len[] = {3, 3}, nul_len[] = {sizeof nul};
+    grpc_metadata m[3];
+    grpc_metadata_array md;
+
+    (void)state;
+    one_item_order(&r, &it, items);
+    md = md_of(m, 3, twice, twice_len);
+    expect_md("CreateOrder", &r.base, &md, SVC_EINVAL,
+              "idempotency-key must be given once, not in several entries");
+    md = md_of(m, 2, same, same_len);
+    expect_md("CreateOrder", &r.base, &md, SVC_EINVAL,
+              "idempotency-key must be given once, not in several entries");
+    md = md_of(m, 1, with_nul, nul_len);
+    expect_md("CreateOrder", &r.base, &md, SVC_EINVAL,
+              "idempotency-key must be 1-255 printable ASCII characters (0x21-0x7E)");
+}
+
+/* A valid key that cannot be copied for want of call memory fails the call
+ * loudly (INTERNAL: the same request would run out again, so "retry
+ * later" would loop), rather than creating an order without its key. */
+static void create_fails_loudly_when_the_key_cannot_be_kept(void **state)
+{
+    Shopmicro__Order__V1__OrderItem it = SHOPMICRO__ORDER__V1__ORDER_ITEM__INIT, *items[1];
+    create_req_t r = SHOPMICRO__ORDER__V1__CREATE_ORDER_REQUEST__INIT;
+    char key[SVC_IDEMPOTENCY_KEY_MAX], err[SVC_ERRBUF_LEN];
+    const char *bad_kv[] = {"idempotency-key", "a b"}, *kv[] = {"idempotency-key", key};
+    const size_t bad_len[] = {3}, len[] = {sizeof key};
+    grpc_metadata m[1];
+    grpc_metadata_array md;
+    size_t decoded = 0;
+
+    (void)state;
+    one_item_order(&r, &it, items);
+    memset(key, 'k', sizeof key);
+    /* What decoding the request takes: a refused key is refused before
+     * anything else is allocated. */
+    md = md_of(m, 1, bad_kv, bad_len);
+    assert_int_equal(call_in("CreateOrder", &r.base, &md, SIZE_MAX, &decoded, err), SVC_EINVAL);
+    assert_true(decoded > 0);
+    /* Exactly that much left, and one byte short of what the key needs. */
+    md = md_of(m, 1, kv, len);
+    assert_int_equal(call_in("CreateOrder", &r.base, &md, decoded, NULL, err), SVC_EINTERNAL);
+    assert_non_null(strstr(err, "cannot keep idempotency-key: the call's memory is exhausted"));
+    assert_int_equal(call_in("CreateOrder", &r.base, &md, decoded + sizeof key, NULL, err),
+                     SVC_EINTERNAL);
+}
+
 static void malformed_order_ids_are_not_found(void **state)
 {
     Shopmicro__Order__V1__GetOrderRequest r = SHOPMICRO__ORDER__V1__GET_ORDER_REQUEST__INIT;
@@ -175,6 +273,8 @@ int main(void)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(create_rejects_bad_fields_by_name),
         cmocka_unit_test(create_refuses_idempotency_keys_it_cannot_honour),
+        cmocka_unit_test(create_refuses_repeated_keys_and_nul_bytes),
+        cmocka_unit_test(create_fails_loudly_when_the_key_cannot_be_kept),
         cmocka_unit_test(malformed_order_ids_are_not_found),
         cmocka_unit_test(clients_never_retry_create_but_may_retry_get),
     };
