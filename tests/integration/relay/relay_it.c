@@ -47,6 +47,30 @@ static svc_err_t run(const char *const *argv, const char *const *env, int timeou
     return err == SVC_OK ? SVC_EINTERNAL : err;
 }
 
+/* Two free ports below the ephemeral range, from the stack's own free_ports
+ * (as tests/deploy does): a port the kernel hands out for outgoing
+ * connections could be taken in the seconds before the broker binds it.
+ * Falls back to two ports the kernel picks. */
+static void pick_ports(rly_it_kafka_t *k)
+{
+    char cmd[1024];
+    FILE *f;
+
+    snprintf(cmd, sizeof cmd,
+             "bash -c 'source \"$1\" >/dev/null 2>&1 && free_ports 2 9092 9093 19092 19093' "
+             "_ %s/stack.sh 2>/dev/null", need_env("RELAY_IT_STACK_DIR"));
+    f = popen(cmd, "r");
+    if (f == NULL || fscanf(f, "%d %d", &k->port, &k->controller_port) != 2 ||
+        k->port <= 0 || k->controller_port <= 0 || k->port == k->controller_port) {
+        k->port = spawn_free_port();
+        do
+            k->controller_port = spawn_free_port();
+        while (k->controller_port == k->port);
+    }
+    if (f != NULL)
+        pclose(f);
+}
+
 svc_err_t rly_it_kafka(rly_it_kafka_t *k, const char *verb)
 {
     char run_dir[600], port[64], cport[64];
@@ -54,10 +78,7 @@ svc_err_t rly_it_kafka(rly_it_kafka_t *k, const char *verb)
     const char *argv[] = {"/bin/bash", need_env("RELAY_IT_KAFKA_SH"), verb, NULL};
 
     if (k->port == 0) {
-        k->port = spawn_free_port();
-        do
-            k->controller_port = spawn_free_port();
-        while (k->controller_port == k->port);
+        pick_ports(k);
         snprintf(k->brokers, sizeof k->brokers, "127.0.0.1:%d", k->port);
     }
     snprintf(run_dir, sizeof run_dir, "SHOPMICRO_RUN_DIR=%s", need_env("RELAY_IT_RUN_DIR"));
@@ -80,8 +101,9 @@ svc_err_t rly_it_relay_start(const char *db_dsn, const rly_it_kafka_t *k,
 {
     char dsn[PGTEST_DSN_MAX + 32], brokers[64], errbuf[SVC_ERRBUF_LEN] = "";
     const char *env[ENV_MAX] = {dsn, brokers, "RELAY_LOG_LEVEL=info",
-                                /* quick: the tests wait on these */
-                                "RELAY_POLL_INTERVAL_MS=1000", "RELAY_KAFKA_DELIVERY_TIMEOUT_MS=3000",
+                                /* quick: the tests wait on these; a slow poll, so
+                                 * that only a NOTIFY wakes the relay quickly */
+                                "RELAY_POLL_INTERVAL_MS=60000", "RELAY_KAFKA_DELIVERY_TIMEOUT_MS=3000",
                                 "RELAY_BACKOFF_BASE_MS=100", "RELAY_BACKOFF_CAP_MS=1000"};
     size_t n = 7;
     spawn_opts_t o;

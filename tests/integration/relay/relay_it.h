@@ -8,6 +8,7 @@
  * Environment (set by tests/integration/relay/CMakeLists.txt):
  *   RELAY_BIN                   the relay under test
  *   RELAY_IT_KAFKA_SH           deploy/local/kafka.sh
+ *   RELAY_IT_STACK_DIR          deploy/local (stack.sh's free_ports picks the ports)
  *   RELAY_IT_RUN_DIR            the broker's run folder (emptied first)
  *   SHOPMICRO_KAFKA_LIB_CACHE   the jar cache, shared within the build tree
  */
