@@ -6,7 +6,7 @@
 #include <string.h>
 
 #include "db/db.h"
-#include "shopmicro/events/v1/events.pb-c.h"
+#include "events.h"
 #include "store.h"
 
 extern const db_migration_t ord_migrations[];
@@ -18,12 +18,6 @@ extern const size_t ord_migrations_count;
  * the very thing that ran out, and a connection left inside a transaction
  * would fail every later call of this worker. */
 #define ROLLBACK_MS 1000
-
-/* How the OrderCreated row is published (docs/events.md, the contract): the
- * relay copies these columns onto the Kafka record as they are. */
-#define EVENT_TOPIC "shopmicro.orders.v1"
-#define EVENT_CE_TYPE "shopmicro.order.v1.OrderCreated"
-#define EVENT_CE_SOURCE "/shopmicro/order"
 
 enum {
     STMT_BEGIN,
@@ -208,38 +202,19 @@ static void number_arrays(const ord_line_t *lines, size_t n, char *qty, char *pr
 }
 
 /*
- * The OrderCreated event as protobuf, in bytea's hex input form
- * ("\\x0a24..."), because pkg/db sends text parameters. Built from the same
- * values the order's rows were written from. NULL when out of memory; owned
- * by caller (free).
+ * The OrderCreated event (events.c) in bytea's hex input form ("\\x0a24..."),
+ * because pkg/db sends text parameters. Built from the same values the
+ * order's rows were written from. NULL when out of memory; owned by caller
+ * (free).
  */
 static char *event_hex(const ord_new_order_t *o, const char *order_id, const char *created_at)
 {
-    Shopmicro__Events__V1__OrderCreated ev = SHOPMICRO__EVENTS__V1__ORDER_CREATED__INIT;
-    Shopmicro__Events__V1__OrderLine lines[ORD_MAX_ITEMS], *items[ORD_MAX_ITEMS];
     static const char digits[] = "0123456789abcdef";
-    uint8_t *pb;
-    char *hex;
     size_t n;
+    uint8_t *pb = ord_event_created_pack(o, order_id, created_at, &n);
+    char *hex = pb != NULL ? malloc(2 * n + 3) : NULL;
 
-    for (size_t i = 0; i < o->n_lines && i < ORD_MAX_ITEMS; i++) {
-        shopmicro__events__v1__order_line__init(&lines[i]);
-        lines[i].product_id = (char *)o->lines[i].product_id;
-        lines[i].quantity = o->lines[i].quantity;
-        lines[i].unit_price_cents = o->lines[i].unit_price_cents;
-        items[i] = &lines[i];
-    }
-    ev.order_id = (char *)order_id;
-    ev.customer_id = (char *)o->customer_id;
-    ev.n_items = o->n_lines < ORD_MAX_ITEMS ? o->n_lines : ORD_MAX_ITEMS;
-    ev.items = items;
-    ev.total_cents = o->total_cents;
-    ev.created_at = (char *)created_at;
-    n = shopmicro__events__v1__order_created__get_packed_size(&ev);
-    pb = malloc(n + 1);
-    hex = malloc(2 * n + 3);
-    if (pb != NULL && hex != NULL) {
-        shopmicro__events__v1__order_created__pack(&ev, pb);
+    if (hex != NULL) {
         hex[0] = '\\';
         hex[1] = 'x';
         for (size_t i = 0; i < n; i++) {
@@ -247,9 +222,6 @@ static char *event_hex(const ord_new_order_t *o, const char *order_id, const cha
             hex[3 + 2 * i] = digits[pb[i] & 0xf];
         }
         hex[2 * n + 2] = '\0';
-    } else {
-        free(hex);
-        hex = NULL;
     }
     free(pb);
     return hex;
@@ -336,8 +308,8 @@ svc_err_t ord_store_create(ord_store_t *st, const ord_new_order_t *o, uint64_t d
         goto out;
     }
     {
-        const char *p[] = {out->id,   EVENT_TOPIC, EVENT_CE_TYPE, EVENT_CE_SOURCE,
-                           event,     svc_log_request_id()};
+        const char *p[] = {out->id, ORD_EVENT_TOPIC,      ORD_EVENT_CREATED_TYPE,
+                           ORD_EVENT_CE_SOURCE, event, svc_log_request_id()};
         err = exec(st, STMT_OUTBOX_INSERT, p, deadline_ns, errbuf);
         if (err != SVC_OK)
             goto out;
