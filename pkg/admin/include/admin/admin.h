@@ -1,0 +1,76 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/*
+ * admin.h - the admin HTTP port every ShopMicro service shares: GET /healthz,
+ * /readyz and /metrics on a tiny blocking HTTP/1.1 listener of its own.
+ *
+ * Plain sockets and poll(2) on one thread of its own (no h2o), so that any
+ * service can link it. Every response closes its connection. Resources are
+ * bounded: at most max_conns connections (the next one gets 503 and is
+ * closed), max_request_bytes of request head, read_timeout_ms from accept to
+ * a complete request (then 408), max_response_bytes of body (then 500).
+ *
+ * Routes: GET /healthz -> 200 "ok\n"; GET /readyz -> the ready callback's
+ * JSON, 200 when it returns true, 503 otherwise; GET /metrics -> the metrics
+ * callback's Prometheus text (text/plain; version=0.0.4). Any other path 404,
+ * another method 405, a head larger than max_request_bytes 431, a request
+ * with a body 413, anything unparsable 400.
+ *
+ * Threads: the callbacks run on the admin thread, one at a time, concurrently
+ * with the service's own threads, so whatever they read must be atomics or
+ * lock-protected. They must not block for long: a scrape waits on them.
+ */
+#ifndef ADMIN_ADMIN_H
+#define ADMIN_ADMIN_H
+
+#include <stdbool.h>
+#include <stddef.h>
+
+#include "svc/core.h"
+
+#define ADMIN_DEFAULT_LISTEN             "127.0.0.1:0"
+#define ADMIN_DEFAULT_MAX_REQUEST_BYTES  8192
+#define ADMIN_DEFAULT_MAX_CONNS          16
+#define ADMIN_DEFAULT_READ_TIMEOUT_MS    5000
+#define ADMIN_DEFAULT_MAX_RESPONSE_BYTES (1024 * 1024)
+
+/* A response body under construction; capped at max_response_bytes. */
+typedef struct admin_buf admin_buf_t;
+
+/* Appends printf-style. Past the cap the body is marked overflowed and the
+ * response becomes 500. */
+void admin_buf_printf(admin_buf_t *b, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+/* Appends s as a JSON string literal, quotes included. */
+void admin_buf_json_str(admin_buf_t *b, const char *s);
+
+/* Writes the Prometheus text page into out. */
+typedef void (*admin_metrics_fn)(void *ctx, admin_buf_t *out);
+/* Writes the /readyz JSON body into out; true = ready (200), false = 503. */
+typedef bool (*admin_ready_fn)(void *ctx, admin_buf_t *out);
+
+typedef struct admin_opts {
+    const char *listen;         /* "host:port"; port 0 = the kernel picks      */
+    size_t max_request_bytes;   /* request line + headers                      */
+    unsigned max_conns;         /* open connections at once                    */
+    int read_timeout_ms;        /* accept -> complete request; also send limit */
+    size_t max_response_bytes;  /* body built by a callback                    */
+    admin_metrics_fn metrics;   /* NULL: /metrics is an empty page             */
+    admin_ready_fn ready;       /* NULL: /readyz is always 200 {"status":"ok"} */
+    void *ctx;                  /* passed to both callbacks                    */
+} admin_opts_t;
+
+/* Fills the ADMIN_DEFAULT_* values and NULL callbacks. */
+void admin_opts_init(admin_opts_t *o);
+
+typedef struct admin_server admin_server_t;
+
+/* Binds, listens and starts the admin thread. On error (bad address, port
+ * in use, bad option) nothing is left running and errbuf says why: SVC_EINVAL
+ * or SVC_EUNAVAIL. o is copied (listen included). *out owned by caller. */
+svc_err_t admin_server_new(const admin_opts_t *o, admin_server_t **out, char *errbuf);
+/* The bound port (useful with port 0). */
+int admin_server_port(const admin_server_t *s);
+/* Stops the thread (joined: no callback runs after this returns), closes
+ * every connection and frees. NULL-safe. Not from a callback. */
+void admin_server_free(admin_server_t *s);
+
+#endif
