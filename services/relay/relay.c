@@ -20,6 +20,7 @@
 #include "listen.h"
 #include "relay.h"
 #include "rs/resilience.h"
+#include "stats.h"
 #include "store.h"
 
 #define MOD "relay"
@@ -27,6 +28,12 @@
  * wait for room before it counts as failed. */
 #define QUEUE_FULL_WAIT_MS 5000
 #define POLL_SLICE_MS      50
+/* The backlog gauges are counted by the relay, never by a scrape: at most
+ * this often while busy, and this often while idle. The count's cap keeps
+ * each count cheap. */
+#define STATS_EVERY_MS     1000
+#define STATS_IDLE_MS      5000
+#define STATS_BACKLOG_CAP  100000
 
 typedef struct slot {
     bool done;
@@ -42,7 +49,9 @@ struct rly_relay {
     char reason[SVC_ERRBUF_LEN]; /* the batch's first failure */
     bool stopping, kafka_down, db_down;
     unsigned failures; /* consecutive failed batches: the backoff exponent */
-    uint64_t published, produce_errors, rand_state;
+    uint64_t rand_state, stats_at_ms;
+    rly_stats_t stats;     /* shared with the admin thread: atomics */
+    admin_server_t *admin; /* NULL when RELAY_ADMIN_LISTEN is 0 or empty */
 };
 
 /* One batch's outcome. */
@@ -69,6 +78,22 @@ static void on_log(void *ctx, int level, const char *facility, const char *text)
     svc_log_debug("relay.kafka", "%s: %s", facility, text);
 }
 
+/* The admin port, unless disabled. Bound before the loop starts, so a port
+ * in use is a start-up error (exit 2), not a silent lack of metrics. */
+static svc_err_t admin_start(rly_relay_t *r, char *errbuf)
+{
+    admin_opts_t o;
+
+    if (r->cfg->admin_listen[0] == '\0' || strcmp(r->cfg->admin_listen, "0") == 0)
+        return SVC_OK;
+    admin_opts_init(&o);
+    o.listen = r->cfg->admin_listen;
+    o.metrics = rly_stats_metrics;
+    o.ready = rly_stats_ready;
+    o.ctx = &r->stats;
+    return admin_server_new(&o, &r->admin, errbuf);
+}
+
 svc_err_t rly_relay_new(const rly_config_t *cfg, rly_relay_t **out, char *errbuf)
 {
     rly_relay_t *r = calloc(1, sizeof *r);
@@ -79,6 +104,7 @@ svc_err_t rly_relay_new(const rly_config_t *cfg, rly_relay_t **out, char *errbuf
     if (r == NULL || (r->slots = calloc((size_t)cfg->batch_size, sizeof *r->slots)) == NULL)
         goto fail;
     r->cfg = cfg;
+    rly_stats_init(&r->stats);
     r->rand_state = (uint64_t)time(NULL) ^ ((uint64_t)getpid() << 32) ^ 0x9e3779b97f4a7c15ull;
     kfk_producer_opts_init(&o);
     o.brokers = cfg->kafka_brokers;
@@ -94,6 +120,8 @@ svc_err_t rly_relay_new(const rly_config_t *cfg, rly_relay_t **out, char *errbuf
                             errbuf);
     if (err == SVC_OK)
         err = rly_listener_new(cfg->db_dsn, cfg->name, &r->listener, errbuf);
+    if (err == SVC_OK)
+        err = admin_start(r, errbuf);
     if (err != SVC_OK)
         goto fail;
     *out = r;
@@ -107,6 +135,7 @@ void rly_relay_free(rly_relay_t *r)
 {
     if (r == NULL)
         return;
+    admin_server_free(r->admin); /* first: its callbacks read r->stats */
     kfk_producer_free(r->producer, 0); /* before the slots its reports write */
     rly_store_free(r->store);
     rly_listener_free(r->listener);
@@ -230,8 +259,11 @@ static void run_batch(rly_relay_t *r, int stop_fd, batch_t *b)
         b->db_err = rly_store_mark_commit(r->store, ids, r->reason);
     if (b->db_err != SVC_OK)
         b->ok = 0; /* rolled back: published, but marked on a later claim */
-    r->published += (uint64_t)b->ok;
-    r->produce_errors += (uint64_t)b->failed;
+    if (b->claimed > 0)
+        rly_stats_batch(&r->stats, b->claimed);
+    atomic_fetch_add_explicit(&r->stats.published, (uint64_t)b->ok, memory_order_relaxed);
+    atomic_fetch_add_explicit(&r->stats.produce_errors, (uint64_t)b->failed,
+                              memory_order_relaxed);
     free(ids);
     PQclear(rows);
 }
@@ -245,6 +277,7 @@ static void note_state(rly_relay_t *r, const batch_t *b)
     else if (b->db_err == SVC_OK && r->db_down)
         svc_log_info(MOD, "database available again");
     r->db_down = b->db_err != SVC_OK;
+    rly_stats_set(&r->stats, false, !r->db_down, r->reason);
     if (b->db_err != SVC_OK)
         return;
     if (b->failed > 0 && b->ok == 0 && !r->kafka_down) {
@@ -254,6 +287,42 @@ static void note_state(rly_relay_t *r, const batch_t *b)
     } else if (b->ok > 0 && r->kafka_down) {
         svc_log_info(MOD, "kafka available again: publishing the backlog");
         r->kafka_down = false;
+    }
+    rly_stats_set(&r->stats, true, !r->kafka_down, r->reason);
+}
+
+/* Refreshes the backlog gauges, at most every STATS_EVERY_MS unless forced.
+ * A failure keeps the last values: the claim reports the database's state. */
+static void refresh_stats(rly_relay_t *r, bool force)
+{
+    int64_t rows = 0, oldest = 0;
+
+    if (r->admin == NULL || (!force && svc_now_ms() - r->stats_at_ms < STATS_EVERY_MS))
+        return;
+    r->stats_at_ms = svc_now_ms();
+    if (rly_store_stats(r->store, STATS_BACKLOG_CAP, &rows, &oldest, NULL) != SVC_OK)
+        return;
+    atomic_store_explicit(&r->stats.backlog_rows, rows, memory_order_relaxed);
+    atomic_store_explicit(&r->stats.oldest_created_ms, oldest, memory_order_relaxed);
+}
+
+/* Sleeps until a NOTIFY or RELAY_POLL_INTERVAL_MS, refreshing the gauges
+ * every STATS_IDLE_MS meanwhile; false on a stop signal. */
+static bool idle(rly_relay_t *r, int stop_fd)
+{
+    uint64_t poll_end = svc_now_ms() + (uint64_t)r->cfg->poll_interval_ms;
+
+    for (;;) {
+        uint64_t now = svc_now_ms();
+        int left = poll_end > now ? (int)(poll_end - now) : 0;
+        int ms = r->admin != NULL && left > STATS_IDLE_MS ? STATS_IDLE_MS : left;
+        rly_wake_t w = rly_listener_wait(r->listener, stop_fd, ms);
+
+        if (w == RLY_WAKE_FD)
+            return !stop_signalled(stop_fd, 0);
+        if (w == RLY_WAKE_NOTIFY || ms == left)
+            return true;
+        refresh_stats(r, true);
     }
 }
 
@@ -273,15 +342,15 @@ int rly_relay_run(rly_relay_t *r, int stop_fd)
     bool more = true; /* a backlog may be waiting from before we started */
     batch_t b;
 
-    svc_log_info(MOD, "relaying the outbox to %s (batch %lld, poll every %lld ms)",
+    svc_log_info(MOD, "relaying the outbox to %s (batch %lld, poll every %lld ms, admin %s)",
                  r->cfg->kafka_brokers, (long long)r->cfg->batch_size,
-                 (long long)r->cfg->poll_interval_ms);
+                 (long long)r->cfg->poll_interval_ms, r->admin ? r->cfg->admin_listen : "off");
     while (!r->stopping) {
-        if (!more && rly_listener_wait(r->listener, stop_fd, (int)r->cfg->poll_interval_ms) ==
-                         RLY_WAKE_FD && stop_signalled(stop_fd, 0))
+        if (!more && !idle(r, stop_fd))
             break;
         run_batch(r, stop_fd, &b);
         note_state(r, &b);
+        refresh_stats(r, b.claimed == 0);
         if (r->stopping)
             break;
         if (b.db_err != SVC_OK || b.failed > 0) {
@@ -297,6 +366,7 @@ int rly_relay_run(rly_relay_t *r, int stop_fd)
         more = b.claimed > 0;
     }
     svc_log_info(MOD, "stopped: published=%llu produce_errors=%llu",
-                 (unsigned long long)r->published, (unsigned long long)r->produce_errors);
+                 (unsigned long long)atomic_load(&r->stats.published),
+                 (unsigned long long)atomic_load(&r->stats.produce_errors));
     return 0;
 }

@@ -1,12 +1,14 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /* store.c - the relay's SQL. Every statement is prepared and parameterised. */
+#include <stdlib.h>
+
 #include "store.h"
 
 #define RFC3339(col) "to_char(" col " AT TIME ZONE 'UTC', 'YYYY-MM-DD\"T\"HH24:MI:SS.US\"Z\"')"
 /* Its own deadline, as in the order store: the batch's may be what ran out. */
 #define ROLLBACK_MS 1000
 
-enum { STMT_BEGIN, STMT_CLAIM, STMT_MARK, STMT_COMMIT, STMT_ROLLBACK };
+enum { STMT_BEGIN, STMT_CLAIM, STMT_MARK, STMT_COMMIT, STMT_ROLLBACK, STMT_STATS };
 
 static const db_stmt_t stmts[] = {
     [STMT_BEGIN] = {"rly_begin", "BEGIN", 0, true},
@@ -31,6 +33,16 @@ static const db_stmt_t stmts[] = {
                    1, false},
     [STMT_COMMIT] = {"rly_commit", "COMMIT", 0, false},
     [STMT_ROLLBACK] = {"rly_rollback", "ROLLBACK", 0, false},
+    /* For /metrics: both halves walk the partial index outbox_relay_queue
+     * (published_at IS NULL), the count stops at $1 rows, so a scrape costs
+     * the same with a backlog of a million. */
+    [STMT_STATS] = {"rly_stats",
+                    "SELECT (SELECT count(*) FROM (SELECT 1 FROM outbox WHERE published_at IS "
+                    "NULL AND payload_pb IS NOT NULL LIMIT $1) b), "
+                    "COALESCE((SELECT (extract(epoch FROM created_at) * 1000)::bigint FROM "
+                    "outbox WHERE published_at IS NULL AND payload_pb IS NOT NULL ORDER BY seq "
+                    "LIMIT 1), 0)",
+                    1, true},
 };
 
 svc_err_t rly_store_new(const char *dsn, const char *name, int statement_timeout_ms,
@@ -94,5 +106,23 @@ svc_err_t rly_store_mark_commit(rly_store_t *st, const char *ids, char *errbuf)
         err = exec(st, STMT_COMMIT, NULL, errbuf);
     if (err != SVC_OK)
         rly_store_rollback(st);
+    return err;
+}
+
+svc_err_t rly_store_stats(rly_store_t *st, int64_t cap, int64_t *rows, int64_t *oldest_ms,
+                          char *errbuf)
+{
+    char lim[24];
+    const char *p[] = {lim};
+    PGresult *r = NULL;
+    svc_err_t err;
+
+    snprintf(lim, sizeof lim, "%lld", (long long)cap);
+    err = db_exec(st, STMT_STATS, p, SVC_DEADLINE_NONE, &r, errbuf);
+    if (err == SVC_OK) {
+        *rows = strtoll(PQgetvalue(r, 0, 0), NULL, 10);
+        *oldest_ms = strtoll(PQgetvalue(r, 0, 1), NULL, 10);
+    }
+    PQclear(r);
     return err;
 }

@@ -37,5 +37,9 @@ svc_err_t rly_store_claim(rly_store_t *st, int limit, PGresult **rows, char *err
 svc_err_t rly_store_mark_commit(rly_store_t *st, const char *ids, char *errbuf);
 /* Rolls back the claim: every claimed row stays unpublished. */
 void rly_store_rollback(rly_store_t *st);
+/* Outside a claim: the unpublished rows (counted up to cap) and the oldest
+ * one's created_at in Unix ms (0 when none). */
+svc_err_t rly_store_stats(rly_store_t *st, int64_t cap, int64_t *rows, int64_t *oldest_ms,
+                          char *errbuf);
 
 #endif

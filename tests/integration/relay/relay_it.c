@@ -1,10 +1,14 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /* relay_it.c - the broker, the relay binary and a topic reader for tests (relay_it.h). */
+#include <arpa/inet.h>
 #include <librdkafka/rdkafka.h>
+#include <netinet/in.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/socket.h>
+#include <sys/time.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -109,8 +113,16 @@ svc_err_t rly_it_relay_start(const char *db_dsn, const rly_it_kafka_t *k,
     spawn_opts_t o;
     svc_err_t err;
 
-    for (size_t i = 0; extra != NULL && extra[i] != NULL && n < ENV_MAX - 1; i++)
+    bool admin = false;
+
+    for (size_t i = 0; extra != NULL && extra[i] != NULL && n < ENV_MAX - 2; i++) {
+        admin |= strncmp(extra[i], "RELAY_ADMIN_LISTEN=", 19) == 0;
         env[n++] = extra[i];
+    }
+    /* Off unless asked for: several relays run at once, and the default
+     * port may be taken on this machine. */
+    if (!admin)
+        env[n++] = "RELAY_ADMIN_LISTEN=0";
     env[n] = NULL;
     snprintf(dsn, sizeof dsn, "RELAY_DB_DSN=%s", db_dsn);
     snprintf(brokers, sizeof brokers, "RELAY_KAFKA_BROKERS=%s", k->brokers);
@@ -279,4 +291,46 @@ void rly_it_records_free(rly_it_record_t *r, size_t n)
     for (size_t i = 0; i < n; i++)
         free(r[i].value);
     free(r);
+}
+
+int rly_it_http_get(int port, const char *path, char *out, size_t cap)
+{
+    struct sockaddr_in a = {.sin_family = AF_INET, .sin_port = htons((uint16_t)port)};
+    struct timeval tv = {.tv_sec = 5};
+    char req[256];
+    size_t len = 0;
+    ssize_t n;
+    int fd = socket(AF_INET, SOCK_STREAM, 0), status = -1;
+    const char *body;
+
+    out[0] = '\0';
+    a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    if (fd < 0)
+        return -1;
+    setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof tv);
+    snprintf(req, sizeof req, "GET %s HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n", path);
+    if (connect(fd, (struct sockaddr *)&a, sizeof a) == 0 &&
+        send(fd, req, strlen(req), MSG_NOSIGNAL) == (ssize_t)strlen(req)) {
+        while (len + 1 < cap && (n = recv(fd, out + len, cap - 1 - len, 0)) > 0)
+            len += (size_t)n;
+        out[len] = '\0';
+        if (sscanf(out, "HTTP/1.1 %d", &status) != 1)
+            status = -1;
+    }
+    close(fd);
+    body = strstr(out, "\r\n\r\n");
+    if (body != NULL)
+        memmove(out, body + 4, strlen(body + 4) + 1);
+    return status;
+}
+
+double rly_it_metric(const char *page, const char *name)
+{
+    size_t n = strlen(name);
+
+    for (const char *p = page; p != NULL && *p; p = strchr(p, '\n'), p = p ? p + 1 : NULL) {
+        if (strncmp(p, name, n) == 0 && p[n] == ' ')
+            return strtod(p + n + 1, NULL);
+    }
+    return -1;
 }

@@ -31,13 +31,40 @@ typedef struct fixture {
     ord_it_t *ord;
     rly_it_kafka_t kafka;
     spawn_proc_t *relay;
+    int admin_port; /* the main relay's /metrics /readyz */
     char product_a[37], product_b[37];
 } fixture_t;
+
+/* The main relay's /metrics page, and one sample of it. */
+static double metric(fixture_t *f, const char *name)
+{
+    static char page[16384];
+
+    assert_int_equal(rly_it_http_get(f->admin_port, "/metrics", page, sizeof page), 200);
+    return rly_it_metric(page, name);
+}
+
+/* Gauges are refreshed by the relay's loop: wait for one to reach want. */
+static void wait_metric(fixture_t *f, const char *name, double want)
+{
+    uint64_t give_up = svc_now_ms() + (uint64_t)it_ms(5000);
+
+    while (metric(f, name) != want && svc_now_ms() < give_up)
+        ord_it_sleep_ms(50);
+    assert_true(metric(f, name) == want);
+}
+
+static int readyz(fixture_t *f, char *body, size_t cap)
+{
+    return rly_it_http_get(f->admin_port, "/readyz", body, cap);
+}
 
 static int group_setup(void **state)
 {
     fixture_t *f = calloc(1, sizeof *f);
     void *ord = NULL;
+    static char admin[64];
+    const char *extra[] = {admin, NULL};
 
     *state = f;
     if (f == NULL)
@@ -48,7 +75,9 @@ static int group_setup(void **state)
     f->ord = ord;
     ord_it_product(f->ord, "Mug", 1299, f->product_a);
     ord_it_product(f->ord, "Tea", 250, f->product_b);
-    return rly_it_relay_start(f->ord->ord_db.dsn, &f->kafka, NULL, &f->relay) == SVC_OK ? 0 : -1;
+    f->admin_port = spawn_free_port();
+    snprintf(admin, sizeof admin, "RELAY_ADMIN_LISTEN=127.0.0.1:%d", f->admin_port);
+    return rly_it_relay_start(f->ord->ord_db.dsn, &f->kafka, extra, &f->relay) == SVC_OK ? 0 : -1;
 }
 
 static int group_teardown(void **state)
@@ -169,6 +198,8 @@ static void every_order_exactly_once(void **state)
     place(f, N, ids);
     wait_published(f, N);
     printf("[relay] %d orders placed and all published in %.0f ms\n", N, ord_it_ms_since(t0));
+    /* The counter is bumped after the commit the test just saw. */
+    wait_metric(f, "shopmicro_relay_published_total", N);
     /* Woken by the order's NOTIFY, not by the poll (60 s here). */
     t0 = svc_now_ns();
     place(f, 1, one);
@@ -177,6 +208,12 @@ static void every_order_exactly_once(void **state)
     printf("[relay] one order: CreateOrder sent -> row marked published in %.1f ms\n", ms);
     assert_true(ms < it_ms(2000));
     assert_int_equal(ord_it_int(f->ord, UNPUBLISHED), 0);
+    wait_metric(f, "shopmicro_relay_published_total", N + 1);
+    assert_int_equal((int)metric(f, "shopmicro_relay_produce_errors_total"), 0);
+    assert_true(metric(f, "shopmicro_relay_batches_total") >= 2);
+    assert_int_equal((int)metric(f, "shopmicro_relay_batch_size_sum"), N + 1);
+    wait_metric(f, "shopmicro_relay_backlog_rows", 0);
+    assert_true(metric(f, "shopmicro_relay_oldest_unpublished_age_seconds") == 0);
     check_topic(f, ids, N, true);
     check_topic(f, one, 1, true);
 }
@@ -185,7 +222,7 @@ static void kafka_down_orders_buffer_then_drain(void **state)
 {
     fixture_t *f = *state;
     enum { N = 20 };
-    char ids[N][37];
+    char ids[N][37], body[1024];
     int64_t before = ord_it_int(f->ord, PUBLISHED);
 
     assert_int_equal(rly_it_kafka(&f->kafka, "stop"), SVC_OK);
@@ -195,9 +232,22 @@ static void kafka_down_orders_buffer_then_drain(void **state)
     ord_it_sleep_ms(it_ms(5000));
     assert_int_equal(ord_it_int(f->ord, UNPUBLISHED), N);
     assert_int_equal(spawn_log_count(f->relay, "kafka unavailable"), 1);
+    assert_int_equal(readyz(f, body, sizeof body), 503);
+    printf("[relay] /readyz with Kafka stopped: %s", body);
+    assert_non_null(strstr(body, "{\"name\":\"kafka\",\"ok\":false"));
+    assert_non_null(strstr(body, "{\"name\":\"database\",\"ok\":true"));
+    assert_int_equal((int)metric(f, "shopmicro_relay_kafka_up"), 0);
+    assert_int_equal((int)metric(f, "shopmicro_relay_db_up"), 1);
+    assert_int_equal((int)metric(f, "shopmicro_relay_backlog_rows"), N);
+    assert_true(metric(f, "shopmicro_relay_oldest_unpublished_age_seconds") >= 4.0);
+    assert_true(metric(f, "shopmicro_relay_produce_errors_total") > 0);
     assert_int_equal(rly_it_kafka(&f->kafka, "start"), SVC_OK);
     wait_published(f, before + N);
     assert_int_equal(spawn_log_wait(f->relay, "kafka available again", it_ms(5000)), SVC_OK);
+    assert_int_equal(readyz(f, body, sizeof body), 200);
+    assert_non_null(strstr(body, "\"status\":\"ok\""));
+    assert_int_equal((int)metric(f, "shopmicro_relay_kafka_up"), 1);
+    wait_metric(f, "shopmicro_relay_backlog_rows", 0);
     assert_int_equal(spawn_log_count(f->relay, "kafka available again"), 1);
     check_topic(f, ids, N, false);
 }
