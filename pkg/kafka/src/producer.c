@@ -201,6 +201,21 @@ int kfk_producer_poll(kfk_producer_t *p, int timeout_ms)
     return rd_kafka_poll(p->rk, timeout_ms);
 }
 
+svc_err_t kfk_producer_ping(kfk_producer_t *p, int timeout_ms, char *errbuf)
+{
+    const struct rd_kafka_metadata *md = NULL;
+    /* Neither all topics nor one: the smallest request, for the topics
+     * this producer already knows (none: brokers only). */
+    rd_kafka_resp_err_t rc = rd_kafka_metadata(p->rk, 0, NULL, &md, timeout_ms);
+
+    if (md != NULL)
+        rd_kafka_metadata_destroy(md);
+    if (rc == RD_KAFKA_RESP_ERR_NO_ERROR)
+        return SVC_OK;
+    svc_errbuf_set(errbuf, "kafka: metadata request: %s", rd_kafka_err2str(rc));
+    return SVC_EUNAVAIL;
+}
+
 int kfk_producer_outstanding(const kfk_producer_t *p)
 {
     return atomic_load(&((kfk_producer_t *)p)->outstanding);

@@ -149,6 +149,14 @@ svc_err_t kfk_produce(kfk_producer_t *p, const kfk_message_t *m, char *errbuf);
  * from one thread. */
 int kfk_producer_poll(kfk_producer_t *p, int timeout_ms);
 
+/* Asks a broker for metadata and waits up to timeout_ms for the answer:
+ * SVC_OK when one answered, SVC_EUNAVAIL (no broker reachable, or no answer
+ * in time: down or hung) with librdkafka's reason in errbuf. Blocks the
+ * calling thread up to timeout_ms, a few ms while a broker is up; serves no
+ * callbacks (no delivery report fires). For a caller with nothing to send
+ * that wants to know whether it could. Thread-safe. */
+svc_err_t kfk_producer_ping(kfk_producer_t *p, int timeout_ms, char *errbuf);
+
 /* Messages queued or in flight (not yet reported). Thread-safe. */
 int kfk_producer_outstanding(const kfk_producer_t *p);
 
