@@ -34,6 +34,13 @@
 #define STATS_EVERY_MS     1000
 #define STATS_IDLE_MS      5000
 #define STATS_BACKLOG_CAP  100000
+/* An idle relay learns of Kafka's state from a metadata request
+ * (kfk_producer_ping) once it has been idle this long since the last batch
+ * or probe. The request blocks the loop a few ms while a broker is up, at
+ * most PROBE_TIMEOUT_MS while none answers; a NOTIFY arriving meanwhile
+ * waits that long, but only while nothing could be published anyway. */
+#define PROBE_IDLE_MS      2000
+#define PROBE_TIMEOUT_MS   500
 
 typedef struct slot {
     bool done;
@@ -50,6 +57,7 @@ struct rly_relay {
     bool stopping, kafka_down, db_down;
     unsigned failures; /* consecutive failed batches: the backoff exponent */
     uint64_t rand_state, stats_at_ms;
+    uint64_t kafka_seen_ms; /* the last batch or probe: Kafka's state is that recent */
     rly_stats_t stats;     /* shared with the admin thread: atomics */
     admin_server_t *admin; /* NULL when RELAY_ADMIN_LISTEN is 0 or empty */
 };
@@ -268,6 +276,19 @@ static void run_batch(rly_relay_t *r, int stop_fd, batch_t *b)
     PQclear(rows);
 }
 
+/* Kafka's state, from a batch or a probe: one log line per change. what
+ * says how it was learnt; r->reason is why it is down. */
+static void set_kafka(rly_relay_t *r, bool up, const char *what)
+{
+    if (!up && !r->kafka_down)
+        svc_log_warn(MOD, "kafka unavailable: %s", what);
+    else if (up && r->kafka_down)
+        svc_log_info(MOD, "kafka available again: %s", what);
+    r->kafka_down = !up;
+    r->kafka_seen_ms = svc_now_ms();
+    rly_stats_set(&r->stats, true, up, r->reason);
+}
+
 /* One log line per change of state, never one per row or per batch. */
 static void note_state(rly_relay_t *r, const batch_t *b)
 {
@@ -280,15 +301,31 @@ static void note_state(rly_relay_t *r, const batch_t *b)
     rly_stats_set(&r->stats, false, !r->db_down, r->reason);
     if (b->db_err != SVC_OK)
         return;
-    if (b->failed > 0 && b->ok == 0 && !r->kafka_down) {
-        svc_log_warn(MOD, "kafka unavailable: %d rows not acknowledged (%s); they stay "
-                          "unpublished, backing off", b->failed, r->reason);
-        r->kafka_down = true;
-    } else if (b->ok > 0 && r->kafka_down) {
-        svc_log_info(MOD, "kafka available again: publishing the backlog");
-        r->kafka_down = false;
+    if (b->failed > 0 && b->ok == 0) {
+        char what[SVC_ERRBUF_LEN + 96];
+        snprintf(what, sizeof what,
+                 "%d rows not acknowledged (%s); they stay unpublished, backing off", b->failed,
+                 r->reason);
+        set_kafka(r, false, what);
+    } else if (b->ok > 0) {
+        set_kafka(r, true, "publishing the backlog");
     }
-    rly_stats_set(&r->stats, true, !r->kafka_down, r->reason);
+}
+
+/* While idle: is a broker answering? Also serves librdkafka's queued log
+ * lines, which nothing else polls for while no batch runs. */
+static void probe_kafka(rly_relay_t *r)
+{
+    char what[SVC_ERRBUF_LEN + 64];
+
+    r->reason[0] = '\0';
+    if (kfk_producer_ping(r->producer, PROBE_TIMEOUT_MS, r->reason) == SVC_OK) {
+        set_kafka(r, true, "a broker answers");
+    } else {
+        snprintf(what, sizeof what, "no broker answers while idle (%s)", r->reason);
+        set_kafka(r, false, what);
+    }
+    kfk_producer_poll(r->producer, 0);
 }
 
 /* Refreshes the backlog gauges, at most every STATS_EVERY_MS unless forced.
@@ -306,23 +343,40 @@ static void refresh_stats(rly_relay_t *r, bool force)
     atomic_store_explicit(&r->stats.oldest_created_ms, oldest, memory_order_relaxed);
 }
 
-/* Sleeps until a NOTIFY or RELAY_POLL_INTERVAL_MS, refreshing the gauges
- * every STATS_IDLE_MS meanwhile; false on a stop signal. */
+static int ms_until(uint64_t at, uint64_t now)
+{
+    return at > now ? (int)(at - now) : 0;
+}
+
+/* Sleeps until a NOTIFY or RELAY_POLL_INTERVAL_MS, meanwhile probing Kafka
+ * every PROBE_IDLE_MS and refreshing the gauges every STATS_IDLE_MS; false
+ * on a stop signal. */
 static bool idle(rly_relay_t *r, int stop_fd)
 {
     uint64_t poll_end = svc_now_ms() + (uint64_t)r->cfg->poll_interval_ms;
 
     for (;;) {
-        uint64_t now = svc_now_ms();
-        int left = poll_end > now ? (int)(poll_end - now) : 0;
-        int ms = r->admin != NULL && left > STATS_IDLE_MS ? STATS_IDLE_MS : left;
-        rly_wake_t w = rly_listener_wait(r->listener, stop_fd, ms);
+        uint64_t now = svc_now_ms(), probe_at = r->kafka_seen_ms + PROBE_IDLE_MS,
+                 stats_at = r->stats_at_ms + STATS_IDLE_MS;
+        int ms = ms_until(poll_end, now);
+        rly_wake_t w;
 
+        if (ms_until(probe_at, now) < ms)
+            ms = ms_until(probe_at, now);
+        if (r->admin != NULL && ms_until(stats_at, now) < ms)
+            ms = ms_until(stats_at, now);
+        w = rly_listener_wait(r->listener, stop_fd, ms);
         if (w == RLY_WAKE_FD)
             return !stop_signalled(stop_fd, 0);
-        if (w == RLY_WAKE_NOTIFY || ms == left)
+        if (w == RLY_WAKE_NOTIFY)
             return true;
-        refresh_stats(r, true);
+        now = svc_now_ms();
+        if (now >= poll_end)
+            return true;
+        if (now >= probe_at)
+            probe_kafka(r);
+        if (r->admin != NULL && now >= stats_at)
+            refresh_stats(r, true);
     }
 }
 

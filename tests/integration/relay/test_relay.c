@@ -8,6 +8,8 @@
  *     no outbox row is left unpublished;
  *   - Kafka stopped: orders still succeed, their rows stay unpublished, the
  *     relay logs the outage once; Kafka back: the backlog drains;
+ *   - an idle relay (no rows) notices a kill -9 of Kafka and its return by
+ *     itself: /readyz 503 within seconds, 200 again after the restart;
  *   - kill -9 of the relay mid-backlog, restart: every row published, a
  *     duplicate only ever with the same ce_id;
  *   - two relays at once: every row published once, each key's events in
@@ -252,6 +254,47 @@ static void kafka_down_orders_buffer_then_drain(void **state)
     check_topic(f, ids, N, false);
 }
 
+/* Polls /readyz until it answers want; the ms it took (fails after limit_ms). */
+static double wait_readyz(fixture_t *f, int want, int limit_ms)
+{
+    uint64_t t0 = svc_now_ns(), give_up = svc_now_ms() + (uint64_t)it_ms(limit_ms);
+    char body[1024];
+    int got;
+
+    while ((got = readyz(f, body, sizeof body)) != want && svc_now_ms() < give_up)
+        ord_it_sleep_ms(50);
+    if (got != want)
+        fail_msg("/readyz %d after %d ms, expected %d: %s", got, it_ms(limit_ms), want, body);
+    return ord_it_ms_since(t0);
+}
+
+/* No batch runs: only the relay's idle probe can see Kafka go and come. */
+static void idle_relay_notices_kafka_kill_and_restart(void **state)
+{
+    fixture_t *f = *state;
+    double down_ms, up_ms, batches;
+    uint64_t t0;
+
+    wait_metric(f, "shopmicro_relay_backlog_rows", 0);
+    (void)wait_readyz(f, 200, 5000);
+    batches = metric(f, "shopmicro_relay_batches_total");
+    t0 = svc_now_ns();
+    assert_int_equal(rly_it_kafka(&f->kafka, "kill"), SVC_OK);
+    printf("[relay] kafka.sh kill took %.0f ms\n", ord_it_ms_since(t0));
+    down_ms = wait_readyz(f, 503, 5000);
+    printf("[relay] idle relay: /readyz 503 %.0f ms after the broker's ports closed\n", down_ms);
+    assert_int_equal((int)metric(f, "shopmicro_relay_kafka_up"), 0);
+    assert_int_equal(spawn_log_count(f->relay, "no broker answers while idle"), 1);
+    t0 = svc_now_ns();
+    assert_int_equal(rly_it_kafka(&f->kafka, "start"), SVC_OK);
+    printf("[relay] kafka.sh start after kill -9 took %.0f ms\n", ord_it_ms_since(t0));
+    up_ms = wait_readyz(f, 200, 30000);
+    printf("[relay] idle relay: /readyz 200 %.0f ms after kafka.sh start returned\n", up_ms);
+    assert_int_equal((int)metric(f, "shopmicro_relay_kafka_up"), 1);
+    assert_int_equal(spawn_log_count(f->relay, "kafka available again: a broker answers"), 1);
+    assert_true(metric(f, "shopmicro_relay_batches_total") == batches); /* no batch ran */
+}
+
 static void kill9_mid_backlog_loses_nothing(void **state)
 {
     fixture_t *f = *state;
@@ -331,6 +374,7 @@ int main(void)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(every_order_exactly_once),
         cmocka_unit_test(kafka_down_orders_buffer_then_drain),
+        cmocka_unit_test(idle_relay_notices_kafka_kill_and_restart),
         cmocka_unit_test(kill9_mid_backlog_loses_nothing),
         cmocka_unit_test(two_relays_keep_per_key_order),
     };
