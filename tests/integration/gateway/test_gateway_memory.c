@@ -11,8 +11,11 @@
  * gateway's trim (gateway/server.c, "Freed memory") it stays at about 3.8x:
  * glibc keeps the freed pages of each loop's arena. The slack is wider than
  * the benchmark's goal (+10 %, bench/run_gateway_bench.sh) because code
- * paths first run by the rounds also add resident pages; it still fails
- * that 3.8x by a wide margin. The trim may wait up to 10 s after an earlier
+ * paths first run by the rounds also add resident pages, and what a trim
+ * cannot give back (pages that hold a chunk still in use) varies: 1.08x to
+ * 1.34x of the warm-up after a trim in 40 rounds here, with the machine
+ * busy with other tests. It still fails that
+ * 3.8x (2.6x at the least seen) by a wide margin. The trim may wait up to 10 s after an earlier
  * one, so each round allows 20 s (times SVC_TEST_TIMEOUT_MULTIPLIER).
  *
  * In an ASan build the RSS bound is not checked (ASan's allocator keeps
@@ -42,7 +45,7 @@
 #define N_ROUNDS      2
 #define N_IDS         20
 #define FDS_NEEDED    (N_CONNS + 200) /* plus libcurl, gRPC, logs */
-#define RSS_SLACK_PCT 25
+#define RSS_SLACK_PCT 40
 #define RSS_WAIT_MS   20000
 
 #if defined(__SANITIZE_ADDRESS__)
