@@ -1,0 +1,275 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/*
+ * kafka/consumer.h - a consumer-group member that hands each record to a
+ * handler and commits its offset only once the handler is done with it.
+ *
+ * At least once, never past a record that is not done: auto-commit and the
+ * automatic offset store are off; a record's offset + 1 is stored and
+ * committed (synchronously, before the next record is handed out) only after
+ * the handler said KFK_HANDLED or KFK_DUPLICATE, or after the record was
+ * dead-lettered and the broker acknowledged the dead-letter copy (acks=all).
+ * A crash between the handler's own commit and the offset commit hands the
+ * record again: handlers dedupe on ce_id in the same transaction as their
+ * effect (docs/events.md §2, §4).
+ *
+ * Verdicts:
+ *   KFK_HANDLED    done; the offset is committed.
+ *   KFK_DUPLICATE  done, it had been handled before (counted as deduplicated).
+ *   KFK_POISON     can never be processed (undecodable, unknown type, newer
+ *                  schema): copied to the dead-letter topic with the reason
+ *                  and the original topic, partition and offset in headers,
+ *                  then committed; the consumer goes on.
+ *   KFK_RETRY      not now (the database is down): the partition is paused,
+ *                  and the same record is handed again after a jittered,
+ *                  capped backoff, as often as needed; nothing behind it on
+ *                  that partition is handed meanwhile, other partitions go on.
+ *
+ * Rebalances use the cooperative-sticky assignor: a rebalance moves only the
+ * partitions that change owner, and the others keep flowing (and keep their
+ * retry state). On revoke, the stored offsets are committed and the retry
+ * state of the revoked partitions is dropped (the next owner starts from the
+ * committed offset, which is that record). A new group starts at the
+ * earliest offset (auto.offset.reset=earliest): events written before the
+ * group first joined are handled, not skipped.
+ *
+ * Threads: one thread drives a consumer (kfk_consumer_poll, _close, _free);
+ * the handler and the on_log callback run on it, inside kfk_consumer_poll.
+ * kfk_consumer_stop may be called from any thread or a signal handler;
+ * kfk_consumer_stats and kfk_consumer_metrics from any thread (an admin
+ * thread). The library logs nothing: errors are returned with errbuf,
+ * librdkafka's lines go to on_log.
+ */
+#ifndef KFK_CONSUMER_H
+#define KFK_CONSUMER_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "kafka/kafka.h"
+
+typedef enum kfk_verdict {
+    KFK_HANDLED = 0,
+    KFK_DUPLICATE,
+    KFK_POISON,
+    KFK_RETRY,
+} kfk_verdict_t;
+
+/* The reason buffer a handler fills for KFK_POISON and KFK_RETRY. */
+#define KFK_REASON_LEN 256
+
+typedef struct kfk_consumer kfk_consumer_t; /* opaque */
+
+/* One record, as handed to the handler. Everything is borrowed: valid only
+ * during the handler call. */
+typedef struct kfk_record {
+    const char *topic;
+    int32_t partition;
+    int64_t offset;
+    int64_t timestamp_ms;        /* the record's timestamp; -1 when none    */
+    const void *key;             /* key_len bytes; NULL when no key         */
+    size_t key_len;
+    const void *value;           /* value_len bytes; NULL when empty        */
+    size_t value_len;
+    const kfk_header_t *headers; /* n_headers, in record order; values are
+                                    not NUL-terminated                      */
+    size_t n_headers;
+    const char *ce_id;           /* the ce_id header, NUL-terminated; NULL
+                                    when absent, empty, or not text         */
+    unsigned attempt;            /* 1 the first time, +1 per KFK_RETRY      */
+    uint64_t deadline_ms;        /* svc_now_ms() time the handler must be
+                                    done by (opts.handler_timeout_ms)       */
+    const kfk_consumer_t *consumer; /* for kfk_record_cancelled             */
+} kfk_record_t;
+
+/*
+ * Decides what becomes of r. For KFK_POISON and KFK_RETRY, writes why into
+ * reason (KFK_REASON_LEN bytes, NUL-terminated; it goes into the dlq-reason
+ * header or is returned by kfk_consumer_poll). A value outside the enum counts
+ * as KFK_RETRY: an unknown answer never skips a record.
+ */
+typedef kfk_verdict_t (*kfk_handler_fn)(void *ctx, const kfk_record_t *r, char *reason);
+
+/* True once the handler should give up: kfk_consumer_stop was called, or
+ * r->deadline_ms has passed. A handler that gives up returns KFK_RETRY (its
+ * record is then handed again, to this consumer or the next owner). */
+bool kfk_record_cancelled(const kfk_record_t *r);
+
+#define KFK_CONSUMER_DEFAULT_DLQ_SUFFIX         ".dlq"
+/* librdkafka's defaults; the session is how long a dead member keeps its
+ * partitions, the poll interval how long a stuck one does. */
+#define KFK_CONSUMER_DEFAULT_SESSION_TIMEOUT_MS 45000
+#define KFK_CONSUMER_DEFAULT_MAX_POLL_INTERVAL_MS 300000
+#define KFK_CONSUMER_DEFAULT_HANDLER_TIMEOUT_MS 30000
+#define KFK_CONSUMER_DEFAULT_BACKOFF_BASE_MS    100
+#define KFK_CONSUMER_DEFAULT_BACKOFF_CAP_MS     30000
+/* 0: KFK_RETRY is retried for ever (a database outage is never poison). */
+#define KFK_CONSUMER_DEFAULT_MAX_ATTEMPTS       0u
+#define KFK_CONSUMER_DEFAULT_DLQ_TIMEOUT_MS     10000
+#define KFK_CONSUMER_DEFAULT_LAG_INTERVAL_MS    5000
+#define KFK_CONSUMER_MAX_TOPICS                 16
+/* Partitions whose lag is kept (more are consumed, but not shown). */
+#define KFK_CONSUMER_MAX_LAG_PARTITIONS         256
+
+typedef struct kfk_consumer_opts {
+    const char *brokers;          /* bootstrap.servers; required                     */
+    const char *group_id;         /* group.id; required                              */
+    const char *const *topics;    /* NULL-terminated, 1..KFK_CONSUMER_MAX_TOPICS;
+                                     required                                        */
+    const char *client_id;        /* KFK_DEFAULT_CLIENT_ID                           */
+    const char *dlq_topic;        /* one topic for every dead letter; NULL: each
+                                     record's topic + KFK_CONSUMER_DEFAULT_DLQ_SUFFIX
+                                     (shopmicro.orders.v1 -> shopmicro.orders.v1.dlq) */
+    int session_timeout_ms;       /* 6000..300000 (the broker's group limits)        */
+    int max_poll_interval_ms;     /* > handler_timeout_ms + dlq_timeout_ms, <= 1 h   */
+    int handler_timeout_ms;       /* 100..600000: the handler's deadline             */
+    int backoff_base_ms;          /* 1..60000: the first KFK_RETRY window            */
+    int backoff_cap_ms;           /* backoff_base_ms..3600000                        */
+    unsigned max_attempts;        /* 0: unlimited; N: the Nth KFK_RETRY of a record
+                                     dead-letters it ("retries exhausted: ...")      */
+    int dlq_timeout_ms;           /* 1000..300000: a dead letter's delivery bound    */
+    int lag_interval_ms;          /* 100..600000: how often lag is sampled           */
+    kfk_handler_fn handler;       /* required                                        */
+    kfk_log_fn on_log;            /* NULL: librdkafka's lines are dropped            */
+    void *ctx;                    /* passed to handler and on_log                    */
+} kfk_consumer_opts_t;
+
+/* Fills o with the defaults above (no brokers, group, topics or handler). */
+void kfk_consumer_opts_init(kfk_consumer_opts_t *o);
+/* SVC_EINVAL naming the first bad option in errbuf. Pure; thread-safe. */
+svc_err_t kfk_consumer_opts_validate(const kfk_consumer_opts_t *o, char *errbuf);
+
+/* Validates o, creates the consumer and its dead-letter producer, and
+ * subscribes (joining the group happens in kfk_consumer_poll; a broker that
+ * is down is not an error here). Strings of o are copied. On SVC_OK *out is
+ * owned by caller: kfk_consumer_close, then kfk_consumer_free. */
+svc_err_t kfk_consumer_new(const kfk_consumer_opts_t *o, kfk_consumer_t **out, char *errbuf);
+
+/*
+ * Serves at most one record (a due retry first), waiting up to timeout_ms
+ * for one; rebalances are served inside it too. *served (optional) is set to
+ * 1 when a record was handed to the handler or dead-lettered, else 0.
+ * SVC_OK: nothing went wrong (idle included). Otherwise the consumer is
+ * still usable and errbuf says what happened, for the caller to log:
+ * SVC_EUNAVAIL (broker unreachable, an offset commit failed - it is retried
+ * with the next commit -, a dead letter was not acknowledged - retried after
+ * a backoff -), or KFK_RETRY's reason (SVC_EUNAVAIL too), or SVC_ENOTFOUND
+ * (a subscribed topic does not exist). After kfk_consumer_stop it returns
+ * SVC_ECANCELLED at once.
+ */
+svc_err_t kfk_consumer_poll(kfk_consumer_t *c, int timeout_ms, int *served, char *errbuf);
+
+/* Asks the handler to give up (kfk_record_cancelled) and kfk_consumer_poll
+ * to return. Async-signal-safe; thread-safe. */
+void kfk_consumer_stop(kfk_consumer_t *c);
+
+/* Commits what is done, drops retry state (those records are handed again
+ * to the next owner) and leaves the group. SVC_OK, or the commit's error in
+ * errbuf (the group is left anyway). Call once, before kfk_consumer_free. */
+svc_err_t kfk_consumer_close(kfk_consumer_t *c, char *errbuf);
+
+/* Closes (if not closed) and frees. NULL-safe. */
+void kfk_consumer_free(kfk_consumer_t *c);
+
+/* ------------------------------------------------------------------------
+ * Stats: atomics, readable from any thread.
+ * ------------------------------------------------------------------------ */
+#define KFK_LATENCY_BUCKETS 10 /* 1, 5, 10, 25, 50, 100, 250, 500, 1000, 5000 ms */
+
+typedef struct kfk_consumer_stats {
+    uint64_t consumed;      /* records handed to the handler the first time  */
+    uint64_t handled;       /* KFK_HANDLED                                   */
+    uint64_t duplicates;    /* KFK_DUPLICATE (deduplicated)                  */
+    uint64_t dead_lettered; /* acknowledged by the dead-letter topic         */
+    uint64_t retries;       /* KFK_RETRY verdicts (and failed dead letters)  */
+    uint64_t commit_errors; /* offset commits that failed                    */
+    uint64_t rebalances;    /* assignments and revocations served            */
+    uint64_t latency_count; /* handler calls timed                           */
+    uint64_t latency_sum_us;
+    uint64_t latency_le[KFK_LATENCY_BUCKETS]; /* cumulative, as Prometheus  */
+    unsigned n_partitions;  /* assigned now                                   */
+    int64_t lag_total;      /* sum of the known lags; -1 when none known      */
+} kfk_consumer_stats_t;
+
+/* The bounds of the latency buckets, in ms. */
+extern const unsigned kfk_latency_bounds_ms[KFK_LATENCY_BUCKETS];
+
+/* A snapshot. Thread-safe. */
+void kfk_consumer_stats(const kfk_consumer_t *c, kfk_consumer_stats_t *out);
+
+/*
+ * Writes the Prometheus text of the stats into buf (cap bytes, always
+ * NUL-terminated when cap > 0), metric names starting with prefix (e.g.
+ * "shopmicro_catalog_consumer"): <prefix>_consumed_total, _handled_total,
+ * _deduplicated_total, _dead_lettered_total, _retries_total,
+ * _commit_errors_total, _rebalances_total, _handler_seconds (histogram),
+ * _assigned_partitions, and _lag{topic,partition} per assigned partition
+ * whose lag is known. Returns the length the whole text needs (as snprintf:
+ * >= cap means it was cut). Thread-safe: e.g. from an admin_metrics_fn,
+ * then admin_buf_printf(out, "%s", buf).
+ */
+size_t kfk_consumer_metrics(const kfk_consumer_t *c, const char *prefix, char *buf, size_t cap);
+
+/* ------------------------------------------------------------------------
+ * Pure parts, exposed for tests (and for tools that read dead letters).
+ * ------------------------------------------------------------------------ */
+#define KFK_DLQ_REASON          "dlq-reason"
+#define KFK_DLQ_ORIG_TOPIC      "dlq-original-topic"
+#define KFK_DLQ_ORIG_PARTITION  "dlq-original-partition"
+#define KFK_DLQ_ORIG_OFFSET     "dlq-original-offset"
+#define KFK_DLQ_GROUP           "dlq-consumer-group"
+#define KFK_DLQ_TIME            "dlq-time"
+#define KFK_DLQ_DROPPED         "dlq-dropped-headers"
+#define KFK_DLQ_HEADERS         7 /* at most this many dlq-* headers */
+
+/* What a dead letter says about its record. */
+typedef struct kfk_dlq_info {
+    const char *reason;   /* NULL or "": "unspecified"                      */
+    const char *topic;
+    int32_t partition;
+    int64_t offset;
+    const char *group;
+    int64_t time_unix_ms; /* when it was dead-lettered (wall clock)         */
+} kfk_dlq_info_t;
+
+/* Text the dlq-* header values point into (numbers, the time). */
+typedef struct kfk_dlq_text {
+    char partition[16], offset[24], time[32], dropped[24];
+} kfk_dlq_text_t;
+
+/*
+ * The dead letter's headers: the record's own (in order, without any dlq-*
+ * header it carried from an earlier dead-lettering), then dlq-reason,
+ * dlq-original-topic, -partition, -offset, dlq-consumer-group and dlq-time
+ * (RFC 3339 UTC, ms). When the record has more headers than fit in
+ * KFK_MAX_HEADERS, the last ones are left out and dlq-dropped-headers says
+ * how many. Values point into orig, info and text (borrowed). Sets *n.
+ * SVC_EINVAL when topic or group is missing. Pure; thread-safe.
+ */
+svc_err_t kfk_dlq_headers(const kfk_header_t *orig, size_t n_orig, const kfk_dlq_info_t *info,
+                          kfk_dlq_text_t *text, kfk_header_t out[KFK_MAX_HEADERS], size_t *n,
+                          char *errbuf);
+
+/* The dead-letter topic of a record of `topic`: opts' dlq_topic, or topic +
+ * suffix. Writes at most len bytes; false when it does not fit. */
+bool kfk_dlq_topic(const char *dlq_topic, const char *topic, char *out, size_t len);
+
+/* The wait before attempt number attempt + 1 of a record that got KFK_RETRY
+ * on attempt `attempt` (1-based): equal jitter (uniform in [w/2, w]) over
+ * w = min(cap, base * 2^(attempt-1)); `random` is a uniform 64-bit value. */
+uint32_t kfk_backoff_ms(int base_ms, int cap_ms, unsigned attempt, uint64_t random);
+
+/* What becomes of a record after a handler call. */
+typedef enum kfk_action {
+    KFK_ACT_COMMIT,     /* done: store and commit offset + 1                */
+    KFK_ACT_DEAD_LETTER,/* copy to the dead-letter topic, then commit       */
+    KFK_ACT_BACKOFF,    /* keep it, pause the partition, hand it again      */
+} kfk_action_t;
+
+/* The action for verdict v on attempt `attempt` (1-based) with max_attempts
+ * (0: unlimited). *exhausted is set when a KFK_RETRY turns into a dead
+ * letter because the attempts ran out. Pure. */
+kfk_action_t kfk_verdict_action(kfk_verdict_t v, unsigned attempt, unsigned max_attempts,
+                                bool *exhausted);
+
+#endif /* KFK_CONSUMER_H */
