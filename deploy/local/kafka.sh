@@ -2,9 +2,10 @@
 # deploy/local/kafka.sh: how the local stack runs Apache Kafka. One node in KRaft mode (broker and
 # controller in one JVM), from the Kafka jars in the Maven registry on Debian's Java 17: no Docker.
 #
-# A library with the verbs every component of the stack has, for stack.sh to source:
+# A library with the verbs every component of the stack has; stack.sh sources it (its COMPONENTS
+# line "kafka"), so `stack.sh start|stop|restart|kill|pause|resume|logs kafka` and `status` reach:
 #   kafka_start kafka_stop kafka_restart kafka_kill kafka_pause kafka_resume kafka_status_line kafka_logs
-# Until stack.sh sources it, it also runs on its own:
+# It also runs on its own (the relay's tests start their brokers this way):
 #   deploy/local/kafka.sh start|stop|restart|kill|pause|resume|status|logs
 # Run that way, it sources stack.sh (which defines everything and runs nothing when sourced) for the
 # run folder (RUN, LOGS) and the helpers it shares with the other components: say note die rel
@@ -15,11 +16,13 @@
 #   kafka/data/                                  the log dirs, formatted once (meta.properties)
 #   kafka/lib/kafka-<version>/*.jar              the jars, fetched once ($SHOPMICRO_KAFKA_LIB_CACHE
 #                                                moves kafka/lib, e.g. to share it between test runs)
-#   kafka.pid                                    pid, and the config file it runs (line 2)
+#   kafka.pid                                    pid, the config file it runs (line 2), and the
+#                                                seconds its start took (line 3, for `status`)
 #   kafka.lock                                   flock: one start/stop/kill at a time
 #   logs/kafka.log                               broker output; the previous start's is kafka.log.1
 # Variables: SHOPMICRO_KAFKA_PORT (19092) and SHOPMICRO_KAFKA_CONTROLLER_PORT (19093), both on
-# 127.0.0.1 and never Kafka's usual 9092/9093, so a broker of the host cannot clash;
+# 127.0.0.1 and never Kafka's usual 9092/9093, so a broker of the host cannot clash (defaults in
+# KAFKA_PORT_SPECS, which stack.sh gives to set_port_vars: `test` picks free ones for them);
 # SHOPMICRO_KAFKA_LIB_CACHE; SHOPMICRO_KAFKA_START_TIMEOUT (90 s); SHOPMICRO_KAFKA_HEAP (512m).
 # docs/events.md describes it all, with measured times.
 set -euo pipefail
@@ -35,6 +38,8 @@ KAFKA_MVN_PLUGIN=org.apache.maven.plugins:maven-dependency-plugin:2.8
 # message each start produces to see that the broker accepts a produce.
 KAFKA_TOPICS=("shopmicro.orders.v1 3" "shopmicro.probe 1")
 KAFKA_PROBE_TOPIC=shopmicro.probe
+# The ports, as set_port_vars SPECs (stack.sh): the broker's listener and the controller's.
+KAFKA_PORT_SPECS=("SHOPMICRO_KAFKA_PORT=19092" "SHOPMICRO_KAFKA_CONTROLLER_PORT=19093")
 
 # kafka_paths: every KAFKA_* path and port, from RUN and the variables as they are now. Each verb
 # calls it first: stack.sh's `test` moves RUN after this file is sourced.
@@ -46,8 +51,8 @@ kafka_paths() {
   KAFKA_JARS=$(abs_path "${SHOPMICRO_KAFKA_LIB_CACHE:-$KAFKA_DIR/lib}")/kafka-$KAFKA_VERSION
   KAFKA_LOG=$LOGS/kafka.log
   KAFKA_PID_FILE=$RUN/kafka.pid
-  KAFKA_PORT=${SHOPMICRO_KAFKA_PORT:-19092}
-  KAFKA_CONTROLLER_PORT=${SHOPMICRO_KAFKA_CONTROLLER_PORT:-19093}
+  KAFKA_PORT=$SHOPMICRO_KAFKA_PORT                       # both set by stack.sh's set_port_vars
+  KAFKA_CONTROLLER_PORT=$SHOPMICRO_KAFKA_CONTROLLER_PORT
   KAFKA_START_TIMEOUT=${SHOPMICRO_KAFKA_START_TIMEOUT:-90}
   KAFKA_HEAP=${SHOPMICRO_KAFKA_HEAP:-512m}
   is_port "$KAFKA_PORT" || die "SHOPMICRO_KAFKA_PORT='$KAFKA_PORT' is not a port number"
@@ -334,7 +339,9 @@ kafka_start_locked() {
   say "kafka: starting Kafka $KAFKA_VERSION on $KAFKA_BOOTSTRAP (controller 127.0.0.1:$KAFKA_CONTROLLER_PORT, log $(rel "$KAFKA_LOG"))"
   kafka_launch
   kafka_wait_ready "$KAFKA_PID"
-  say "kafka: running (pid $KAFKA_PID, $KAFKA_BOOTSTRAP): accepted a produce $(kafka_elapsed "$t0") s after the start command, RSS $(kafka_rss_mb "$KAFKA_PID") MB"
+  t0=$(kafka_elapsed "$t0")
+  printf '%s\n' "$t0" >>"$KAFKA_PID_FILE"
+  say "kafka: running (pid $KAFKA_PID, $KAFKA_BOOTSTRAP): accepted a produce $t0 s after the start command, RSS $(kafka_rss_mb "$KAFKA_PID") MB"
 }
 
 # kafka_wait_closed PID: after the broker's exit, wait up to 5 s until its ports are closed. The JVM's
@@ -418,6 +425,13 @@ kafka_resume() {
   say "kafka: resumed (SIGCONT to pid $KAFKA_PID)"
 }
 
+# How long the running broker's start took (line 3 of the pid file), "?" when not recorded.
+kafka_start_seconds() {
+  local -a rec=()
+  mapfile -t -n 3 rec <"$KAFKA_PID_FILE" 2>/dev/null || true
+  printf '%s' "${rec[2]:-?}"
+}
+
 # One line in the shape of stack.sh status.
 kafka_status_line() {
   kafka_paths
@@ -426,9 +440,9 @@ kafka_status_line() {
     printf '%-10s %-8s pid %-8s 127.0.0.1:%-6s log %s\n' kafka stopped - "$KAFKA_PORT" "$(rel "$KAFKA_LOG")"
     return 0
   fi
-  printf '%-10s %-8s pid %-8s 127.0.0.1:%-6s rss %s MB, controller :%s, log %s\n' kafka \
+  printf '%-10s %-8s pid %-8s 127.0.0.1:%-6s rss %s MB, started in %s s, controller :%s, log %s\n' kafka \
     "$(is_paused "$KAFKA_PID" && echo paused || echo running)" "$KAFKA_PID" "$(kafka_running_port)" \
-    "$(kafka_rss_mb "$KAFKA_PID")" "$KAFKA_CONTROLLER_PORT" "$(rel "$KAFKA_LOG")"
+    "$(kafka_rss_mb "$KAFKA_PID")" "$(kafka_start_seconds)" "$KAFKA_CONTROLLER_PORT" "$(rel "$KAFKA_LOG")"
 }
 
 # Follow the log across restarts (a start moves the old one to kafka.log.1).

@@ -8,8 +8,11 @@
 # is in a file it sources. deploy/local/README.md lists those files ("Where things are"), the
 # run-time files, every subcommand and every variable: SHOPMICRO_RUN_DIR, SHOPMICRO_BUILD_DIR,
 # SHOPMICRO_ASAN_BUILD_DIR, SHOPMICRO_TSAN_BUILD_DIR, SHOPMICRO_STOP_TIMEOUT and the ports
-# SHOPMICRO_PG_PORT, SHOPMICRO_CATALOG_PORT, SHOPMICRO_ORDER_PORT, SHOPMICRO_GATEWAY_PORT (here);
-# SHOPMICRO_PG_BIN, SHOPMICRO_PG_FAST (postgres.sh); SHOPMICRO_TEST_KEEP (suites.sh).
+# SHOPMICRO_PG_PORT, SHOPMICRO_CATALOG_PORT, SHOPMICRO_ORDER_PORT, SHOPMICRO_GATEWAY_PORT,
+# SHOPMICRO_RELAY_ADMIN_PORT (here and services.sh), SHOPMICRO_KAFKA_PORT and
+# SHOPMICRO_KAFKA_CONTROLLER_PORT (kafka.sh); SHOPMICRO_PG_BIN, SHOPMICRO_PG_FAST (postgres.sh);
+# SHOPMICRO_KAFKA_LIB_CACHE, SHOPMICRO_KAFKA_START_TIMEOUT, SHOPMICRO_KAFKA_HEAP (kafka.sh);
+# SHOPMICRO_TEST_KEEP (suites.sh).
 set -euo pipefail
 
 ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd -P)
@@ -22,6 +25,8 @@ source "$ROOT/deploy/local/lib/common.sh"
 source "$ROOT/deploy/local/lib/components.sh"
 # shellcheck source=SCRIPTDIR/postgres.sh
 source "$ROOT/deploy/local/postgres.sh"
+# shellcheck source=SCRIPTDIR/kafka.sh
+source "$ROOT/deploy/local/kafka.sh"
 # shellcheck source=SCRIPTDIR/services.sh
 source "$ROOT/deploy/local/services.sh"
 # shellcheck source=SCRIPTDIR/build.sh
@@ -39,7 +44,7 @@ TSAN_BUILD_DIR=$(abs_path "${SHOPMICRO_TSAN_BUILD_DIR:-build-tsan}")
 # SIGTERM (*_DRAIN_MS), so the default leaves them time to finish that and exit 0.
 SERVICE_STOP_TIMEOUT="${SHOPMICRO_STOP_TIMEOUT:-15}"
 [[ $SERVICE_STOP_TIMEOUT =~ ^[0-9]+$ ]] || die "SHOPMICRO_STOP_TIMEOUT='$SERVICE_STOP_TIMEOUT' is not a number of seconds"
-set_port_vars "SHOPMICRO_PG_PORT=55432" "${SERVICES[@]}"
+set_port_vars "SHOPMICRO_PG_PORT=55432" "${KAFKA_PORT_SPECS[@]}" "${SERVICES[@]}"
 PG_PORT=$SHOPMICRO_PG_PORT
 
 # The components, in start order: `up` starts them in this order (building first when the next
@@ -49,6 +54,7 @@ PG_PORT=$SHOPMICRO_PG_PORT
 # and a line here.
 COMPONENTS=(
   "postgres | postgres |"
+  "kafka    | kafka    |"
   "services | services | build"
 )
 
@@ -105,6 +111,7 @@ cmd_up() {
   cmd_status
   echo
   echo "Postgres DSN: host=127.0.0.1 port=$PG_PORT dbname=catalog|orders user=postgres"
+  echo "Kafka:        $KAFKA_BOOTSTRAP (order events on shopmicro.orders.v1: kcat -C -b $KAFKA_BOOTSTRAP -t shopmicro.orders.v1)"
   echo "REST gateway: http://127.0.0.1:$SHOPMICRO_GATEWAY_PORT/ (curl it at /healthz, /v1/products)"
   echo "Logs:         $(rel "$LOGS")/"
   echo "Stop:         $(rel "$SELF") down"
@@ -128,18 +135,20 @@ The whole stack:
   pg-down     stop that Postgres (fast mode); harmless when it is not running
   pg-restart  restart that Postgres (pg_ctl restart -m fast -w)
   build       configure (once) and build \$SHOPMICRO_BUILD_DIR (default build/) with Ninja
-  up          deps + pg-up + build, then start every built service in the background
+  up          deps + pg-up, Kafka (127.0.0.1:\$SHOPMICRO_KAFKA_PORT, default 19092; the jars are
+              fetched once), build, then start every built service in the background
   down        stop the services (SIGTERM, SIGKILL after ${SERVICE_STOP_TIMEOUT} s; paused ones are
-              continued first), then pg-down
-  status      show Postgres and each service: running/paused/stopped, pid, port
+              continued first), then Kafka, then pg-down
+  status      show Postgres, Kafka and each service: running/paused/stopped, pid, port
   test        deps, then build + ctest in build/ and in the ASan+UBSan tree build-asan/, and the
               concurrent unit tests under ThreadSanitizer in build-tsan/. The tests get a Postgres
               of their own (run folder in \$TMPDIR, free ports): a running stack is not touched
   test-env    <command> [<arg>...]: run one command (e.g. ctest) with that test Postgres
 
 One service or more (services: $(service_names)):
-  start       start it (it must be built; postgres: pg-up)
-  stop        SIGTERM, wait up to ${SERVICE_STOP_TIMEOUT} s (\$SHOPMICRO_STOP_TIMEOUT), then SIGKILL (postgres: pg-down)
+  start       start it (it must be built; postgres: pg-up; kafka: as in up)
+  stop        SIGTERM, wait up to ${SERVICE_STOP_TIMEOUT} s (\$SHOPMICRO_STOP_TIMEOUT), then SIGKILL (postgres: pg-down;
+              kafka: a controlled shutdown)
   restart     stop, then start (postgres: pg-restart)
   kill        SIGKILL at once: a crash, no drain (postgres: the postmaster and every child)
   pause       SIGSTOP: a hung service; its port accepts connections that are never answered

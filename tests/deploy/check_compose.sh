@@ -13,7 +13,7 @@
 #      or service_completed_successfully on a one-shot service (`restart: "no"`);
 #    - the services built here all use one image built from one Dockerfile;
 #    - the gateway publishes 8080, and every *_DB_DSN names host=postgres.
-# 3. For each NAME=BINARY (catalog, order, gateway from the build tree), every environment variable
+# 3. For each NAME=BINARY (catalog, order, relay, gateway from the build tree), every environment variable
 #    of the compose service whose command is NAME is one that `BINARY --help` documents. A typo
 #    would otherwise be ignored without a word. An empty or unbuilt BINARY is reported as skipped.
 set -euo pipefail

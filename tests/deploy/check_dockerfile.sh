@@ -81,7 +81,7 @@ stage_packages() {
 }
 
 # stage_after STAGE MARKER: the words after MARKER in the stage's RUN commands, up to && or ;.
-# stage_after build --target -> catalog order gateway
+# stage_after build --target -> catalog order relay gateway
 stage_after() {
   stage_instr "$1" RUN | awk -v m="$2" '
     {

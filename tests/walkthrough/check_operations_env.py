@@ -1,8 +1,9 @@
 #!/usr/bin/python3
 """Fail if docs/operations.md misses a variable that a binary's --help prints (or one of
-deploy/local/stack.sh's SHOPMICRO_* variables), or documents a different default.
+the stack scripts' SHOPMICRO_* variables), or documents a different default.
 
-usage: check_operations_env.py --doc docs/operations.md --stack deploy/local/stack.sh BINARY...
+usage: check_operations_env.py --doc docs/operations.md [--stack SCRIPT]... BINARY...
+--stack names one script of the stack (deploy/local/stack.sh and every file it sources); repeat it.
 A variable counts as documented when `NAME` (in backticks) appears in the doc; its default must
 appear on the same line, in backticks, as --help prints it.
 """
@@ -13,7 +14,7 @@ import sys
 
 ap = argparse.ArgumentParser()
 ap.add_argument("--doc", required=True)
-ap.add_argument("--stack", required=True)
+ap.add_argument("--stack", action="append", default=[])
 ap.add_argument("binaries", nargs="+")
 a = ap.parse_args()
 
@@ -37,11 +38,11 @@ for b in a.binaries:
         elif not any(f"`{default}`" in l for l in rows):
             bad.append(f"{name}: default `{default}` (from --help) is not on its line in {a.doc}")
 
-stack_vars = sorted(set(re.findall(r"\b(SHOPMICRO_[A-Z][A-Z0-9_]*)", open(a.stack).read())))
-for name in stack_vars:
-    seen += 1
-    if f"`{name}`" not in doc:
-        bad.append(f"{name} (from {a.stack}) is not in {a.doc}")
+for script in a.stack:
+    for name in sorted(set(re.findall(r"\b(SHOPMICRO_[A-Z][A-Z0-9_]*)", open(script).read()))):
+        seen += 1
+        if f"`{name}`" not in doc:
+            bad.append(f"{name} (from {script}) is not in {a.doc}")
 
 for m in bad:
     print(f"docs_operations_env: {m}")
