@@ -351,7 +351,7 @@ static void usage(FILE *f)
             "usage: bench_catalog [--target HOST:PORT] [--threads N] [--seconds D]\n"
             "                     [--warmup S] [--deadline-ms MS] [--ensure N] [--async]\n"
             "       bench_catalog HOST:PORT [THREADS [SECONDS]]\n"
-            "  --target       catalog address (default 127.0.0.1:50051)\n"
+            "  --target       catalog address (default 127.0.0.1:25051)\n"
             "  --threads      concurrent callers sharing one channel (default 16)\n"
             "  --seconds      measured duration (default 10)\n"
             "  --warmup       unmeasured load before it, opens every DB connection (default 1)\n"
@@ -395,7 +395,7 @@ static void parse_args(int argc, char **argv)
         {NULL, 0, NULL, 0}};
     int ch, pos;
 
-    g_o = (opts_t){"127.0.0.1:50051", 16, 0, 10, 1, 1000, 0};
+    g_o = (opts_t){"127.0.0.1:25051", 16, 0, 10, 1, 1000, 0};
     while ((ch = getopt_long(argc, argv, "t:c:d:w:D:e:ah", longopts, NULL)) != -1) {
         switch (ch) {
         case 't': g_o.target = optarg; break;

@@ -24,7 +24,7 @@ set -euo pipefail
 
 ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd -P)
 BUILD_DIR=${SHOPMICRO_BENCH_BUILD_DIR:-$ROOT/build-bench}
-PG_PORT=${SHOPMICRO_PG_PORT:-55432}
+PG_PORT=${SHOPMICRO_PG_PORT:-25432}
 PG_BIN=${SHOPMICRO_PG_BIN:-/usr/lib/postgresql/15/bin}
 export SHOPMICRO_PG_PORT=$PG_PORT
 

@@ -33,7 +33,7 @@ set -euo pipefail
 
 ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd -P)
 BUILD_DIR=${SHOPMICRO_BENCH_BUILD_DIR:-$ROOT/build-bench}
-PG_PORT=${SHOPMICRO_PG_PORT:-55432}
+PG_PORT=${SHOPMICRO_PG_PORT:-25432}
 PG_BIN=${SHOPMICRO_PG_BIN:-/usr/lib/postgresql/15/bin}
 PG_WAIT_S=${SHOPMICRO_PG_WAIT_S:-600}
 export SHOPMICRO_PG_PORT=$PG_PORT

@@ -44,7 +44,7 @@ TSAN_BUILD_DIR=$(abs_path "${SHOPMICRO_TSAN_BUILD_DIR:-build-tsan}")
 # SIGTERM (*_DRAIN_MS), so the default leaves them time to finish that and exit 0.
 SERVICE_STOP_TIMEOUT="${SHOPMICRO_STOP_TIMEOUT:-15}"
 [[ $SERVICE_STOP_TIMEOUT =~ ^[0-9]+$ ]] || die "SHOPMICRO_STOP_TIMEOUT='$SERVICE_STOP_TIMEOUT' is not a number of seconds"
-set_port_vars "SHOPMICRO_PG_PORT=55432" "${KAFKA_PORT_SPECS[@]}" "${SERVICES[@]}"
+set_port_vars "SHOPMICRO_PG_PORT=25432" "${KAFKA_PORT_SPECS[@]}" "${SERVICES[@]}"
 PG_PORT=$SHOPMICRO_PG_PORT
 
 # The components, in start order: `up` starts them in this order (building first when the next
@@ -130,7 +130,7 @@ usage: $(rel "$SELF") <command> [<service>...]
 
 The whole stack:
   deps        install the missing Debian packages of deploy/local/packages.txt
-  pg-up       start this repo's Postgres (127.0.0.1:\$SHOPMICRO_PG_PORT, default 55432,
+  pg-up       start this repo's Postgres (127.0.0.1:\$SHOPMICRO_PG_PORT, default 25432,
               data in .run/pg/data) and create the databases ${PG_DATABASES[*]}; idempotent
   pg-down     stop that Postgres (fast mode); harmless when it is not running
   pg-restart  restart that Postgres (pg_ctl restart -m fast -w)

@@ -5,10 +5,10 @@
 #define OFF(f) SVC_CFG_OFF(cat_config_t, f)
 
 static const svc_cfg_entry_t table[] = {
-    {"CATALOG_LISTEN", SVC_CFG_STR, 1, 255, "127.0.0.1:50051", OFF(listen),
+    {"CATALOG_LISTEN", SVC_CFG_STR, 1, 255, "127.0.0.1:25051", OFF(listen),
      "gRPC listen address host:port"},
     {"CATALOG_DB_DSN", SVC_CFG_STR, 1, 511,
-     "host=127.0.0.1 port=55432 dbname=catalog user=postgres", OFF(db_dsn),
+     "host=127.0.0.1 port=25432 dbname=catalog user=postgres", OFF(db_dsn),
      "libpq connection string of the catalog database"},
     {"CATALOG_WORKERS", SVC_CFG_INT, 1, 256, "4", OFF(workers),
      "worker threads (each has one database connection)"},

@@ -5,10 +5,10 @@
 #define OFF(f) SVC_CFG_OFF(ord_config_t, f)
 
 static const svc_cfg_entry_t table[] = {
-    {"ORDER_LISTEN", SVC_CFG_STR, 1, 255, "127.0.0.1:50052", OFF(listen),
+    {"ORDER_LISTEN", SVC_CFG_STR, 1, 255, "127.0.0.1:25052", OFF(listen),
      "gRPC listen address host:port"},
     {"ORDER_DB_DSN", SVC_CFG_STR, 1, 511,
-     "host=127.0.0.1 port=55432 dbname=orders user=postgres", OFF(db_dsn),
+     "host=127.0.0.1 port=25432 dbname=orders user=postgres", OFF(db_dsn),
      "libpq connection string of the orders database"},
     {"ORDER_WORKERS", SVC_CFG_INT, 1, 256, "4", OFF(workers),
      "worker threads (each has one database connection)"},
@@ -20,7 +20,7 @@ static const svc_cfg_entry_t table[] = {
      OFF(db_statement_timeout_ms), "server-side limit of one SQL statement"},
     {"ORDER_DB_STARTUP_WAIT_MS", SVC_CFG_INT, 0, 600000, "15000", OFF(db_startup_wait_ms),
      "how long start-up waits for the database to accept connections"},
-    {"ORDER_CATALOG_ADDR", SVC_CFG_STR, 1, 255, "127.0.0.1:50051", OFF(catalog_addr),
+    {"ORDER_CATALOG_ADDR", SVC_CFG_STR, 1, 255, "127.0.0.1:25051", OFF(catalog_addr),
      "the catalog's gRPC address host:port (live prices)"},
     {"ORDER_CATALOG_ATTEMPT_TIMEOUT_MS", SVC_CFG_INT, 1, 600000, "3000",
      OFF(catalog_attempt_timeout_ms),

@@ -6,7 +6,7 @@
 
 static const svc_cfg_entry_t table[] = {
     {"RELAY_DB_DSN", SVC_CFG_STR, 1, 511,
-     "host=127.0.0.1 port=55432 dbname=orders user=postgres", OFF(db_dsn),
+     "host=127.0.0.1 port=25432 dbname=orders user=postgres", OFF(db_dsn),
      "libpq connection string of the database whose outbox table is relayed"},
     {"RELAY_KAFKA_BROKERS", SVC_CFG_STR, 1, 511, "127.0.0.1:19092", OFF(kafka_brokers),
      "Kafka bootstrap servers host:port[,host:port]"},

@@ -4,7 +4,7 @@
 # user's SHOPMICRO_RUN_DIR and SHOPMICRO_PG_PORT still set, runs `stack.sh test-env` (the set-up and
 # tear-down that `stack.sh test` runs its suites in) and checks that:
 #   - the test run gets another run folder (under $TMPDIR) and other ports: not the user's, not the
-#     defaults (55432, 50051, 50052, 8080), all different; its Postgres answers on its port;
+#     defaults (25432, 25051, 25052, 8080), all different; its Postgres answers on its port;
 #   - `stack.sh pg-restart`, `kill postgres` and `pg-up` run inside it (as the integration fixtures
 #     run them) act on the test cluster;
 #   - afterwards that cluster is stopped and its folder removed: after success, after a failing
@@ -102,10 +102,10 @@ if [[ -r $WORK/probe.env ]]; then
 fi
 grep -E 'test: own run folder|postgres: (running|killed|restarting)' "$WORK/probe.log" | sed 's/^/    /' || true
 check "its SHOPMICRO_RUN_DIR is not the user's (${P[run]:-unset})" test "${P[run]:-$SHOPMICRO_RUN_DIR}" != "$SHOPMICRO_RUN_DIR"
-check "its Postgres port is neither the user's $USER_PORT nor 55432 (${P[pg]:-unset})" \
-  test "${P[pg]:-$USER_PORT}" != "$USER_PORT" -a "${P[pg]:-}" != 55432
+check "its Postgres port is neither the user's $USER_PORT nor 25432 (${P[pg]:-unset})" \
+  test "${P[pg]:-$USER_PORT}" != "$USER_PORT" -a "${P[pg]:-}" != 25432
 ports_ok() {
-  local -A seen=([$USER_PORT]=1 [55432]=1 [50051]=1 [50052]=1 [8080]=1)
+  local -A seen=([$USER_PORT]=1 [25432]=1 [25051]=1 [25052]=1 [8080]=1)
   local p
   for p in "${P[pg]:-}" "${P[catalog]:-}" "${P[order]:-}" "${P[gateway]:-}"; do
     [[ -n $p && -z ${seen[$p]:-} ]] || return 1

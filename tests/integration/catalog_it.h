@@ -9,7 +9,7 @@
  *   SVC_IT_STACK_SH              deploy/local/stack.sh (pg-up, pg-down, ...)
  *   SVC_TEST_TIMEOUT_MULTIPLIER  scales every wait (4 in sanitizer builds)
  *   SVC_TEST_LOG_DIR             where the children's logs go
- *   SHOPMICRO_PG_PORT            the project's Postgres (default 55432)
+ *   SHOPMICRO_PG_PORT            the project's Postgres (default 25432)
  *   SVC_TEST_FILTER              optional: run only the matching tests
  */
 #ifndef CATALOG_IT_H

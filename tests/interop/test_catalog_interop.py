@@ -7,7 +7,7 @@ stubs that grpc_tools.protoc generates from proto/ into a temporary directory
 at test time (no generated code is committed). The test
 
   * creates a fresh database on the project's Postgres
-    (127.0.0.1:$SHOPMICRO_PG_PORT, default 55432; user postgres, trust auth),
+    (127.0.0.1:$SHOPMICRO_PG_PORT, default 25432; user postgres, trust auth),
   * starts the catalog binary on a free port against it (CATALOG_LISTEN port 0,
     the bound port is read from its "listening on ... (port N)" log line),
   * checks CreateProduct, GetProduct, NOT_FOUND, INVALID_ARGUMENT, ListProducts
@@ -56,7 +56,7 @@ class Fixture:
     def __init__(self, catalog_bin, proto_dir):
         self.catalog_bin = catalog_bin
         self.proto_dir = proto_dir
-        self.pg_port = os.environ.get("SHOPMICRO_PG_PORT") or "55432"
+        self.pg_port = os.environ.get("SHOPMICRO_PG_PORT") or "25432"
         pg_bin = os.environ.get("SHOPMICRO_PG_BIN", "")
         self.psql_bin = (os.path.join(pg_bin, "psql") if pg_bin else None) or shutil.which("psql")
         self.tmp = tempfile.mkdtemp(prefix="catalog-interop-")

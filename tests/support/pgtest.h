@@ -5,7 +5,7 @@
  * dropped afterwards, plus small query helpers for assertions and a
  * long-lived session for holding locks.
  *
- * Server: 127.0.0.1, port $SHOPMICRO_PG_PORT (default 55432), user
+ * Server: 127.0.0.1, port $SHOPMICRO_PG_PORT (default 25432), user
  * postgres, trust authentication. Every connection made here gives up after
  * PGTEST_CONNECT_TIMEOUT_S, so a missing server fails a test quickly.
  */
@@ -17,7 +17,7 @@
 
 #include "svc/core.h"
 
-#define PGTEST_DEFAULT_PORT       55432
+#define PGTEST_DEFAULT_PORT       25432
 #define PGTEST_CONNECT_TIMEOUT_S  5
 #define PGTEST_NAME_MAX           64
 #define PGTEST_DSN_MAX            256

@@ -108,7 +108,7 @@ void rpc_shutdown(void)
 void rpc_server_opts_init(rpc_server_opts_t *o)
 {
     memset(o, 0, sizeof *o);
-    o->listen = "127.0.0.1:50051";
+    o->listen = "127.0.0.1:25051";
     o->workers = RPC_DEFAULT_WORKERS;
     o->drain_ms = RPC_DEFAULT_DRAIN_MS;
     o->max_message_bytes = RPC_DEFAULT_MAX_MESSAGE;

@@ -9,7 +9,7 @@
  *   ORDER_BIN, CATALOG_BIN       the binaries under test (required)
  *   SVC_TEST_TIMEOUT_MULTIPLIER  scales every wait (4 in sanitizer builds)
  *   SVC_TEST_LOG_DIR             where the children's logs go
- *   SHOPMICRO_PG_PORT            the project's Postgres (default 55432)
+ *   SHOPMICRO_PG_PORT            the project's Postgres (default 25432)
  *   SVC_TEST_FILTER              optional: run only the matching tests
  * The catalog helpers (it_create, it_ms, IT_ASSERT_*) come from catalog_it.h.
  */

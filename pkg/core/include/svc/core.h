@@ -178,7 +178,7 @@ void svc_log_write(svc_log_level_t lvl, const char *module, const char *kv, cons
  * enough to parse the environment, validate, print --help and write docs:
  *
  *   static const svc_cfg_entry_t table[] = {
- *     { "CATALOG_LISTEN", SVC_CFG_STR, 0, 0, "127.0.0.1:50051",
+ *     { "CATALOG_LISTEN", SVC_CFG_STR, 0, 0, "127.0.0.1:25051",
  *       SVC_CFG_OFF(cat_config_t, listen), "gRPC listen address host:port" },
  *   };
  * ------------------------------------------------------------------------ */

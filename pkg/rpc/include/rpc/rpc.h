@@ -163,7 +163,7 @@ typedef struct rpc_channel_opts {
 } rpc_channel_opts_t;
 
 void rpc_channel_opts_init(rpc_channel_opts_t *o);
-/* An insecure channel to `target` ("127.0.0.1:50051"). NULL opts: defaults.
+/* An insecure channel to `target` ("127.0.0.1:25051"). NULL opts: defaults.
  * Thread-safe to share; release with grpc_channel_destroy(). */
 grpc_channel *rpc_channel_new(const char *target, const rpc_channel_opts_t *o);
 

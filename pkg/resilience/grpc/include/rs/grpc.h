@@ -39,7 +39,7 @@ typedef struct rs_grpc_client rs_grpc_client_t;
 #define RS_GRPC_DEFAULT_WATCH_MS 1000 /* connectivity re-check period */
 
 typedef struct rs_grpc_opts {
-    const char *target;          /* "127.0.0.1:50051"; copied */
+    const char *target;          /* "127.0.0.1:25051"; copied */
     rs_upstream_opts_t upstream; /* name, policy, method table, breaker, ... */
     rpc_channel_opts_t channel;  /* reconnect backoff: 100 ms .. 500 ms by default */
     int watch_ms;                /* RS_GRPC_DEFAULT_WATCH_MS; 0 = no watcher */
