@@ -31,7 +31,7 @@ static void on_log(const rd_kafka_t *rk, int level, const char *fac, const char 
 static void defer(kfk_consumer_t *c, svc_err_t err, const char *what, const char *why)
 {
     c->deferred = err;
-    snprintf(c->deferred_text, sizeof c->deferred_text, "kafka consumer: %s: %s", what, why);
+    snprintf(c->deferred_text, sizeof c->deferred_text, "kafka consumer: %s: %.200s", what, why);
 }
 
 uint64_t kfk__next_random(kfk_consumer_t *c)
@@ -134,8 +134,10 @@ static void on_revoke(kfk_consumer_t *c, rd_kafka_topic_partition_list_t *parts,
 
     /* A lost assignment (session expired) may already be someone else's:
      * committing would be refused, and must not be tried. */
-    if (!rd_kafka_assignment_lost(c->rk) && kfk__commit_stored(c, why) != SVC_OK)
-        defer(c, SVC_EUNAVAIL, "commit on revoke", why);
+    if (!rd_kafka_assignment_lost(c->rk) && kfk__commit_stored(c, why) != SVC_OK) {
+        c->deferred = SVC_EUNAVAIL;
+        snprintf(c->deferred_text, sizeof c->deferred_text, "%.200s (on revoke)", why);
+    }
     for (int i = 0; i < parts->cnt; i++) {
         kfk__pending_t *p = kfk__pending_of(c, parts->elems[i].topic, parts->elems[i].partition);
         if (p == NULL)
