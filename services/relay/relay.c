@@ -209,11 +209,29 @@ static void produce_row(rly_relay_t *r, PGresult *rows, int i)
     PQfreemem(value);
 }
 
+static void set_kafka(rly_relay_t *r, bool up, const char *what);
+static void refresh_stats(rly_relay_t *r, bool force);
+
+/* Reports are overdue once the batch has waited RELAY_KAFKA_DELIVERY_TIMEOUT_MS
+ * and this much more. */
+#define OVERDUE_MARGIN_MS 1000
+
 /* Serves reports until none is outstanding. On a stop signal, waits at
- * most RELAY_DRAIN_MS more: rows still unreported then stay unpublished. */
+ * most RELAY_DRAIN_MS more: rows still unreported then stay unpublished.
+ *
+ * Reports can come much later than message.timeout.ms: when the broker
+ * dies with requests in flight, the idempotent producer cannot tell
+ * whether they were written, and holds those messages (it must not fail
+ * one that may be on the log, nor reorder) until it reconnects. The batch
+ * then waits, its rows locked, which is right (nothing can be published
+ * meanwhile, and their reports will come), but the relay must not look
+ * healthy: overdue reports count as Kafka down, and the backlog gauges go
+ * on counting (on the claim's connection, a read inside its transaction). */
 static void wait_reports(rly_relay_t *r, int stop_fd)
 {
-    uint64_t give_up = UINT64_MAX;
+    uint64_t give_up = UINT64_MAX,
+             overdue_at = svc_now_ms() + (uint64_t)r->cfg->kafka_delivery_timeout_ms +
+                          OVERDUE_MARGIN_MS;
 
     while (kfk_producer_outstanding(r->producer) > 0 && svc_now_ms() < give_up) {
         kfk_producer_poll(r->producer, POLL_SLICE_MS);
@@ -223,6 +241,18 @@ static void wait_reports(rly_relay_t *r, int stop_fd)
             svc_log_info(MOD, "waiting up to %lld ms for %d delivery reports",
                          (long long)r->cfg->drain_ms, kfk_producer_outstanding(r->producer));
         }
+        if (r->stopping || svc_now_ms() < overdue_at)
+            continue;
+        if (!r->kafka_down) {
+            char what[128];
+            int n = kfk_producer_outstanding(r->producer);
+            if (r->reason[0] == '\0')
+                svc_errbuf_set(r->reason, "%d delivery reports overdue", n);
+            snprintf(what, sizeof what, "%d delivery reports overdue by %lld ms; the batch "
+                     "waits for them", n, (long long)(svc_now_ms() - overdue_at + OVERDUE_MARGIN_MS));
+            set_kafka(r, false, what);
+        }
+        refresh_stats(r, false);
     }
 }
 

@@ -168,6 +168,16 @@ int rly_it_relay_stop(spawn_proc_t **p, long *published)
     return rc;
 }
 
+void rly_it_relay_kill(spawn_proc_t **p)
+{
+    if (*p == NULL)
+        return;
+    spawn_signal(*p, SIGKILL);
+    (void)spawn_wait_exit(*p, it_ms(5000), NULL);
+    spawn_free(*p);
+    *p = NULL;
+}
+
 static void header(rd_kafka_headers_t *h, const char *name, char *out, size_t len)
 {
     const void *v = NULL;

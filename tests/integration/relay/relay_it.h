@@ -41,6 +41,10 @@ svc_err_t rly_it_relay_start(const char *db_dsn, const rly_it_kafka_t *k,
  * (optional) gets the count its last log line reports. NULL-safe; clears *p. */
 int rly_it_relay_stop(spawn_proc_t **p, long *published);
 
+/* SIGKILL (a crash: no drain, the claim's transaction dies with the
+ * session) and reap. NULL-safe; clears *p. */
+void rly_it_relay_kill(spawn_proc_t **p);
+
 /* GET path on 127.0.0.1:port (the relay's admin port): the status (-1 when
  * it could not be read), the body in out. */
 int rly_it_http_get(int port, const char *path, char *out, size_t cap);

@@ -16,7 +16,6 @@
  *     the order they were written.
  * The tests share one broker, one order stack and one relay, in this order.
  */
-#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -230,7 +229,9 @@ static void kafka_down_orders_buffer_then_drain(void **state)
     assert_int_equal(rly_it_kafka(&f->kafka, "stop"), SVC_OK);
     place(f, N, ids); /* the outbox is the buffer: no order fails */
     assert_int_equal(spawn_log_wait(f->relay, "kafka unavailable", it_ms(20000)), SVC_OK);
-    /* Several failed batches and backoffs later, still one line. */
+    /* Several failed batches and backoffs later (or one batch still
+     * waiting for reports librdkafka holds, see wait_reports), and the idle
+     * probe's view before it, still one line. */
     ord_it_sleep_ms(it_ms(5000));
     assert_int_equal(ord_it_int(f->ord, UNPUBLISHED), N);
     assert_int_equal(spawn_log_count(f->relay, "kafka unavailable"), 1);
@@ -242,7 +243,10 @@ static void kafka_down_orders_buffer_then_drain(void **state)
     assert_int_equal((int)metric(f, "shopmicro_relay_db_up"), 1);
     assert_int_equal((int)metric(f, "shopmicro_relay_backlog_rows"), N);
     assert_true(metric(f, "shopmicro_relay_oldest_unpublished_age_seconds") >= 4.0);
-    assert_true(metric(f, "shopmicro_relay_produce_errors_total") > 0);
+    /* The batch's messages either failed (message.timeout.ms) or are held
+     * by the idempotent producer until the broker is back: both are seen. */
+    assert_true(metric(f, "shopmicro_relay_produce_errors_total") > 0 ||
+                spawn_log_count(f->relay, "delivery reports overdue") == 1);
     assert_int_equal(rly_it_kafka(&f->kafka, "start"), SVC_OK);
     wait_published(f, before + N);
     assert_int_equal(spawn_log_wait(f->relay, "kafka available again", it_ms(5000)), SVC_OK);
@@ -307,10 +311,7 @@ static void kill9_mid_backlog_loses_nothing(void **state)
     place(f, N, ids);
     assert_int_equal(rly_it_relay_start(f->ord->ord_db.dsn, &f->kafka, slow, &f->relay), SVC_OK);
     wait_published(f, before + 50);
-    spawn_signal(f->relay, SIGKILL);
-    spawn_wait_exit(f->relay, it_ms(5000), NULL);
-    spawn_free(f->relay);
-    f->relay = NULL;
+    rly_it_relay_kill(&f->relay);
     left = ord_it_int(f->ord, UNPUBLISHED);
     printf("[relay] killed with %lld of %d rows unpublished\n", (long long)left, N);
     assert_true(left > 0);
