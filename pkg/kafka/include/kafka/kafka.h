@@ -10,10 +10,10 @@
  * Also the CloudEvents Kafka binding (binary mode) header set, as a pure
  * function, so that every producer of events writes the same headers.
  *
- * Next increment (issue 12): the consumer wrapper (manual offset commit after
- * the handler's transaction commits, rebalance handling) and the dead-letter
- * topic (headers naming the error and the original topic, partition and
- * offset). They will live here too.
+ * The consumer (manual offset commit after the handler is done, retries,
+ * rebalances) and the dead-letter topic are in kafka/consumer.h, which
+ * includes this header: one module, two headers, so that each stays
+ * readable.
  *
  * Names: kfk_ (never rd_kafka_, which is librdkafka's). The library writes
  * nothing to stderr: librdkafka's own log lines go to opts.on_log.
