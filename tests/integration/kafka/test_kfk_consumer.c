@@ -11,6 +11,9 @@
  *   - KFK_RETRY (the database is down) hands the same record again after a
  *     backoff, nothing behind it on its partition is handed meanwhile, and
  *     nothing is dead-lettered;
+ *   - a second member joins (cooperative-sticky: it gets a share, the first
+ *     keeps the rest); the first closes while it holds a record for a retry:
+ *     the second gets that record and every other one, each handled once;
  *   - kill -9 of a consumer process after its handler's effect but before
  *     the offset commit: that one record is handed again to the next member
  *     (at least once), and no other record is.
@@ -77,7 +80,8 @@ static void create_topics(const fixture_t *f)
         const char *name;
         int parts;
     } t[] = {{"kfk-it.once", 3}, {"kfk-it.poison", 3}, {"kfk-it.poison.dlq", 1},
-             {"kfk-it.retry", 2}, {"kfk-it.crash", 3}};
+             {"kfk-it.retry", 2}, {"kfk-it.crash", 3},
+             {"kfk-it.rebalance", 3}};
     rd_kafka_t *rk = client(f, RD_KAFKA_PRODUCER, NULL);
     rd_kafka_queue_t *q = rd_kafka_queue_new(rk);
     rd_kafka_NewTopic_t *nt[SVC_COUNTOF(t)];
@@ -476,6 +480,83 @@ static void retry_holds_its_partition_then_succeeds(void **state)
     free(t);
 }
 
+static size_t handled_count(const tctx_t *t)
+{
+    size_t n = 0;
+
+    for (size_t i = 0; i < t->n; i++)
+        n += t->seen[i].verdict == KFK_HANDLED;
+    return n;
+}
+
+/* Two members of one group in this process, polled in turn. */
+static void drive_two(kfk_consumer_t *a, kfk_consumer_t *b, int ms)
+{
+    char errbuf[SVC_ERRBUF_LEN];
+
+    for (uint64_t until = svc_now_ms() + (uint64_t)ms; svc_now_ms() < until;) {
+        if (a != NULL)
+            (void)kfk_consumer_poll(a, 20, NULL, errbuf);
+        (void)kfk_consumer_poll(b, 20, NULL, errbuf);
+    }
+}
+
+static void rebalance_moves_partitions_and_drops_retry_state(void **state)
+{
+    fixture_t *f = *state;
+    tctx_t *ta = calloc(1, sizeof *ta), *tb = calloc(1, sizeof *tb);
+    kfk_consumer_stats_t sa, sb;
+    kfk_consumer_t *a, *b;
+    char id[16];
+    uint64_t give_up;
+
+    ta->retry_fails = 1000000; /* A never gets its first record done */
+    produce(f, "kfk-it.rebalance", "b", 20, NULL, -1);
+    a = consumer(f, "kfk-it.rebalance", "it-rebalance", ta);
+    wait_assigned(a, 3);
+    drive(a, ta, 3, 10000); /* held, and retried: the backoff is 100-400 ms */
+    b = consumer(f, "kfk-it.rebalance", "it-rebalance", tb);
+    /* cooperative-sticky: B gets a share, A keeps the rest */
+    give_up = svc_now_ms() + (uint64_t)it_ms(20000);
+    do {
+        drive_two(a, b, 200);
+        kfk_consumer_stats(a, &sa);
+        kfk_consumer_stats(b, &sb);
+    } while ((sb.n_partitions == 0 || sa.n_partitions + sb.n_partitions != 3) &&
+             svc_now_ms() < give_up);
+    fprintf(stderr, "[kfk] rebalance: A has %u partitions, B %u\n", sa.n_partitions,
+            sb.n_partitions);
+    assert_true(sb.n_partitions >= 1 && sa.n_partitions >= 1);
+    assert_int_equal(sa.n_partitions + sb.n_partitions, 3);
+    drive_two(a, b, 500);
+    close_free(a); /* its held record is not done: B must get it */
+    give_up = svc_now_ms() + (uint64_t)it_ms(20000);
+    do {
+        drive_two(NULL, b, 200);
+        kfk_consumer_stats(b, &sb);
+    } while (handled_count(ta) + handled_count(tb) < 20 && svc_now_ms() < give_up);
+    drive_two(NULL, b, 300);
+    kfk_consumer_stats(b, &sb);
+    assert_int_equal(sb.n_partitions, 3);
+    for (int i = 0; i < 20; i++) {
+        snprintf(id, sizeof id, "b-%d", i);
+        /* exactly once across the two: every commit was synchronous */
+        if (count_verdict(ta, id, KFK_HANDLED) + count_verdict(tb, id, KFK_HANDLED) != 1)
+            fail_msg("%s handled %zu times by A, %zu by B", id, count_verdict(ta, id, KFK_HANDLED),
+                     count_verdict(tb, id, KFK_HANDLED));
+    }
+    assert_int_equal(count_verdict(ta, ta->retry_id, KFK_HANDLED), 0);
+    assert_int_equal(count_verdict(tb, ta->retry_id, KFK_HANDLED), 1);
+    assert_int_equal(sb.dead_lettered, 0);
+    fprintf(stderr, "[kfk] A handled %zu and held %s for %zu attempts; B handled %llu, %s among "
+                    "them (attempt 1 there)\n", handled_count(ta),
+            ta->retry_id, count_verdict(ta, ta->retry_id, KFK_RETRY),
+            (unsigned long long)sb.handled, ta->retry_id);
+    close_free(b);
+    free(ta);
+    free(tb);
+}
+
 /* ------------------------------------------------------------------------
  * Crash: kill -9 between the handler's effect and the offset commit
  * ------------------------------------------------------------------------ */
@@ -605,6 +686,7 @@ int main(void)
         cmocka_unit_test(every_record_once_then_committed),
         cmocka_unit_test(poison_goes_to_dlq_and_the_rest_is_handled),
         cmocka_unit_test(retry_holds_its_partition_then_succeeds),
+        cmocka_unit_test(rebalance_moves_partitions_and_drops_retry_state),
         cmocka_unit_test(kill9_after_effect_redelivers_that_record),
     };
     return cmocka_run_group_tests_name("kfk_consumer_it", tests, group_setup, group_teardown);
