@@ -162,8 +162,10 @@ static void format_time(int64_t unix_ms, char *out, size_t len)
         snprintf(out, len, "%s", "1970-01-01T00:00:00.000Z");
         return;
     }
-    snprintf(out, len, "%04d-%02d-%02dT%02d:%02d:%02d.%03dZ", tm.tm_year + 1900, tm.tm_mon + 1,
-             tm.tm_mday, tm.tm_hour, tm.tm_min, tm.tm_sec, (int)(unix_ms % 1000));
+    /* strftime, not one snprintf: gcc -O2 cannot bound tm's fields and
+     * -Wformat-truncation (an error here) refuses the 32-byte buffer. */
+    size_t k = strftime(out, len, "%Y-%m-%dT%H:%M:%S", &tm);
+    snprintf(out + k, len - k, ".%03dZ", (int)(unix_ms % 1000));
 }
 
 svc_err_t kfk_dlq_headers(const kfk_header_t *orig, size_t n_orig, const kfk_dlq_info_t *info,
