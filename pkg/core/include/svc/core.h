@@ -128,6 +128,11 @@ static inline uint64_t svc_clock_now(const svc_clock_t *c)
     return c != NULL ? c->now_ns(c->ctx) : svc_now_ns();
 }
 
+/* Wall-clock time for timestamps that leave the process (events, logs):
+ * "YYYY-MM-DDTHH:MM:SS.mmmZ", UTC, RFC 3339. Never for durations. */
+#define SVC_RFC3339_LEN 32
+void svc_rfc3339_now(char out[SVC_RFC3339_LEN]);
+
 #define SVC_NS_PER_MS 1000000ull
 #define SVC_NS_PER_US 1000ull
 /* "No deadline": compare with it rather than testing for zero. */
