@@ -272,4 +272,25 @@ typedef enum kfk_action {
 kfk_action_t kfk_verdict_action(kfk_verdict_t v, unsigned attempt, unsigned max_attempts,
                                 bool *exhausted);
 
+/* ------------------------------------------------------------------------
+ * For handlers (src/record.c). Pure; thread-safe.
+ * ------------------------------------------------------------------------ */
+
+/* The value of r's last header called name, as text in out (len bytes,
+ * NUL-terminated). False (out "") when it is absent, empty, holds a NUL
+ * byte, or does not fit. */
+bool kfk_record_header(const kfk_record_t *r, const char *name, char *out, size_t len);
+
+/* What a record's ce_type is to a consumer that knows the types known[]
+ * (NULL-terminated, each "<domain>.v<N>.<Name>", e.g.
+ * "shopmicro.order.v1.OrderCreated"). */
+typedef enum kfk_type_match {
+    KFK_TYPE_KNOWN,   /* one of known[]: *index says which                  */
+    KFK_TYPE_NEWER,   /* a known domain at a higher version: a schema this
+                         consumer cannot read yet (poison, not a guess)    */
+    KFK_TYPE_UNKNOWN, /* anything else, malformed or NULL included          */
+} kfk_type_match_t;
+
+kfk_type_match_t kfk_ce_type_match(const char *ce_type, const char *const *known, size_t *index);
+
 #endif /* KFK_CONSUMER_H */
