@@ -15,6 +15,8 @@
 #define ORD_EVENT_TOPIC "shopmicro.orders.v1"
 #define ORD_EVENT_CE_SOURCE "/shopmicro/order"
 #define ORD_EVENT_CREATED_TYPE "shopmicro.order.v1.OrderCreated"
+#define ORD_EVENT_CONFIRMED_TYPE "shopmicro.order.v1.OrderConfirmed"
+#define ORD_EVENT_CANCELLED_TYPE "shopmicro.order.v1.OrderCancelled"
 
 /*
  * OrderCreated for the new order o (its lines as priced), id order_id,
@@ -23,5 +25,12 @@
  */
 uint8_t *ord_event_created_pack(const ord_new_order_t *o, const char *order_id,
                                 const char *created_at, size_t *len);
+
+/* OrderConfirmed of order_id at `at` (RFC 3339), packed as above. */
+uint8_t *ord_event_confirmed_pack(const char *order_id, const char *at, size_t *len);
+
+/* OrderCancelled of ev's order at `at`: ev's reason and shortages. Packed
+ * as above. */
+uint8_t *ord_event_cancelled_pack(const ord_saga_event_t *ev, const char *at, size_t *len);
 
 #endif

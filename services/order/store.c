@@ -30,6 +30,10 @@ enum {
     STMT_OUTBOX_INSERT,
     STMT_ORDER_GET,
     STMT_KEYS_EXPIRE,
+    STMT_EVENT_CLAIM,
+    STMT_ORDER_LOCK,
+    STMT_ORDER_CONFIRM,
+    STMT_ORDER_CANCEL,
 };
 
 static const db_stmt_t stmts[] = {
@@ -40,9 +44,14 @@ static const db_stmt_t stmts[] = {
     [STMT_BEGIN] = {"ord_begin", "BEGIN", 0, true},
     [STMT_COMMIT] = {"ord_commit", "COMMIT", 0, false},
     [STMT_ROLLBACK] = {"ord_rollback", "ROLLBACK", 0, false},
+    /* A replay answers the order's status as it is now (the saga moves it
+     * after the key was written), so it comes from orders. The key's own
+     * status column is the one at creation; it is the answer only if the
+     * order were missing, which the foreign key rules out once committed. */
     [STMT_KEY_GET] = {"ord_key_get",
-                      "SELECT request_hash, order_id::text, status, total_cents "
-                      "FROM idempotency_keys WHERE key = $1",
+                      "SELECT k.request_hash, k.order_id::text, COALESCE(o.status, k.status), "
+                      "k.total_cents FROM idempotency_keys k "
+                      "LEFT JOIN orders o ON o.id = k.order_id WHERE k.key = $1",
                       1, true},
     /* Claims the key before anything else is written. If another open
      * transaction holds the same key, Postgres makes this insert wait for it:
@@ -87,7 +96,7 @@ static const db_stmt_t stmts[] = {
     [STMT_ORDER_GET] = {"ord_order_get",
                         "SELECT o.id::text, o.customer_id, o.status, o.total_cents, "
                         RFC3339("o.created_at") ", "
-                        "i.product_id, i.quantity, i.unit_price_cents "
+                        "i.product_id, i.quantity, i.unit_price_cents, o.cancel_reason "
                         "FROM orders o LEFT JOIN order_items i ON i.order_id = o.id "
                         "WHERE o.id = $1::uuid ORDER BY i.position",
                         1, true},
@@ -96,6 +105,54 @@ static const db_stmt_t stmts[] = {
                           "FROM idempotency_keys WHERE created_at < now() - make_interval(secs "
                           "=> $1) ORDER BY created_at LIMIT $2)",
                           2, true},
+    /* The saga (ord_store_saga). The event id is claimed first: a
+     * redelivered event gets no row and changes nothing. */
+    [STMT_EVENT_CLAIM] = {"ord_event_claim",
+                          "INSERT INTO processed_events (event_id, event_type) VALUES ($1, $2) "
+                          "ON CONFLICT (event_id) DO NOTHING RETURNING 1",
+                          2, false},
+    /* The order's status, locked until the transaction ends, and the
+     * transaction's time (now() is fixed for the whole transaction, so it is
+     * also the outbox row's created_at and the event's *_at field). */
+    [STMT_ORDER_LOCK] = {"ord_order_lock",
+                         "SELECT status, " RFC3339("now()") " FROM orders "
+                         "WHERE id = $1::uuid FOR UPDATE",
+                         1, false},
+    /* PENDING -> CONFIRMED and the OrderConfirmed outbox row ($2..$6:
+     * topic, type, source, protobuf, request id), one statement. The jsonb
+     * payload is the event with the proto's field names, as OrderCreated's.
+     * The status condition is the rule "never back" said once more in SQL:
+     * an order that is not PENDING gets no update and so no outbox row. */
+    [STMT_ORDER_CONFIRM] =
+        {"ord_order_confirm",
+         "WITH upd AS (UPDATE orders SET status = 'CONFIRMED' "
+         "WHERE id = $1::uuid AND status = 'PENDING' RETURNING id), "
+         "ins AS (INSERT INTO outbox (id, aggregate_type, aggregate_id, event_type, payload, "
+         "created_at, topic, ce_type, ce_source, payload_pb, request_id) "
+         "SELECT gen_random_uuid(), 'order', upd.id::text, 'OrderConfirmed', "
+         "jsonb_build_object('order_id', upd.id, 'confirmed_at', " RFC3339("now()") "), "
+         "now(), $2, $3, $4, $5::bytea, $6 FROM upd RETURNING 1) "
+         "SELECT pg_notify('outbox', '') FROM ins",
+         6, false},
+    /* PENDING -> CANCELLED with the reason ($2) and the OrderCancelled
+     * outbox row ($7..$11 as $2..$6 above); the shortages come as four
+     * parallel arrays ($3..$6: product ids, wanted, available, unknown). */
+    [STMT_ORDER_CANCEL] =
+        {"ord_order_cancel",
+         "WITH upd AS (UPDATE orders SET status = 'CANCELLED', cancel_reason = $2 "
+         "WHERE id = $1::uuid AND status = 'PENDING' RETURNING id), "
+         "ins AS (INSERT INTO outbox (id, aggregate_type, aggregate_id, event_type, payload, "
+         "created_at, topic, ce_type, ce_source, payload_pb, request_id) "
+         "SELECT gen_random_uuid(), 'order', upd.id::text, 'OrderCancelled', "
+         "jsonb_build_object('order_id', upd.id, 'reason', $2::text, 'shortages', "
+         "COALESCE((SELECT jsonb_agg(jsonb_build_object('product_id', s.product_id, "
+         "'wanted', s.wanted, 'available', s.available, 'unknown_product', s.unknown) "
+         "ORDER BY s.n) FROM unnest($3::text[], $4::int[], $5::int[], $6::bool[]) "
+         "WITH ORDINALITY AS s(product_id, wanted, available, unknown, n)), '[]'::jsonb), "
+         "'cancelled_at', " RFC3339("now()") "), "
+         "now(), $7, $8, $9, $10::bytea, $11 FROM upd RETURNING 1) "
+         "SELECT pg_notify('outbox', '') FROM ins",
+         11, false},
 };
 
 /* A store is its worker's connection: the statement table above is the
@@ -155,13 +212,14 @@ svc_err_t ord_store_key_get(ord_store_t *st, const char *key, uint64_t deadline_
     return err;
 }
 
-char *ord_store_text_array(const ord_line_t *lines, size_t n)
+/* The array literal of n strings, the i-th being at(arg, i). */
+static char *text_array(size_t n, const char *(*at)(const void *arg, size_t i), const void *arg)
 {
     size_t cap = 3, len = 0;
     char *buf;
 
     for (size_t i = 0; i < n; i++)
-        cap += 2 * strlen(lines[i].product_id) + 3;
+        cap += 2 * strlen(at(arg, i)) + 3;
     buf = malloc(cap);
     if (buf == NULL)
         return NULL;
@@ -170,7 +228,7 @@ char *ord_store_text_array(const ord_line_t *lines, size_t n)
         if (i > 0)
             buf[len++] = ',';
         buf[len++] = '"';
-        for (const char *p = lines[i].product_id; *p != '\0'; p++) {
+        for (const char *p = at(arg, i); *p != '\0'; p++) {
             if (*p == '"' || *p == '\\')
                 buf[len++] = '\\';
             buf[len++] = *p;
@@ -180,6 +238,16 @@ char *ord_store_text_array(const ord_line_t *lines, size_t n)
     buf[len++] = '}';
     buf[len] = '\0';
     return buf;
+}
+
+static const char *line_product(const void *arg, size_t i)
+{
+    return ((const ord_line_t *)arg)[i].product_id;
+}
+
+char *ord_store_text_array(const ord_line_t *lines, size_t n)
+{
+    return text_array(n, line_product, lines);
 }
 
 /* {q1,q2,...} and {p1,p2,...}: at most 100 numbers of at most 20 digits. */
@@ -202,16 +270,13 @@ static void number_arrays(const ord_line_t *lines, size_t n, char *qty, char *pr
 }
 
 /*
- * The OrderCreated event (events.c) in bytea's hex input form ("\\x0a24..."),
- * because pkg/db sends text parameters. Built from the same values the
- * order's rows were written from. NULL when out of memory; owned by caller
- * (free).
+ * An event's protobuf (events.c) in bytea's hex input form ("\\x0a24..."),
+ * because pkg/db sends text parameters. Takes pb (NULL: out of memory) and
+ * frees it. NULL when out of memory; owned by caller (free).
  */
-static char *event_hex(const ord_new_order_t *o, const char *order_id, const char *created_at)
+static char *event_hex(uint8_t *pb, size_t n)
 {
     static const char digits[] = "0123456789abcdef";
-    size_t n;
-    uint8_t *pb = ord_event_created_pack(o, order_id, created_at, &n);
     char *hex = pb != NULL ? malloc(2 * n + 3) : NULL;
 
     if (hex != NULL) {
@@ -302,7 +367,11 @@ svc_err_t ord_store_create(ord_store_t *st, const ord_new_order_t *o, uint64_t d
         if (err != SVC_OK)
             goto out;
     }
-    event = event_hex(o, out->id, created_at);
+    {
+        size_t n = 0;
+        /* Built from the same values the order's rows were written from. */
+        event = event_hex(ord_event_created_pack(o, out->id, created_at, &n), n);
+    }
     if (event == NULL) {
         err = SVC_ENOMEM;
         goto out;
@@ -357,8 +426,10 @@ svc_err_t ord_store_get(ord_store_t *st, const char *id, uint64_t deadline_ns,
     o->status = status_from_text(PQgetvalue(r, 0, 2));
     o->total_cents = strtoll(PQgetvalue(r, 0, 3), NULL, 10);
     o->created_at = svc_alloc_strdup(a, PQgetvalue(r, 0, 4));
+    o->cancel_reason = svc_alloc_strdup(a, PQgetvalue(r, 0, 8));
     o->items = a->fn(a->ctx, (size_t)rows * sizeof *o->items);
-    if (o->id == NULL || o->customer_id == NULL || o->created_at == NULL || o->items == NULL)
+    if (o->id == NULL || o->customer_id == NULL || o->created_at == NULL ||
+        o->cancel_reason == NULL || o->items == NULL)
         goto out;
     /* LEFT JOIN: an order without items (none exist; the schema allows it)
      * comes back as one row of NULL item columns. */
@@ -394,6 +465,140 @@ svc_err_t ord_store_expire_keys(ord_store_t *st, int64_t ttl_s, int limit, uint6
     err = db_exec(st, STMT_KEYS_EXPIRE, params, deadline_ns, &r, errbuf);
     if (err == SVC_OK)
         *deleted = strtoll(PQcmdTuples(r), NULL, 10);
+    PQclear(r);
+    return err;
+}
+
+/* The shortages' four parallel arrays for STMT_ORDER_CANCEL. */
+typedef struct shortage_arrays {
+    char *ids;
+    char wanted[NUM_ARRAY_MAX], available[NUM_ARRAY_MAX], unknown[ORD_MAX_ITEMS * 2 + 3];
+} shortage_arrays_t;
+
+static const char *shortage_product(const void *arg, size_t i)
+{
+    const ord_saga_event_t *ev = arg;
+    const char *id = ev->shortages[i]->product_id;
+
+    return id != NULL ? id : "";
+}
+
+static svc_err_t shortage_arrays(const ord_saga_event_t *ev, shortage_arrays_t *a)
+{
+    size_t n = ev->n_shortages < ORD_MAX_ITEMS ? ev->n_shortages : ORD_MAX_ITEMS;
+    size_t w = 0, v = 0, u = 0;
+
+    a->ids = text_array(n, shortage_product, ev);
+    if (a->ids == NULL)
+        return SVC_ENOMEM;
+    a->wanted[w++] = '{';
+    a->available[v++] = '{';
+    a->unknown[u++] = '{';
+    for (size_t i = 0; i < n; i++) {
+        const ord_shortage_t *s = ev->shortages[i];
+        w += (size_t)snprintf(a->wanted + w, NUM_ARRAY_MAX - w, "%s%" PRId32, i ? "," : "",
+                              s->wanted);
+        v += (size_t)snprintf(a->available + v, NUM_ARRAY_MAX - v, "%s%" PRId32, i ? "," : "",
+                              s->available);
+        if (i > 0)
+            a->unknown[u++] = ',';
+        a->unknown[u++] = s->unknown_product ? 't' : 'f';
+    }
+    snprintf(a->wanted + w, NUM_ARRAY_MAX - w, "}");
+    snprintf(a->available + v, NUM_ARRAY_MAX - v, "}");
+    a->unknown[u++] = '}';
+    a->unknown[u] = '\0';
+    return SVC_OK;
+}
+
+/* The move and its outbox row (the order is locked and PENDING). */
+static svc_err_t saga_move(ord_store_t *st, const ord_saga_event_t *ev, const char *at,
+                           uint64_t deadline_ns, char *errbuf)
+{
+    shortage_arrays_t a = {0};
+    size_t n = 0;
+    char *event;
+    svc_err_t err;
+
+    if (ev->confirm) {
+        event = event_hex(ord_event_confirmed_pack(ev->order_id, at, &n), n);
+        if (event == NULL)
+            return SVC_ENOMEM;
+        const char *p[] = {ev->order_id,        ORD_EVENT_TOPIC, ORD_EVENT_CONFIRMED_TYPE,
+                           ORD_EVENT_CE_SOURCE, event,           ev->request_id};
+        err = exec(st, STMT_ORDER_CONFIRM, p, deadline_ns, errbuf);
+        free(event);
+        return err;
+    }
+    event = event_hex(ord_event_cancelled_pack(ev, at, &n), n);
+    err = event != NULL ? shortage_arrays(ev, &a) : SVC_ENOMEM;
+    if (err == SVC_OK) {
+        const char *p[] = {ev->order_id, ev->reason,          a.ids,
+                           a.wanted,     a.available,         a.unknown,
+                           ORD_EVENT_TOPIC, ORD_EVENT_CANCELLED_TYPE, ORD_EVENT_CE_SOURCE,
+                           event,        ev->request_id};
+        err = exec(st, STMT_ORDER_CANCEL, p, deadline_ns, errbuf);
+    }
+    free(a.ids);
+    free(event);
+    return err;
+}
+
+svc_err_t ord_store_saga(ord_store_t *st, const ord_saga_event_t *ev, uint64_t deadline_ns,
+                         ord_saga_effect_t *effect, ord_status_t *status, char *errbuf)
+{
+    char at[40];
+    PGresult *r = NULL;
+    ord_status_t before;
+    bool in_tx = false;
+    svc_err_t err;
+
+    err = exec(st, STMT_BEGIN, NULL, deadline_ns, errbuf);
+    if (err != SVC_OK)
+        goto out;
+    in_tx = true;
+    {
+        const char *p[] = {ev->event_id, ev->event_type};
+        err = db_exec(st, STMT_EVENT_CLAIM, p, deadline_ns, &r, errbuf);
+        if (err != SVC_OK)
+            goto out;
+        if (PQntuples(r) == 0) {
+            *effect = ORD_SAGA_DUPLICATE; /* rolled back below: nothing was written */
+            goto out;
+        }
+        PQclear(r);
+        r = NULL;
+    }
+    {
+        const char *p[] = {ev->order_id};
+        err = db_exec(st, STMT_ORDER_LOCK, p, deadline_ns, &r, errbuf);
+        if (err != SVC_OK)
+            goto out;
+        if (PQntuples(r) == 0) {
+            *effect = ORD_SAGA_NO_ORDER; /* rolled back: not even the event id stays */
+            goto out;
+        }
+        before = status_from_text(PQgetvalue(r, 0, 0));
+        snprintf(at, sizeof at, "%s", PQgetvalue(r, 0, 1));
+        PQclear(r);
+        r = NULL;
+    }
+    if (status != NULL)
+        *status = before;
+    if (before == SHOPMICRO__ORDER__V1__ORDER_STATUS__ORDER_STATUS_PENDING) {
+        err = saga_move(st, ev, at, deadline_ns, errbuf);
+        if (err != SVC_OK)
+            goto out;
+        *effect = ORD_SAGA_MOVED;
+    } else {
+        *effect = ORD_SAGA_NOT_PENDING;
+    }
+    err = exec(st, STMT_COMMIT, NULL, deadline_ns, errbuf);
+    if (err == SVC_OK)
+        in_tx = false;
+out:
+    if (in_tx)
+        rollback(st, errbuf);
     PQclear(r);
     return err;
 }

@@ -13,6 +13,7 @@
 #define ORD_STORE_H
 
 #include "lines.h"
+#include "shopmicro/events/v1/events.pb-c.h"
 #include "shopmicro/order/v1/order.pb-c.h"
 #include "svc/core.h"
 
@@ -39,6 +40,43 @@ typedef struct ord_new_order {
     const char *idem_key;     /* NULL: the call carried no idempotency key */
     const char *request_hash; /* ord_lines_fingerprint(); with idem_key */
 } ord_new_order_t;
+
+/* ------------------------------------------------------------------------
+ * The stock reservation saga (saga.c decides, this applies).
+ * ------------------------------------------------------------------------ */
+typedef Shopmicro__Events__V1__StockShortage ord_shortage_t;
+
+/* What one inventory event asks of its order. Everything borrowed. */
+typedef struct ord_saga_event {
+    const char *event_id;    /* ce_id: what processed_events dedupes on */
+    const char *event_type;  /* ce_type, recorded with it */
+    const char *order_id;    /* canonical UUID */
+    bool confirm;            /* StockReserved; false: StockRejected */
+    const char *reason;      /* cancel: for people (ord_saga_cancel_reason) */
+    ord_shortage_t **shortages; /* cancel: at most ORD_MAX_ITEMS (borrowed, not changed) */
+    size_t n_shortages;
+    const char *request_id;  /* for the outbox row's x-request-id; "" if none */
+} ord_saga_event_t;
+
+/* What ord_store_saga did. */
+typedef enum ord_saga_effect {
+    ORD_SAGA_MOVED,       /* PENDING -> CONFIRMED/CANCELLED, its event in the outbox */
+    ORD_SAGA_DUPLICATE,   /* the event id was processed before: nothing written */
+    ORD_SAGA_NOT_PENDING, /* the order had left PENDING: only the event id recorded */
+    ORD_SAGA_NO_ORDER,    /* no order has this id: nothing written */
+} ord_saga_effect_t;
+
+/*
+ * Applies ev in ONE transaction: records ev->event_id in processed_events
+ * (a repeat: ORD_SAGA_DUPLICATE), locks the order (none: ORD_SAGA_NO_ORDER,
+ * rolled back), and, only if it is PENDING, moves it and writes its
+ * OrderConfirmed / OrderCancelled outbox row (with pg_notify); an order in
+ * any other status stays as it is (ORD_SAGA_NOT_PENDING, the event id kept).
+ * *status (may be NULL) gets the order's status before the event. On an
+ * error nothing is written.
+ */
+svc_err_t ord_store_saga(ord_store_t *st, const ord_saga_event_t *ev, uint64_t deadline_ns,
+                         ord_saga_effect_t *effect, ord_status_t *status, char *errbuf);
 
 /* Creates the store (does not connect). dsn is copied. */
 svc_err_t ord_store_new(const char *dsn, int statement_timeout_ms, ord_store_t **out,

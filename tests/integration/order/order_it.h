@@ -23,6 +23,8 @@ typedef Shopmicro__Order__V1__CreateOrderResponse it_created_t;
 typedef Shopmicro__Order__V1__Order it_order_t;
 
 #define ORD_IT_PENDING SHOPMICRO__ORDER__V1__ORDER_STATUS__ORDER_STATUS_PENDING
+#define ORD_IT_CONFIRMED SHOPMICRO__ORDER__V1__ORDER_STATUS__ORDER_STATUS_CONFIRMED
+#define ORD_IT_CANCELLED SHOPMICRO__ORDER__V1__ORDER_STATUS__ORDER_STATUS_CANCELLED
 
 /* One catalog + one order under test. Zero-initialise; ord_it_setup fills it. */
 typedef struct ord_it {

@@ -327,6 +327,49 @@ static void same_key_same_request_replays_the_first_response(void **state)
     it_free(c2);
 }
 
+/* The saga moves an order after its key was written (tests/integration/order/
+ * test_order_saga.c does it through Kafka; here SQL stands in for it): a
+ * replay answers the status as it is now, GetOrder the reason too. */
+static void get_and_replay_show_the_current_status_and_reason(void **state)
+{
+    ord_it_t *t = *state;
+    char a[37], key[64], uuid[37], sql[512];
+    it_item_t items[1] = {{a, 2}};
+    it_created_t *c1 = NULL, *c2 = NULL;
+    it_order_t *o = NULL;
+    rpc_result_t res;
+
+    ord_it_product(t, "Kettle", 2500, a);
+    it_random_uuid(uuid);
+    snprintf(key, sizeof key, "key-saga-%s", uuid);
+    it_order_create(t->ord_ch, "cust-saga", items, 1, key, 0, &c1, &res);
+    IT_ASSERT_CODE(res, SVC_OK);
+    assert_int_equal(c1->status, ORD_IT_PENDING);
+    it_order_get(t->ord_ch, c1->id, 0, &o, &res);
+    IT_ASSERT_CODE(res, SVC_OK);
+    assert_string_equal(o->cancel_reason, "");
+    it_free(o);
+
+    snprintf(sql, sizeof sql,
+             "UPDATE orders SET status = 'CANCELLED', cancel_reason = 'insufficient stock: "
+             "product %s wanted 2, available 1' WHERE id = '%s'",
+             a, c1->id);
+    assert_int_equal(pgtest_exec(t->ord_db.dsn, sql, NULL), SVC_OK);
+    it_order_get(t->ord_ch, c1->id, 0, &o, &res);
+    IT_ASSERT_CODE(res, SVC_OK);
+    assert_int_equal(o->status, ORD_IT_CANCELLED);
+    snprintf(sql, sizeof sql, "insufficient stock: product %s wanted 2, available 1", a);
+    assert_string_equal(o->cancel_reason, sql);
+    it_free(o);
+    it_order_create(t->ord_ch, "cust-saga", items, 1, key, 0, &c2, &res);
+    IT_ASSERT_CODE(res, SVC_OK);
+    assert_string_equal(c2->id, c1->id);
+    assert_int_equal(c2->status, ORD_IT_CANCELLED); /* now, not at creation */
+    assert_int_equal(c2->total_cents, 5000);
+    it_free(c1);
+    it_free(c2);
+}
+
 #define EXPIRED_ONE "expired 1 idempotency keys older than 172800 s"
 
 /* Keys live ORDER_IDEMPOTENCY_TTL_S (48 h by default, never under 24 h);
@@ -527,6 +570,7 @@ int main(void)
         cmocka_unit_test(keys_are_honoured_byte_for_byte),
         cmocka_unit_test(repeated_key_is_refused_and_nothing_is_written),
         cmocka_unit_test(same_key_same_request_replays_the_first_response),
+        cmocka_unit_test(get_and_replay_show_the_current_status_and_reason),
         cmocka_unit_test(racing_calls_with_one_key_make_one_order),
         cmocka_unit_test(expired_keys_are_deleted_and_younger_ones_kept),
         cmocka_unit_test(sigterm_drains_an_in_flight_create_then_exits_0),
