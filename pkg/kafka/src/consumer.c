@@ -326,6 +326,8 @@ svc_err_t kfk_consumer_new(const kfk_consumer_opts_t *o, kfk_consumer_t **out, c
         err = dlq_new(c, errbuf);
     if (err == SVC_OK)
         err = subscribe(c, errbuf);
+    /* Only the copies above are kept: o's other strings are the caller's. */
+    c->o.brokers = NULL, c->o.client_id = NULL, c->o.topics = NULL;
     if (err != SVC_OK) {
         c->closed = true; /* never joined: nothing to leave */
         kfk_consumer_free(c);
