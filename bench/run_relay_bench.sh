@@ -1,0 +1,217 @@
+#!/usr/bin/env bash
+# bench/run_relay_bench.sh: the outbox relay's drain rate beside kcat -P, and commit-to-visible
+# latency, in one run.
+#
+#   bench/run_relay_bench.sh [--rows N] [--rate R] [--seconds S] [--relay-env NAME=VALUE]...
+#                            [--drain-only]
+#
+# 0. runs itself again under `deploy/local/stack.sh test-env`: a Postgres of its own on a free
+#    port, fresh databases catalog and orders, free ports for Kafka and the services, a run
+#    folder in $TMPDIR; all of it gone at exit (also on failure or Ctrl-C)
+# 1. builds catalog, order, relay and bench_relay (RelWithDebInfo) in
+#    $SHOPMICRO_BENCH_BUILD_DIR (default build-bench/)
+# 2. `stack.sh start kafka catalog order` in that run folder (the broker on its free ports, the
+#    services at log level warn); two products in the catalog in SQL
+# 3. drain: bench_relay fill writes --rows (default 100,000) unpublished outbox rows as the order
+#    service writes them (OrderCreated encoded by services/order/events.c, random order ids),
+#    VACUUM ANALYZE, CHECKPOINT; `stack.sh start relay` (its defaults, plus any --relay-env);
+#    events/s = rows / (from the start command to no row unpublished, polled every 0.1 s)
+# 4. kcat: a fresh topic bench.kcat.v1 with shopmicro.orders.v1's partition count; kcat -P of
+#    the same keys and values, with the relay's seven headers (constant values of the same sizes)
+#    and its producer settings (enable.idempotence=true, acks=all, linger.ms=5); events/s from
+#    kcat's start to its exit (it waits for every delivery report); the count on the topic
+#    checked; the ratio relay/kcat (goal >= 0.5)
+# 5. latency: with the relay running, bench_relay latency: CreateOrder at --rate/s (default 500,
+#    open loop) for --seconds (default 20, after 1 s of warm-up) through the order service while
+#    a consumer reads shopmicro.orders.v1 from its end; CreateOrder reply -> record read,
+#    p50/p90/p99/max (goal p99 <= 25 ms)
+#    (--drain-only: step 3 only, e.g. to compare relay settings)
+# 6. prints the summary. Exit status 1 when a step failed or a check did not hold.
+# Figures: docs/benchmarks.md, "Results: the outbox relay".
+set -euo pipefail
+
+ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd -P)
+STACK=$ROOT/deploy/local/stack.sh
+
+if [[ -z ${RELAY_BENCH_IN_TEST_ENV:-} ]]; then
+  RELAY_BENCH_IN_TEST_ENV=1 exec "$STACK" test-env "$ROOT/bench/run_relay_bench.sh" "$@"
+fi
+
+BUILD_DIR=$(realpath -m -- "${SHOPMICRO_BENCH_BUILD_DIR:-$ROOT/build-bench}")
+ROWS=100000
+RATE=500
+SECONDS_RUN=20
+RELAY_ENV=()
+DRAIN_ONLY=0
+TARGET_RATIO=0.5
+TARGET_P99_MS=25
+KCAT_TOPIC=bench.kcat.v1
+TOPIC=shopmicro.orders.v1
+KEY_DELIM='~~relay-bench-key~~'        # bench_relay.c's KEY_DELIM and MSG_DELIM
+MSG_DELIM=$'~~relay-bench-end~~\n'
+
+usage() { sed -n '2,33p' "${BASH_SOURCE[0]}" | sed 's/^# \{0,1\}//'; }
+
+while (( $# > 0 )); do
+  case $1 in
+    --rows)      ROWS=${2:?}; shift 2 ;;
+    --rate)      RATE=${2:?}; shift 2 ;;
+    --seconds)   SECONDS_RUN=${2:?}; shift 2 ;;
+    --relay-env) RELAY_ENV+=("${2:?}"); shift 2 ;;
+    --drain-only) DRAIN_ONLY=1; shift ;;
+    -h|--help)   usage; exit 0 ;;
+    *) printf 'run_relay_bench: unknown argument %s\n' "$1" >&2; usage >&2; exit 2 ;;
+  esac
+done
+for w in "$ROWS" "$RATE" "$SECONDS_RUN"; do
+  # shellcheck disable=SC2015
+  [[ $w =~ ^[0-9]+$ ]] && (( w > 0 )) || { echo "run_relay_bench: '$w' is not a positive integer" >&2; exit 2; }
+done
+for kv in "${RELAY_ENV[@]}"; do
+  [[ $kv =~ ^RELAY_[A-Z_]+=.*$ ]] || { echo "run_relay_bench: --relay-env '$kv' is not RELAY_NAME=VALUE" >&2; exit 2; }
+done
+
+say() { printf '[bench] %s\n' "$*"; }
+die() { printf '[bench] error: %s\n' "$*" >&2; exit 1; }
+now() { printf '%s' "$EPOCHREALTIME"; }
+since() { awk -v a="$1" -v b="$EPOCHREALTIME" 'BEGIN { printf "%.2f", b - a }'; }
+
+PSQL=(psql -X -q -v ON_ERROR_STOP=1 -h 127.0.0.1 -p "$SHOPMICRO_PG_PORT" -U postgres)
+[[ -x /usr/lib/postgresql/15/bin/psql ]] && PSQL[0]=/usr/lib/postgresql/15/bin/psql
+BROKERS=127.0.0.1:$SHOPMICRO_KAFKA_PORT
+TMP=$(mktemp -d /tmp/relay-bench.XXXXXX)
+export SHOPMICRO_BUILD_DIR=$BUILD_DIR
+export SHOPMICRO_KAFKA_LIB_CACHE=${SHOPMICRO_KAFKA_LIB_CACHE:-$BUILD_DIR/kafka-lib}
+# The services' environment (stack.sh start passes its own on top): no line per call or batch.
+export CATALOG_LOG_LEVEL=warn ORDER_LOG_LEVEL=warn RELAY_LOG_LEVEL=warn
+
+# shellcheck disable=SC2317  # invoked by the EXIT trap
+cleanup() {
+  local rc=$?
+  trap - EXIT INT TERM
+  set +e
+  (( rc == 0 )) || say "exiting with status $rc: stopping the relay, the services and the broker"
+  [[ -n ${lat_pid:-} ]] && kill -TERM "$lat_pid" 2>/dev/null
+  "$STACK" stop relay order catalog kafka >"$TMP/stop.log" 2>&1 || cat "$TMP/stop.log"
+  if (( rc != 0 )); then
+    for n in relay order catalog; do
+      [[ -s $SHOPMICRO_RUN_DIR/logs/$n.log ]] || continue
+      say "last lines of the $n log:"
+      tail -n 10 "$SHOPMICRO_RUN_DIR/logs/$n.log" | sed 's/^/    /' >&2
+    done
+  fi
+  rm -rf "$TMP"
+  exit "$rc"
+}
+trap cleanup EXIT
+trap 'exit 130' INT TERM
+
+sql() { "${PSQL[@]}" -d "$1" -tAc "$2"; }
+unpublished() { sql orders "SELECT count(*) FROM outbox WHERE published_at IS NULL"; }
+
+echo "==== machine"
+say "nproc: $(nproc)  ($(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2- | sed 's/^ *//'))"
+say "loadavg before the run: $(cut -d' ' -f1-3 /proc/loadavg)"
+say "tree: $(git -C "$ROOT" rev-parse --short HEAD 2>/dev/null || echo '?')$(git -C "$ROOT" diff --quiet HEAD -- 2>/dev/null || printf ' + uncommitted changes in: %s' "$(git -C "$ROOT" diff --name-only HEAD -- | tr '\n' ' ')")"
+say "postgres $(sql postgres "SHOW server_version") on 127.0.0.1:$SHOPMICRO_PG_PORT; synchronous_commit=$(sql postgres "SHOW synchronous_commit") fsync=$(sql postgres "SHOW fsync")"
+
+echo "==== build ($BUILD_DIR, RelWithDebInfo)"
+cmake -S "$ROOT" -B "$BUILD_DIR" -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo >"$TMP/cmake.log" 2>&1 ||
+  { cat "$TMP/cmake.log" >&2; die "cmake configure failed"; }
+ninja -C "$BUILD_DIR" catalog order relay bench_relay >"$TMP/ninja.log" 2>&1 ||
+  { cat "$TMP/ninja.log" >&2; die "build failed"; }
+BENCH=$BUILD_DIR/bench/bench_relay
+
+echo "==== broker and services (run folder $SHOPMICRO_RUN_DIR)"
+t0=$(now)
+"$STACK" start kafka || die "kafka.sh start failed"
+say "broker up on $BROKERS in $(since "$t0") s"
+"$STACK" start catalog order || die "the services did not start"
+mapfile -t PRODUCTS < <(sql catalog "INSERT INTO products (name, price_cents, stock) VALUES
+  ('Mug', 1299, 100000000), ('Tea', 250, 100000000) RETURNING id")
+(( ${#PRODUCTS[@]} == 2 )) || die "cannot create the two products"
+PRODUCT_A=${PRODUCTS[0]} PRODUCT_B=${PRODUCTS[1]}
+PARTS=$(kcat -L -b "$BROKERS" -t "$TOPIC" 2>/dev/null | sed -n "s/^  topic \"$TOPIC\" with \([0-9]*\) partitions:$/\1/p")
+[[ $PARTS =~ ^[0-9]+$ ]] || die "cannot read the partition count of $TOPIC"
+say "products $PRODUCT_A $PRODUCT_B; $TOPIC has $PARTS partitions"
+
+echo "==== drain: $ROWS outbox rows, then the relay"
+"$BENCH" fill --dsn "host=127.0.0.1 port=$SHOPMICRO_PG_PORT dbname=orders user=postgres" \
+  --rows "$ROWS" --kcat-file "$TMP/kcat.in" || die "bench_relay fill failed"
+sql orders "VACUUM ANALYZE outbox" >/dev/null
+sql postgres "CHECKPOINT" >/dev/null
+(( $(unpublished) == ROWS )) || die "the outbox does not hold $ROWS unpublished rows"
+say "relay settings: defaults${RELAY_ENV[*]:+ and ${RELAY_ENV[*]}}; loadavg $(cut -d' ' -f1 /proc/loadavg)"
+for kv in "${RELAY_ENV[@]}"; do export "${kv?}"; done
+t0=$(now)
+"$STACK" start relay >"$TMP/relay-start.log" 2>&1 || { cat "$TMP/relay-start.log"; die "the relay did not start"; }
+last=$t0
+while :; do
+  left=$(unpublished)
+  (( left == 0 )) && break
+  if awk -v a="$last" -v b="$EPOCHREALTIME" 'BEGIN { exit !(b - a >= 2) }'; then
+    say "  $(since "$t0") s: $(( ROWS - left )) published, $left left"
+    last=$EPOCHREALTIME
+  fi
+  awk -v a="$t0" -v b="$EPOCHREALTIME" 'BEGIN { exit !(b - a > 600) }' && die "not drained after 600 s"
+  sleep 0.1
+done
+DRAIN_S=$(since "$t0")
+DRAIN_RATE=$(awk -v n="$ROWS" -v s="$DRAIN_S" 'BEGIN { printf "%.0f", n / s }')
+BATCHES=$(curl -s "127.0.0.1:$SHOPMICRO_RELAY_ADMIN_PORT/metrics" | sed -n 's/^shopmicro_relay_batches_total //p')
+ERRS=$(curl -s "127.0.0.1:$SHOPMICRO_RELAY_ADMIN_PORT/metrics" | sed -n 's/^shopmicro_relay_produce_errors_total //p')
+say "relay: $ROWS rows published in $DRAIN_S s: $DRAIN_RATE events/s ($BATCHES batches, $ERRS produce errors)"
+# With --relay-env RELAY_LOG_LEVEL=debug the relay logs each batch's phases: where the time went.
+awk -F'[(),]' '/msg="batch: [1-9]/ {
+    for (i = 2; i <= NF; i++) { if (split($i, f, " ") < 3) continue
+      if (f[1] == "mark") { k = "mark+commit"; v = f[4] } else { k = f[1]; v = f[2] }
+      sum[k] += v; if (!(k in seen)) { seen[k] = 1; order[++m] = k } }
+    n++ }
+  END { if (n) { printf "[bench] relay phases over %d batches (ms per batch):", n
+                 for (i = 1; i <= m; i++) printf " %s %.1f", order[i], sum[order[i]] / n; print "" } }' \
+  "$SHOPMICRO_RUN_DIR/logs/relay.log"
+(( DRAIN_ONLY )) && exit 0
+
+echo "==== kcat -P: the same $ROWS keys and values to a fresh topic $KCAT_TOPIC ($PARTS partitions)"
+# The topic, by kafka.sh's own function (TopicCommand), in this run folder.
+(source "$STACK" && kafka_paths && kafka_create_topic "$KCAT_TOPIC" "$PARTS") || die "cannot create $KCAT_TOPIC"
+HDRS=(-H ce_specversion=1.0 -H ce_id=0b7c6f1e-3a52-4d7e-9a44-5f0e2b8c9d11
+      -H ce_type=shopmicro.order.v1.OrderCreated -H ce_source=/shopmicro/order
+      -H ce_time=2026-12-03T12:00:00.000000Z -H content-type=application/protobuf
+      -H x-request-id=6f2d3c1a-8b4e-4f5a-9c7d-1e2f3a4b5c6d)
+say "loadavg $(cut -d' ' -f1 /proc/loadavg)"
+t0=$(now)
+kcat -P -b "$BROKERS" -t "$KCAT_TOPIC" -K "$KEY_DELIM" -D "$MSG_DELIM" -l "$TMP/kcat.in" "${HDRS[@]}" \
+  -X enable.idempotence=true -X acks=all -X linger.ms=5 >"$TMP/kcat.log" 2>&1 ||
+  { cat "$TMP/kcat.log"; die "kcat -P failed"; }
+KCAT_S=$(since "$t0")
+KCAT_N=$(kcat -C -b "$BROKERS" -t "$KCAT_TOPIC" -o beginning -e -q -f '%p\n' 2>/dev/null | wc -l)
+(( KCAT_N == ROWS )) || die "kcat -P: $KCAT_N records on $KCAT_TOPIC, not $ROWS"
+KCAT_RATE=$(awk -v n="$ROWS" -v s="$KCAT_S" 'BEGIN { printf "%.0f", n / s }')
+say "kcat -P: $ROWS records in $KCAT_S s: $KCAT_RATE events/s (all $KCAT_N on the topic)"
+
+echo "==== latency: CreateOrder at $RATE/s for $SECONDS_RUN s, relay running, consumer on $TOPIC"
+say "loadavg $(cut -d' ' -f1 /proc/loadavg)"
+"$BENCH" latency --order "127.0.0.1:$SHOPMICRO_ORDER_PORT" --brokers "$BROKERS" --topic "$TOPIC" \
+  --product "$PRODUCT_A" --product "$PRODUCT_B" --rate "$RATE" --seconds "$SECONDS_RUN" \
+  >"$TMP/latency.log" 2>&1 &
+lat_pid=$!
+wait "$lat_pid" || { cat "$TMP/latency.log"; die "bench_relay latency failed (failed calls or unread records)"; }
+lat_pid=""
+cat "$TMP/latency.log"
+LINE=$(grep '^RESULT ' "$TMP/latency.log") || die "bench_relay printed no RESULT line"
+field() { sed -n "s/.* $1=\([^ ]*\).*/\1/p" <<<" $LINE"; }
+(( $(unpublished) == 0 )) || say "warning: $(unpublished) rows still unpublished after the latency run"
+
+echo "==== summary"
+RATIO=$(awk -v a="$DRAIN_RATE" -v b="$KCAT_RATE" 'BEGIN { printf "%.2f", a / b }')
+printf 'nproc                       %s; loadavg after the run %s\n' "$(nproc)" "$(cut -d' ' -f1-3 /proc/loadavg)"
+printf 'relay drain                 %s events/s  (%s rows in %s s, %s batches)\n' "$DRAIN_RATE" "$ROWS" "$DRAIN_S" "$BATCHES"
+printf 'kcat -P, same payloads      %s events/s  (%s records in %s s)\n' "$KCAT_RATE" "$ROWS" "$KCAT_S"
+printf 'ratio relay/kcat            %s  (goal >= %s: %s)\n' "$RATIO" "$TARGET_RATIO" \
+  "$(awk -v r="$RATIO" -v t="$TARGET_RATIO" 'BEGIN { print (r >= t) ? "met" : "NOT met" }')"
+printf 'commit-to-visible           p50 %s ms  p90 %s ms  p99 %s ms  max %s ms  (%s orders at %s/s, %s failed)\n' \
+  "$(field p50_ms)" "$(field p90_ms)" "$(field p99_ms)" "$(field max_ms)" "$(field measured)" "$(field rate)" "$(field errors)"
+printf 'p99 goal                    <= %s ms: %s\n' "$TARGET_P99_MS" \
+  "$(awk -v p="$(field p99_ms)" -v t="$TARGET_P99_MS" 'BEGIN { print (p <= t) ? "met" : "NOT met" }')"
+printf 'CreateOrder call            p50 %s ms  p99 %s ms\n' "$(field call_p50_ms)" "$(field call_p99_ms)"
