@@ -118,6 +118,10 @@ test_env_up() {
     list+=" ${PORT_VARS[i]}=${ports[i]}"
   done
   PG_PORT=$SHOPMICRO_PG_PORT
+  # Services that a test starts without naming a broker consume nothing: by default they would
+  # join the user's broker on 127.0.0.1:19092 and take the user's events (and commit the user's
+  # consumer groups' offsets). A test that wants a broker names its own.
+  export CATALOG_KAFKA_BROKERS="" ORDER_KAFKA_BROKERS=""
   say "test: own run folder $RUN, own ports:$list"
   say "test: the stack of $(rel "$user_run") (postgres port $user_pg) is not touched"
   cmd_pg_up

@@ -20,6 +20,10 @@ static const svc_cfg_entry_t table[] = {
      OFF(db_statement_timeout_ms), "server-side limit of one SQL statement"},
     {"CATALOG_DB_STARTUP_WAIT_MS", SVC_CFG_INT, 0, 600000, "15000", OFF(db_startup_wait_ms),
      "how long start-up waits for the database to accept connections"},
+    {"CATALOG_KAFKA_BROKERS", SVC_CFG_STR, 0, 511, "127.0.0.1:19092", OFF(kafka_brokers),
+     "Kafka bootstrap servers of the stock saga (OrderCreated in); empty: no consumer"},
+    {"CATALOG_CONSUMER_GROUP", SVC_CFG_STR, 1, 255, "catalog", OFF(consumer_group),
+     "Kafka consumer group of the stock saga"},
 };
 
 svc_err_t cat_config_load(cat_config_t *c, char *errbuf)
@@ -31,7 +35,9 @@ void cat_config_help(FILE *f)
 {
     fprintf(f, "Usage: catalog [--help]\n\n"
                "The ShopMicro catalog service: gRPC shopmicro.catalog.v1.CatalogService on "
-               "PostgreSQL.\nConfigured only by environment variables. SIGTERM or SIGINT "
+               "PostgreSQL,\nand the stock reservation of the saga (OrderCreated from Kafka, "
+               "StockReserved or\nStockRejected through its outbox). Configured only by "
+               "environment variables. SIGTERM or SIGINT "
                "drains in-flight calls and exits 0.\n\n");
     svc_cfg_print_help(f, table, SVC_COUNTOF(table));
 }

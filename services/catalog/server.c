@@ -6,6 +6,7 @@
 #include <time.h>
 
 #include "catalog.h"
+#include "saga.h"
 #include "store.h"
 
 static void *worker_init(int index, void *app, char *errbuf)
@@ -48,6 +49,7 @@ int cat_server_run(const cat_config_t *cfg)
     char errbuf[SVC_ERRBUF_LEN] = "";
     rpc_server_opts_t o;
     rpc_server_t *srv = NULL;
+    cat_saga_t *saga = NULL;
     int status = 1;
 
     if (migrate_with_wait(cfg, errbuf) != SVC_OK) {
@@ -66,12 +68,19 @@ int cat_server_run(const cat_config_t *cfg)
         svc_log_error("catalog", "%s", errbuf);
         goto out;
     }
+    /* After migrations (its tables), before serving; stopped after the
+     * drain, so an order's reservation in flight at SIGTERM finishes. */
+    if (cat_saga_start(cfg, &saga, errbuf) != SVC_OK) {
+        svc_log_error("catalog", "stock saga: %s", errbuf);
+        goto out;
+    }
     if (rpc_server_run(srv, errbuf) != SVC_OK) {
         svc_log_error("catalog", "%s", errbuf);
         goto out;
     }
     status = 0;
 out:
+    cat_saga_stop(saga);
     rpc_server_free(srv);
     return status;
 }
