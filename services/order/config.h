@@ -29,6 +29,10 @@ typedef struct ord_config {
     /* Idempotency keys. */
     int64_t idempotency_ttl_s;
     int64_t idempotency_cleanup_every;
+
+    /* The saga's consumer of shopmicro.inventory.v1 ("" brokers: none). */
+    char kafka_brokers[SVC_CFG_STR_MAX];
+    char consumer_group[SVC_CFG_STR_MAX];
 } ord_config_t;
 
 /* Reads the environment. SVC_EINVAL with the reason in errbuf. */

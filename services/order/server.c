@@ -2,12 +2,16 @@
 /*
  * server.c - wires the order service into pkg/rpc: each worker owns a store
  * (one database connection); all share the catalog client. Migrations and a
- * first sweep of expired idempotency keys run before the port opens.
+ * first sweep of expired idempotency keys run before the port opens. The
+ * saga's consumer (saga.h, kafka/worker.h) runs beside the gRPC workers on a
+ * thread and a store of its own, from before serving until after the drain.
  */
 #include <stdlib.h>
 #include <time.h>
 
+#include "kafka/worker.h"
 #include "order.h"
+#include "saga.h"
 #include "store.h"
 
 #define STARTUP_EXPIRE_MS      5000
@@ -76,8 +80,49 @@ static void expire_at_startup(const ord_config_t *cfg)
     ord_store_free(st);
 }
 
+/* The saga's consumer and the store only its thread uses. */
+typedef struct saga_run {
+    ord_store_t *store;
+    ord_saga_t saga;
+    kfk_worker_t *worker;
+} saga_run_t;
+
+static svc_err_t saga_start(const ord_config_t *cfg, saga_run_t *s, char *errbuf)
+{
+    static const char *const topics[] = {ORD_SAGA_TOPIC, NULL};
+    kfk_consumer_opts_t o;
+    svc_err_t err;
+
+    if (cfg->kafka_brokers[0] == '\0') {
+        svc_log_warn("order", "ORDER_KAFKA_BROKERS is empty: no saga consumer, so orders stay "
+                              "PENDING");
+        return SVC_OK;
+    }
+    err = ord_store_new(cfg->db_dsn, (int)cfg->db_statement_timeout_ms, &s->store, errbuf);
+    if (err != SVC_OK)
+        return err;
+    s->saga.store = s->store;
+    kfk_consumer_opts_init(&o);
+    o.brokers = cfg->kafka_brokers;
+    o.group_id = cfg->consumer_group;
+    o.topics = topics;
+    o.client_id = "order";
+    o.handler = ord_saga_handle;
+    o.ctx = &s->saga;
+    return kfk_worker_start(&o, ORD_SAGA_LOG_MODULE, &s->worker, errbuf);
+}
+
+/* After the gRPC drain: the event in hand commits (or is handed again to
+ * the next owner), the offsets are committed, the group is left. */
+static void saga_stop(saga_run_t *s)
+{
+    kfk_worker_stop(s->worker);
+    ord_store_free(s->store);
+}
+
 int ord_server_run(const ord_config_t *cfg, rs_grpc_client_t *catalog)
 {
+    saga_run_t saga = {0};
     char errbuf[SVC_ERRBUF_LEN] = "";
     ord_app_t app = {cfg, catalog};
     rpc_server_opts_t o;
@@ -101,12 +146,17 @@ int ord_server_run(const ord_config_t *cfg, rs_grpc_client_t *catalog)
         svc_log_error("order", "%s", errbuf);
         goto out;
     }
+    if (saga_start(cfg, &saga, errbuf) != SVC_OK) {
+        svc_log_error("order", "saga consumer: %s", errbuf);
+        goto out;
+    }
     if (rpc_server_run(srv, errbuf) != SVC_OK) {
         svc_log_error("order", "%s", errbuf);
         goto out;
     }
     status = 0;
 out:
+    saga_stop(&saga);
     rpc_server_free(srv);
     return status;
 }

@@ -51,7 +51,8 @@ typedef struct ord_it_counts {
  * catalog (16 workers) on a port of its own. ord_env (NULL-terminated
  * "NAME=VALUE", may be NULL) is added to the order service's environment
  * after the defaults (ORDER_LISTEN on a free port, ORDER_DB_DSN,
- * ORDER_CATALOG_ADDR, ORDER_LOG_LEVEL=info), so it may override them.
+ * ORDER_CATALOG_ADDR, ORDER_LOG_LEVEL=info, and ORDER_KAFKA_BROKERS empty:
+ * no saga consumer unless a test names its broker), so it may override them.
  * Returns 0/-1; *state gets a new ord_it_t.
  */
 int ord_it_setup(void **state, const char *catalog_addr, const char *const *ord_env);
