@@ -26,39 +26,49 @@ rd_kafka_t *kit_client(const kit_fixture_t *f, rd_kafka_type_t type, const char 
     return rk;
 }
 
-void kit_create_topics(const kit_fixture_t *f)
+static void create(const kit_fixture_t *f, const char *const *names, const int *parts, size_t n)
 {
-    static const struct {
-        const char *name;
-        int parts;
-    } t[] = {{"kfk-it.once", 3}, {"kfk-it.poison", 3}, {"kfk-it.poison.dlq", 1},
-             {"kfk-it.retry", 2}, {"kfk-it.crash", 3},
-             {"kfk-it.rebalance", 3}};
     rd_kafka_t *rk = kit_client(f, RD_KAFKA_PRODUCER, NULL);
     rd_kafka_queue_t *q = rd_kafka_queue_new(rk);
-    rd_kafka_NewTopic_t *nt[SVC_COUNTOF(t)];
+    rd_kafka_NewTopic_t *nt[16];
     const rd_kafka_topic_result_t **res;
     rd_kafka_event_t *ev;
     char why[256];
-    size_t n = 0;
+    size_t got = 0;
 
-    for (size_t i = 0; i < SVC_COUNTOF(t); i++)
-        nt[i] = rd_kafka_NewTopic_new(t[i].name, t[i].parts, 1, why, sizeof why);
-    rd_kafka_CreateTopics(rk, nt, SVC_COUNTOF(t), NULL, q);
+    assert_true(n <= SVC_COUNTOF(nt));
+    for (size_t i = 0; i < n; i++)
+        nt[i] = rd_kafka_NewTopic_new(names[i], parts[i], 1, why, sizeof why);
+    rd_kafka_CreateTopics(rk, nt, n, NULL, q);
     ev = rd_kafka_queue_poll(q, it_ms(30000));
     assert_non_null(ev);
-    res = rd_kafka_CreateTopics_result_topics(rd_kafka_event_CreateTopics_result(ev), &n);
-    assert_int_equal(n, SVC_COUNTOF(t));
-    for (size_t i = 0; i < n; i++) {
+    res = rd_kafka_CreateTopics_result_topics(rd_kafka_event_CreateTopics_result(ev), &got);
+    assert_int_equal(got, n);
+    for (size_t i = 0; i < got; i++) {
         rd_kafka_resp_err_t e = rd_kafka_topic_result_error(res[i]);
         if (e != RD_KAFKA_RESP_ERR_NO_ERROR && e != RD_KAFKA_RESP_ERR_TOPIC_ALREADY_EXISTS)
             fail_msg("create %s: %s", rd_kafka_topic_result_name(res[i]),
                      rd_kafka_topic_result_error_string(res[i]));
     }
     rd_kafka_event_destroy(ev);
-    rd_kafka_NewTopic_destroy_array(nt, SVC_COUNTOF(t));
+    rd_kafka_NewTopic_destroy_array(nt, n);
     rd_kafka_queue_destroy(q);
     rd_kafka_destroy(rk);
+}
+
+void kit_create_topics(const kit_fixture_t *f)
+{
+    static const char *const names[] = {"kfk-it.once",  "kfk-it.poison", "kfk-it.poison.dlq",
+                                        "kfk-it.retry", "kfk-it.crash",  "kfk-it.rebalance",
+                                        "kfk-it.dlqdown"};
+    static const int parts[] = {3, 3, 1, 2, 3, 3, 1};
+
+    create(f, names, parts, SVC_COUNTOF(names));
+}
+
+void kit_create_topic(const kit_fixture_t *f, const char *name, int parts)
+{
+    create(f, &name, &parts, 1);
 }
 
 static void on_delivery(void *ctx, void *opaque, svc_err_t err, const char *reason)
@@ -154,7 +164,8 @@ kfk_consumer_t *kit_consumer(const kit_fixture_t *f, const char *topic, const ch
     o.topics = topics;
     o.session_timeout_ms = 6000;
     o.handler_timeout_ms = 5000;
-    o.dlq_timeout_ms = 5000;
+    o.dlq_topic = t->dlq_topic;
+    o.dlq_timeout_ms = t->dlq_timeout_ms > 0 ? t->dlq_timeout_ms : 5000;
     o.max_poll_interval_ms = 20000;
     o.backoff_base_ms = 100;
     o.backoff_cap_ms = 400;

@@ -40,6 +40,8 @@ typedef struct kit_ctx {
     char retry_id[64];    /* the record that gets KFK_RETRY ...            */
     unsigned retry_fails; /* ... this many times (0: none)                 */
     uint64_t first_ns, last_ns; /* the first and the last handler call     */
+    const char *dlq_topic;      /* options of kit_consumer: NULL, 0: the    */
+    int dlq_timeout_ms;         /* default topic, 5000                      */
 } kit_ctx_t;
 
 /* The dead letter, as read back from the dead-letter topic. */
@@ -53,8 +55,9 @@ typedef struct kit_dead {
 /* A client of the broker: a producer, or a consumer of group (no commits,
  * partition EOF reported). Fails the test when it cannot be made. */
 rd_kafka_t *kit_client(const kit_fixture_t *f, rd_kafka_type_t type, const char *group);
-/* Creates every topic the cases use (an existing one is fine). */
+/* Creates every topic the cases use, or one (an existing one is fine). */
 void kit_create_topics(const kit_fixture_t *f);
+void kit_create_topic(const kit_fixture_t *f, const char *name, int parts);
 /* n records to topic, acknowledged: ce_id <prefix>-<i>, key `key` (NULL: the
  * ce_id), value "v" or "poison" for index poison_at, header x-test: kept. */
 void kit_produce(const kit_fixture_t *f, const char *topic, const char *prefix, int n,

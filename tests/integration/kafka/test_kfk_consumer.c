@@ -8,6 +8,9 @@
  *   - a poison record lands on the dead-letter topic with its key, value and
  *     headers and the dlq-* headers naming it, and the records behind it are
  *     handled;
+ *   - a dead letter the broker does not acknowledge (its topic is missing)
+ *     keeps the record: not committed, nothing behind it handed; once the
+ *     topic exists, it is dead-lettered and the consumer goes on;
  *   - KFK_RETRY (the database is down) hands the same record again after a
  *     backoff, nothing behind it on its partition is handed meanwhile, and
  *     nothing is dead-lettered;
@@ -118,6 +121,52 @@ static void poison_goes_to_dlq_and_the_rest_is_handled(void **state)
     fprintf(stderr, "[kfk] dead letter: %s [%s] offset %s, reason \"%s\", at %s\n", d.topic,
             d.partition, d.offset, d.reason, d.time);
     kit_group_has_nothing_left(f, "kfk-it.poison", "it-poison", 3);
+    free(t);
+}
+
+static void unacknowledged_dead_letter_holds_the_record(void **state)
+{
+    kit_fixture_t *f = *state;
+    kit_ctx_t *t = calloc(1, sizeof *t);
+    char errbuf[SVC_ERRBUF_LEN] = "";
+    kfk_consumer_stats_t s;
+    svc_err_t err = SVC_OK;
+    kit_dead_t d;
+    kfk_consumer_t *c;
+    uint64_t give_up;
+
+    t->dlq_topic = "kfk-it.dlqdown.missing"; /* not created yet */
+    t->dlq_timeout_ms = 1000;
+    kit_produce(f, "kfk-it.dlqdown", "d", 3, NULL, 0); /* the first is poison */
+    c = kit_consumer(f, "kfk-it.dlqdown", "it-dlqdown", t);
+    give_up = svc_now_ms() + (uint64_t)it_ms(20000);
+    while (err == SVC_OK && svc_now_ms() < give_up)
+        err = kfk_consumer_poll(c, 100, NULL, errbuf);
+    fprintf(stderr, "[kfk] dead letter to a missing topic: %s (%s)\n", svc_err_name(err), errbuf);
+    assert_true(err != SVC_OK);
+    kit_drive_for(c, 1500);
+    kfk_consumer_stats(c, &s);
+    /* kept: not dead-lettered, not committed, nothing behind it handed, and the
+     * handler not asked again (only the copy is retried) */
+    assert_int_equal(t->n, 1);
+    assert_int_equal(t->seen[0].verdict, KFK_POISON);
+    assert_int_equal(s.dead_lettered, 0);
+    assert_true(s.retries >= 1);
+
+    kit_create_topic(f, t->dlq_topic, 1);
+    kit_drive(c, t, 3, 30000);
+    kfk_consumer_stats(c, &s);
+    assert_int_equal(s.dead_lettered, 1);
+    assert_int_equal(s.handled, 2);
+    assert_string_equal(t->seen[1].id, "d-1");
+    assert_string_equal(t->seen[2].id, "d-2");
+    fprintf(stderr, "[kfk] topic created: dead-lettered after %llu retries\n",
+            (unsigned long long)s.retries);
+    kit_close_free(c);
+    kit_read_dead_letters(f, t->dlq_topic, &d);
+    assert_int_equal(d.n, 1);
+    assert_string_equal(d.ce_id, "d-0");
+    assert_string_equal(d.reason, "undecodable: test poison");
     free(t);
 }
 
@@ -364,6 +413,7 @@ int main(void)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(every_record_once_then_committed),
         cmocka_unit_test(poison_goes_to_dlq_and_the_rest_is_handled),
+        cmocka_unit_test(unacknowledged_dead_letter_holds_the_record),
         cmocka_unit_test(retry_holds_its_partition_then_succeeds),
         cmocka_unit_test(rebalance_moves_partitions_and_drops_retry_state),
         cmocka_unit_test(kill9_after_effect_redelivers_that_record),
