@@ -291,11 +291,11 @@ echo "==== services (fresh databases $CAT_DB, $ORD_DB)"
 create_db "$CAT_DB"
 create_db "$ORD_DB"
 start_service catalog "$BUILD_DIR/services/catalog/catalog" \
-  "CATALOG_LISTEN=127.0.0.1:@PORT@" "CATALOG_LOG_LEVEL=warn" "CATALOG_KAFKA_BROKERS=" \
+  "CATALOG_LISTEN=127.0.0.1:@PORT@" "CATALOG_LOG_LEVEL=warn" "CATALOG_KAFKA_BROKERS=none" \
   "CATALOG_DB_DSN=host=127.0.0.1 port=$PG_PORT dbname=$CAT_DB user=postgres" \
   ${CATALOG_WORKERS:+"CATALOG_WORKERS=$CATALOG_WORKERS"}
 start_service order "$BUILD_DIR/services/order/order" \
-  "ORDER_LISTEN=127.0.0.1:@PORT@" "ORDER_LOG_LEVEL=warn" "ORDER_KAFKA_BROKERS=" \
+  "ORDER_LISTEN=127.0.0.1:@PORT@" "ORDER_LOG_LEVEL=warn" "ORDER_KAFKA_BROKERS=none" \
   "ORDER_DB_DSN=host=127.0.0.1 port=$PG_PORT dbname=$ORD_DB user=postgres" \
   "ORDER_CATALOG_ADDR=127.0.0.1:${SVC_PORT[catalog]}" \
   ${ORDER_WORKERS:+"ORDER_WORKERS=$ORDER_WORKERS"}

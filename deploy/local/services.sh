@@ -1,6 +1,6 @@
 # shellcheck shell=bash
 # deploy/local/services.sh: how the local stack runs its own services (catalog, order, the outbox
-# relay, gateway):
+# relays of order's and of catalog's database, gateway):
 # the SERVICES table, and starting each built binary in the background under setsid nohup, with
 # its log in logs/<service>.log and its pid (and binary) in <service>.pid of the run folder.
 # Sourced by stack.sh (not a script of its own); uses lib/common.sh.
@@ -14,17 +14,19 @@
 # The services, one line each, started in this order by `up` and stopped in
 # the reverse order by `down`. Fields, separated by '|':
 #   name | binary, relative to the build dir | port variable=default | environment
-# The port is the one `start` waits for: the gRPC or HTTP port, or for the relay (which serves no
-# API) its admin port (/metrics, /healthz, /readyz).
+# The port is the one `start` waits for: the gRPC or HTTP port, or for a relay (which serves no
+# API) its admin port (/metrics, /healthz, /readyz). One relay program serves both outboxes: the
+# second line is the same binary with another database and name (docs/events.md §3).
 # The environment is ';'-separated NAME=VALUE pairs. In a value, @PORT@ is this
 # service's port and @VAR@ the value of any other variable, e.g.
 # @SHOPMICRO_PG_PORT@ or @SHOPMICRO_CATALOG_PORT@ (every port variable gets its
 # default before any line is read). Adding a service is one line, e.g.
 #   "order | services/order/order | SHOPMICRO_ORDER_PORT=25052 | ORDER_LISTEN=127.0.0.1:@PORT@; ORDER_DB_DSN=host=127.0.0.1 port=@SHOPMICRO_PG_PORT@ dbname=orders user=postgres; ORDER_CATALOG_ADDR=127.0.0.1:@SHOPMICRO_CATALOG_PORT@"
 SERVICES=(
-  "catalog | services/catalog/catalog | SHOPMICRO_CATALOG_PORT=25051 | CATALOG_LISTEN=127.0.0.1:@PORT@; CATALOG_DB_DSN=host=127.0.0.1 port=@SHOPMICRO_PG_PORT@ dbname=catalog user=postgres"
-  "order | services/order/order | SHOPMICRO_ORDER_PORT=25052 | ORDER_LISTEN=127.0.0.1:@PORT@; ORDER_DB_DSN=host=127.0.0.1 port=@SHOPMICRO_PG_PORT@ dbname=orders user=postgres; ORDER_CATALOG_ADDR=127.0.0.1:@SHOPMICRO_CATALOG_PORT@"
+  "catalog | services/catalog/catalog | SHOPMICRO_CATALOG_PORT=25051 | CATALOG_LISTEN=127.0.0.1:@PORT@; CATALOG_DB_DSN=host=127.0.0.1 port=@SHOPMICRO_PG_PORT@ dbname=catalog user=postgres; CATALOG_KAFKA_BROKERS=127.0.0.1:@SHOPMICRO_KAFKA_PORT@"
+  "order | services/order/order | SHOPMICRO_ORDER_PORT=25052 | ORDER_LISTEN=127.0.0.1:@PORT@; ORDER_DB_DSN=host=127.0.0.1 port=@SHOPMICRO_PG_PORT@ dbname=orders user=postgres; ORDER_CATALOG_ADDR=127.0.0.1:@SHOPMICRO_CATALOG_PORT@; ORDER_KAFKA_BROKERS=127.0.0.1:@SHOPMICRO_KAFKA_PORT@"
   "relay | services/relay/relay | SHOPMICRO_RELAY_ADMIN_PORT=9464 | RELAY_ADMIN_LISTEN=127.0.0.1:@PORT@; RELAY_DB_DSN=host=127.0.0.1 port=@SHOPMICRO_PG_PORT@ dbname=orders user=postgres; RELAY_KAFKA_BROKERS=127.0.0.1:@SHOPMICRO_KAFKA_PORT@"
+  "relay-catalog | services/relay/relay | SHOPMICRO_RELAY_CATALOG_ADMIN_PORT=9465 | RELAY_NAME=relay-catalog; RELAY_ADMIN_LISTEN=127.0.0.1:@PORT@; RELAY_DB_DSN=host=127.0.0.1 port=@SHOPMICRO_PG_PORT@ dbname=catalog user=postgres; RELAY_KAFKA_BROKERS=127.0.0.1:@SHOPMICRO_KAFKA_PORT@"
   "gateway | gateway/gateway | SHOPMICRO_GATEWAY_PORT=8080 | GATEWAY_LISTEN=127.0.0.1:@PORT@; GATEWAY_CATALOG_ADDR=127.0.0.1:@SHOPMICRO_CATALOG_PORT@; GATEWAY_ORDER_ADDR=127.0.0.1:@SHOPMICRO_ORDER_PORT@"
 )
 SERVICE_START_TIMEOUT=10   # seconds until the port must accept TCP

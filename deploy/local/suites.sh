@@ -121,7 +121,8 @@ test_env_up() {
   # Services that a test starts without naming a broker consume nothing: by default they would
   # join the user's broker on 127.0.0.1:19092 and take the user's events (and commit the user's
   # consumer groups' offsets). A test that wants a broker names its own.
-  export CATALOG_KAFKA_BROKERS="" ORDER_KAFKA_BROKERS=""
+  # ("none": an empty variable would mean the default.)
+  export CATALOG_KAFKA_BROKERS=none ORDER_KAFKA_BROKERS=none
   say "test: own run folder $RUN, own ports:$list"
   say "test: the stack of $(rel "$user_run") (postgres port $user_pg) is not touched"
   cmd_pg_up

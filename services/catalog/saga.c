@@ -256,9 +256,10 @@ svc_err_t cat_saga_start(const cat_config_t *cfg, cat_saga_t **out, char *errbuf
     svc_err_t err;
 
     *out = NULL;
-    if (cfg->kafka_brokers[0] == '\0') {
-        svc_log_warn(MOD, "CATALOG_KAFKA_BROKERS is empty: no stock is reserved, and orders "
-                          "stay PENDING");
+    /* "none", as GATEWAY_LOCK_DIR's: an empty variable means the default. */
+    if (strcmp(cfg->kafka_brokers, "none") == 0) {
+        svc_log_warn(MOD, "CATALOG_KAFKA_BROKERS=none: no stock is reserved, and orders stay "
+                          "PENDING");
         return SVC_OK;
     }
     err = cat_saga_new_detached(cfg->db_dsn, (int)cfg->db_statement_timeout_ms, &s, errbuf);

@@ -30,7 +30,7 @@
 
 typedef struct cat_saga cat_saga_t;
 
-/* Starts the consumer. With cfg->kafka_brokers empty it starts nothing
+/* Starts the consumer. With cfg->kafka_brokers "none" it starts nothing
  * (*out NULL, one log line says orders then stay PENDING). */
 svc_err_t cat_saga_start(const cat_config_t *cfg, cat_saga_t **out, char *errbuf);
 /* Stops the consumer (the record in hand finishes or is handed again
