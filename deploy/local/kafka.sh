@@ -456,10 +456,10 @@ kafka_status_line() {
   kafka_paths
   kafka_find_pid
   if [[ -z $KAFKA_PID ]]; then
-    printf '%-10s %-8s pid %-8s 127.0.0.1:%-6s log %s\n' kafka stopped - "$KAFKA_PORT" "$(rel "$KAFKA_LOG")"
+    printf '%-14s %-8s pid %-8s 127.0.0.1:%-6s log %s\n' kafka stopped - "$KAFKA_PORT" "$(rel "$KAFKA_LOG")"
     return 0
   fi
-  printf '%-10s %-8s pid %-8s 127.0.0.1:%-6s rss %s MB, started in %s s, controller :%s, log %s\n' kafka \
+  printf '%-14s %-8s pid %-8s 127.0.0.1:%-6s rss %s MB, started in %s s, controller :%s, log %s\n' kafka \
     "$(is_paused "$KAFKA_PID" && echo paused || echo running)" "$KAFKA_PID" "$(kafka_running_port)" \
     "$(kafka_rss_mb "$KAFKA_PID")" "$(kafka_start_seconds)" "$KAFKA_CONTROLLER_PORT" "$(rel "$KAFKA_LOG")"
 }

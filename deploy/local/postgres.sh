@@ -310,11 +310,11 @@ postgres_resume()  { pg_resume; }
 
 postgres_status_line() {
   if pg_running; then
-    printf '%-10s %-8s pid %-8s 127.0.0.1:%-6s data %s, log %s\n' postgres \
+    printf '%-14s %-8s pid %-8s 127.0.0.1:%-6s data %s, log %s\n' postgres \
       "$(pg_is_paused && echo paused || echo running)" "$PG_RUN_PID" "$PG_RUN_PORT" \
       "$(rel "$PG_DATA")" "$(rel "$PG_LOG")"
   else
-    printf '%-10s %-8s pid %-8s 127.0.0.1:%-6s data %s\n' postgres stopped - "$PG_PORT" "$(rel "$PG_DATA")"
+    printf '%-14s %-8s pid %-8s 127.0.0.1:%-6s data %s\n' postgres stopped - "$PG_PORT" "$(rel "$PG_DATA")"
   fi
 }
 

@@ -276,13 +276,13 @@ services_status_line() {
   svc_load "$SVC_LINE"
   svc_find_pid
   if [[ -n $S_PID ]]; then
-    printf '%-10s %-8s pid %-8s 127.0.0.1:%-6s log %s, binary %s%s\n' "$S_NAME" \
+    printf '%-14s %-8s pid %-8s 127.0.0.1:%-6s log %s, binary %s%s\n' "$S_NAME" \
       "$(is_paused "$S_PID" && echo paused || echo running)" "$S_PID" "$S_PORT" \
       "$(rel "$S_LOG")" "$(rel "$S_RUN_BIN")" "$( (( S_STALE )) && echo ' (rebuilt since start)')"
   elif [[ -x $S_BIN ]]; then
-    printf '%-10s %-8s pid %-8s 127.0.0.1:%s\n' "$S_NAME" stopped - "$S_PORT"
+    printf '%-14s %-8s pid %-8s 127.0.0.1:%s\n' "$S_NAME" stopped - "$S_PORT"
   else
-    printf '%-10s %-8s pid %-8s 127.0.0.1:%-6s (%s not built)\n' "$S_NAME" stopped - "$S_PORT" "$(rel "$S_BIN")"
+    printf '%-14s %-8s pid %-8s 127.0.0.1:%-6s (%s not built)\n' "$S_NAME" stopped - "$S_PORT" "$(rel "$S_BIN")"
   fi
 }
 
