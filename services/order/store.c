@@ -270,12 +270,16 @@ static void number_arrays(const ord_line_t *lines, size_t n, char *qty, char *pr
 }
 
 /*
- * An event's protobuf (events.c) in bytea's hex input form ("\\x0a24..."),
- * because pkg/db sends text parameters. Takes pb (NULL: out of memory) and
- * frees it. NULL when out of memory; owned by caller (free).
+ * An event's protobuf (events.c: pb, *len bytes) in bytea's hex input form
+ * ("\\x0a24..."), because pkg/db sends text parameters. Takes pb (NULL: out
+ * of memory) and frees it. NULL when out of memory; owned by caller (free).
+ * The length is passed by pointer so that a call like event_hex(pack(...,
+ * &n), &n) reads it after the pack has set it (C leaves the order in which
+ * arguments are evaluated open).
  */
-static char *event_hex(uint8_t *pb, size_t n)
+static char *event_hex(uint8_t *pb, const size_t *len)
 {
+    size_t n = *len;
     static const char digits[] = "0123456789abcdef";
     char *hex = pb != NULL ? malloc(2 * n + 3) : NULL;
 
@@ -370,7 +374,7 @@ svc_err_t ord_store_create(ord_store_t *st, const ord_new_order_t *o, uint64_t d
     {
         size_t n = 0;
         /* Built from the same values the order's rows were written from. */
-        event = event_hex(ord_event_created_pack(o, out->id, created_at, &n), n);
+        event = event_hex(ord_event_created_pack(o, out->id, created_at, &n), &n);
     }
     if (event == NULL) {
         err = SVC_ENOMEM;
@@ -521,7 +525,7 @@ static svc_err_t saga_move(ord_store_t *st, const ord_saga_event_t *ev, const ch
     svc_err_t err;
 
     if (ev->confirm) {
-        event = event_hex(ord_event_confirmed_pack(ev->order_id, at, &n), n);
+        event = event_hex(ord_event_confirmed_pack(ev->order_id, at, &n), &n);
         if (event == NULL)
             return SVC_ENOMEM;
         const char *p[] = {ev->order_id,        ORD_EVENT_TOPIC, ORD_EVENT_CONFIRMED_TYPE,
@@ -530,7 +534,7 @@ static svc_err_t saga_move(ord_store_t *st, const ord_saga_event_t *ev, const ch
         free(event);
         return err;
     }
-    event = event_hex(ord_event_cancelled_pack(ev, at, &n), n);
+    event = event_hex(ord_event_cancelled_pack(ev, at, &n), &n);
     err = event != NULL ? shortage_arrays(ev, &a) : SVC_ENOMEM;
     if (err == SVC_OK) {
         const char *p[] = {ev->order_id, ev->reason,          a.ids,
