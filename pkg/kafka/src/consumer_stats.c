@@ -30,11 +30,16 @@ void kfk__stats_latency(kfk__stats_t *s, uint64_t elapsed_ns)
 {
     uint64_t us = elapsed_ns / SVC_NS_PER_US;
 
+    /* The count first, then the buckets from the widest down: a reader that
+     * takes the buckets narrowest first and the count last (kfk_consumer_stats)
+     * then sees cumulative buckets that never decrease and never exceed the
+     * count, as Prometheus requires, however the two threads interleave. */
     atomic_fetch_add(&s->latency_count, 1);
     atomic_fetch_add(&s->latency_sum_us, us);
-    for (size_t i = 0; i < KFK_LATENCY_BUCKETS; i++) {
-        if (us <= (uint64_t)kfk_latency_bounds_ms[i] * 1000)
-            atomic_fetch_add(&s->latency_le[i], 1);
+    for (size_t i = KFK_LATENCY_BUCKETS; i-- > 0;) {
+        if (us > (uint64_t)kfk_latency_bounds_ms[i] * 1000)
+            break;
+        atomic_fetch_add(&s->latency_le[i], 1);
     }
 }
 
@@ -115,10 +120,10 @@ void kfk_consumer_stats(const kfk_consumer_t *c, kfk_consumer_stats_t *out)
     out->retries = atomic_load(&s->retries);
     out->commit_errors = atomic_load(&s->commit_errors);
     out->rebalances = atomic_load(&s->rebalances);
+    for (size_t i = 0; i < KFK_LATENCY_BUCKETS; i++) /* before the count: see above */
+        out->latency_le[i] = atomic_load(&s->latency_le[i]);
     out->latency_count = atomic_load(&s->latency_count);
     out->latency_sum_us = atomic_load(&s->latency_sum_us);
-    for (size_t i = 0; i < KFK_LATENCY_BUCKETS; i++)
-        out->latency_le[i] = atomic_load(&s->latency_le[i]);
     out->n_partitions = atomic_load(&s->n_assigned);
     out->lag_total = -1;
     pthread_mutex_lock(&s->lag_mu);
