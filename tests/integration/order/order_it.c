@@ -59,7 +59,10 @@ static svc_err_t start(const char *path, const char *const *env, spawn_proc_t **
 svc_err_t ord_it_catalog_start(ord_it_t *t)
 {
     char listen[64], dsn[PGTEST_DSN_MAX + 32];
-    const char *env[] = {listen, dsn, "CATALOG_LOG_LEVEL=info", "CATALOG_WORKERS=16", NULL};
+    /* No saga consumer in this catalog: it would join a user's broker on
+     * the default port (see order_start). */
+    const char *env[] = {listen, dsn, "CATALOG_LOG_LEVEL=info", "CATALOG_WORKERS=16",
+                         "CATALOG_KAFKA_BROKERS=", NULL};
 
     snprintf(listen, sizeof listen, "CATALOG_LISTEN=%s", t->cat_addr);
     snprintf(dsn, sizeof dsn, "CATALOG_DB_DSN=%s", t->cat_db.dsn);

@@ -48,7 +48,8 @@ typedef struct ord_it_counts {
 /*
  * cmocka setup: the orders database and the order service, pointed at
  * catalog_addr; with catalog_addr NULL, first a catalog database and the real
- * catalog (16 workers) on a port of its own. ord_env (NULL-terminated
+ * catalog (16 workers, no saga consumer: CATALOG_KAFKA_BROKERS empty) on a
+ * port of its own. ord_env (NULL-terminated
  * "NAME=VALUE", may be NULL) is added to the order service's environment
  * after the defaults (ORDER_LISTEN on a free port, ORDER_DB_DSN,
  * ORDER_CATALOG_ADDR, ORDER_LOG_LEVEL=info, and ORDER_KAFKA_BROKERS empty:
