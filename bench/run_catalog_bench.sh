@@ -180,7 +180,7 @@ start_catalog() {
   CAT_PORT=$(free_port)
   CATALOG_LISTEN=127.0.0.1:$CAT_PORT \
   CATALOG_DB_DSN="host=127.0.0.1 port=$PG_PORT dbname=$BENCH_DB user=postgres" \
-  CATALOG_LOG_LEVEL=warn CATALOG_WORKERS=$1 CATALOG_KAFKA_BROKERS=none \
+  CATALOG_LOG_LEVEL=warn CATALOG_WORKERS=$1 CATALOG_KAFKA_BROKERS=none CATALOG_ADMIN_LISTEN=none \
     "$BUILD_DIR/services/catalog/catalog" >>"$TMP/catalog.log" 2>&1 </dev/null &
   CAT_PID=$!
   for (( i = 0; i < 150; i++ )); do

@@ -291,7 +291,7 @@ echo "==== services (fresh databases $CAT_DB, $ORD_DB)"
 create_db "$CAT_DB"
 create_db "$ORD_DB"
 start_service catalog "$BUILD_DIR/services/catalog/catalog" \
-  "CATALOG_LISTEN=127.0.0.1:@PORT@" "CATALOG_LOG_LEVEL=warn" "CATALOG_KAFKA_BROKERS=none" \
+  "CATALOG_LISTEN=127.0.0.1:@PORT@" "CATALOG_LOG_LEVEL=warn" "CATALOG_KAFKA_BROKERS=none" "CATALOG_ADMIN_LISTEN=none" \
   "CATALOG_DB_DSN=host=127.0.0.1 port=$PG_PORT dbname=$CAT_DB user=postgres" \
   ${CATALOG_WORKERS:+"CATALOG_WORKERS=$CATALOG_WORKERS"}
 start_service order "$BUILD_DIR/services/order/order" \

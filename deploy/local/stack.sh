@@ -9,7 +9,7 @@
 # run-time files, every subcommand and every variable: SHOPMICRO_RUN_DIR, SHOPMICRO_BUILD_DIR,
 # SHOPMICRO_ASAN_BUILD_DIR, SHOPMICRO_TSAN_BUILD_DIR, SHOPMICRO_STOP_TIMEOUT and the ports
 # SHOPMICRO_PG_PORT, SHOPMICRO_CATALOG_PORT, SHOPMICRO_ORDER_PORT, SHOPMICRO_GATEWAY_PORT,
-# SHOPMICRO_RELAY_ADMIN_PORT (here and services.sh), SHOPMICRO_KAFKA_PORT and
+# SHOPMICRO_RELAY_ADMIN_PORT, SHOPMICRO_CATALOG_ADMIN_PORT (here and services.sh), SHOPMICRO_KAFKA_PORT and
 # SHOPMICRO_KAFKA_CONTROLLER_PORT (kafka.sh); SHOPMICRO_PG_BIN, SHOPMICRO_PG_FAST (postgres.sh);
 # SHOPMICRO_KAFKA_LIB_CACHE, SHOPMICRO_KAFKA_START_TIMEOUT, SHOPMICRO_KAFKA_HEAP (kafka.sh);
 # SHOPMICRO_TEST_KEEP (suites.sh).
@@ -44,7 +44,10 @@ TSAN_BUILD_DIR=$(abs_path "${SHOPMICRO_TSAN_BUILD_DIR:-build-tsan}")
 # SIGTERM (*_DRAIN_MS), so the default leaves them time to finish that and exit 0.
 SERVICE_STOP_TIMEOUT="${SHOPMICRO_STOP_TIMEOUT:-15}"
 [[ $SERVICE_STOP_TIMEOUT =~ ^[0-9]+$ ]] || die "SHOPMICRO_STOP_TIMEOUT='$SERVICE_STOP_TIMEOUT' is not a number of seconds"
-set_port_vars "SHOPMICRO_PG_PORT=25432" "${KAFKA_PORT_SPECS[@]}" "${SERVICES[@]}"
+# Ports that no SERVICES line's own port field names: admin ports of services whose main port is
+# gRPC (they appear as @VAR@ in the table's environment).
+set_port_vars "SHOPMICRO_PG_PORT=25432" "${KAFKA_PORT_SPECS[@]}" "SHOPMICRO_CATALOG_ADMIN_PORT=9466" \
+  "${SERVICES[@]}"
 PG_PORT=$SHOPMICRO_PG_PORT
 
 # The components, in start order: `up` starts them in this order (building first when the next

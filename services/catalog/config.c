@@ -24,6 +24,8 @@ static const svc_cfg_entry_t table[] = {
      "Kafka bootstrap servers of the stock saga (OrderCreated in); none: no consumer"},
     {"CATALOG_CONSUMER_GROUP", SVC_CFG_STR, 1, 255, "catalog", OFF(consumer_group),
      "Kafka consumer group of the stock saga"},
+    {"CATALOG_ADMIN_LISTEN", SVC_CFG_STR, 1, 255, "127.0.0.1:9466", OFF(admin_listen),
+     "admin HTTP host:port (/metrics /healthz /readyz of the stock saga); none: no port"},
 };
 
 svc_err_t cat_config_load(cat_config_t *c, char *errbuf)

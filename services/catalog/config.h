@@ -17,6 +17,7 @@ typedef struct cat_config {
     int64_t db_startup_wait_ms;
     char kafka_brokers[SVC_CFG_STR_MAX];
     char consumer_group[SVC_CFG_STR_MAX];
+    char admin_listen[SVC_CFG_STR_MAX];
 } cat_config_t;
 
 /* Reads the environment. SVC_EINVAL with the reason in errbuf. */

@@ -1,5 +1,6 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /* saga.c - OrderCreated in, StockReserved or StockRejected out (see saga.h). */
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -15,6 +16,7 @@
 struct cat_saga {
     cat_stock_t *st;  /* the worker thread's connection */
     kfk_worker_t *w;  /* NULL when detached             */
+    atomic_ullong reserved, rejected; /* decisions committed, for /metrics */
 };
 
 /* What catalog reads on shopmicro.orders.v1. Only OrderCreated asks it for
@@ -177,6 +179,7 @@ static kfk_verdict_t apply(cat_saga_t *s, const job_t *j, char *reason)
                       j->r->ce_id, fresh ? "repeats a decided order" : "was handled before");
         return KFK_DUPLICATE;
     }
+    atomic_fetch_add(shortages == 0 ? &s->reserved : &s->rejected, 1);
     svc_log_info(MOD, "order %s: %s (%zu lines, %zu short)", j->ev->order_id,
                  shortages == 0 ? "stock reserved" : "stock rejected", j->n, shortages);
     return KFK_HANDLED;
@@ -279,6 +282,47 @@ svc_err_t cat_saga_start(const cat_config_t *cfg, cat_saga_t **out, char *errbuf
     }
     *out = s;
     return SVC_OK;
+}
+
+void cat_saga_metrics(void *ctx, admin_buf_t *out)
+{
+    cat_saga_t *s = ctx;
+    char small[8192], *text = small;
+    size_t need;
+
+    if (s == NULL || s->w == NULL)
+        return;
+    admin_buf_printf(out, "# HELP shopmicro_catalog_saga_reserved_total Orders whose stock was "
+                          "reserved.\n# TYPE shopmicro_catalog_saga_reserved_total counter\n"
+                          "shopmicro_catalog_saga_reserved_total %llu\n",
+                     (unsigned long long)atomic_load(&s->reserved));
+    admin_buf_printf(out, "# HELP shopmicro_catalog_saga_rejected_total Orders turned away "
+                          "(some line short or unknown).\n"
+                          "# TYPE shopmicro_catalog_saga_rejected_total counter\n"
+                          "shopmicro_catalog_saga_rejected_total %llu\n",
+                     (unsigned long long)atomic_load(&s->rejected));
+    need = kfk_consumer_metrics(kfk_worker_consumer(s->w), "shopmicro_catalog_saga_consumer",
+                                small, sizeof small);
+    if (need >= sizeof small && (text = malloc(need + 1)) != NULL)
+        kfk_consumer_metrics(kfk_worker_consumer(s->w), "shopmicro_catalog_saga_consumer", text,
+                             need + 1);
+    admin_buf_printf(out, "%s", text != NULL ? text : small);
+    if (text != small)
+        free(text);
+}
+
+bool cat_saga_ready(void *ctx, admin_buf_t *out)
+{
+    cat_saga_t *s = ctx;
+    char why[SVC_ERRBUF_LEN] = "";
+    bool ok = s == NULL || s->w == NULL || kfk_worker_healthy(s->w, why, sizeof why);
+
+    admin_buf_printf(out, "{\"status\":\"%s\",\"checks\":[{\"name\":\"saga_consumer\",\"ok\":%s,"
+                          "\"detail\":",
+                     ok ? "ok" : "unavailable", ok ? "true" : "false");
+    admin_buf_json_str(out, s == NULL ? "off (CATALOG_KAFKA_BROKERS=none)" : why);
+    admin_buf_printf(out, "}]}");
+    return ok;
 }
 
 void cat_saga_stop(cat_saga_t *s)

@@ -19,6 +19,7 @@
 #ifndef CAT_SAGA_H
 #define CAT_SAGA_H
 
+#include "admin/admin.h"
 #include "config.h"
 #include "kafka/consumer.h"
 
@@ -36,6 +37,15 @@ svc_err_t cat_saga_start(const cat_config_t *cfg, cat_saga_t **out, char *errbuf
 /* Stops the consumer (the record in hand finishes or is handed again
  * later), then frees. NULL-safe. */
 void cat_saga_stop(cat_saga_t *s);
+
+/* The admin port's callbacks (pkg/admin; ctx a cat_saga_t, NULL when the
+ * saga is off): /metrics gets the consumer's metrics under
+ * shopmicro_catalog_saga_consumer_* and the decisions under
+ * shopmicro_catalog_saga_{reserved,rejected}_total; /readyz is 503 while
+ * the consumer's last poll failed (broker gone, database down). Run on the
+ * admin thread: they read only atomics and the worker's guarded state. */
+void cat_saga_metrics(void *ctx, admin_buf_t *out);
+bool cat_saga_ready(void *ctx, admin_buf_t *out);
 
 /* The handler, for tests: ctx is a cat_saga_t. */
 kfk_verdict_t cat_saga_handle(void *ctx, const kfk_record_t *r, char *reason);

@@ -3,6 +3,7 @@
  * server.c - wires the catalog into pkg/rpc: each worker owns a store (and
  * so one database connection); migrations run before the port opens.
  */
+#include <string.h>
 #include <time.h>
 
 #include "catalog.h"
@@ -44,12 +45,30 @@ static svc_err_t migrate_with_wait(const cat_config_t *cfg, char *errbuf)
     return err;
 }
 
+/* The admin port, unless "none". Bound before serving, so a port in use is
+ * a start-up error, not a silent lack of metrics. */
+static svc_err_t admin_start(const cat_config_t *cfg, cat_saga_t *saga, admin_server_t **out,
+                             char *errbuf)
+{
+    admin_opts_t o;
+
+    if (strcmp(cfg->admin_listen, "none") == 0)
+        return SVC_OK;
+    admin_opts_init(&o);
+    o.listen = cfg->admin_listen;
+    o.metrics = cat_saga_metrics;
+    o.ready = cat_saga_ready;
+    o.ctx = saga;
+    return admin_server_new(&o, out, errbuf);
+}
+
 int cat_server_run(const cat_config_t *cfg)
 {
     char errbuf[SVC_ERRBUF_LEN] = "";
     rpc_server_opts_t o;
     rpc_server_t *srv = NULL;
     cat_saga_t *saga = NULL;
+    admin_server_t *admin = NULL;
     int status = 1;
 
     if (migrate_with_wait(cfg, errbuf) != SVC_OK) {
@@ -74,12 +93,17 @@ int cat_server_run(const cat_config_t *cfg)
         svc_log_error("catalog", "stock saga: %s", errbuf);
         goto out;
     }
+    if (admin_start(cfg, saga, &admin, errbuf) != SVC_OK) {
+        svc_log_error("catalog", "admin port %s: %s", cfg->admin_listen, errbuf);
+        goto out;
+    }
     if (rpc_server_run(srv, errbuf) != SVC_OK) {
         svc_log_error("catalog", "%s", errbuf);
         goto out;
     }
     status = 0;
 out:
+    admin_server_free(admin); /* first: its callbacks read the saga */
     cat_saga_stop(saga);
     rpc_server_free(srv);
     return status;

@@ -26,20 +26,19 @@ struct kfk_worker {
     void *ctx;
     pthread_t thread;
     char module[64];
-    char last_error[SVC_ERRBUF_LEN]; /* "" while healthy; thread-owned */
+    pthread_mutex_t mu;              /* guards last_error against readers   */
+    char last_error[SVC_ERRBUF_LEN]; /* "" while healthy; written by run()  */
 };
 
-/* librdkafka's lines: warnings and errors become ours, the rest debug. */
+/* librdkafka's own lines are detail (it logs every failed connect, each
+ * reconnect, as an error): the consumer's errors reach note_result through
+ * kfk_consumer_poll, one line per change. As the relay does. */
 static void on_log(void *ctx, int level, const char *facility, const char *text)
 {
     const kfk_worker_t *w = ctx;
 
-    if (level <= 3)
-        svc_log_error(w->module, "librdkafka %s: %s", facility, text);
-    else if (level == 4)
-        svc_log_warn(w->module, "librdkafka %s: %s", facility, text);
-    else
-        svc_log_debug(w->module, "librdkafka %s: %s", facility, text);
+    (void)level;
+    svc_log_debug(w->module, "librdkafka %s: %s", facility, text);
 }
 
 /* The consumer passes one ctx to its handler and its on_log; the worker is
@@ -69,16 +68,16 @@ static bool same_state(const char *a, const char *b)
 
 static void note_result(kfk_worker_t *w, svc_err_t err, const char *errbuf)
 {
-    if (err == SVC_OK) {
-        if (w->last_error[0] != '\0')
-            svc_log_info(w->module, "consumer recovered (was: %s)", w->last_error);
-        w->last_error[0] = '\0';
-        return;
-    }
-    if (!same_state(w->last_error, errbuf))
+    if (err == SVC_OK && w->last_error[0] == '\0')
+        return; /* the common case: no lock */
+    if (err == SVC_OK)
+        svc_log_info(w->module, "consumer recovered (was: %s)", w->last_error);
+    else if (!same_state(w->last_error, errbuf))
         svc_log_warn(w->module, "consumer: %s (%s); retrying, one line per change", errbuf,
                      svc_err_name(err));
-    snprintf(w->last_error, sizeof w->last_error, "%s", errbuf);
+    pthread_mutex_lock(&w->mu);
+    snprintf(w->last_error, sizeof w->last_error, "%s", err == SVC_OK ? "" : errbuf);
+    pthread_mutex_unlock(&w->mu);
 }
 
 static void *run(void *arg)
@@ -103,7 +102,7 @@ svc_err_t kfk_worker_start(const kfk_consumer_opts_t *o, const char *log_module,
     kfk_consumer_opts_t co = *o;
     kfk_worker_t *w;
     svc_err_t err;
-    int rc;
+    int rc = 0;
 
     *out = NULL;
     if (o->on_log != NULL) {
@@ -116,22 +115,22 @@ svc_err_t kfk_worker_start(const kfk_consumer_opts_t *o, const char *log_module,
         return SVC_ENOMEM;
     }
     snprintf(w->module, sizeof w->module, "%s", log_module != NULL ? log_module : "kafka");
+    pthread_mutex_init(&w->mu, NULL);
     w->handler = o->handler;
     w->ctx = o->ctx;
     co.handler = o->handler != NULL ? handle : NULL; /* NULL: let validation name it */
     co.on_log = on_log;
     co.ctx = w;
     err = kfk_consumer_new(&co, &w->c, errbuf);
-    if (err != SVC_OK) {
-        free(w);
-        return err;
-    }
-    rc = pthread_create(&w->thread, NULL, run, w);
-    if (rc != 0) {
+    if (err == SVC_OK && (rc = pthread_create(&w->thread, NULL, run, w)) != 0) {
         svc_errbuf_set(errbuf, "kfk_worker_start: pthread_create: %s", strerror(rc));
         kfk_consumer_free(w->c);
+        err = SVC_EINTERNAL;
+    }
+    if (err != SVC_OK) {
+        pthread_mutex_destroy(&w->mu);
         free(w);
-        return SVC_EINTERNAL;
+        return err;
     }
     svc_log_info(w->module, "consumer started (group %s, brokers %s)", o->group_id, o->brokers);
     *out = w;
@@ -151,7 +150,19 @@ void kfk_worker_stop(kfk_worker_t *w)
     else
         svc_log_info(w->module, "consumer stopped: offsets committed, group left");
     kfk_consumer_free(w->c);
+    pthread_mutex_destroy(&w->mu);
     free(w);
+}
+
+bool kfk_worker_healthy(kfk_worker_t *w, char *why, size_t len)
+{
+    bool ok;
+
+    pthread_mutex_lock(&w->mu);
+    ok = w->last_error[0] == '\0';
+    snprintf(why, len, "%s", w->last_error);
+    pthread_mutex_unlock(&w->mu);
+    return ok;
 }
 
 const kfk_consumer_t *kfk_worker_consumer(const kfk_worker_t *w)

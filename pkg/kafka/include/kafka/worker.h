@@ -7,16 +7,18 @@
  *
  * A service adds only its handler (and the handler's own state, e.g. a
  * database connection that only this thread uses): the worker creates the
- * consumer from the service's options, polls it, logs librdkafka's warnings
- * and errors and the consumer's own (a broker that went away, a handler that
- * asks for a retry, an offset commit that failed) as key=value lines under
- * the service's log module, and on stop lets the record in hand finish (or
- * give up at kfk_record_cancelled), commits, leaves the group and joins.
+ * consumer from the service's options, polls it, logs the consumer's errors
+ * (a broker that went away, a handler that asks for a retry, an offset
+ * commit that failed) as key=value lines under the service's log module, one
+ * per change of state (librdkafka's own lines at debug), and on stop lets
+ * the record in hand finish (or give up at kfk_record_cancelled), commits,
+ * leaves the group and joins.
  *
  * Threads: kfk_worker_start and kfk_worker_stop from one thread (the
  * service's main); the handler runs on the worker's thread;
  * kfk_worker_consumer's consumer may be read from any thread
- * (kfk_consumer_stats, kfk_consumer_metrics).
+ * (kfk_consumer_stats, kfk_consumer_metrics), and kfk_worker_healthy called
+ * from any thread.
  */
 #ifndef KFK_WORKER_H
 #define KFK_WORKER_H
@@ -41,5 +43,9 @@ void kfk_worker_stop(kfk_worker_t *w);
 
 /* The consumer, for its stats and metrics (borrowed; valid until stop). */
 const kfk_consumer_t *kfk_worker_consumer(const kfk_worker_t *w);
+
+/* Whether the last poll went well; if not, its error in why (len bytes),
+ * e.g. for a /readyz body. Thread-safe. */
+bool kfk_worker_healthy(kfk_worker_t *w, char *why, size_t len);
 
 #endif /* KFK_WORKER_H */
