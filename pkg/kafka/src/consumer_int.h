@@ -45,6 +45,7 @@ struct kfk_consumer {
     char *group_id, *dlq_topic;
     atomic_bool stop;
     bool closed;
+    bool polled;              /* the last poll called rd_kafka_consumer_poll */
     kfk__pending_t *pending;  /* n_pending of cap_pending                  */
     size_t n_pending, cap_pending;
     uint64_t rand_state, lag_at_ms;

@@ -281,12 +281,19 @@ svc_err_t kfk_consumer_poll(kfk_consumer_t *c, int timeout_ms, int *served, char
         svc_errbuf_set(errbuf, "kafka consumer: stopped");
         return SVC_ECANCELLED;
     }
-    if (p != NULL && due <= now) {
+    /* A due retry is served only if the previous call polled librdkafka:
+     * with many partitions retrying, rebalances and the poll interval are
+     * still served every other call (two handler calls at most between). */
+    if (p != NULL && due <= now && c->polled) {
         *served = 1;
+        c->polled = false;
         err = serve(c, p->m, p, errbuf);
     } else {
-        if (p != NULL && due - now < (uint64_t)t)
+        if (p != NULL && due <= now)
+            t = 0;
+        else if (p != NULL && due - now < (uint64_t)t)
             t = (int)(due - now);
+        c->polled = true;
         m = rd_kafka_consumer_poll(c->rk, t);
         /* Rebalances ran inside that poll. */
         if (c->deferred != SVC_OK) {

@@ -67,12 +67,14 @@ static const char *bad_timing(const kfk_consumer_opts_t *o)
         return "handler_timeout_ms must be 100..600000";
     if (!in_range(o->dlq_timeout_ms, 1000, 300000))
         return "dlq_timeout_ms must be 1000..300000";
-    /* A poll serves one handler call and at most one dead letter: both must
+    /* Between two rd_kafka_consumer_poll calls there are at most two handler
+     * calls, each with at most one dead letter (consumer_loop.c): they must
      * fit in the poll interval, or the group would evict a busy member. */
     if (!in_range(o->max_poll_interval_ms, 1, 3600000) ||
         (int64_t)o->max_poll_interval_ms <=
-            (int64_t)o->handler_timeout_ms + o->dlq_timeout_ms)
-        return "max_poll_interval_ms must exceed handler_timeout_ms + dlq_timeout_ms (max 3600000)";
+            2 * ((int64_t)o->handler_timeout_ms + o->dlq_timeout_ms))
+        return "max_poll_interval_ms must exceed 2 x (handler_timeout_ms + dlq_timeout_ms), "
+               "max 3600000";
     if (!in_range(o->backoff_base_ms, 1, 60000))
         return "backoff_base_ms must be 1..60000";
     if (!in_range(o->backoff_cap_ms, o->backoff_base_ms, 3600000))

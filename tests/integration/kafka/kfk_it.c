@@ -166,7 +166,7 @@ kfk_consumer_t *kit_consumer(const kit_fixture_t *f, const char *topic, const ch
     o.handler_timeout_ms = 5000;
     o.dlq_topic = t->dlq_topic;
     o.dlq_timeout_ms = t->dlq_timeout_ms > 0 ? t->dlq_timeout_ms : 5000;
-    o.max_poll_interval_ms = 20000;
+    o.max_poll_interval_ms = 25000;
     o.backoff_base_ms = 100;
     o.backoff_cap_ms = 400;
     o.lag_interval_ms = 200;

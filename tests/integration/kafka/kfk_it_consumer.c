@@ -83,7 +83,7 @@ int main(void)
     o.session_timeout_ms = 6000; /* the broker's minimum: a dead member goes soon */
     o.handler_timeout_ms = 60000;
     o.dlq_timeout_ms = 2000;
-    o.max_poll_interval_ms = 70000;
+    o.max_poll_interval_ms = 130000;
     o.lag_interval_ms = 200;
     o.handler = handle;
     if (kfk_consumer_new(&o, &consumer, errbuf) != SVC_OK) {

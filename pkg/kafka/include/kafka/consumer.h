@@ -121,7 +121,8 @@ typedef struct kfk_consumer_opts {
                                      record's topic + KFK_CONSUMER_DEFAULT_DLQ_SUFFIX
                                      (shopmicro.orders.v1 -> shopmicro.orders.v1.dlq) */
     int session_timeout_ms;       /* 6000..300000 (the broker's group limits)        */
-    int max_poll_interval_ms;     /* > handler_timeout_ms + dlq_timeout_ms, <= 1 h   */
+    int max_poll_interval_ms;     /* > 2 x (handler_timeout_ms + dlq_timeout_ms),
+                                     <= 1 h                                          */
     int handler_timeout_ms;       /* 100..600000: the handler's deadline             */
     int backoff_base_ms;          /* 1..60000: the first KFK_RETRY window            */
     int backoff_cap_ms;           /* backoff_base_ms..3600000                        */

@@ -52,6 +52,8 @@ static void defaults_are_documented_values(void **state)
     assert_int_equal(o.lag_interval_ms, 5000);
     valid_opts(&o);
     assert_int_equal(kfk_consumer_opts_validate(&o, NULL), SVC_OK);
+    o.max_poll_interval_ms = 80001;
+    assert_int_equal(kfk_consumer_opts_validate(&o, NULL), SVC_OK);
 }
 
 typedef void (*mutate_fn)(kfk_consumer_opts_t *o);
@@ -76,7 +78,8 @@ static void dlq_is_consumed(kfk_consumer_opts_t *o) { o->dlq_topic = "shopmicro.
 static void short_session(kfk_consumer_opts_t *o) { o->session_timeout_ms = 5999; }
 static void handler_fast(kfk_consumer_opts_t *o) { o->handler_timeout_ms = 99; }
 static void dlq_slow(kfk_consumer_opts_t *o) { o->dlq_timeout_ms = 300001; }
-static void poll_too_short(kfk_consumer_opts_t *o) { o->max_poll_interval_ms = 40000; }
+/* 2 x (30000 + 10000): two handler calls and their dead letters must fit */
+static void poll_too_short(kfk_consumer_opts_t *o) { o->max_poll_interval_ms = 80000; }
 static void base_zero(kfk_consumer_opts_t *o) { o->backoff_base_ms = 0; }
 static void cap_below_base(kfk_consumer_opts_t *o) { o->backoff_cap_ms = 50; }
 static void lag_fast(kfk_consumer_opts_t *o) { o->lag_interval_ms = 10; }
