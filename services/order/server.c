@@ -7,6 +7,7 @@
  * thread and a store of its own, from before serving until after the drain.
  */
 #include <stdlib.h>
+#include <string.h>
 #include <time.h>
 
 #include "kafka/worker.h"
@@ -93,8 +94,10 @@ static svc_err_t saga_start(const ord_config_t *cfg, saga_run_t *s, char *errbuf
     kfk_consumer_opts_t o;
     svc_err_t err;
 
-    if (cfg->kafka_brokers[0] == '\0') {
-        svc_log_warn("order", "ORDER_KAFKA_BROKERS is empty: no saga consumer, so orders stay "
+    /* "none", as CATALOG_KAFKA_BROKERS's: an empty variable means the
+     * default (svc_cfg_load), so "" would join the broker on 19092. */
+    if (strcmp(cfg->kafka_brokers, "none") == 0) {
+        svc_log_warn("order", "ORDER_KAFKA_BROKERS=none: no saga consumer, so orders stay "
                               "PENDING");
         return SVC_OK;
     }

@@ -62,7 +62,7 @@ svc_err_t ord_it_catalog_start(ord_it_t *t)
     /* No saga consumer in this catalog: it would join a user's broker on
      * the default port (see order_start). */
     const char *env[] = {listen, dsn, "CATALOG_LOG_LEVEL=info", "CATALOG_WORKERS=16",
-                         "CATALOG_KAFKA_BROKERS=", NULL};
+                         "CATALOG_KAFKA_BROKERS=none", "CATALOG_ADMIN_LISTEN=127.0.0.1:0", NULL};
 
     snprintf(listen, sizeof listen, "CATALOG_LISTEN=%s", t->cat_addr);
     snprintf(dsn, sizeof dsn, "CATALOG_DB_DSN=%s", t->cat_db.dsn);
@@ -91,7 +91,7 @@ static svc_err_t order_start(ord_it_t *t, const char *const *extra)
     /* No saga consumer unless a test names its own broker in extra: the
      * default would join a user's broker on 127.0.0.1:19092 and take the
      * user's events (and commit the user's group's offsets). */
-    env[n++] = "ORDER_KAFKA_BROKERS=";
+    env[n++] = "ORDER_KAFKA_BROKERS=none"; /* "": the default, 19092 */
     for (size_t i = 0; extra != NULL && extra[i] != NULL && n < ENV_MAX - 1; i++)
         env[n++] = extra[i];
     env[n] = NULL;
