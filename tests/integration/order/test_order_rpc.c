@@ -47,6 +47,20 @@ static ord_it_counts_t plus(ord_it_counts_t c, int orders, int items, int outbox
 
 /* ------------------------------------------------------------------ */
 
+/* The services of these tests consume nothing: with a consumer they would
+ * join whatever broker listens on the default port (a user's stack) and
+ * take its events. An empty variable would not do: it means the default. */
+static void no_saga_consumer_joins_a_broker(void **state)
+{
+    ord_it_t *t = *state;
+
+    assert_true(spawn_log_contains(t->ord, "config ORDER_KAFKA_BROKERS=none"));
+    assert_true(spawn_log_contains(t->ord, "ORDER_KAFKA_BROKERS=none: no saga consumer"));
+    assert_false(spawn_log_contains(t->ord, "consumer started"));
+    assert_true(spawn_log_contains(t->cat, "config CATALOG_KAFKA_BROKERS=none"));
+    assert_false(spawn_log_contains(t->cat, "consumer started"));
+}
+
 static void create_prices_live_and_writes_one_transaction(void **state)
 {
     ord_it_t *t = *state;
@@ -562,6 +576,7 @@ static void sigterm_drains_an_in_flight_create_then_exits_0(void **state)
 int main(void)
 {
     const struct CMUnitTest tests[] = {
+        cmocka_unit_test(no_saga_consumer_joins_a_broker),
         cmocka_unit_test(create_prices_live_and_writes_one_transaction),
         cmocka_unit_test(get_order_returns_items_total_status_and_time),
         cmocka_unit_test(unknown_product_is_invalid_argument_and_writes_nothing),
