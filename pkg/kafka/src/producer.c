@@ -201,6 +201,14 @@ int kfk_producer_poll(kfk_producer_t *p, int timeout_ms)
     return rd_kafka_poll(p->rk, timeout_ms);
 }
 
+int kfk_producer_flush(kfk_producer_t *p, int timeout_ms)
+{
+    /* rd_kafka_flush also serves the main queue (delivery reports, log
+     * lines) while it waits, like rd_kafka_poll. */
+    (void)rd_kafka_flush(p->rk, timeout_ms);
+    return atomic_load(&p->outstanding);
+}
+
 svc_err_t kfk_producer_ping(kfk_producer_t *p, int timeout_ms, char *errbuf)
 {
     const struct rd_kafka_metadata *md = NULL;

@@ -149,6 +149,13 @@ svc_err_t kfk_produce(kfk_producer_t *p, const kfk_message_t *m, char *errbuf);
  * from one thread. */
 int kfk_producer_poll(kfk_producer_t *p, int timeout_ms);
 
+/* Sends what is queued now, without waiting for linger_ms, and serves
+ * delivery reports (and log lines) until none is outstanding or timeout_ms
+ * passed, like kfk_producer_poll. For a caller that has produced all it
+ * has for now and waits for the outcome. Returns the messages still
+ * outstanding. Call it from the polling thread. */
+int kfk_producer_flush(kfk_producer_t *p, int timeout_ms);
+
 /* Asks a broker for metadata and waits up to timeout_ms for the answer:
  * SVC_OK when one answered, SVC_EUNAVAIL (no broker reachable, or no answer
  * in time: down or hung) with librdkafka's reason in errbuf. Blocks the
