@@ -206,7 +206,8 @@ kfk_verdict_t ord_saga_handle(void *ctx, const kfk_record_t *r, char *reason)
     moved_to = d.ev.confirm ? "CONFIRMED" : "CANCELLED";
     if (err != SVC_OK) {
         v = ord_saga_db_verdict(err);
-        snprintf(reason, KFK_REASON_LEN, "%s: %s",
+        /* libpq's text is cut to what the reason holds (KFK_REASON_LEN). */
+        snprintf(reason, KFK_REASON_LEN, "%s: %.200s",
                  v == KFK_POISON ? "the database refused the event" : "database unavailable",
                  errbuf);
         if (v == KFK_POISON)
