@@ -359,11 +359,13 @@ svc_err_t spawn_wait_port(spawn_proc_t *p, const char *host, int port, int timeo
     }
 }
 
-int spawn_free_port(void)
+/* Binds 127.0.0.1:port (0: the kernel picks) and returns the bound port,
+ * -1 when it cannot. */
+static int try_port(int port)
 {
-    struct sockaddr_in sa = {.sin_family = AF_INET, .sin_port = 0};
+    struct sockaddr_in sa = {.sin_family = AF_INET, .sin_port = htons((uint16_t)port)};
     socklen_t len = sizeof sa;
-    int fd, port = -1;
+    int fd, got = -1;
 
     sa.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
     fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
@@ -371,9 +373,38 @@ int spawn_free_port(void)
         return -1;
     if (bind(fd, (struct sockaddr *)&sa, sizeof sa) == 0 &&
         getsockname(fd, (struct sockaddr *)&sa, &len) == 0)
-        port = ntohs(sa.sin_port);
+        got = ntohs(sa.sin_port);
     close(fd);
-    return port;
+    return got;
+}
+
+/* The first port of the ephemeral range (32768 when unknown). */
+static int ephemeral_low(void)
+{
+    FILE *f = fopen("/proc/sys/net/ipv4/ip_local_port_range", "r");
+    int lo = 32768;
+
+    if (f != NULL) {
+        if (fscanf(f, "%d", &lo) != 1 || lo <= 11000)
+            lo = 32768;
+        fclose(f);
+    }
+    return lo;
+}
+
+int spawn_free_port(void)
+{
+    static _Thread_local unsigned seed;
+    int lo = ephemeral_low();
+
+    if (seed == 0) /* per thread; the address mixes threads of one process */
+        seed = (unsigned)getpid() ^ (unsigned)time(NULL) ^ (unsigned)(uintptr_t)&seed;
+    for (int i = 0; i < 200; i++) {
+        int port = try_port(10000 + (int)(rand_r(&seed) % (unsigned)(lo - 10000)));
+        if (port > 0)
+            return port;
+    }
+    return try_port(0);
 }
 
 char *spawn_log_read(const spawn_proc_t *p)

@@ -98,7 +98,11 @@ bool spawn_port_open(const char *host, int port);
 
 /*
  * A TCP port on 127.0.0.1 that nothing is bound to at the time of the call
- * (the kernel picks it; it is not reserved, so use it soon). -1 on error.
+ * (not reserved, so use it soon). -1 on error. Picked at random below the
+ * kernel's ephemeral range, as deploy/local's free_ports does: a port from
+ * that range can be taken by some client connection's source port while
+ * the service on it restarts (a test that kill -9's and restarts a service
+ * on the same port met that).
  */
 int spawn_free_port(void);
 
