@@ -20,10 +20,8 @@ static const svc_cfg_entry_t table[] = {
      OFF(db_statement_timeout_ms), "server-side limit of one SQL statement"},
     {"CATALOG_DB_STARTUP_WAIT_MS", SVC_CFG_INT, 0, 600000, "15000", OFF(db_startup_wait_ms),
      "how long start-up waits for the database to accept connections"},
-    {"CATALOG_KAFKA_BROKERS", SVC_CFG_STR, 0, 511, "127.0.0.1:19092", OFF(kafka_brokers),
-     "Kafka bootstrap servers of the stock saga (OrderCreated in); none: no consumer"},
-    {"CATALOG_CONSUMER_GROUP", SVC_CFG_STR, 1, 255, "catalog", OFF(consumer_group),
-     "Kafka consumer group of the stock saga"},
+    KFK_WORKER_CFG_ROWS("CATALOG", cat_config_t, saga, "catalog",
+                        "the stock saga (OrderCreated in)"),
     {"CATALOG_ADMIN_LISTEN", SVC_CFG_STR, 1, 255, "127.0.0.1:9466", OFF(admin_listen),
      "admin HTTP host:port (/metrics /healthz /readyz of the stock saga); none: no port"},
 };

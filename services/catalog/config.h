@@ -5,6 +5,7 @@
 
 #include <stdio.h>
 
+#include "kafka/worker.h"
 #include "svc/core.h"
 
 typedef struct cat_config {
@@ -15,8 +16,7 @@ typedef struct cat_config {
     int64_t drain_ms;
     int64_t db_statement_timeout_ms;
     int64_t db_startup_wait_ms;
-    char kafka_brokers[SVC_CFG_STR_MAX];
-    char consumer_group[SVC_CFG_STR_MAX];
+    kfk_worker_cfg_t saga; /* CATALOG_KAFKA_BROKERS, CATALOG_CONSUMER_* */
     char admin_listen[SVC_CFG_STR_MAX];
 } cat_config_t;
 

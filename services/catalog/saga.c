@@ -253,30 +253,17 @@ svc_err_t cat_saga_new_detached(const char *dsn, int statement_timeout_ms, cat_s
 
 svc_err_t cat_saga_start(const cat_config_t *cfg, cat_saga_t **out, char *errbuf)
 {
-    const char *topics[] = {CAT_SAGA_TOPIC_IN, NULL};
-    kfk_consumer_opts_t o;
+    static const char *const topics[] = {CAT_SAGA_TOPIC_IN, NULL};
     cat_saga_t *s;
     svc_err_t err;
 
     *out = NULL;
-    /* "none", as GATEWAY_LOCK_DIR's: an empty variable means the default. */
-    if (strcmp(cfg->kafka_brokers, "none") == 0) {
-        svc_log_warn(MOD, "CATALOG_KAFKA_BROKERS=none: no stock is reserved, and orders stay "
-                          "PENDING");
-        return SVC_OK;
-    }
     err = cat_saga_new_detached(cfg->db_dsn, (int)cfg->db_statement_timeout_ms, &s, errbuf);
-    if (err != SVC_OK)
-        return err;
-    kfk_consumer_opts_init(&o);
-    o.brokers = cfg->kafka_brokers;
-    o.group_id = cfg->consumer_group;
-    o.topics = topics;
-    o.client_id = "catalog";
-    o.handler = cat_saga_handle;
-    o.ctx = s;
-    err = kfk_worker_start(&o, MOD, &s->w, errbuf);
-    if (err != SVC_OK) {
+    if (err == SVC_OK)
+        err = kfk_worker_start_cfg(&cfg->saga, topics, "catalog", cat_saga_handle, s, MOD,
+                                   "no stock is reserved, and orders stay PENDING", &s->w,
+                                   errbuf);
+    if (err != SVC_OK || s->w == NULL) { /* failed, or CATALOG_KAFKA_BROKERS=none */
         cat_saga_stop(s);
         return err;
     }

@@ -154,6 +154,29 @@ void kfk_worker_stop(kfk_worker_t *w)
     free(w);
 }
 
+svc_err_t kfk_worker_start_cfg(const kfk_worker_cfg_t *cfg, const char *const *topics,
+                               const char *client_id, kfk_handler_fn handler, void *ctx,
+                               const char *log_module, const char *without, kfk_worker_t **out,
+                               char *errbuf)
+{
+    kfk_consumer_opts_t o;
+
+    *out = NULL;
+    if (strcmp(cfg->brokers, "none") == 0) {
+        svc_log_warn(log_module, "no consumer (brokers: none): %s", without);
+        return SVC_OK;
+    }
+    kfk_consumer_opts_init(&o);
+    o.brokers = cfg->brokers;
+    o.group_id = cfg->group;
+    o.topics = topics;
+    o.client_id = client_id;
+    o.session_timeout_ms = (int)cfg->session_timeout_ms;
+    o.handler = handler;
+    o.ctx = ctx;
+    return kfk_worker_start(&o, log_module, out, errbuf);
+}
+
 bool kfk_worker_healthy(kfk_worker_t *w, char *why, size_t len)
 {
     bool ok;

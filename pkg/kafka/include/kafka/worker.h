@@ -23,6 +23,8 @@
 #ifndef KFK_WORKER_H
 #define KFK_WORKER_H
 
+#include <stddef.h>
+
 #include "kafka/consumer.h"
 
 typedef struct kfk_worker kfk_worker_t; /* opaque */
@@ -43,6 +45,47 @@ void kfk_worker_stop(kfk_worker_t *w);
 
 /* The consumer, for its stats and metrics (borrowed; valid until stop). */
 const kfk_consumer_t *kfk_worker_consumer(const kfk_worker_t *w);
+
+/* ------------------------------------------------------------------------
+ * The settings every service's consumer has, one way for every service.
+ * ------------------------------------------------------------------------ */
+typedef struct kfk_worker_cfg {
+    char brokers[SVC_CFG_STR_MAX]; /* "none": no consumer                    */
+    char group[SVC_CFG_STR_MAX];
+    int64_t session_timeout_ms;    /* how long a crashed member keeps its
+                                      partitions (kill -9: the restarted one
+                                      waits this long for them)              */
+} kfk_worker_cfg_t;
+
+/*
+ * The three rows of a service's svc_cfg table for its kfk_worker_cfg_t
+ * member `m` of config struct `type`, named <P>_KAFKA_BROKERS (default
+ * 127.0.0.1:19092; "none": no consumer - an empty value means the default,
+ * as for every variable), <P>_CONSUMER_GROUP (default `group_default`) and
+ * <P>_CONSUMER_SESSION_TIMEOUT_MS (librdkafka's 45000; 6000..300000, the
+ * broker's group limits). `what` completes the help lines ("the stock
+ * saga").
+ */
+#define KFK_WORKER_CFG_ROWS(P, type, m, group_default, what)                                              \
+    {P "_KAFKA_BROKERS", SVC_CFG_STR, 1, 511, "127.0.0.1:19092", offsetof(type, m.brokers),       \
+     "Kafka bootstrap servers of " what "; none: no consumer (empty: the default)"},              \
+    {P "_CONSUMER_GROUP", SVC_CFG_STR, 1, 255, group_default, offsetof(type, m.group),            \
+     "Kafka consumer group of " what},                                                            \
+    {P "_CONSUMER_SESSION_TIMEOUT_MS", SVC_CFG_INT, 6000, 300000, "45000",                        \
+     offsetof(type, m.session_timeout_ms),                                                        \
+     "how long a crashed consumer of " what " keeps its partitions"}
+
+/*
+ * kfk_worker_start for a service: the consumer of `topics` (NULL-terminated)
+ * with cfg's brokers, group and session timeout, client.id client_id, the
+ * rest of the defaults, and handler(ctx). With cfg->brokers "none" it starts
+ * nothing: *out NULL, SVC_OK, and one warning line under log_module that
+ * says `without` (what the service then does not do).
+ */
+svc_err_t kfk_worker_start_cfg(const kfk_worker_cfg_t *cfg, const char *const *topics,
+                               const char *client_id, kfk_handler_fn handler, void *ctx,
+                               const char *log_module, const char *without, kfk_worker_t **out,
+                               char *errbuf);
 
 /* Whether the last poll went well; if not, its error in why (len bytes),
  * e.g. for a /readyz body. Thread-safe. */
