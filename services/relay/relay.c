@@ -42,7 +42,10 @@
 #define PROBE_IDLE_MS      2000
 #define PROBE_TIMEOUT_MS   500
 
+typedef struct flight flight_t;
+
 typedef struct slot {
+    flight_t *f; /* the batch it belongs to */
     bool done;
     svc_err_t err;
 } slot_t;
@@ -50,11 +53,11 @@ typedef struct slot {
 struct rly_relay {
     const rly_config_t *cfg;
     kfk_producer_t *producer;
-    rly_store_t *store;
+    flight_t *fl; /* RLY_FLIGHTS */
     rly_listener_t *listener;
-    slot_t *slots; /* batch_size; outlive the producer: late reports land here */
-    char reason[SVC_ERRBUF_LEN]; /* the batch's first failure */
+    char reason[SVC_ERRBUF_LEN]; /* why Kafka or the database is down */
     bool stopping, kafka_down, db_down;
+    uint64_t drain_until_ms; /* once stopping: when to stop waiting for reports */
     unsigned failures; /* consecutive failed batches: the backoff exponent */
     uint64_t rand_state, stats_at_ms;
     uint64_t kafka_seen_ms; /* the last batch or probe: Kafka's state is that recent */
@@ -71,6 +74,23 @@ typedef struct batch {
     double claim_ms, produce_ms, reports_ms, mark_ms;
 } batch_t;
 
+/* A claimed batch, from its claim to its commit: its own connection (the
+ * claim's transaction stays open until the mark's COMMIT), its rows and
+ * each row's outcome. There are two, so that the next batch is claimed and
+ * produced while the one before waits for its delivery reports (see
+ * rly_relay_run). */
+#define RLY_FLIGHTS 2
+
+struct flight {
+    rly_store_t *store;
+    PGresult *rows;
+    slot_t *slots; /* batch_size; outlive the producer: late reports land here */
+    int pending;   /* produced, not yet reported */
+    uint64_t produced_ms, t_ns;
+    char reason[SVC_ERRBUF_LEN]; /* the batch's first failure */
+    batch_t b;
+};
+
 static double ms_since(uint64_t *t_ns)
 {
     uint64_t now = svc_now_ns(), was = *t_ns;
@@ -81,13 +101,14 @@ static double ms_since(uint64_t *t_ns)
 
 static void on_delivery(void *ctx, void *opaque, svc_err_t err, const char *reason)
 {
-    rly_relay_t *r = ctx;
     slot_t *s = opaque;
 
+    (void)ctx;
     s->done = true;
     s->err = err;
-    if (err != SVC_OK && r->reason[0] == '\0')
-        svc_errbuf_set(r->reason, "%s", reason);
+    s->f->pending--;
+    if (err != SVC_OK && s->f->reason[0] == '\0')
+        svc_errbuf_set(s->f->reason, "%s", reason);
 }
 
 /* librdkafka's own lines (connection refused per attempt, the harmless
@@ -120,8 +141,11 @@ svc_err_t rly_relay_new(const rly_config_t *cfg, rly_relay_t **out, char *errbuf
     svc_err_t err = SVC_ENOMEM;
 
     *out = NULL;
-    if (r == NULL || (r->slots = calloc((size_t)cfg->batch_size, sizeof *r->slots)) == NULL)
+    if (r == NULL || (r->fl = calloc(RLY_FLIGHTS, sizeof *r->fl)) == NULL)
         goto fail;
+    for (int i = 0; i < RLY_FLIGHTS; i++)
+        if ((r->fl[i].slots = calloc((size_t)cfg->batch_size, sizeof *r->fl[i].slots)) == NULL)
+            goto fail;
     r->cfg = cfg;
     rly_stats_init(&r->stats);
     r->rand_state = (uint64_t)time(NULL) ^ ((uint64_t)getpid() << 32) ^ 0x9e3779b97f4a7c15ull;
@@ -134,9 +158,9 @@ svc_err_t rly_relay_new(const rly_config_t *cfg, rly_relay_t **out, char *errbuf
     o.on_log = on_log;
     o.ctx = r;
     err = kfk_producer_new(&o, &r->producer, errbuf);
-    if (err == SVC_OK)
-        err = rly_store_new(cfg->db_dsn, cfg->name, (int)cfg->db_statement_timeout_ms, &r->store,
-                            errbuf);
+    for (int i = 0; i < RLY_FLIGHTS && err == SVC_OK; i++)
+        err = rly_store_new(cfg->db_dsn, cfg->name, (int)cfg->db_statement_timeout_ms,
+                            &r->fl[i].store, errbuf);
     if (err == SVC_OK)
         err = rly_listener_new(cfg->db_dsn, cfg->name, &r->listener, errbuf);
     if (err == SVC_OK)
@@ -156,9 +180,13 @@ void rly_relay_free(rly_relay_t *r)
         return;
     admin_server_free(r->admin); /* first: its callbacks read r->stats */
     kfk_producer_free(r->producer, 0); /* before the slots its reports write */
-    rly_store_free(r->store);
+    for (int i = 0; r->fl != NULL && i < RLY_FLIGHTS; i++) {
+        PQclear(r->fl[i].rows);
+        rly_store_free(r->fl[i].store);
+        free(r->fl[i].slots);
+    }
+    free(r->fl);
     rly_listener_free(r->listener);
-    free(r->slots);
     free(r);
 }
 
@@ -183,9 +211,11 @@ static uint64_t next_random(rly_relay_t *r)
     return r->rand_state;
 }
 
-/* Publishes row i of the claim; its slot records the outcome. */
-static void produce_row(rly_relay_t *r, PGresult *rows, int i)
+/* Publishes row i of f's claim; its slot records the outcome. */
+static void produce_row(rly_relay_t *r, flight_t *f, int i)
 {
+    PGresult *rows = f->rows;
+    slot_t *slot = &f->slots[i];
     char errbuf[SVC_ERRBUF_LEN] = "";
     kfk_header_t h[KFK_CE_MAX_HEADERS];
     size_t n_h = 0, len = 0;
@@ -202,10 +232,11 @@ static void produce_row(rly_relay_t *r, PGresult *rows, int i)
     svc_err_t err = value == NULL ? SVC_ENOMEM : kfk_ce_headers(&ce, h, &n_h, errbuf);
     kfk_message_t m = {.topic = PQgetvalue(rows, i, RLY_COL_TOPIC),
                        .key = key, .key_len = strlen(key), .value = value, .value_len = len,
-                       .headers = h, .n_headers = n_h, .opaque = &r->slots[i]};
+                       .headers = h, .n_headers = n_h, .opaque = slot};
     uint64_t give_up = svc_now_ms() + QUEUE_FULL_WAIT_MS;
 
-    r->slots[i] = (slot_t){false, SVC_OK};
+    *slot = (slot_t){f, false, SVC_OK};
+    f->pending++; /* before the call: its report may fire in the poll below */
     while (err == SVC_OK &&
            (err = kfk_produce(r->producer, &m, errbuf)) == SVC_EEXHAUSTED &&
            svc_now_ms() < give_up) {
@@ -213,9 +244,10 @@ static void produce_row(rly_relay_t *r, PGresult *rows, int i)
         err = SVC_OK;
     }
     if (err != SVC_OK) { /* refused: no report will come */
-        r->slots[i] = (slot_t){true, err};
-        if (r->reason[0] == '\0')
-            svc_errbuf_set(r->reason, "%s", errbuf[0] ? errbuf : svc_strerror(err));
+        *slot = (slot_t){f, true, err};
+        f->pending--;
+        if (f->reason[0] == '\0')
+            svc_errbuf_set(f->reason, "%s", errbuf[0] ? errbuf : svc_strerror(err));
     }
     PQfreemem(value);
 }
@@ -227,8 +259,8 @@ static void refresh_stats(rly_relay_t *r, bool force);
  * and this much more. */
 #define OVERDUE_MARGIN_MS 1000
 
-/* Serves reports until none is outstanding. On a stop signal, waits at
- * most RELAY_DRAIN_MS more: rows still unreported then stay unpublished.
+/* Serves reports until none of f's is outstanding. On a stop signal, waits
+ * at most RELAY_DRAIN_MS more: rows still unreported then stay unpublished.
  *
  * Reports can come much later than message.timeout.ms: when the broker
  * dies with requests in flight, the idempotent producer cannot tell
@@ -237,18 +269,23 @@ static void refresh_stats(rly_relay_t *r, bool force);
  * then waits, its rows locked, which is right (nothing can be published
  * meanwhile, and their reports will come), but the relay must not look
  * healthy: overdue reports count as Kafka down, and the backlog gauges go
- * on counting (on the claim's connection, a read inside its transaction). */
-static void wait_reports(rly_relay_t *r, int stop_fd)
+ * on counting (on a claim's connection, a read inside its transaction). */
+static void wait_reports(rly_relay_t *r, flight_t *f, int stop_fd)
 {
-    uint64_t give_up = UINT64_MAX,
-             overdue_at = svc_now_ms() + (uint64_t)r->cfg->kafka_delivery_timeout_ms +
-                          OVERDUE_MARGIN_MS;
+    uint64_t overdue_at =
+        f->produced_ms + (uint64_t)r->cfg->kafka_delivery_timeout_ms + OVERDUE_MARGIN_MS;
 
-    while (kfk_producer_outstanding(r->producer) > 0 && svc_now_ms() < give_up) {
-        kfk_producer_poll(r->producer, POLL_SLICE_MS);
+    while (f->pending > 0 && (!r->stopping || svc_now_ms() < r->drain_until_ms)) {
+        /* Flush, not poll: every row of the batch is produced, so waiting
+         * for linger.ms to fill a request would only delay it. A flush
+         * returns once nothing at all is outstanding; while the next batch
+         * is in flight too, short ones, so that this batch's commit does
+         * not wait for the next one's reports. */
+        kfk_producer_flush(r->producer, kfk_producer_outstanding(r->producer) > f->pending
+                                            ? 1 : POLL_SLICE_MS);
         if (!r->stopping && stop_signalled(stop_fd, 0)) {
             r->stopping = true;
-            give_up = svc_now_ms() + (uint64_t)r->cfg->drain_ms;
+            r->drain_until_ms = svc_now_ms() + (uint64_t)r->cfg->drain_ms;
             svc_log_info(MOD, "waiting up to %lld ms for %d delivery reports",
                          (long long)r->cfg->drain_ms, kfk_producer_outstanding(r->producer));
         }
@@ -256,19 +293,20 @@ static void wait_reports(rly_relay_t *r, int stop_fd)
             continue;
         if (!r->kafka_down) {
             char what[128];
-            int n = kfk_producer_outstanding(r->producer);
-            if (r->reason[0] == '\0')
-                svc_errbuf_set(r->reason, "%d delivery reports overdue", n);
+            if (f->reason[0] == '\0')
+                svc_errbuf_set(f->reason, "%d delivery reports overdue", f->pending);
+            memcpy(r->reason, f->reason, sizeof r->reason);
             snprintf(what, sizeof what, "%d delivery reports overdue by %lld ms; the batch "
-                     "waits for them", n, (long long)(svc_now_ms() - overdue_at + OVERDUE_MARGIN_MS));
+                     "waits for them", f->pending,
+                     (long long)(svc_now_ms() - overdue_at + OVERDUE_MARGIN_MS));
             set_kafka(r, false, what);
         }
         refresh_stats(r, false);
     }
 }
 
-/* "{id,id,...}" of the acknowledged rows; NULL when out of memory. */
-static char *acked_ids(const rly_relay_t *r, PGresult *rows, int n, int *ok)
+/* "{id,id,...}" of f's acknowledged rows; NULL when out of memory. */
+static char *acked_ids(const flight_t *f, int n, int *ok)
 {
     char *ids = malloc((size_t)n * 38 + 3), *p = ids;
 
@@ -277,49 +315,63 @@ static char *acked_ids(const rly_relay_t *r, PGresult *rows, int n, int *ok)
         return NULL;
     *p++ = '{';
     for (int i = 0; i < n; i++) {
-        if (!r->slots[i].done || r->slots[i].err != SVC_OK)
+        if (!f->slots[i].done || f->slots[i].err != SVC_OK)
             continue;
-        p += snprintf(p, 39, "%s%s", *ok ? "," : "", PQgetvalue(rows, i, RLY_COL_ID));
+        p += snprintf(p, 39, "%s%s", *ok ? "," : "", PQgetvalue(f->rows, i, RLY_COL_ID));
         (*ok)++;
     }
     snprintf(p, 2, "}");
     return ids;
 }
 
-static void run_batch(rly_relay_t *r, int stop_fd, batch_t *b)
+/* Claims a batch into f (a transaction on f's connection) and produces
+ * every row; f->b says how many, or the claim's error (then nothing is
+ * open). */
+static void start_batch(rly_relay_t *r, flight_t *f)
 {
-    PGresult *rows = NULL;
-    char *ids = NULL;
-    uint64_t t = svc_now_ns();
+    batch_t *b = &f->b;
 
     memset(b, 0, sizeof *b);
-    r->reason[0] = '\0';
-    b->db_err = rly_store_claim(r->store, (int)r->cfg->batch_size, &rows, r->reason);
-    b->claim_ms = ms_since(&t);
+    f->reason[0] = '\0';
+    f->pending = 0;
+    f->t_ns = svc_now_ns();
+    b->db_err = rly_store_claim(f->store, (int)r->cfg->batch_size, &f->rows, f->reason);
+    b->claim_ms = ms_since(&f->t_ns);
     if (b->db_err != SVC_OK)
         return;
-    b->claimed = PQntuples(rows);
+    b->claimed = PQntuples(f->rows);
     for (int i = 0; i < b->claimed; i++)
-        produce_row(r, rows, i);
-    b->produce_ms = ms_since(&t);
-    wait_reports(r, stop_fd);
-    b->reports_ms = ms_since(&t);
-    ids = acked_ids(r, rows, b->claimed, &b->ok);
+        produce_row(r, f, i);
+    b->produce_ms = ms_since(&f->t_ns);
+    f->produced_ms = svc_now_ms();
+}
+
+/* Waits for f's reports, marks the acknowledged rows and commits (or
+ * rolls back when none was); f is free again after. */
+static void finish_batch(rly_relay_t *r, flight_t *f, int stop_fd)
+{
+    batch_t *b = &f->b;
+    char *ids;
+
+    wait_reports(r, f, stop_fd);
+    b->reports_ms = ms_since(&f->t_ns);
+    ids = acked_ids(f, b->claimed, &b->ok);
     b->failed = b->claimed - b->ok;
     if (ids == NULL || b->ok == 0)
-        rly_store_rollback(r->store);
+        rly_store_rollback(f->store);
     else
-        b->db_err = rly_store_mark_commit(r->store, ids, r->reason);
+        b->db_err = rly_store_mark_commit(f->store, ids, f->reason);
     if (b->db_err != SVC_OK)
         b->ok = 0; /* rolled back: published, but marked on a later claim */
-    b->mark_ms = ms_since(&t);
+    b->mark_ms = ms_since(&f->t_ns);
     if (b->claimed > 0)
         rly_stats_batch(&r->stats, b->claimed);
     atomic_fetch_add_explicit(&r->stats.published, (uint64_t)b->ok, memory_order_relaxed);
     atomic_fetch_add_explicit(&r->stats.produce_errors, (uint64_t)b->failed,
                               memory_order_relaxed);
     free(ids);
-    PQclear(rows);
+    PQclear(f->rows);
+    f->rows = NULL;
 }
 
 /* Kafka's state, from a batch or a probe: one log line per change. what
@@ -383,7 +435,7 @@ static void refresh_stats(rly_relay_t *r, bool force)
     if (r->admin == NULL || (!force && svc_now_ms() - r->stats_at_ms < STATS_EVERY_MS))
         return;
     r->stats_at_ms = svc_now_ms();
-    if (rly_store_stats(r->store, STATS_BACKLOG_CAP, &rows, &oldest, NULL) != SVC_OK)
+    if (rly_store_stats(r->fl[0].store, STATS_BACKLOG_CAP, &rows, &oldest, NULL) != SVC_OK)
         return;
     atomic_store_explicit(&r->stats.backlog_rows, rows, memory_order_relaxed);
     atomic_store_explicit(&r->stats.oldest_created_ms, oldest, memory_order_relaxed);
@@ -437,36 +489,86 @@ static bool back_off(rly_relay_t *r, int stop_fd)
     return !stop_signalled(stop_fd, (int)ms);
 }
 
+/* Finishes f unless its claim failed, and records the outcome: the state
+ * lines, the gauges, the debug line. false when the batch failed (the
+ * caller backs off). */
+static bool end_batch(rly_relay_t *r, flight_t *f, int stop_fd)
+{
+    const batch_t *b = &f->b;
+
+    if (b->db_err == SVC_OK)
+        finish_batch(r, f, stop_fd);
+    memcpy(r->reason, f->reason, sizeof r->reason);
+    note_state(r, b);
+    refresh_stats(r, b->claimed == 0);
+    if (b->db_err != SVC_OK || b->failed > 0)
+        return false;
+    svc_log_debug(MOD, "batch: %d rows published (claim %.1f ms, produce %.1f ms, reports "
+                  "%.1f ms, mark and commit %.1f ms)", b->ok, b->claim_ms, b->produce_ms,
+                  b->reports_ms, b->mark_ms);
+    return true;
+}
+
+/* Two batches overlap: batch N+1 is claimed and produced before batch N's
+ * reports are awaited, so a row committed while N is in flight goes out
+ * without waiting for N's acknowledgement and commit (unless N is full, see
+ * below). Per-key order holds as with two relays: N+1 cannot hold a row of
+ * an aggregate that has one in N (the claim skips an aggregate with an
+ * older unpublished row, and N's rows stay unpublished until N's commit),
+ * and a key's next event is claimed only after the commit that follows its
+ * predecessor's acknowledgement. */
 int rly_relay_run(rly_relay_t *r, int stop_fd)
 {
-    bool more = true; /* a backlog may be waiting from before we started */
-    batch_t b;
+    bool more = true;      /* a backlog may be waiting from before we started */
+    flight_t *older = NULL; /* produced, its reports not yet awaited */
 
     svc_log_info(MOD, "relaying the outbox to %s (batch %lld, poll every %lld ms, admin %s)",
                  r->cfg->kafka_brokers, (long long)r->cfg->batch_size,
                  (long long)r->cfg->poll_interval_ms, r->admin ? r->cfg->admin_listen : "off");
     while (!r->stopping) {
-        if (!more && !idle(r, stop_fd))
+        flight_t *f = older == &r->fl[0] ? &r->fl[1] : &r->fl[0];
+        bool ok = true, got = false;
+
+        if (!more && older == NULL && !idle(r, stop_fd))
             break;
-        run_batch(r, stop_fd, &b);
-        note_state(r, &b);
-        refresh_stats(r, b.claimed == 0);
+        /* A full batch says a backlog waits. The next claim would then
+         * first step over the full batch's locked rows, which costs the
+         * database more than the overlap saves when the database is what
+         * limits the drain (measured: docs/benchmarks.md): finish it
+         * first. Below a full batch, overlap. */
+        if (older != NULL && older->b.claimed >= (int)r->cfg->batch_size) {
+            ok = end_batch(r, older, stop_fd);
+            older = NULL;
+        }
+        if (ok && !r->stopping) {
+            start_batch(r, f);
+            got = f->b.db_err == SVC_OK && f->b.claimed > 0;
+            if (!got) /* nothing produced: end it now (an empty claim rolls back) */
+                ok = end_batch(r, f, stop_fd);
+            if (older != NULL)
+                ok = end_batch(r, older, stop_fd) && ok;
+            older = got ? f : NULL;
+        }
         if (r->stopping)
             break;
-        if (b.db_err != SVC_OK || b.failed > 0) {
+        if (!ok) {
+            /* The batch in flight first, whatever becomes of it: a backoff
+             * must not hold its rows or its reports. */
+            if (older != NULL)
+                (void)end_batch(r, older, stop_fd);
+            older = NULL;
             more = true;
-            if (!back_off(r, stop_fd))
+            if (r->stopping || !back_off(r, stop_fd))
                 break;
             continue;
         }
         r->failures = 0;
-        svc_log_debug(MOD, "batch: %d rows published (claim %.1f ms, produce %.1f ms, reports "
-                      "%.1f ms, mark and commit %.1f ms)", b.ok, b.claim_ms, b.produce_ms,
-                      b.reports_ms, b.mark_ms);
         /* Rows may remain even after a short batch: one event per order is
          * taken per batch. Only an empty claim means the backlog is gone. */
-        more = b.claimed > 0;
+        more = got;
     }
+    if (older != NULL) /* stopping: within RELAY_DRAIN_MS */
+        (void)end_batch(r, older, stop_fd);
     svc_log_info(MOD, "stopped: published=%llu produce_errors=%llu",
                  (unsigned long long)atomic_load(&r->stats.published),
                  (unsigned long long)atomic_load(&r->stats.produce_errors));

@@ -362,9 +362,10 @@ static int random_ms(unsigned *state, int lo, int hi)
     return lo + (int)((*state >> 8) % (unsigned)(hi - lo + 1));
 }
 
-/* 2,000 orders (500 per client, 1 every 12 ms each: about 330/s) while the
- * relay is killed every 0.5-1.5 s: at the next moment within 300 ms that it
- * holds a claim (mid-batch), else wherever it is. */
+/* 2,000 orders (500 per client, 1 every 16 ms each: about 250/s, so that
+ * the load lasts some 8 s) while the relay is killed every 0.5-1.5 s: at
+ * the next moment within 300 ms that it holds a claim (mid-batch), else
+ * wherever it is. */
 static void relay_kill9_repeatedly_during_load(void **state)
 {
     fixture_t *f = *state;
@@ -374,7 +375,7 @@ static void relay_kill9_repeatedly_during_load(void **state)
 
     unsigned seed = (unsigned)getpid();
 
-    load_start(&l, f, 2000 / CLIENTS, 12);
+    load_start(&l, f, 2000 / CLIENTS, 16);
     while ((atomic_load(&l.running) > 0 || kills < MIN_KILLS) && svc_now_ms() < give_up) {
         uint64_t look_until;
         bool busy = false;
