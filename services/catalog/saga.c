@@ -261,8 +261,9 @@ svc_err_t cat_saga_start(const cat_config_t *cfg, cat_saga_t **out, char *errbuf
     err = cat_saga_new_detached(cfg->db_dsn, (int)cfg->db_statement_timeout_ms, &s, errbuf);
     if (err == SVC_OK)
         err = kfk_worker_start_cfg(&cfg->saga, topics, "catalog", cat_saga_handle, s, MOD,
-                                   "no stock is reserved, and orders stay PENDING", &s->w,
-                                   errbuf);
+                                   "CATALOG_KAFKA_BROKERS=none: no stock is reserved, and "
+                                   "orders stay PENDING",
+                                   &s->w, errbuf);
     if (err != SVC_OK || s->w == NULL) { /* failed, or CATALOG_KAFKA_BROKERS=none */
         cat_saga_stop(s);
         return err;

@@ -43,11 +43,8 @@ static const svc_cfg_entry_t table[] = {
     {"ORDER_IDEMPOTENCY_CLEANUP_EVERY", SVC_CFG_INT, 1, 1000000, "100",
      OFF(idempotency_cleanup_every),
      "each worker deletes expired keys (at most 1000) every this many CreateOrder calls"},
-    {"ORDER_KAFKA_BROKERS", SVC_CFG_STR, 1, 511, "127.0.0.1:19092", OFF(kafka_brokers),
-     "Kafka bootstrap servers of the saga's consumer of shopmicro.inventory.v1; none: no "
-     "consumer, and orders stay PENDING (empty: the default, as for every variable)"},
-    {"ORDER_CONSUMER_GROUP", SVC_CFG_STR, 1, 255, "order", OFF(consumer_group),
-     "the saga consumer's Kafka consumer group"},
+    KFK_WORKER_CFG_ROWS("ORDER", ord_config_t, saga, "order",
+                        "the saga (StockReserved/StockRejected in; orders stay PENDING without)"),
 };
 
 svc_err_t ord_config_load(ord_config_t *c, char *errbuf)

@@ -5,6 +5,7 @@
 
 #include <stdio.h>
 
+#include "kafka/worker.h"
 #include "svc/core.h"
 
 typedef struct ord_config {
@@ -31,8 +32,7 @@ typedef struct ord_config {
     int64_t idempotency_cleanup_every;
 
     /* The saga's consumer of shopmicro.inventory.v1 ("" brokers: none). */
-    char kafka_brokers[SVC_CFG_STR_MAX];
-    char consumer_group[SVC_CFG_STR_MAX];
+    kfk_worker_cfg_t saga; /* ORDER_KAFKA_BROKERS, ORDER_CONSUMER_* */
 } ord_config_t;
 
 /* Reads the environment. SVC_EINVAL with the reason in errbuf. */

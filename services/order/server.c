@@ -88,31 +88,22 @@ typedef struct saga_run {
     kfk_worker_t *worker;
 } saga_run_t;
 
+#define NO_CONSUMER "ORDER_KAFKA_BROKERS=none: no saga consumer, so orders stay PENDING"
+
 static svc_err_t saga_start(const ord_config_t *cfg, saga_run_t *s, char *errbuf)
 {
     static const char *const topics[] = {ORD_SAGA_TOPIC, NULL};
-    kfk_consumer_opts_t o;
     svc_err_t err;
 
-    /* "none", as CATALOG_KAFKA_BROKERS's: an empty variable means the
-     * default (svc_cfg_load), so "" would join the broker on 19092. */
-    if (strcmp(cfg->kafka_brokers, "none") == 0) {
-        svc_log_warn("order", "ORDER_KAFKA_BROKERS=none: no saga consumer, so orders stay "
-                              "PENDING");
-        return SVC_OK;
-    }
+    if (strcmp(cfg->saga.brokers, "none") == 0) /* no store for a consumer that never runs */
+        return kfk_worker_start_cfg(&cfg->saga, topics, "order", ord_saga_handle, NULL,
+                                    ORD_SAGA_LOG_MODULE, NO_CONSUMER, &s->worker, errbuf);
     err = ord_store_new(cfg->db_dsn, (int)cfg->db_statement_timeout_ms, &s->store, errbuf);
     if (err != SVC_OK)
         return err;
     s->saga.store = s->store;
-    kfk_consumer_opts_init(&o);
-    o.brokers = cfg->kafka_brokers;
-    o.group_id = cfg->consumer_group;
-    o.topics = topics;
-    o.client_id = "order";
-    o.handler = ord_saga_handle;
-    o.ctx = &s->saga;
-    return kfk_worker_start(&o, ORD_SAGA_LOG_MODULE, &s->worker, errbuf);
+    return kfk_worker_start_cfg(&cfg->saga, topics, "order", ord_saga_handle, &s->saga,
+                                ORD_SAGA_LOG_MODULE, NO_CONSUMER, &s->worker, errbuf);
 }
 
 /* After the gRPC drain: the event in hand commits (or is handed again to

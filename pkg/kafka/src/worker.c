@@ -163,7 +163,7 @@ svc_err_t kfk_worker_start_cfg(const kfk_worker_cfg_t *cfg, const char *const *t
 
     *out = NULL;
     if (strcmp(cfg->brokers, "none") == 0) {
-        svc_log_warn(log_module, "no consumer (brokers: none): %s", without);
+        svc_log_warn(log_module, "%s", without);
         return SVC_OK;
     }
     kfk_consumer_opts_init(&o);

@@ -79,8 +79,9 @@ typedef struct kfk_worker_cfg {
  * kfk_worker_start for a service: the consumer of `topics` (NULL-terminated)
  * with cfg's brokers, group and session timeout, client.id client_id, the
  * rest of the defaults, and handler(ctx). With cfg->brokers "none" it starts
- * nothing: *out NULL, SVC_OK, and one warning line under log_module that
- * says `without` (what the service then does not do).
+ * nothing: *out NULL, SVC_OK, and the warning line `without` under
+ * log_module (which variable said none, and what the service then does not
+ * do).
  */
 svc_err_t kfk_worker_start_cfg(const kfk_worker_cfg_t *cfg, const char *const *topics,
                                const char *client_id, kfk_handler_fn handler, void *ctx,
