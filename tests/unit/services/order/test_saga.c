@@ -3,7 +3,8 @@
  * The saga handler's pure parts (services/order/saga.c) without a broker or
  * a database: which ce_type is read and which is poison (and why), what a
  * record decodes to, the cancel reason built from the shortages, and the
- * verdict for each database error. Poison records go through
+ * verdict for each database error, and the Order's JSON (the gateway's
+ * GET /v1/orders/{id}) with its cancelReason. Poison records go through
  * ord_saga_handle itself with no store: it must refuse them before any
  * database work.
  */
@@ -17,6 +18,7 @@
 
 #include <cmocka.h>
 
+#include "pbj/pbjson.h"
 #include "saga.h"
 
 #define ORDER_ID "0b7c3f9e-2d4a-4c1e-9f3b-6a8d5e7c1b20"
@@ -274,6 +276,25 @@ static void database_errors_are_retried_unless_a_value_was_refused(void **state)
     assert_int_equal(ord_saga_db_verdict(SVC_EINVAL), KFK_POISON);
 }
 
+/* GET /v1/orders/{id} through the gateway is pbjson's encoding of Order:
+ * the status and the reason, named as grpc-gateway names them, with no
+ * route or gateway code of their own. */
+static void order_json_shows_the_status_and_cancel_reason(void **state)
+{
+    ord_order_t o = SHOPMICRO__ORDER__V1__ORDER__INIT;
+    char *json = NULL;
+    size_t len = 0;
+
+    (void)state;
+    o.id = (char *)ORDER_ID;
+    o.status = SHOPMICRO__ORDER__V1__ORDER_STATUS__ORDER_STATUS_CANCELLED;
+    o.cancel_reason = (char *)"unknown product p-2";
+    assert_int_equal(pbj_encode(&o.base, NULL, &json, &len, NULL), SVC_OK);
+    assert_non_null(strstr(json, "\"status\":\"ORDER_STATUS_CANCELLED\""));
+    assert_non_null(strstr(json, "\"cancelReason\":\"unknown product p-2\""));
+    pbj_free(NULL, json);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -283,6 +304,7 @@ int main(void)
         cmocka_unit_test(bad_ids_and_payloads_are_poison),
         cmocka_unit_test(cancel_reason_keeps_whole_clauses),
         cmocka_unit_test(database_errors_are_retried_unless_a_value_was_refused),
+        cmocka_unit_test(order_json_shows_the_status_and_cancel_reason),
     };
     return cmocka_run_group_tests_name("ord_saga", tests, NULL, NULL);
 }
