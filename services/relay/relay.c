@@ -39,6 +39,7 @@
  * or probe. The request blocks the loop a few ms while a broker is up, at
  * most PROBE_TIMEOUT_MS while none answers; a NOTIFY arriving meanwhile
  * waits that long, but only while nothing could be published anyway. */
+#define LOCKED_RETRY_MS    1000
 #define PROBE_IDLE_MS      2000
 #define PROBE_TIMEOUT_MS   500
 
@@ -426,13 +427,15 @@ static void probe_kafka(rly_relay_t *r)
     kfk_producer_poll(r->producer, 0);
 }
 
-/* Refreshes the backlog gauges, at most every STATS_EVERY_MS unless forced.
- * A failure keeps the last values: the claim reports the database's state. */
+/* Refreshes the backlog gauges, at most every STATS_EVERY_MS and only with
+ * an admin port, unless forced (after an empty claim: idle() reads the
+ * count). A failure keeps the last values: the claim reports the
+ * database's state. */
 static void refresh_stats(rly_relay_t *r, bool force)
 {
     int64_t rows = 0, oldest = 0;
 
-    if (r->admin == NULL || (!force && svc_now_ms() - r->stats_at_ms < STATS_EVERY_MS))
+    if (!force && (r->admin == NULL || svc_now_ms() - r->stats_at_ms < STATS_EVERY_MS))
         return;
     r->stats_at_ms = svc_now_ms();
     if (rly_store_stats(r->fl[0].store, STATS_BACKLOG_CAP, &rows, &oldest, NULL) != SVC_OK)
@@ -451,7 +454,16 @@ static int ms_until(uint64_t at, uint64_t now)
  * on a stop signal. */
 static bool idle(rly_relay_t *r, int stop_fd)
 {
-    uint64_t poll_end = svc_now_ms() + (uint64_t)r->cfg->poll_interval_ms;
+    uint64_t poll_ms = (uint64_t)r->cfg->poll_interval_ms, poll_end;
+
+    /* Rows left after an empty claim (counted by it, see end_batch) are
+     * locked by another session, another relay's batch or a relay just
+     * killed whose session Postgres is ending, or wait behind such a row.
+     * Their release sends no NOTIFY: look again soon. */
+    if (atomic_load_explicit(&r->stats.backlog_rows, memory_order_relaxed) > 0 &&
+        poll_ms > LOCKED_RETRY_MS)
+        poll_ms = LOCKED_RETRY_MS;
+    poll_end = svc_now_ms() + poll_ms;
 
     for (;;) {
         uint64_t now = svc_now_ms(), probe_at = r->kafka_seen_ms + PROBE_IDLE_MS,
@@ -527,7 +539,7 @@ int rly_relay_run(rly_relay_t *r, int stop_fd)
                  (long long)r->cfg->poll_interval_ms, r->admin ? r->cfg->admin_listen : "off");
     while (!r->stopping) {
         flight_t *f = older == &r->fl[0] ? &r->fl[1] : &r->fl[0];
-        bool ok = true, got = false;
+        bool ok = true, got = false, committed = older != NULL;
 
         if (!more && older == NULL && !idle(r, stop_fd))
             break;
@@ -564,8 +576,10 @@ int rly_relay_run(rly_relay_t *r, int stop_fd)
         }
         r->failures = 0;
         /* Rows may remain even after a short batch: one event per order is
-         * taken per batch. Only an empty claim means the backlog is gone. */
-        more = got;
+         * taken per batch. Only an empty claim made after the last commit
+         * means the backlog is gone: one made while a batch was in flight
+         * could not take the successors of that batch's rows. */
+        more = got || committed;
     }
     if (older != NULL) /* stopping: within RELAY_DRAIN_MS */
         (void)end_batch(r, older, stop_fd);

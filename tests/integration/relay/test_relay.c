@@ -277,25 +277,31 @@ static void idle_relay_notices_kafka_kill_and_restart(void **state)
 {
     fixture_t *f = *state;
     double down_ms, up_ms, batches;
+    size_t down_lines, up_lines;
     uint64_t t0;
 
     wait_metric(f, "shopmicro_relay_backlog_rows", 0);
     (void)wait_readyz(f, 200, 5000);
     batches = metric(f, "shopmicro_relay_batches_total");
+    /* Lines of the earlier tests (the probe may have seen test 2's outage
+     * first) stay in the log: count the new ones. */
+    down_lines = spawn_log_count(f->relay, "no broker answers while idle");
+    up_lines = spawn_log_count(f->relay, "kafka available again: a broker answers");
     t0 = svc_now_ns();
     assert_int_equal(rly_it_kafka(&f->kafka, "kill"), SVC_OK);
     printf("[relay] kafka.sh kill took %.0f ms\n", ord_it_ms_since(t0));
     down_ms = wait_readyz(f, 503, 5000);
     printf("[relay] idle relay: /readyz 503 %.0f ms after the broker's ports closed\n", down_ms);
     assert_int_equal((int)metric(f, "shopmicro_relay_kafka_up"), 0);
-    assert_int_equal(spawn_log_count(f->relay, "no broker answers while idle"), 1);
+    assert_int_equal(spawn_log_count(f->relay, "no broker answers while idle"), down_lines + 1);
     t0 = svc_now_ns();
     assert_int_equal(rly_it_kafka(&f->kafka, "start"), SVC_OK);
     printf("[relay] kafka.sh start after kill -9 took %.0f ms\n", ord_it_ms_since(t0));
     up_ms = wait_readyz(f, 200, 30000);
     printf("[relay] idle relay: /readyz 200 %.0f ms after kafka.sh start returned\n", up_ms);
     assert_int_equal((int)metric(f, "shopmicro_relay_kafka_up"), 1);
-    assert_int_equal(spawn_log_count(f->relay, "kafka available again: a broker answers"), 1);
+    assert_int_equal(spawn_log_count(f->relay, "kafka available again: a broker answers"),
+                     up_lines + 1);
     assert_true(metric(f, "shopmicro_relay_batches_total") == batches); /* no batch ran */
 }
 
