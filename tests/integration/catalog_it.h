@@ -27,6 +27,7 @@
 #include "rpc/rpc.h"
 #include "shopmicro/catalog/v1/catalog.pb-c.h"
 #include "support/pgtest.h"
+#include "support/group.h"
 #include "support/spawn.h"
 
 typedef Shopmicro__Catalog__V1__Product it_product_t;

@@ -444,7 +444,7 @@ int main(void)
 
     setvbuf(stderr, NULL, _IOLBF, 0);
     cat_it_global_init();
-    rc = cmocka_run_group_tests_name("order_saga", tests, group_setup, group_teardown);
+    rc = svc_test_run_group("order_saga", tests, SVC_COUNTOF(tests), group_setup, group_teardown);
     cat_it_global_fini();
     return rc;
 }

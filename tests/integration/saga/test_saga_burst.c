@@ -1,0 +1,398 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/*
+ * test_saga_burst.c - the stock saga under crashes (issue 13): 200 orders
+ * over 20 products whose stock covers about half of the demand, placed by 8
+ * clients while catalog, order and both relays are kill -9'd in turn at
+ * random moments and restarted (on the same ports: the clients and order's
+ * catalog client keep their addresses).
+ *
+ * A client places each order with an Idempotency-Key and retries the same
+ * key until it is answered, as a real client would across an outage. When
+ * the system is quiet:
+ *   - every order is CONFIRMED or CANCELLED, none PENDING, and its final
+ *     event (OrderConfirmed / OrderCancelled) is in order's outbox once;
+ *   - catalog decided each order once, and agrees with order: RESERVED for
+ *     every CONFIRMED order, REJECTED for every CANCELLED one, with exactly
+ *     one StockReserved / StockRejected row each;
+ *   - for every product, initial stock - the quantities of its CONFIRMED
+ *     orders = its stock now, and that is never below 0.
+ */
+#include <limits.h>
+#include <pthread.h>
+#include <signal.h>
+#include <stdatomic.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <unistd.h>
+
+#include "relay_it.h"
+
+#define N_PRODUCTS 20
+#define N_CLIENTS  8
+#define N_ORDERS   200
+#define STOCK      8   /* 160 units; the orders ask for about 300 */
+#define ENV_N      16
+
+enum { V_CATALOG, V_ORDER, V_RELAY, V_RELAY_CAT, N_VICTIMS };
+
+/* A service this test starts, kills and starts again with the same env. */
+typedef struct proc {
+    const char *name, *bin, *ready;
+    char env_text[ENV_N][PGTEST_DSN_MAX + 64];
+    const char *env[ENV_N + 1];
+    int n_env, starts, kills;
+    spawn_proc_t *p;
+} proc_t;
+
+static rly_it_kafka_t kafka;
+static pgtest_db_t cat_db, ord_db;
+static proc_t procs[N_VICTIMS];
+static char cat_addr[32], ord_addr[32];
+static char products[N_PRODUCTS][37];
+static atomic_int clients_done;
+static atomic_int client_retries;
+
+/* NAME=value; value NULL: name is the whole entry. */
+static void env_add(proc_t *p, const char *name, const char *value)
+{
+    snprintf(p->env_text[p->n_env], sizeof p->env_text[0], "%s%s%s", name,
+             value != NULL ? "=" : "", value != NULL ? value : "");
+    p->env[p->n_env] = p->env_text[p->n_env];
+    p->env[++p->n_env] = NULL;
+}
+
+static svc_err_t proc_start(proc_t *p)
+{
+    char log[PATH_MAX], errbuf[SVC_ERRBUF_LEN] = "";
+    spawn_opts_t o;
+    svc_err_t err;
+
+    spawn_opts_init(&o);
+    o.path = p->bin;
+    o.env = p->env;
+    snprintf(log, sizeof log, "%s/burst-%s-%d-%d.log", getenv("SVC_TEST_LOG_DIR"), p->name,
+             (int)getpid(), p->starts++);
+    o.log_path = log;
+    err = spawn_start(&o, &p->p, errbuf);
+    if (err == SVC_OK)
+        err = spawn_log_wait(p->p, p->ready, it_ms(20000));
+    if (err != SVC_OK) {
+        fprintf(stderr, "%s did not start: %s\n", p->name, errbuf);
+        if (p->p != NULL)
+            spawn_log_dump(p->p, 30);
+    }
+    return err;
+}
+
+static void proc_kill(proc_t *p)
+{
+    spawn_signal(p->p, SIGKILL);
+    spawn_wait_exit(p->p, it_ms(5000), NULL);
+    spawn_free(p->p);
+    p->p = NULL;
+    p->kills++;
+}
+
+/* SIGTERM; 0 when it exited 0. */
+static int proc_stop(proc_t *p)
+{
+    int st = -1;
+
+    if (p->p == NULL)
+        return 0;
+    spawn_signal(p->p, SIGTERM);
+    if (spawn_wait_exit(p->p, it_ms(20000), &st) != SVC_OK || st != 0) {
+        fprintf(stderr, "%s did not exit 0\n", p->name);
+        spawn_log_dump(p->p, 30);
+        st = -1;
+    }
+    spawn_free(p->p);
+    p->p = NULL;
+    return st == 0 ? 0 : -1;
+}
+
+static void relay_proc(proc_t *p, const char *name, const char *dsn)
+{
+    p->name = name;
+    p->bin = getenv("RELAY_BIN");
+    p->ready = "relaying the outbox";
+    env_add(p, "RELAY_DB_DSN", dsn);
+    env_add(p, "RELAY_KAFKA_BROKERS", kafka.brokers);
+    env_add(p, "RELAY_NAME", name);
+    env_add(p, "RELAY_ADMIN_LISTEN=0", NULL);
+    env_add(p, "RELAY_POLL_INTERVAL_MS=1000", NULL);
+    env_add(p, "RELAY_KAFKA_DELIVERY_TIMEOUT_MS=3000", NULL);
+    env_add(p, "RELAY_BACKOFF_BASE_MS=100", NULL);
+    env_add(p, "RELAY_BACKOFF_CAP_MS=1000", NULL);
+}
+
+static int setup(void **state)
+{
+    char errbuf[SVC_ERRBUF_LEN] = "";
+    proc_t *c = &procs[V_CATALOG], *o = &procs[V_ORDER];
+
+    (void)state;
+    rly_it_kafka_cleanup(&kafka);
+    if (rly_it_kafka(&kafka, "start") != SVC_OK ||
+        pgtest_db_create(&cat_db, "saga_burst_cat", errbuf) != SVC_OK ||
+        pgtest_db_create(&ord_db, "saga_burst_ord", errbuf) != SVC_OK) {
+        fprintf(stderr, "setup: %s\n", errbuf);
+        return -1;
+    }
+    snprintf(cat_addr, sizeof cat_addr, "127.0.0.1:%d", spawn_free_port());
+    snprintf(ord_addr, sizeof ord_addr, "127.0.0.1:%d", spawn_free_port());
+    c->name = "catalog";
+    c->bin = getenv("CATALOG_BIN");
+    c->ready = "listening on";
+    env_add(c, "CATALOG_LISTEN", cat_addr);
+    env_add(c, "CATALOG_DB_DSN", cat_db.dsn);
+    env_add(c, "CATALOG_KAFKA_BROKERS", kafka.brokers);
+    /* The broker's least: a killed consumer's partitions go to its successor
+     * after 6 s, not librdkafka's 45. */
+    env_add(c, "CATALOG_CONSUMER_SESSION_TIMEOUT_MS=6000", NULL);
+    env_add(c, "CATALOG_ADMIN_LISTEN=127.0.0.1:0", NULL);
+    env_add(c, "CATALOG_WORKERS=8", NULL);
+    o->name = "order";
+    o->bin = getenv("ORDER_BIN");
+    o->ready = "listening on";
+    env_add(o, "ORDER_LISTEN", ord_addr);
+    env_add(o, "ORDER_DB_DSN", ord_db.dsn);
+    env_add(o, "ORDER_CATALOG_ADDR", cat_addr);
+    env_add(o, "ORDER_KAFKA_BROKERS", kafka.brokers);
+    env_add(o, "ORDER_CONSUMER_SESSION_TIMEOUT_MS=6000", NULL);
+    /* A short cooldown: the clients retry through catalog's outages. */
+    env_add(o, "ORDER_CATALOG_BREAKER_COOLDOWN_MS=500", NULL);
+    relay_proc(&procs[V_RELAY], "relay", ord_db.dsn);
+    relay_proc(&procs[V_RELAY_CAT], "relay-catalog", cat_db.dsn);
+    for (int i = 0; i < N_VICTIMS; i++)
+        if (proc_start(&procs[i]) != SVC_OK)
+            return -1;
+    return 0;
+}
+
+static int teardown(void **state)
+{
+    int rc = 0;
+
+    (void)state;
+    for (int i = N_VICTIMS - 1; i >= 0; i--)
+        if (proc_stop(&procs[i]) != 0)
+            rc = -1;
+    pgtest_db_drop(&cat_db, NULL);
+    pgtest_db_drop(&ord_db, NULL);
+    rly_it_kafka_cleanup(&kafka);
+    return rc;
+}
+
+/* ---- clients ---- */
+
+typedef struct client {
+    int index;
+    grpc_channel *ch;
+    unsigned seed;
+    int placed;
+} client_t;
+
+static void *client_run(void *arg)
+{
+    client_t *c = arg;
+    uint64_t give_up = it_now_ms() + (uint64_t)it_ms(120000);
+
+    for (int i = 0; i < N_ORDERS / N_CLIENTS; i++) {
+        char key[64];
+        it_item_t items[2];
+        size_t n = 1 + (size_t)(rand_r(&c->seed) % 2);
+        int k = (int)(rand_r(&c->seed) % N_PRODUCTS);
+
+        items[0] = (it_item_t){products[k], 1 + (int32_t)(rand_r(&c->seed) % 2)};
+        items[1] = (it_item_t){products[(k + 1 + (int)(rand_r(&c->seed) % (N_PRODUCTS - 1))) %
+                                        N_PRODUCTS],
+                               1};
+        snprintf(key, sizeof key, "burst-%d-%d-%d", (int)getpid(), c->index, i);
+        for (;;) { /* the same key until it is answered: placed once */
+            it_created_t *out = NULL;
+            rpc_result_t res;
+
+            if (it_order_create(c->ch, "burst", items, n, key, 3000, &out, &res) == SVC_OK) {
+                it_free(out);
+                c->placed++;
+                break;
+            }
+            atomic_fetch_add(&client_retries, 1);
+            if (it_now_ms() > give_up) {
+                atomic_fetch_add(&clients_done, 1);
+                return NULL;
+            }
+            ord_it_sleep_ms(200);
+        }
+        ord_it_sleep_ms(300 + (int)(rand_r(&c->seed) % 200));
+    }
+    atomic_fetch_add(&clients_done, 1);
+    return NULL;
+}
+
+/* ---- chaos: each victim in turn, at random moments ---- */
+
+/* On the main thread: a child dies with the thread that started it
+ * (PR_SET_PDEATHSIG, support/spawn.h), so restarts must come from a thread
+ * that outlives them. Until every client is done; false when a restart
+ * failed for good. */
+static bool chaos_until_clients_done(void)
+{
+    unsigned seed = 4242;
+
+    for (int turn = 0; atomic_load(&clients_done) < N_CLIENTS; turn++) {
+        proc_t *v = &procs[turn % N_VICTIMS];
+        uint64_t at = it_now_ms() + 2000 + rand_r(&seed) % 2000;
+
+        while (it_now_ms() < at && atomic_load(&clients_done) < N_CLIENTS)
+            ord_it_sleep_ms(50);
+        if (atomic_load(&clients_done) == N_CLIENTS)
+            break;
+        fprintf(stderr, "chaos: kill -9 %s\n", v->name);
+        proc_kill(v);
+        ord_it_sleep_ms(200 + (int)(rand_r(&seed) % 600));
+        for (int tries = 0; proc_start(v) != SVC_OK; tries++) {
+            if (tries == 5)
+                return false;
+            ord_it_sleep_ms(500);
+        }
+    }
+    return true;
+}
+
+static int64_t ord_int(const char *sql)
+{
+    char errbuf[SVC_ERRBUF_LEN];
+    int64_t v = -1;
+
+    assert_int_equal(pgtest_scalar_int(ord_db.dsn, sql, &v, errbuf), SVC_OK);
+    return v;
+}
+
+static int64_t cat_int(const char *sql)
+{
+    char errbuf[SVC_ERRBUF_LEN];
+    int64_t v = -1;
+
+    assert_int_equal(pgtest_scalar_int(cat_db.dsn, sql, &v, errbuf), SVC_OK);
+    return v;
+}
+
+/* Order ids of one status, sorted and joined by ',' (to compare the two
+ * services' views of the same orders). */
+static char *ids(const char *dsn, const char *sql)
+{
+    char errbuf[SVC_ERRBUF_LEN];
+    char *buf = malloc(N_ORDERS * 40 + 8);
+
+    assert_non_null(buf);
+    buf[0] = '\0';
+    assert_int_equal(pgtest_scalar(dsn, sql, buf, N_ORDERS * 40 + 8, errbuf), SVC_OK);
+    return buf;
+}
+
+static void every_order_decided_once_and_stock_adds_up(void **state)
+{
+    grpc_channel *cat_ch = rpc_channel_new(cat_addr, NULL), *ord_ch = rpc_channel_new(ord_addr, NULL);
+    pthread_t th[N_CLIENTS];
+    client_t cl[N_CLIENTS];
+    bool chaos_ok;
+    int placed = 0;
+    uint64_t t0 = it_now_ms(), quiet_by;
+    int64_t pending;
+
+    (void)state;
+    for (int i = 0; i < N_PRODUCTS; i++) {
+        it_product_t *p = NULL;
+        rpc_result_t res;
+        assert_int_equal(it_create(cat_ch, "burst", "", 100, STOCK, 0, &p, &res), SVC_OK);
+        snprintf(products[i], 37, "%s", p->id);
+        it_free(p);
+    }
+    atomic_store(&clients_done, 0);
+    for (int i = 0; i < N_CLIENTS; i++) {
+        cl[i] = (client_t){.index = i, .ch = ord_ch, .seed = (unsigned)(i * 31 + 7)};
+        assert_int_equal(pthread_create(&th[i], NULL, client_run, &cl[i]), 0);
+    }
+    chaos_ok = chaos_until_clients_done();
+    for (int i = 0; i < N_CLIENTS; i++) {
+        pthread_join(th[i], NULL);
+        placed += cl[i].placed;
+    }
+    fprintf(stderr, "burst: %d orders placed in %llu ms, %d client retries; kills: catalog %d, "
+                    "order %d, relay %d, relay-catalog %d\n",
+            placed, (unsigned long long)(it_now_ms() - t0), atomic_load(&client_retries),
+            procs[V_CATALOG].kills, procs[V_ORDER].kills, procs[V_RELAY].kills,
+            procs[V_RELAY_CAT].kills);
+    assert_true(chaos_ok);
+    assert_int_equal(placed, N_ORDERS);
+    for (int i = 0; i < N_VICTIMS; i++)
+        assert_true(procs[i].kills >= 1);
+
+    /* Quiet: everything runs; wait until no order is PENDING. */
+    quiet_by = it_now_ms() + (uint64_t)it_ms(90000);
+    while ((pending = ord_int("SELECT count(*) FROM orders WHERE status = 'PENDING'")) > 0 &&
+           it_now_ms() < quiet_by)
+        ord_it_sleep_ms(200);
+    fprintf(stderr, "burst: quiet %llu ms after the start (%lld PENDING)\n",
+            (unsigned long long)(it_now_ms() - t0), (long long)pending);
+    assert_int_equal(pending, 0);
+    assert_int_equal(ord_int("SELECT count(*) FROM orders"), N_ORDERS);
+
+    /* Each order's final event once; each decision once; the two agree. */
+    assert_int_equal(ord_int("SELECT count(*) FROM orders o WHERE (SELECT count(*) FROM outbox x "
+                             "WHERE x.aggregate_id = o.id::text AND x.event_type IN "
+                             "('OrderConfirmed', 'OrderCancelled')) <> 1"),
+                     0);
+    assert_int_equal(cat_int("SELECT count(*) FROM stock_decisions"), N_ORDERS);
+    assert_int_equal(cat_int("SELECT count(*) FROM stock_decisions d WHERE (SELECT count(*) FROM "
+                             "outbox x WHERE x.aggregate_id = d.order_id::text) <> 1"),
+                     0);
+    {
+        const char *q_ord = "SELECT string_agg(id::text, ',' ORDER BY id) FROM orders WHERE "
+                            "status = 'CONFIRMED'";
+        const char *q_cat = "SELECT string_agg(order_id::text, ',' ORDER BY order_id) FROM "
+                            "stock_decisions WHERE outcome = 'RESERVED'";
+        char *a = ids(ord_db.dsn, q_ord), *b = ids(cat_db.dsn, q_cat);
+        assert_string_equal(a, b);
+        free(a);
+        free(b);
+    }
+
+    /* Stock: initial - confirmed quantities = now, never below 0. */
+    for (int i = 0; i < N_PRODUCTS; i++) {
+        char sql[256];
+        int64_t confirmed, now;
+
+        snprintf(sql, sizeof sql,
+                 "SELECT COALESCE(sum(i.quantity), 0) FROM order_items i JOIN orders o ON "
+                 "o.id = i.order_id WHERE o.status = 'CONFIRMED' AND i.product_id = '%.36s'",
+                 products[i]);
+        confirmed = ord_int(sql);
+        snprintf(sql, sizeof sql, "SELECT stock FROM products WHERE id = '%.36s'", products[i]);
+        now = cat_int(sql);
+        assert_true(now >= 0);
+        assert_int_equal(STOCK - confirmed, now);
+    }
+    fprintf(stderr, "burst: %lld CONFIRMED, %lld CANCELLED; stock left %lld of %d\n",
+            (long long)ord_int("SELECT count(*) FROM orders WHERE status = 'CONFIRMED'"),
+            (long long)ord_int("SELECT count(*) FROM orders WHERE status = 'CANCELLED'"),
+            (long long)cat_int("SELECT sum(stock) FROM products"), N_PRODUCTS * STOCK);
+    assert_true(ord_int("SELECT count(*) FROM orders WHERE status = 'CANCELLED'") > 0);
+    grpc_channel_destroy(cat_ch);
+    grpc_channel_destroy(ord_ch);
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(every_order_decided_once_and_stock_adds_up),
+    };
+    int rc;
+
+    cat_it_global_init();
+    rc = svc_test_run_group_tests(tests, setup, teardown);
+    cat_it_global_fini();
+    return rc;
+}
