@@ -170,8 +170,9 @@ static kfk_verdict_t apply(cat_saga_t *s, const job_t *j, char *reason)
     if (err != SVC_OK || !fresh)
         cat_stock_rollback(s->st);
     if (err != SVC_OK) {
-        snprintf(reason, KFK_REASON_LEN, "order %s: database: %s (%s)", j->ev->order_id, errbuf,
-                 svc_err_name(err));
+        /* libpq's text cut to fit the reason (-Wformat-truncation). */
+        snprintf(reason, KFK_REASON_LEN, "order %.36s: database: %.180s (%s)", j->ev->order_id,
+                 errbuf, svc_err_name(err));
         return KFK_RETRY;
     }
     if (!fresh || decided) {

@@ -344,3 +344,41 @@ double rly_it_metric(const char *page, const char *name)
     }
     return -1;
 }
+
+svc_err_t rly_it_produce(const rly_it_kafka_t *k, const char *topic, const void *key,
+                         size_t key_len, const void *value, size_t len,
+                         const kfk_header_t *headers, size_t n_headers, int timeout_ms)
+{
+    char errstr[512];
+    rd_kafka_conf_t *conf = rd_kafka_conf_new();
+    rd_kafka_headers_t *hs = rd_kafka_headers_new(n_headers);
+    rd_kafka_t *rk;
+    rd_kafka_resp_err_t rc;
+
+    rd_kafka_conf_set(conf, "bootstrap.servers", k->brokers, NULL, 0);
+    rd_kafka_conf_set(conf, "acks", "all", NULL, 0);
+    rk = rd_kafka_new(RD_KAFKA_PRODUCER, conf, errstr, sizeof errstr);
+    if (rk == NULL) {
+        fprintf(stderr, "rly_it_produce: %s\n", errstr);
+        rd_kafka_conf_destroy(conf);
+        rd_kafka_headers_destroy(hs);
+        return SVC_EINTERNAL;
+    }
+    for (size_t i = 0; i < n_headers; i++)
+        rd_kafka_header_add(hs, headers[i].name, -1, headers[i].value, (ssize_t)headers[i].len);
+    rc = rd_kafka_producev(rk, RD_KAFKA_V_TOPIC(topic), RD_KAFKA_V_KEY(key, key_len),
+                           RD_KAFKA_V_VALUE((void *)value, len), RD_KAFKA_V_HEADERS(hs),
+                           RD_KAFKA_V_MSGFLAGS(RD_KAFKA_MSG_F_COPY), RD_KAFKA_V_END);
+    if (rc != RD_KAFKA_RESP_ERR_NO_ERROR)
+        rd_kafka_headers_destroy(hs); /* not taken over on failure */
+    else
+        rc = rd_kafka_flush(rk, timeout_ms);
+    if (rc == RD_KAFKA_RESP_ERR_NO_ERROR && rd_kafka_outq_len(rk) > 0)
+        rc = RD_KAFKA_RESP_ERR__TIMED_OUT;
+    rd_kafka_destroy(rk);
+    if (rc != RD_KAFKA_RESP_ERR_NO_ERROR) {
+        fprintf(stderr, "rly_it_produce to %s: %s\n", topic, rd_kafka_err2str(rc));
+        return SVC_EUNAVAIL;
+    }
+    return SVC_OK;
+}

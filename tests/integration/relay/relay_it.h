@@ -15,6 +15,7 @@
 #ifndef RELAY_IT_H
 #define RELAY_IT_H
 
+#include "kafka/kafka.h"
 #include "order_it.h"
 
 #define RLY_IT_TOPIC "shopmicro.orders.v1"
@@ -50,6 +51,13 @@ void rly_it_relay_kill(spawn_proc_t **p);
 int rly_it_http_get(int port, const char *path, char *out, size_t cap);
 /* The value of the unlabelled sample `name` on a /metrics page; -1 absent. */
 double rly_it_metric(const char *page, const char *name);
+
+/* Produces one record to topic through librdkafka (acks=all) and waits up
+ * to timeout_ms for its acknowledgement: SVC_OK, or why not (printed).
+ * headers: n "name", value, len triples as kfk_header_t. */
+svc_err_t rly_it_produce(const rly_it_kafka_t *k, const char *topic, const void *key,
+                         size_t key_len, const void *value, size_t len,
+                         const kfk_header_t *headers, size_t n_headers, int timeout_ms);
 
 /* One record of the topic, as consumed. Header values are "" when absent. */
 typedef struct rly_it_record {

@@ -11,8 +11,10 @@
  *
  * Checked through the APIs a user has: GetOrder reaches CONFIRMED or
  * CANCELLED (with the reason), GetProduct shows the stock taken or not,
- * all or nothing over 10 lines. The time from CreateOrder's answer to the
- * final status is printed (not asserted: bench/ is for figures).
+ * all or nothing over 10 lines. Then the whole topic is read again by a
+ * catalog in a new group, and one OrderCreated injected a second time with
+ * its ce_id: nothing moves. The time from CreateOrder's answer to the final
+ * status is printed (not asserted: bench/ is for figures).
  */
 #include <stdio.h>
 #include <stdlib.h>
@@ -180,11 +182,82 @@ static void ten_lines_one_short_reserves_nothing(void **state)
         assert_int_equal(stock_of(f, ids[i]), 0);
 }
 
+static int64_t cat_count(fx_t *f, const char *sql)
+{
+    char errbuf[SVC_ERRBUF_LEN];
+    int64_t v = -1;
+
+    assert_int_equal(pgtest_scalar_int(f->cat.db.dsn, sql, &v, errbuf), SVC_OK);
+    return v;
+}
+
+/* Waits until the catalog's log says `n` events were handled before. */
+static void wait_repeats(fx_t *f, size_t n)
+{
+    uint64_t until = it_now_ms() + (uint64_t)it_ms(30000);
+
+    while (spawn_log_count(f->cat.proc, "was handled before") < n && it_now_ms() < until)
+        ord_it_sleep_ms(100);
+    assert_int_equal(spawn_log_count(f->cat.proc, "was handled before"), n);
+}
+
+/* Last: a catalog in a new consumer group (no committed offset: it starts
+ * at offset 0, as a group reset to 0 does) reads the whole topic again, and
+ * then a copy of one OrderCreated with its ce_id is injected: no stock
+ * moves, no event is written. */
+static void a_replay_changes_nothing(void **state)
+{
+    fx_t *f = *state;
+    char brokers[64], errbuf[SVC_ERRBUF_LEN] = "", sql[160];
+    const char *env[] = {brokers, "CATALOG_CONSUMER_GROUP=catalog-replay",
+                         "CATALOG_ADMIN_LISTEN=127.0.0.1:0", "CATALOG_LOG_LEVEL=debug", NULL};
+    rly_it_record_t *rec = NULL, *created = NULL;
+    size_t n = 0, n_created = 0;
+    int64_t stock, events, decisions;
+
+    assert_int_equal(rly_it_consume(&f->kafka, it_ms(20000), &rec, &n), SVC_OK);
+    for (size_t i = 0; i < n; i++)
+        if (strcmp(rec[i].type, "shopmicro.order.v1.OrderCreated") == 0 && n_created++ == 0)
+            created = &rec[i];
+    assert_non_null(created);
+    stock = cat_count(f, "SELECT sum(stock) FROM products");
+    events = cat_count(f, "SELECT count(*) FROM outbox");
+    decisions = cat_count(f, "SELECT count(*) FROM stock_decisions");
+    assert_int_equal(decisions, (int64_t)n_created);
+
+    assert_int_equal(cat_it_stop(&f->cat), 0);
+    snprintf(brokers, sizeof brokers, "CATALOG_KAFKA_BROKERS=%s", f->kafka.brokers);
+    assert_int_equal(cat_it_start(&f->cat, env, errbuf), SVC_OK);
+    wait_repeats(f, n_created);
+    {
+        const kfk_ce_t ce = {created->id, created->type, created->source, created->time,
+                             created->content_type, created->request_id};
+        kfk_header_t h[KFK_CE_MAX_HEADERS];
+        size_t nh = 0;
+
+        assert_int_equal(kfk_ce_headers(&ce, h, &nh, errbuf), SVC_OK);
+        assert_int_equal(rly_it_produce(&f->kafka, RLY_IT_TOPIC, created->key,
+                                        strlen(created->key), created->value,
+                                        created->value_len, h, nh, it_ms(10000)),
+                         SVC_OK);
+    }
+    wait_repeats(f, n_created + 1);
+    fprintf(stderr, "replay: %zu OrderCreated read again and 1 injected copy: all repeats\n",
+            n_created);
+    assert_int_equal(cat_count(f, "SELECT sum(stock) FROM products"), stock);
+    assert_int_equal(cat_count(f, "SELECT count(*) FROM outbox"), events);
+    assert_int_equal(cat_count(f, "SELECT count(*) FROM stock_decisions"), decisions);
+    snprintf(sql, sizeof sql, "SELECT count(*) FROM processed_events");
+    assert_int_equal(cat_count(f, sql), (int64_t)n_created);
+    rly_it_records_free(rec, n);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(an_order_in_stock_is_confirmed),
         cmocka_unit_test(ten_lines_one_short_reserves_nothing),
+        cmocka_unit_test(a_replay_changes_nothing),
     };
     int rc;
 
