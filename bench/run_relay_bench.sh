@@ -3,7 +3,7 @@
 # latency, in one run.
 #
 #   bench/run_relay_bench.sh [--rows N] [--rate R] [--seconds S] [--relay-env NAME=VALUE]...
-#                            [--drain-only]
+#                            [--drain-only] [--compare BUILD_DIR]
 #
 # 0. runs itself again under `deploy/local/stack.sh test-env`: a Postgres of its own on a free
 #    port, fresh databases catalog and orders, free ports for Kafka and the services, a run
@@ -25,7 +25,9 @@
 #    open loop) for --seconds (default 20, after 1 s of warm-up) through the order service while
 #    a consumer reads shopmicro.orders.v1 from its end; CreateOrder reply -> record read,
 #    p50/p90/p99/max (goal p99 <= 25 ms)
-#    (--drain-only: step 3 only, e.g. to compare relay settings)
+#    (--drain-only: step 3 only, e.g. to compare relay settings; --compare DIR: steps 3 and 5
+#    also with the relay binary DIR/services/relay/relay, in turn: drains before, after, before,
+#    after, then latency before, after; the same broker, database and load for both)
 # 6. prints the summary. Exit status 1 when a step failed or a check did not hold.
 # Figures: docs/benchmarks.md, "Results: the outbox relay".
 set -euo pipefail
@@ -43,6 +45,7 @@ RATE=500
 SECONDS_RUN=20
 RELAY_ENV=()
 DRAIN_ONLY=0
+COMPARE_DIR=""
 TARGET_RATIO=0.5
 TARGET_P99_MS=25
 KCAT_TOPIC=bench.kcat.v1
@@ -50,7 +53,7 @@ TOPIC=shopmicro.orders.v1
 KEY_DELIM='~~relay-bench-key~~'        # bench_relay.c's KEY_DELIM and MSG_DELIM
 MSG_DELIM=$'~~relay-bench-end~~\n'
 
-usage() { sed -n '2,33p' "${BASH_SOURCE[0]}" | sed 's/^# \{0,1\}//'; }
+usage() { sed -n '2,36p' "${BASH_SOURCE[0]}" | sed 's/^# \{0,1\}//'; }
 
 while (( $# > 0 )); do
   case $1 in
@@ -59,6 +62,7 @@ while (( $# > 0 )); do
     --seconds)   SECONDS_RUN=${2:?}; shift 2 ;;
     --relay-env) RELAY_ENV+=("${2:?}"); shift 2 ;;
     --drain-only) DRAIN_ONLY=1; shift ;;
+    --compare) COMPARE_DIR=$(realpath -m -- "${2:?}"); shift 2 ;;
     -h|--help)   usage; exit 0 ;;
     *) printf 'run_relay_bench: unknown argument %s\n' "$1" >&2; usage >&2; exit 2 ;;
   esac
@@ -135,41 +139,62 @@ PARTS=$(kcat -L -b "$BROKERS" -t "$TOPIC" 2>/dev/null | sed -n "s/^  topic \"$TO
 [[ $PARTS =~ ^[0-9]+$ ]] || die "cannot read the partition count of $TOPIC"
 say "products $PRODUCT_A $PRODUCT_B; $TOPIC has $PARTS partitions"
 
-echo "==== drain: $ROWS outbox rows, then the relay"
-"$BENCH" fill --dsn "host=127.0.0.1 port=$SHOPMICRO_PG_PORT dbname=orders user=postgres" \
-  --rows "$ROWS" --kcat-file "$TMP/kcat.in" || die "bench_relay fill failed"
-sql orders "VACUUM ANALYZE outbox" >/dev/null
-sql postgres "CHECKPOINT" >/dev/null
-(( $(unpublished) == ROWS )) || die "the outbox does not hold $ROWS unpublished rows"
-say "relay settings: defaults${RELAY_ENV[*]:+ and ${RELAY_ENV[*]}}; loadavg $(cut -d' ' -f1 /proc/loadavg)"
+# drain LABEL DIR: an empty outbox filled with ROWS rows (and the kcat input), then the relay
+# of build dir DIR started and timed until no row is unpublished; it keeps running.
+# Sets DRAIN_RATE[LABEL], DRAIN_S[LABEL], BATCHES[LABEL].
+declare -A DRAIN_RATE=() DRAIN_S=() BATCHES=() PHASES=()
+drain() {
+  local label=$1 dir=$2 t0 last left errs
+  "$STACK" stop relay >/dev/null
+  sql orders "TRUNCATE outbox" >/dev/null
+  "$BENCH" fill --dsn "host=127.0.0.1 port=$SHOPMICRO_PG_PORT dbname=orders user=postgres" \
+    --rows "$ROWS" --kcat-file "$TMP/kcat.in" || die "bench_relay fill failed"
+  sql orders "VACUUM ANALYZE outbox" >/dev/null
+  sql postgres "CHECKPOINT" >/dev/null
+  (( $(unpublished) == ROWS )) || die "the outbox does not hold $ROWS unpublished rows"
+  say "relay $label ($dir/services/relay/relay), settings: defaults${RELAY_ENV[*]:+ and ${RELAY_ENV[*]}}; loadavg $(cut -d' ' -f1 /proc/loadavg)"
+  t0=$(now)
+  SHOPMICRO_BUILD_DIR=$dir "$STACK" start relay >"$TMP/relay-start.log" 2>&1 ||
+    { cat "$TMP/relay-start.log"; die "the relay did not start"; }
+  last=$t0
+  while :; do
+    left=$(unpublished)
+    (( left == 0 )) && break
+    if awk -v a="$last" -v b="$EPOCHREALTIME" 'BEGIN { exit !(b - a >= 2) }'; then
+      say "  $(since "$t0") s: $(( ROWS - left )) published, $left left"
+      last=$EPOCHREALTIME
+    fi
+    awk -v a="$t0" -v b="$EPOCHREALTIME" 'BEGIN { exit !(b - a > 600) }' && die "not drained after 600 s"
+    sleep 0.1
+  done
+  DRAIN_S[$label]=$(since "$t0")
+  DRAIN_RATE[$label]=$(awk -v n="$ROWS" -v s="${DRAIN_S[$label]}" 'BEGIN { printf "%.0f", n / s }')
+  BATCHES[$label]=$(curl -s "127.0.0.1:$SHOPMICRO_RELAY_ADMIN_PORT/metrics" | sed -n 's/^shopmicro_relay_batches_total //p')
+  errs=$(curl -s "127.0.0.1:$SHOPMICRO_RELAY_ADMIN_PORT/metrics" | sed -n 's/^shopmicro_relay_produce_errors_total //p')
+  say "relay $label: $ROWS rows published in ${DRAIN_S[$label]} s: ${DRAIN_RATE[$label]} events/s (${BATCHES[$label]} batches, $errs produce errors)"
+  # With --relay-env RELAY_LOG_LEVEL=debug the relay logs each batch's phases: where the time went.
+  PHASES[$label]=$(awk -F'[(),]' '/msg="batch: [1-9]/ {
+      for (i = 2; i <= NF; i++) { if (split($i, f, " ") < 3) continue
+        if (f[1] == "mark") { k = "mark+commit"; v = f[4] } else { k = f[1]; v = f[2] }
+        sum[k] += v; if (!(k in seen)) { seen[k] = 1; order[++m] = k } }
+      n++ }
+    END { if (n) { printf "%d batches, ms per batch:", n
+                   for (i = 1; i <= m; i++) printf " %s %.1f", order[i], sum[order[i]] / n } }' \
+    "$SHOPMICRO_RUN_DIR/logs/relay.log")
+  [[ -z ${PHASES[$label]} ]] || say "relay $label phases: ${PHASES[$label]}"
+}
+
 for kv in "${RELAY_ENV[@]}"; do export "${kv?}"; done
-t0=$(now)
-"$STACK" start relay >"$TMP/relay-start.log" 2>&1 || { cat "$TMP/relay-start.log"; die "the relay did not start"; }
-last=$t0
-while :; do
-  left=$(unpublished)
-  (( left == 0 )) && break
-  if awk -v a="$last" -v b="$EPOCHREALTIME" 'BEGIN { exit !(b - a >= 2) }'; then
-    say "  $(since "$t0") s: $(( ROWS - left )) published, $left left"
-    last=$EPOCHREALTIME
-  fi
-  awk -v a="$t0" -v b="$EPOCHREALTIME" 'BEGIN { exit !(b - a > 600) }' && die "not drained after 600 s"
-  sleep 0.1
+if [[ -n $COMPARE_DIR ]]; then
+  echo "==== drain: $ROWS outbox rows, relay 'before' ($COMPARE_DIR) and 'after' ($BUILD_DIR) in turn"
+  LABELS=(before after before2 after2)
+else
+  echo "==== drain: $ROWS outbox rows, then the relay"
+  LABELS=(after)
+fi
+for l in "${LABELS[@]}"; do
+  case $l in before*) drain "$l" "$COMPARE_DIR" ;; *) drain "$l" "$BUILD_DIR" ;; esac
 done
-DRAIN_S=$(since "$t0")
-DRAIN_RATE=$(awk -v n="$ROWS" -v s="$DRAIN_S" 'BEGIN { printf "%.0f", n / s }')
-BATCHES=$(curl -s "127.0.0.1:$SHOPMICRO_RELAY_ADMIN_PORT/metrics" | sed -n 's/^shopmicro_relay_batches_total //p')
-ERRS=$(curl -s "127.0.0.1:$SHOPMICRO_RELAY_ADMIN_PORT/metrics" | sed -n 's/^shopmicro_relay_produce_errors_total //p')
-say "relay: $ROWS rows published in $DRAIN_S s: $DRAIN_RATE events/s ($BATCHES batches, $ERRS produce errors)"
-# With --relay-env RELAY_LOG_LEVEL=debug the relay logs each batch's phases: where the time went.
-awk -F'[(),]' '/msg="batch: [1-9]/ {
-    for (i = 2; i <= NF; i++) { if (split($i, f, " ") < 3) continue
-      if (f[1] == "mark") { k = "mark+commit"; v = f[4] } else { k = f[1]; v = f[2] }
-      sum[k] += v; if (!(k in seen)) { seen[k] = 1; order[++m] = k } }
-    n++ }
-  END { if (n) { printf "[bench] relay phases over %d batches (ms per batch):", n
-                 for (i = 1; i <= m; i++) printf " %s %.1f", order[i], sum[order[i]] / n; print "" } }' \
-  "$SHOPMICRO_RUN_DIR/logs/relay.log"
 (( DRAIN_ONLY )) && exit 0
 
 echo "==== kcat -P: the same $ROWS keys and values to a fresh topic $KCAT_TOPIC ($PARTS partitions)"
@@ -190,28 +215,51 @@ KCAT_N=$(kcat -C -b "$BROKERS" -t "$KCAT_TOPIC" -o beginning -e -q -f '%p\n' 2>/
 KCAT_RATE=$(awk -v n="$ROWS" -v s="$KCAT_S" 'BEGIN { printf "%.0f", n / s }')
 say "kcat -P: $ROWS records in $KCAT_S s: $KCAT_RATE events/s (all $KCAT_N on the topic)"
 
+# latency LABEL DIR: the relay of build dir DIR (restarted), then bench_relay latency; its RESULT
+# line in LAT[LABEL].
+declare -A LAT=()
+latency() {
+  local label=$1 dir=$2
+  "$STACK" stop relay >/dev/null
+  SHOPMICRO_BUILD_DIR=$dir "$STACK" start relay >"$TMP/relay-start.log" 2>&1 ||
+    { cat "$TMP/relay-start.log"; die "the relay did not start"; }
+  say "relay $label ($dir/services/relay/relay); loadavg $(cut -d' ' -f1 /proc/loadavg)"
+  "$BENCH" latency --order "127.0.0.1:$SHOPMICRO_ORDER_PORT" --brokers "$BROKERS" --topic "$TOPIC" \
+    --product "$PRODUCT_A" --product "$PRODUCT_B" --rate "$RATE" --seconds "$SECONDS_RUN" \
+    >"$TMP/latency.log" 2>&1 &
+  lat_pid=$!
+  wait "$lat_pid" || { cat "$TMP/latency.log"; die "bench_relay latency failed (failed calls or unread records)"; }
+  lat_pid=""
+  cat "$TMP/latency.log"
+  LAT[$label]=$(grep '^RESULT ' "$TMP/latency.log") || die "bench_relay printed no RESULT line"
+  (( $(unpublished) == 0 )) || say "warning: $(unpublished) rows still unpublished after the latency run"
+}
+field() { sed -n "s/.* $2=\([^ ]*\).*/\1/p" <<<" ${LAT[$1]}"; }
+
 echo "==== latency: CreateOrder at $RATE/s for $SECONDS_RUN s, relay running, consumer on $TOPIC"
-say "loadavg $(cut -d' ' -f1 /proc/loadavg)"
-"$BENCH" latency --order "127.0.0.1:$SHOPMICRO_ORDER_PORT" --brokers "$BROKERS" --topic "$TOPIC" \
-  --product "$PRODUCT_A" --product "$PRODUCT_B" --rate "$RATE" --seconds "$SECONDS_RUN" \
-  >"$TMP/latency.log" 2>&1 &
-lat_pid=$!
-wait "$lat_pid" || { cat "$TMP/latency.log"; die "bench_relay latency failed (failed calls or unread records)"; }
-lat_pid=""
-cat "$TMP/latency.log"
-LINE=$(grep '^RESULT ' "$TMP/latency.log") || die "bench_relay printed no RESULT line"
-field() { sed -n "s/.* $1=\([^ ]*\).*/\1/p" <<<" $LINE"; }
-(( $(unpublished) == 0 )) || say "warning: $(unpublished) rows still unpublished after the latency run"
+if [[ -n $COMPARE_DIR ]]; then
+  LAT_LABELS=(before after)
+  latency before "$COMPARE_DIR"
+  latency after "$BUILD_DIR"
+else
+  LAT_LABELS=(after)
+  latency after "$BUILD_DIR"
+fi
 
 echo "==== summary"
-RATIO=$(awk -v a="$DRAIN_RATE" -v b="$KCAT_RATE" 'BEGIN { printf "%.2f", a / b }')
 printf 'nproc                       %s; loadavg after the run %s\n' "$(nproc)" "$(cut -d' ' -f1-3 /proc/loadavg)"
-printf 'relay drain                 %s events/s  (%s rows in %s s, %s batches)\n' "$DRAIN_RATE" "$ROWS" "$DRAIN_S" "$BATCHES"
 printf 'kcat -P, same payloads      %s events/s  (%s records in %s s)\n' "$KCAT_RATE" "$ROWS" "$KCAT_S"
-printf 'ratio relay/kcat            %s  (goal >= %s: %s)\n' "$RATIO" "$TARGET_RATIO" \
-  "$(awk -v r="$RATIO" -v t="$TARGET_RATIO" 'BEGIN { print (r >= t) ? "met" : "NOT met" }')"
-printf 'commit-to-visible           p50 %s ms  p90 %s ms  p99 %s ms  max %s ms  (%s orders at %s/s, %s failed)\n' \
-  "$(field p50_ms)" "$(field p90_ms)" "$(field p99_ms)" "$(field max_ms)" "$(field measured)" "$(field rate)" "$(field errors)"
-printf 'p99 goal                    <= %s ms: %s\n' "$TARGET_P99_MS" \
-  "$(awk -v p="$(field p99_ms)" -v t="$TARGET_P99_MS" 'BEGIN { print (p <= t) ? "met" : "NOT met" }')"
-printf 'CreateOrder call            p50 %s ms  p99 %s ms\n' "$(field call_p50_ms)" "$(field call_p99_ms)"
+for l in "${LABELS[@]}"; do
+  ratio=$(awk -v a="${DRAIN_RATE[$l]}" -v b="$KCAT_RATE" 'BEGIN { printf "%.2f", a / b }')
+  printf 'relay drain %-15s %s events/s  (%s rows in %s s, %s batches); ratio to kcat %s (goal >= %s: %s)\n' \
+    "$l" "${DRAIN_RATE[$l]}" "$ROWS" "${DRAIN_S[$l]}" "${BATCHES[$l]}" "$ratio" "$TARGET_RATIO" \
+    "$(awk -v r="$ratio" -v t="$TARGET_RATIO" 'BEGIN { print (r >= t) ? "met" : "NOT met" }')"
+  [[ -z ${PHASES[$l]} ]] || printf '  phases                    %s\n' "${PHASES[$l]}"
+done
+for l in "${LAT_LABELS[@]}"; do
+  printf 'commit-to-visible %-9s p50 %s ms  p90 %s ms  p99 %s ms  max %s ms  (%s orders at %s/s, %s failed; p99 goal <= %s ms: %s)\n' \
+    "$l" "$(field "$l" p50_ms)" "$(field "$l" p90_ms)" "$(field "$l" p99_ms)" "$(field "$l" max_ms)" \
+    "$(field "$l" measured)" "$(field "$l" rate)" "$(field "$l" errors)" "$TARGET_P99_MS" \
+    "$(awk -v p="$(field "$l" p99_ms)" -v t="$TARGET_P99_MS" 'BEGIN { print (p <= t) ? "met" : "NOT met" }')"
+  printf '  CreateOrder call          p50 %s ms  p99 %s ms\n' "$(field "$l" call_p50_ms)" "$(field "$l" call_p99_ms)"
+done
