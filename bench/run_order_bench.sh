@@ -295,7 +295,7 @@ start_service catalog "$BUILD_DIR/services/catalog/catalog" \
   "CATALOG_DB_DSN=host=127.0.0.1 port=$PG_PORT dbname=$CAT_DB user=postgres" \
   ${CATALOG_WORKERS:+"CATALOG_WORKERS=$CATALOG_WORKERS"}
 start_service order "$BUILD_DIR/services/order/order" \
-  "ORDER_LISTEN=127.0.0.1:@PORT@" "ORDER_LOG_LEVEL=warn" "ORDER_KAFKA_BROKERS=none" \
+  "ORDER_LISTEN=127.0.0.1:@PORT@" "ORDER_LOG_LEVEL=warn" "ORDER_KAFKA_BROKERS=none" "ORDER_ADMIN_LISTEN=none" \
   "ORDER_DB_DSN=host=127.0.0.1 port=$PG_PORT dbname=$ORD_DB user=postgres" \
   "ORDER_CATALOG_ADDR=127.0.0.1:${SVC_PORT[catalog]}" \
   ${ORDER_WORKERS:+"ORDER_WORKERS=$ORDER_WORKERS"}

@@ -276,8 +276,7 @@ svc_err_t cat_saga_start(const cat_config_t *cfg, cat_saga_t **out, char *errbuf
 void cat_saga_metrics(void *ctx, admin_buf_t *out)
 {
     cat_saga_t *s = ctx;
-    char small[8192], *text = small;
-    size_t need;
+    char *text;
 
     if (s == NULL || s->w == NULL)
         return;
@@ -290,28 +289,19 @@ void cat_saga_metrics(void *ctx, admin_buf_t *out)
                           "# TYPE shopmicro_catalog_saga_rejected_total counter\n"
                           "shopmicro_catalog_saga_rejected_total %llu\n",
                      (unsigned long long)atomic_load(&s->rejected));
-    need = kfk_consumer_metrics(kfk_worker_consumer(s->w), "shopmicro_catalog_saga_consumer",
-                                small, sizeof small);
-    if (need >= sizeof small && (text = malloc(need + 1)) != NULL)
-        kfk_consumer_metrics(kfk_worker_consumer(s->w), "shopmicro_catalog_saga_consumer", text,
-                             need + 1);
-    admin_buf_printf(out, "%s", text != NULL ? text : small);
-    if (text != small)
-        free(text);
+    text = kfk_worker_metrics_text(s->w, "shopmicro_catalog_saga_consumer");
+    admin_buf_printf(out, "%s", text != NULL ? text : "");
+    free(text);
 }
 
 bool cat_saga_ready(void *ctx, admin_buf_t *out)
 {
     cat_saga_t *s = ctx;
     char why[SVC_ERRBUF_LEN] = "";
-    bool ok = s == NULL || s->w == NULL || kfk_worker_healthy(s->w, why, sizeof why);
 
-    admin_buf_printf(out, "{\"status\":\"%s\",\"checks\":[{\"name\":\"saga_consumer\",\"ok\":%s,"
-                          "\"detail\":",
-                     ok ? "ok" : "unavailable", ok ? "true" : "false");
-    admin_buf_json_str(out, s == NULL ? "off (CATALOG_KAFKA_BROKERS=none)" : why);
-    admin_buf_printf(out, "}]}");
-    return ok;
+    if (s == NULL)
+        return admin_ready_one(out, "saga_consumer", true, "off (CATALOG_KAFKA_BROKERS=none)");
+    return admin_ready_one(out, "saga_consumer", kfk_worker_healthy(s->w, why, sizeof why), why);
 }
 
 void cat_saga_stop(cat_saga_t *s)

@@ -45,15 +45,13 @@ static svc_err_t migrate_with_wait(const cat_config_t *cfg, char *errbuf)
     return err;
 }
 
-/* The admin port, unless "none". Bound before serving, so a port in use is
+/* The admin port ("none": none). Bound before serving, so a port in use is
  * a start-up error, not a silent lack of metrics. */
 static svc_err_t admin_start(const cat_config_t *cfg, cat_saga_t *saga, admin_server_t **out,
                              char *errbuf)
 {
     admin_opts_t o;
 
-    if (strcmp(cfg->admin_listen, "none") == 0)
-        return SVC_OK;
     admin_opts_init(&o);
     o.listen = cfg->admin_listen;
     o.metrics = cat_saga_metrics;

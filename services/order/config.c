@@ -45,6 +45,8 @@ static const svc_cfg_entry_t table[] = {
      "each worker deletes expired keys (at most 1000) every this many CreateOrder calls"},
     KFK_WORKER_CFG_ROWS("ORDER", ord_config_t, saga, "order",
                         "the saga (StockReserved/StockRejected in; orders stay PENDING without)"),
+    {"ORDER_ADMIN_LISTEN", SVC_CFG_STR, 1, 255, "127.0.0.1:9467", OFF(admin_listen),
+     "admin HTTP host:port (/metrics /healthz /readyz of the saga's consumer); none: no port"},
 };
 
 svc_err_t ord_config_load(ord_config_t *c, char *errbuf)

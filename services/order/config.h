@@ -33,6 +33,7 @@ typedef struct ord_config {
 
     /* The saga's consumer of shopmicro.inventory.v1 ("" brokers: none). */
     kfk_worker_cfg_t saga; /* ORDER_KAFKA_BROKERS, ORDER_CONSUMER_* */
+    char admin_listen[SVC_CFG_STR_MAX];
 } ord_config_t;
 
 /* Reads the environment. SVC_EINVAL with the reason in errbuf. */

@@ -10,6 +10,7 @@
 #include <string.h>
 #include <time.h>
 
+#include "admin/admin.h"
 #include "kafka/worker.h"
 #include "order.h"
 #include "saga.h"
@@ -106,6 +107,46 @@ static svc_err_t saga_start(const ord_config_t *cfg, saga_run_t *s, char *errbuf
                                 ORD_SAGA_LOG_MODULE, NO_CONSUMER, &s->worker, errbuf);
 }
 
+/* The admin port's callbacks, on its thread: they read the worker's
+ * guarded state and the consumer's atomics only. */
+static void saga_metrics(void *ctx, admin_buf_t *out)
+{
+    saga_run_t *s = ctx;
+    char *text;
+
+    if (s->worker == NULL)
+        return;
+    text = kfk_worker_metrics_text(s->worker, "shopmicro_order_saga_consumer");
+    admin_buf_printf(out, "%s", text != NULL ? text : "");
+    free(text);
+}
+
+static bool saga_ready(void *ctx, admin_buf_t *out)
+{
+    saga_run_t *s = ctx;
+    char why[SVC_ERRBUF_LEN] = "";
+
+    if (s->worker == NULL)
+        return admin_ready_one(out, "saga_consumer", true, "off (ORDER_KAFKA_BROKERS=none)");
+    return admin_ready_one(out, "saga_consumer", kfk_worker_healthy(s->worker, why, sizeof why),
+                           why);
+}
+
+/* ORDER_ADMIN_LISTEN ("none": none), bound before serving, so a port in use
+ * is a start-up error. */
+static svc_err_t admin_start(const ord_config_t *cfg, saga_run_t *s, admin_server_t **out,
+                             char *errbuf)
+{
+    admin_opts_t o;
+
+    admin_opts_init(&o);
+    o.listen = cfg->admin_listen;
+    o.metrics = saga_metrics;
+    o.ready = saga_ready;
+    o.ctx = s;
+    return admin_server_new(&o, out, errbuf);
+}
+
 /* After the gRPC drain: the event in hand commits (or is handed again to
  * the next owner), the offsets are committed, the group is left. */
 static void saga_stop(saga_run_t *s)
@@ -117,6 +158,7 @@ static void saga_stop(saga_run_t *s)
 int ord_server_run(const ord_config_t *cfg, rs_grpc_client_t *catalog)
 {
     saga_run_t saga = {0};
+    admin_server_t *admin = NULL;
     char errbuf[SVC_ERRBUF_LEN] = "";
     ord_app_t app = {cfg, catalog};
     rpc_server_opts_t o;
@@ -144,12 +186,17 @@ int ord_server_run(const ord_config_t *cfg, rs_grpc_client_t *catalog)
         svc_log_error("order", "saga consumer: %s", errbuf);
         goto out;
     }
+    if (admin_start(cfg, &saga, &admin, errbuf) != SVC_OK) {
+        svc_log_error("order", "admin port %s: %s", cfg->admin_listen, errbuf);
+        goto out;
+    }
     if (rpc_server_run(srv, errbuf) != SVC_OK) {
         svc_log_error("order", "%s", errbuf);
         goto out;
     }
     status = 0;
 out:
+    admin_server_free(admin); /* first: its callbacks read the saga */
     saga_stop(&saga);
     rpc_server_free(srv);
     return status;

@@ -95,6 +95,16 @@ void admin_buf_json_str(admin_buf_t *b, const char *s)
     append(b, "\"", 1);
 }
 
+bool admin_ready_one(admin_buf_t *out, const char *name, bool ok, const char *detail)
+{
+    admin_buf_printf(out, "{\"status\":\"%s\",\"checks\":[{\"name\":", ok ? "ok" : "unavailable");
+    admin_buf_json_str(out, name);
+    admin_buf_printf(out, ",\"ok\":%s,\"detail\":", ok ? "true" : "false");
+    admin_buf_json_str(out, detail != NULL ? detail : "");
+    admin_buf_printf(out, "}]}");
+    return ok;
+}
+
 /* ---- requests ----------------------------------------------------------- */
 
 static const struct {

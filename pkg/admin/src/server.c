@@ -280,6 +280,8 @@ svc_err_t admin_server_new(const admin_opts_t *o, admin_server_t **out, char *er
     svc_err_t err = check_opts(o, errbuf);
 
     *out = NULL;
+    if (err == SVC_OK && strcmp(o->listen, "none") == 0)
+        return SVC_OK;
     if (err != SVC_OK)
         return err;
     if ((s = calloc(1, sizeof *s)) == NULL)

@@ -188,6 +188,23 @@ bool kfk_worker_healthy(kfk_worker_t *w, char *why, size_t len)
     return ok;
 }
 
+char *kfk_worker_metrics_text(kfk_worker_t *w, const char *prefix)
+{
+    size_t cap = 8192, need;
+    char *text;
+
+    /* The lag lines can grow between two calls (a rebalance): until it fits. */
+    for (;;) {
+        if ((text = malloc(cap)) == NULL)
+            return NULL;
+        need = kfk_consumer_metrics(w->c, prefix, text, cap);
+        if (need < cap)
+            return text;
+        free(text);
+        cap = need + 1024;
+    }
+}
+
 const kfk_consumer_t *kfk_worker_consumer(const kfk_worker_t *w)
 {
     return w->c;

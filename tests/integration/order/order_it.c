@@ -92,6 +92,7 @@ static svc_err_t order_start(ord_it_t *t, const char *const *extra)
      * default would join a user's broker on 127.0.0.1:19092 and take the
      * user's events (and commit the user's group's offsets). */
     env[n++] = "ORDER_KAFKA_BROKERS=none"; /* "": the default, 19092 */
+    env[n++] = "ORDER_ADMIN_LISTEN=127.0.0.1:0"; /* many orders run at once */
     for (size_t i = 0; extra != NULL && extra[i] != NULL && n < ENV_MAX - 1; i++)
         env[n++] = extra[i];
     env[n] = NULL;

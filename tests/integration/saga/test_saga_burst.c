@@ -160,6 +160,7 @@ static int setup(void **state)
     env_add(o, "ORDER_CATALOG_ADDR", cat_addr);
     env_add(o, "ORDER_KAFKA_BROKERS", kafka.brokers);
     env_add(o, "ORDER_CONSUMER_SESSION_TIMEOUT_MS=6000", NULL);
+    env_add(o, "ORDER_ADMIN_LISTEN=127.0.0.1:0", NULL);
     /* A short cooldown: the clients retry through catalog's outages. */
     env_add(o, "ORDER_CATALOG_BREAKER_COOLDOWN_MS=500", NULL);
     relay_proc(&procs[V_RELAY], "relay", ord_db.dsn);

@@ -42,13 +42,20 @@ void admin_buf_printf(admin_buf_t *b, const char *fmt, ...) __attribute__((forma
 /* Appends s as a JSON string literal, quotes included. */
 void admin_buf_json_str(admin_buf_t *b, const char *s);
 
+/* A whole /readyz body with one check, {"status":"ok"|"unavailable",
+ * "checks":[{"name":..,"ok":..,"detail":..}]}; returns ok (the callback's
+ * answer). */
+bool admin_ready_one(admin_buf_t *out, const char *name, bool ok, const char *detail);
+
 /* Writes the Prometheus text page into out. */
 typedef void (*admin_metrics_fn)(void *ctx, admin_buf_t *out);
 /* Writes the /readyz JSON body into out; true = ready (200), false = 503. */
 typedef bool (*admin_ready_fn)(void *ctx, admin_buf_t *out);
 
 typedef struct admin_opts {
-    const char *listen;         /* "host:port"; port 0 = the kernel picks      */
+    const char *listen;         /* "host:port"; port 0 = the kernel picks;
+                                   "none": no port (admin_server_new starts
+                                   nothing)                                   */
     size_t max_request_bytes;   /* request line + headers                      */
     unsigned max_conns;         /* open connections at once                    */
     int read_timeout_ms;        /* accept -> complete request; also send limit */
@@ -65,7 +72,8 @@ typedef struct admin_server admin_server_t;
 
 /* Binds, listens and starts the admin thread. On error (bad address, port
  * in use, bad option) nothing is left running and errbuf says why: SVC_EINVAL
- * or SVC_EUNAVAIL. o is copied (listen included). *out owned by caller. */
+ * or SVC_EUNAVAIL. o is copied (listen included). *out owned by caller;
+ * with listen "none", SVC_OK and *out NULL (admin_server_free takes it). */
 svc_err_t admin_server_new(const admin_opts_t *o, admin_server_t **out, char *errbuf);
 /* The bound port (useful with port 0). */
 int admin_server_port(const admin_server_t *s);

@@ -88,6 +88,10 @@ svc_err_t kfk_worker_start_cfg(const kfk_worker_cfg_t *cfg, const char *const *t
                                const char *log_module, const char *without, kfk_worker_t **out,
                                char *errbuf);
 
+/* The consumer's Prometheus text under prefix (kfk_consumer_metrics), in
+ * memory owned by caller (free); NULL when out of memory. Thread-safe. */
+char *kfk_worker_metrics_text(kfk_worker_t *w, const char *prefix);
+
 /* Whether the last poll went well; if not, its error in why (len bytes),
  * e.g. for a /readyz body. Thread-safe. */
 bool kfk_worker_healthy(kfk_worker_t *w, char *why, size_t len);
