@@ -76,6 +76,31 @@ static void buffer_caps_and_escapes(void **state)
     admin__buf_dispose(&b);
 }
 
+static void ready_one_and_listen_none(void **state)
+{
+    admin_buf_t b;
+    admin_opts_t o;
+    admin_server_t *srv = (admin_server_t *)&b; /* must be set to NULL */
+    char errbuf[SVC_ERRBUF_LEN] = "";
+
+    (void)state;
+    admin__buf_init(&b, 1000);
+    assert_false(admin_ready_one(&b, "saga_consumer", false, "broker \"gone\""));
+    assert_string_equal(b.data, "{\"status\":\"unavailable\",\"checks\":[{\"name\":"
+                                "\"saga_consumer\",\"ok\":false,\"detail\":\"broker \\\"gone\\\"\"}]}");
+    admin__buf_dispose(&b);
+    admin__buf_init(&b, 1000);
+    assert_true(admin_ready_one(&b, "x", true, NULL));
+    assert_string_equal(b.data, "{\"status\":\"ok\",\"checks\":[{\"name\":\"x\",\"ok\":true,"
+                                "\"detail\":\"\"}]}");
+    admin__buf_dispose(&b);
+    admin_opts_init(&o);
+    o.listen = "none";
+    assert_int_equal(admin_server_new(&o, &srv, errbuf), SVC_OK);
+    assert_null(srv);
+    admin_server_free(srv);
+}
+
 static void response_head(void **state)
 {
     admin_buf_t b;
@@ -96,6 +121,7 @@ int main(void)
         cmocka_unit_test(statuses_for_bad_requests),
         cmocka_unit_test(incomplete_then_too_large),
         cmocka_unit_test(buffer_caps_and_escapes),
+        cmocka_unit_test(ready_one_and_listen_none),
         cmocka_unit_test(response_head),
     };
     return cmocka_run_group_tests_name("admin_http", tests, NULL, NULL);
