@@ -45,21 +45,6 @@ static svc_err_t migrate_with_wait(const cat_config_t *cfg, char *errbuf)
     return err;
 }
 
-/* The admin port ("none": none). Bound before serving, so a port in use is
- * a start-up error, not a silent lack of metrics. */
-static svc_err_t admin_start(const cat_config_t *cfg, cat_saga_t *saga, admin_server_t **out,
-                             char *errbuf)
-{
-    admin_opts_t o;
-
-    admin_opts_init(&o);
-    o.listen = cfg->admin_listen;
-    o.metrics = cat_saga_metrics;
-    o.ready = cat_saga_ready;
-    o.ctx = saga;
-    return admin_server_new(&o, out, errbuf);
-}
-
 int cat_server_run(const cat_config_t *cfg)
 {
     char errbuf[SVC_ERRBUF_LEN] = "";
@@ -91,7 +76,10 @@ int cat_server_run(const cat_config_t *cfg)
         svc_log_error("catalog", "stock saga: %s", errbuf);
         goto out;
     }
-    if (admin_start(cfg, saga, &admin, errbuf) != SVC_OK) {
+    /* Bound before serving: a port in use is a start-up error, not a silent
+     * lack of metrics. */
+    if (admin_server_start(cfg->admin_listen, cat_saga_metrics, cat_saga_ready, saga, &admin,
+                           errbuf) != SVC_OK) {
         svc_log_error("catalog", "admin port %s: %s", cfg->admin_listen, errbuf);
         goto out;
     }

@@ -9,8 +9,6 @@
 #include "db/db.h"
 #include "stock.h"
 
-#define ROLLBACK_MS 1000
-
 enum {
     STMT_BEGIN,
     STMT_COMMIT,
@@ -68,15 +66,8 @@ static const db_stmt_t stmts[] = {
 svc_err_t cat_stock_new(const char *dsn, int statement_timeout_ms, cat_stock_t **out,
                         char *errbuf)
 {
-    db_opts_t o;
-
-    db_opts_init(&o);
-    o.dsn = dsn;
-    o.stmts = stmts;
-    o.n_stmts = SVC_COUNTOF(stmts);
-    o.statement_timeout_ms = statement_timeout_ms;
-    o.application_name = "catalog.saga";
-    return db_conn_new(&o, out, errbuf);
+    return db_conn_open(dsn, stmts, SVC_COUNTOF(stmts), statement_timeout_ms, "catalog.saga",
+                        out, errbuf);
 }
 
 void cat_stock_free(cat_stock_t *st)
@@ -84,33 +75,19 @@ void cat_stock_free(cat_stock_t *st)
     db_conn_free(st);
 }
 
-/* Runs a statement whose rows, if any, are not needed; *n_rows (optional)
- * gets their count. */
-static svc_err_t run(cat_stock_t *st, size_t idx, const char *const *p, uint64_t deadline_ns,
-                     int *n_rows, char *errbuf)
-{
-    PGresult *r = NULL;
-    svc_err_t err = db_exec(st, idx, p, deadline_ns, &r, errbuf);
-
-    if (err == SVC_OK && n_rows != NULL)
-        *n_rows = PQntuples(r);
-    PQclear(r);
-    return err;
-}
-
 svc_err_t cat_stock_begin(cat_stock_t *st, uint64_t deadline_ns, char *errbuf)
 {
-    return run(st, STMT_BEGIN, NULL, deadline_ns, NULL, errbuf);
+    return db_run(st, STMT_BEGIN, NULL, deadline_ns, NULL, errbuf);
 }
 
 svc_err_t cat_stock_commit(cat_stock_t *st, uint64_t deadline_ns, char *errbuf)
 {
-    return run(st, STMT_COMMIT, NULL, deadline_ns, NULL, errbuf);
+    return db_run(st, STMT_COMMIT, NULL, deadline_ns, NULL, errbuf);
 }
 
 void cat_stock_rollback(cat_stock_t *st)
 {
-    (void)run(st, STMT_ROLLBACK, NULL, svc_now_ns() + ROLLBACK_MS * SVC_NS_PER_MS, NULL, NULL);
+    (void)db_rollback(st, STMT_ROLLBACK, NULL);
 }
 
 svc_err_t cat_stock_claim_event(cat_stock_t *st, const char *event_id, const char *event_type,
@@ -118,7 +95,7 @@ svc_err_t cat_stock_claim_event(cat_stock_t *st, const char *event_id, const cha
 {
     const char *p[] = {event_id, event_type};
     int n = 0;
-    svc_err_t err = run(st, STMT_CLAIM, p, deadline_ns, &n, errbuf);
+    svc_err_t err = db_run(st, STMT_CLAIM, p, deadline_ns, &n, errbuf);
 
     *fresh = n == 1;
     return err;
@@ -129,7 +106,7 @@ svc_err_t cat_stock_decided(cat_stock_t *st, const char *order_id, uint64_t dead
 {
     const char *p[] = {order_id};
     int n = 0;
-    svc_err_t err = run(st, STMT_DECIDED, p, deadline_ns, &n, errbuf);
+    svc_err_t err = db_run(st, STMT_DECIDED, p, deadline_ns, &n, errbuf);
 
     *decided = n > 0;
     return err;
@@ -199,7 +176,7 @@ svc_err_t cat_stock_take(cat_stock_t *st, const char *order_id, const char *cons
     int taken = 0;
 
     if (a_ids != NULL && a_qty != NULL)
-        err = run(st, STMT_TAKE, p, deadline_ns, &taken, errbuf);
+        err = db_run(st, STMT_TAKE, p, deadline_ns, &taken, errbuf);
     else
         svc_errbuf_set(errbuf, "out of memory");
     if (err == SVC_OK && (size_t)taken != n) {
@@ -218,7 +195,7 @@ svc_err_t cat_stock_decide(cat_stock_t *st, const char *order_id, const char *ev
 {
     const char *p[] = {order_id, event_id, outcome};
 
-    return run(st, STMT_DECIDE, p, deadline_ns, NULL, errbuf);
+    return db_run(st, STMT_DECIDE, p, deadline_ns, NULL, errbuf);
 }
 
 /* bytea's hex input form: "\x" and two digits per byte. */
@@ -251,7 +228,7 @@ svc_err_t cat_stock_outbox_add(cat_stock_t *st, const cat_outbox_row_t *row,
         svc_errbuf_set(errbuf, "out of memory");
         return SVC_ENOMEM;
     }
-    err = run(st, STMT_OUTBOX, p, deadline_ns, NULL, errbuf);
+    err = db_run(st, STMT_OUTBOX, p, deadline_ns, NULL, errbuf);
     free(hex);
     return err;
 }

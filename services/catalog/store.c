@@ -35,15 +35,8 @@ static const db_stmt_t stmts[] = {
 svc_err_t cat_store_new(const char *dsn, int statement_timeout_ms, cat_store_t **out,
                         char *errbuf)
 {
-    db_opts_t o;
-
-    db_opts_init(&o);
-    o.dsn = dsn;
-    o.stmts = stmts;
-    o.n_stmts = SVC_COUNTOF(stmts);
-    o.statement_timeout_ms = statement_timeout_ms;
-    o.application_name = "catalog";
-    return db_conn_new(&o, out, errbuf);
+    return db_conn_open(dsn, stmts, SVC_COUNTOF(stmts), statement_timeout_ms, "catalog", out,
+                        errbuf);
 }
 
 void cat_store_free(cat_store_t *st)

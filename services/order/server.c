@@ -132,21 +132,6 @@ static bool saga_ready(void *ctx, admin_buf_t *out)
                            why);
 }
 
-/* ORDER_ADMIN_LISTEN ("none": none), bound before serving, so a port in use
- * is a start-up error. */
-static svc_err_t admin_start(const ord_config_t *cfg, saga_run_t *s, admin_server_t **out,
-                             char *errbuf)
-{
-    admin_opts_t o;
-
-    admin_opts_init(&o);
-    o.listen = cfg->admin_listen;
-    o.metrics = saga_metrics;
-    o.ready = saga_ready;
-    o.ctx = s;
-    return admin_server_new(&o, out, errbuf);
-}
-
 /* After the gRPC drain: the event in hand commits (or is handed again to
  * the next owner), the offsets are committed, the group is left. */
 static void saga_stop(saga_run_t *s)
@@ -186,7 +171,9 @@ int ord_server_run(const ord_config_t *cfg, rs_grpc_client_t *catalog)
         svc_log_error("order", "saga consumer: %s", errbuf);
         goto out;
     }
-    if (admin_start(cfg, &saga, &admin, errbuf) != SVC_OK) {
+    /* Bound before serving: a port in use is a start-up error. */
+    if (admin_server_start(cfg->admin_listen, saga_metrics, saga_ready, &saga, &admin, errbuf) !=
+        SVC_OK) {
         svc_log_error("order", "admin port %s: %s", cfg->admin_listen, errbuf);
         goto out;
     }

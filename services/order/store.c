@@ -14,11 +14,6 @@ extern const size_t ord_migrations_count;
 
 #define RFC3339(col) "to_char(" col " AT TIME ZONE 'UTC', 'YYYY-MM-DD\"T\"HH24:MI:SS.US\"Z\"')"
 
-/* A ROLLBACK after a failure gets a deadline of its own: the call's may be
- * the very thing that ran out, and a connection left inside a transaction
- * would fail every later call of this worker. */
-#define ROLLBACK_MS 1000
-
 enum {
     STMT_BEGIN,
     STMT_COMMIT,
@@ -160,15 +155,8 @@ static const db_stmt_t stmts[] = {
 svc_err_t ord_store_new(const char *dsn, int statement_timeout_ms, ord_store_t **out,
                         char *errbuf)
 {
-    db_opts_t o;
-
-    db_opts_init(&o);
-    o.dsn = dsn;
-    o.stmts = stmts;
-    o.n_stmts = SVC_COUNTOF(stmts);
-    o.statement_timeout_ms = statement_timeout_ms;
-    o.application_name = "order";
-    return db_conn_new(&o, out, errbuf);
+    return db_conn_open(dsn, stmts, SVC_COUNTOF(stmts), statement_timeout_ms, "order", out,
+                        errbuf);
 }
 
 void ord_store_free(ord_store_t *st)
@@ -299,20 +287,15 @@ static char *event_hex(uint8_t *pb, const size_t *len)
 static svc_err_t exec(ord_store_t *st, size_t idx, const char *const *params,
                       uint64_t deadline_ns, char *errbuf)
 {
-    PGresult *r = NULL;
-    svc_err_t err = db_exec(st, idx, params, deadline_ns, &r, errbuf);
-
-    PQclear(r);
-    return err;
+    return db_run(st, idx, params, deadline_ns, NULL, errbuf);
 }
 
 /* Ends a failed transaction, keeping the first error's text in errbuf. */
 static void rollback(ord_store_t *st, char *errbuf)
 {
     char why[SVC_ERRBUF_LEN] = "";
-    uint64_t deadline = svc_now_ns() + (uint64_t)ROLLBACK_MS * SVC_NS_PER_MS;
 
-    if (exec(st, STMT_ROLLBACK, NULL, deadline, why) != SVC_OK && errbuf != NULL) {
+    if (db_rollback(st, STMT_ROLLBACK, why) != SVC_OK && errbuf != NULL) {
         size_t len = strlen(errbuf);
         snprintf(errbuf + len, SVC_ERRBUF_LEN - len, " (rollback failed: %s)", why);
     }

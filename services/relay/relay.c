@@ -123,16 +123,10 @@ static void on_log(void *ctx, int level, const char *facility, const char *text)
  * in use is a start-up error (exit 2), not a silent lack of metrics. */
 static svc_err_t admin_start(rly_relay_t *r, char *errbuf)
 {
-    admin_opts_t o;
-
     if (r->cfg->admin_listen[0] == '\0' || strcmp(r->cfg->admin_listen, "0") == 0)
         return SVC_OK;
-    admin_opts_init(&o);
-    o.listen = r->cfg->admin_listen;
-    o.metrics = rly_stats_metrics;
-    o.ready = rly_stats_ready;
-    o.ctx = &r->stats;
-    return admin_server_new(&o, &r->admin, errbuf);
+    return admin_server_start(r->cfg->admin_listen, rly_stats_metrics, rly_stats_ready,
+                              &r->stats, &r->admin, errbuf);
 }
 
 svc_err_t rly_relay_new(const rly_config_t *cfg, rly_relay_t **out, char *errbuf)

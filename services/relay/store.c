@@ -6,7 +6,6 @@
 
 #define RFC3339(col) "to_char(" col " AT TIME ZONE 'UTC', 'YYYY-MM-DD\"T\"HH24:MI:SS.US\"Z\"')"
 /* Its own deadline, as in the order store: the batch's may be what ran out. */
-#define ROLLBACK_MS 1000
 
 enum { STMT_BEGIN, STMT_ASYNC, STMT_CLAIM, STMT_MARK, STMT_COMMIT, STMT_ROLLBACK, STMT_STATS };
 
@@ -55,15 +54,7 @@ static const db_stmt_t stmts[] = {
 svc_err_t rly_store_new(const char *dsn, const char *name, int statement_timeout_ms,
                         rly_store_t **out, char *errbuf)
 {
-    db_opts_t o;
-
-    db_opts_init(&o);
-    o.dsn = dsn;
-    o.stmts = stmts;
-    o.n_stmts = SVC_COUNTOF(stmts);
-    o.statement_timeout_ms = statement_timeout_ms;
-    o.application_name = name;
-    return db_conn_new(&o, out, errbuf);
+    return db_conn_open(dsn, stmts, SVC_COUNTOF(stmts), statement_timeout_ms, name, out, errbuf);
 }
 
 void rly_store_free(rly_store_t *st)
@@ -73,19 +64,12 @@ void rly_store_free(rly_store_t *st)
 
 static svc_err_t exec(rly_store_t *st, size_t idx, const char *const *params, char *errbuf)
 {
-    PGresult *r = NULL;
-    svc_err_t err = db_exec(st, idx, params, SVC_DEADLINE_NONE, &r, errbuf);
-
-    PQclear(r);
-    return err;
+    return db_run(st, idx, params, SVC_DEADLINE_NONE, NULL, errbuf);
 }
 
 void rly_store_rollback(rly_store_t *st)
 {
-    PGresult *r = NULL;
-
-    (void)db_exec(st, STMT_ROLLBACK, NULL, svc_now_ns() + ROLLBACK_MS * SVC_NS_PER_MS, &r, NULL);
-    PQclear(r);
+    (void)db_rollback(st, STMT_ROLLBACK, NULL);
 }
 
 svc_err_t rly_store_claim(rly_store_t *st, int limit, PGresult **rows, char *errbuf)

@@ -314,6 +314,19 @@ int admin_server_port(const admin_server_t *s)
     return s->port;
 }
 
+svc_err_t admin_server_start(const char *listen, admin_metrics_fn metrics, admin_ready_fn ready,
+                             void *ctx, admin_server_t **out, char *errbuf)
+{
+    admin_opts_t o;
+
+    admin_opts_init(&o);
+    o.listen = listen;
+    o.metrics = metrics;
+    o.ready = ready;
+    o.ctx = ctx;
+    return admin_server_new(&o, out, errbuf);
+}
+
 void admin_server_free(admin_server_t *s)
 {
     if (s == NULL)

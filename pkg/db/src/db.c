@@ -282,3 +282,36 @@ svc_err_t db_exec(db_conn_t *c, size_t idx, const char *const *params, uint64_t 
         drop(c);
     return err;
 }
+
+svc_err_t db_conn_open(const char *dsn, const db_stmt_t *stmts, size_t n,
+                       int statement_timeout_ms, const char *application_name,
+                       db_conn_t **out, char *errbuf)
+{
+    db_opts_t o;
+
+    db_opts_init(&o);
+    o.dsn = dsn;
+    o.stmts = stmts;
+    o.n_stmts = n;
+    o.statement_timeout_ms = statement_timeout_ms;
+    o.application_name = application_name;
+    return db_conn_new(&o, out, errbuf);
+}
+
+svc_err_t db_run(db_conn_t *c, size_t idx, const char *const *params, uint64_t deadline_ns,
+                 int *n_rows, char *errbuf)
+{
+    PGresult *r = NULL;
+    svc_err_t err = db_exec(c, idx, params, deadline_ns, &r, errbuf);
+
+    if (err == SVC_OK && n_rows != NULL)
+        *n_rows = PQntuples(r);
+    PQclear(r);
+    return err;
+}
+
+svc_err_t db_rollback(db_conn_t *c, size_t idx, char *errbuf)
+{
+    return db_run(c, idx, NULL, svc_now_ns() + (uint64_t)DB_ROLLBACK_MS * SVC_NS_PER_MS, NULL,
+                  errbuf);
+}

@@ -77,6 +77,26 @@ void db_conn_free(db_conn_t *c);
 svc_err_t db_exec(db_conn_t *c, size_t idx, const char *const *params, uint64_t deadline_ns,
                   PGresult **res, char *errbuf);
 
+/* What every service's store does to open its connection: db_conn_new with
+ * dsn, the statement table stmts[0..n), statement_timeout_ms and
+ * application_name; the other options their defaults. */
+svc_err_t db_conn_open(const char *dsn, const db_stmt_t *stmts, size_t n,
+                       int statement_timeout_ms, const char *application_name,
+                       db_conn_t **out, char *errbuf);
+
+/* db_exec for a statement whose rows are not needed; *n_rows (optional)
+ * gets how many it returned. */
+svc_err_t db_run(db_conn_t *c, size_t idx, const char *const *params, uint64_t deadline_ns,
+                 int *n_rows, char *errbuf);
+
+/* A ROLLBACK after a failure gets a deadline of its own: the caller's may
+ * be the very thing that ran out, and a connection left inside a
+ * transaction would fail every later call on it. */
+#define DB_ROLLBACK_MS 1000
+
+/* Runs statement idx (the store's ROLLBACK) within DB_ROLLBACK_MS. */
+svc_err_t db_rollback(db_conn_t *c, size_t idx, char *errbuf);
+
 /* True when the connection is established and idle (for readiness checks). */
 bool db_conn_ok(const db_conn_t *c);
 

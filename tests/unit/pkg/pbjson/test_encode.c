@@ -93,7 +93,8 @@ static void order_with_items(void **state)
     o.total_cents = 2598;
     pbjt_encodes(&o.base, "{\"id\":\"o1\",\"customerId\":\"c1\",\"items\":[{\"productId\":\"p1\","
                           "\"quantity\":2,\"unitPriceCents\":\"1299\"}],\"totalCents\":\"2598\","
-                          "\"status\":\"ORDER_STATUS_UNSPECIFIED\",\"createdAt\":\"\"}");
+                          "\"status\":\"ORDER_STATUS_UNSPECIFIED\",\"createdAt\":\"\","
+                          "\"cancelReason\":\"\"}");
 }
 
 static void scalars_unpopulated(void **state)
