@@ -562,7 +562,7 @@ int main(void)
 
     cat_it_global_init();
     curl_global_init(CURL_GLOBAL_DEFAULT);
-    rc = cmocka_run_group_tests_name("gateway_api", tests, group_setup, group_teardown);
+    rc = svc_test_run_group_tests_name("gateway_api", tests, group_setup, group_teardown);
     curl_global_cleanup();
     cat_it_global_fini();
     return rc;

@@ -823,8 +823,8 @@ int main(void)
 
     cat_it_global_init();
     curl_global_init(CURL_GLOBAL_DEFAULT);
-    rc = cmocka_run_group_tests_name("gateway_edge", edge, edge_setup, gw_it_teardown);
-    rc |= cmocka_run_group_tests_name("gateway_outcome", outcome, outcome_setup,
+    rc = svc_test_run_group_tests_name("gateway_edge", edge, edge_setup, gw_it_teardown);
+    rc |= svc_test_run_group_tests_name("gateway_outcome", outcome, outcome_setup,
                                       outcome_teardown);
     curl_global_cleanup();
     cat_it_global_fini();

@@ -418,5 +418,5 @@ int main(void)
         cmocka_unit_test(rebalance_moves_partitions_and_drops_retry_state),
         cmocka_unit_test(kill9_after_effect_redelivers_that_record),
     };
-    return cmocka_run_group_tests_name("kfk_consumer_it", tests, group_setup, group_teardown);
+    return svc_test_run_group_tests_name("kfk_consumer_it", tests, group_setup, group_teardown);
 }

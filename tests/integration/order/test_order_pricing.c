@@ -185,7 +185,7 @@ int main(void)
     int rc;
 
     cat_it_global_init();
-    rc = cmocka_run_group_tests_name("order_pricing", tests, setup, teardown);
+    rc = svc_test_run_group_tests_name("order_pricing", tests, setup, teardown);
     cat_it_global_fini();
     return rc;
 }

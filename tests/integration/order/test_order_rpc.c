@@ -593,7 +593,7 @@ int main(void)
     int rc;
 
     cat_it_global_init();
-    rc = cmocka_run_group_tests_name("order_rpc", tests, group_setup, ord_it_teardown);
+    rc = svc_test_run_group_tests_name("order_rpc", tests, group_setup, ord_it_teardown);
     cat_it_global_fini();
     return rc;
 }

@@ -389,7 +389,7 @@ int main(void)
 
     setvbuf(stdout, NULL, _IOLBF, 0);
     cat_it_global_init();
-    rc = cmocka_run_group_tests_name("relay", tests, group_setup, group_teardown);
+    rc = svc_test_run_group_tests_name("relay", tests, group_setup, group_teardown);
     cat_it_global_fini();
     return rc;
 }
