@@ -214,6 +214,7 @@ static svc_err_t keep(const rd_kafka_message_t *m, rly_it_record_t **recs, size_
     header(h, "ce_time", r->time, sizeof r->time);
     header(h, "content-type", r->content_type, sizeof r->content_type);
     header(h, "x-request-id", r->request_id, sizeof r->request_id);
+    header(h, "dlq-reason", r->dlq_reason, sizeof r->dlq_reason);
     r->value = malloc(m->len + 1);
     if (r->value == NULL)
         return SVC_ENOMEM;
@@ -240,10 +241,10 @@ static rd_kafka_t *consumer_new(const rly_it_kafka_t *k)
 }
 
 /* Assigns every partition of the topic from the beginning; their count. */
-static int assign_all(rd_kafka_t *rk, int timeout_ms)
+static int assign_all(rd_kafka_t *rk, const char *topic, int timeout_ms)
 {
     const struct rd_kafka_metadata *md = NULL;
-    rd_kafka_topic_t *t = rd_kafka_topic_new(rk, RLY_IT_TOPIC, NULL);
+    rd_kafka_topic_t *t = rd_kafka_topic_new(rk, topic, NULL);
     rd_kafka_topic_partition_list_t *l;
     int n = -1;
 
@@ -252,7 +253,7 @@ static int assign_all(rd_kafka_t *rk, int timeout_ms)
         n = md->topics[0].partition_cnt;
         l = rd_kafka_topic_partition_list_new(n);
         for (int p = 0; p < n; p++)
-            rd_kafka_topic_partition_list_add(l, RLY_IT_TOPIC, p)->offset =
+            rd_kafka_topic_partition_list_add(l, topic, p)->offset =
                 RD_KAFKA_OFFSET_BEGINNING;
         if (rd_kafka_assign(rk, l) != RD_KAFKA_RESP_ERR_NO_ERROR)
             n = -1;
@@ -268,6 +269,12 @@ static int assign_all(rd_kafka_t *rk, int timeout_ms)
 svc_err_t rly_it_consume(const rly_it_kafka_t *k, int timeout_ms, rly_it_record_t **out,
                          size_t *n)
 {
+    return rly_it_consume_topic(k, RLY_IT_TOPIC, timeout_ms, out, n);
+}
+
+svc_err_t rly_it_consume_topic(const rly_it_kafka_t *k, const char *topic, int timeout_ms,
+                               rly_it_record_t **out, size_t *n)
+{
     uint64_t give_up = svc_now_ms() + (uint64_t)timeout_ms;
     rd_kafka_t *rk = consumer_new(k);
     size_t cap = 0;
@@ -277,7 +284,7 @@ svc_err_t rly_it_consume(const rly_it_kafka_t *k, int timeout_ms, rly_it_record_
     *out = NULL, *n = 0;
     if (rk == NULL)
         return SVC_EINTERNAL;
-    parts = assign_all(rk, timeout_ms);
+    parts = assign_all(rk, topic, timeout_ms);
     if (parts <= 0)
         err = SVC_EUNAVAIL;
     while (err == SVC_OK && eofs < parts) {

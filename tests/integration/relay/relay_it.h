@@ -66,6 +66,7 @@ typedef struct rly_it_record {
     int64_t offset;
     char specversion[16], id[64], type[64], source[64], time[40], content_type[64],
         request_id[64];
+    char dlq_reason[256]; /* a dead letter's dlq-reason */
     uint8_t *value; /* owned by the record array */
     size_t value_len;
 } rly_it_record_t;
@@ -75,6 +76,9 @@ typedef struct rly_it_record {
  * caller: rly_it_records_free. */
 svc_err_t rly_it_consume(const rly_it_kafka_t *k, int timeout_ms, rly_it_record_t **out,
                          size_t *n);
+/* The same for any topic (a dead-letter topic, shopmicro.inventory.v1). */
+svc_err_t rly_it_consume_topic(const rly_it_kafka_t *k, const char *topic, int timeout_ms,
+                               rly_it_record_t **out, size_t *n);
 void rly_it_records_free(rly_it_record_t *r, size_t n);
 
 #endif

@@ -182,6 +182,73 @@ static void ten_lines_one_short_reserves_nothing(void **state)
         assert_int_equal(stock_of(f, ids[i]), 0);
 }
 
+/* Produces `value` with CloudEvents headers of `type` to topic. */
+static void produce_raw(fx_t *f, const char *topic, const char *type, const char *key,
+                        const void *value, size_t len, char ce_id[37])
+{
+    char errbuf[SVC_ERRBUF_LEN] = "";
+    kfk_header_t h[KFK_CE_MAX_HEADERS];
+    size_t nh = 0;
+
+    it_random_uuid(ce_id);
+    {
+        const kfk_ce_t ce = {ce_id, type, "/shopmicro/test", NULL, NULL, "saga-e2e-poison"};
+        assert_int_equal(kfk_ce_headers(&ce, h, &nh, errbuf), SVC_OK);
+    }
+    assert_int_equal(rly_it_produce(&f->kafka, topic, key, strlen(key), value, len, h, nh,
+                                    it_ms(10000)),
+                     SVC_OK);
+}
+
+/* Waits until `topic` holds a record whose ce_id is `id`; its dlq-reason. */
+static void wait_dead_letter(fx_t *f, const char *topic, const char *id, char *reason,
+                             size_t cap)
+{
+    uint64_t until = it_now_ms() + (uint64_t)it_ms(20000);
+
+    reason[0] = '\0';
+    while (reason[0] == '\0' && it_now_ms() < until) {
+        rly_it_record_t *rec = NULL;
+        size_t n = 0;
+
+        if (rly_it_consume_topic(&f->kafka, topic, it_ms(10000), &rec, &n) == SVC_OK)
+            for (size_t i = 0; i < n; i++)
+                if (strcmp(rec[i].id, id) == 0)
+                    snprintf(reason, cap, "%s", rec[i].dlq_reason);
+        rly_it_records_free(rec, n);
+        if (reason[0] == '\0')
+            ord_it_sleep_ms(200);
+    }
+    fprintf(stderr, "%s: %s: %s\n", topic, id, reason[0] ? reason : "(not there)");
+    assert_true(reason[0] != '\0');
+}
+
+/* A record neither service can ever read, on each topic: each goes to its
+ * topic's dead-letter topic with the reason, and the saga goes on. */
+static void poison_on_each_topic_is_dead_lettered(void **state)
+{
+    fx_t *f = *state;
+    char a[37], id_orders[37], id_inventory[37], key[37], reason[256];
+    it_order_t *o;
+
+    it_random_uuid(key);
+    produce_raw(f, "shopmicro.orders.v1", "shopmicro.order.v1.OrderCreated", key, "\xff\xfe", 2,
+                id_orders);
+    produce_raw(f, "shopmicro.inventory.v1", "shopmicro.inventory.v2.StockReserved", key, "", 0,
+                id_inventory);
+    wait_dead_letter(f, "shopmicro.orders.v1.dlq", id_orders, reason, sizeof reason);
+    assert_non_null(strstr(reason, "not an OrderCreated"));
+    wait_dead_letter(f, "shopmicro.inventory.v1.dlq", id_inventory, reason, sizeof reason);
+    assert_non_null(strstr(reason, "newer"));
+    product(f, 1, a);
+    {
+        const it_item_t items[] = {{a, 1}};
+        o = place_and_wait(f, items, 1);
+    }
+    assert_int_equal(o->status, ORD_IT_CONFIRMED);
+    it_free(o);
+}
+
 static int64_t cat_count(fx_t *f, const char *sql)
 {
     char errbuf[SVC_ERRBUF_LEN];
@@ -217,13 +284,14 @@ static void a_replay_changes_nothing(void **state)
 
     assert_int_equal(rly_it_consume(&f->kafka, it_ms(20000), &rec, &n), SVC_OK);
     for (size_t i = 0; i < n; i++)
-        if (strcmp(rec[i].type, "shopmicro.order.v1.OrderCreated") == 0 && n_created++ == 0)
+        if (strcmp(rec[i].type, "shopmicro.order.v1.OrderCreated") == 0 &&
+            strcmp(rec[i].request_id, "saga-e2e-poison") != 0 && n_created++ == 0)
             created = &rec[i];
     assert_non_null(created);
     stock = cat_count(f, "SELECT sum(stock) FROM products");
     events = cat_count(f, "SELECT count(*) FROM outbox");
     decisions = cat_count(f, "SELECT count(*) FROM stock_decisions");
-    assert_int_equal(decisions, (int64_t)n_created);
+    assert_int_equal(decisions, (int64_t)n_created); /* the poison case's record is no order */
 
     assert_int_equal(cat_it_stop(&f->cat), 0);
     snprintf(brokers, sizeof brokers, "CATALOG_KAFKA_BROKERS=%s", f->kafka.brokers);
@@ -257,6 +325,7 @@ int main(void)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(an_order_in_stock_is_confirmed),
         cmocka_unit_test(ten_lines_one_short_reserves_nothing),
+        cmocka_unit_test(poison_on_each_topic_is_dead_lettered),
         cmocka_unit_test(a_replay_changes_nothing),
     };
     int rc;
