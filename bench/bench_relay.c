@@ -236,6 +236,7 @@ typedef struct entry {
 
 typedef struct lat_opts {
     const char *order, *brokers, *topic, *products[2];
+    const char *ce_type; /* only records of this ce_type count (NULL: every record) */
     int n_products, threads;
     double rate, seconds, warmup;
 } lat_opts_t;
@@ -362,6 +363,20 @@ static rd_kafka_t *consumer_at_end(void)
     return rk;
 }
 
+/* True when no --ce-type was given, or m's ce_type header is it. */
+static bool type_matches(const rd_kafka_message_t *m)
+{
+    rd_kafka_headers_t *hs = NULL;
+    const void *v;
+    size_t len;
+
+    if (g.o.ce_type == NULL)
+        return true;
+    return rd_kafka_message_headers(m, &hs) == RD_KAFKA_RESP_ERR_NO_ERROR &&
+           rd_kafka_header_get_last(hs, "ce_type", &v, &len) == RD_KAFKA_RESP_ERR_NO_ERROR &&
+           len == strlen(g.o.ce_type) && memcmp(v, g.o.ce_type, len) == 0;
+}
+
 static void *consumer_main(void *arg)
 {
     rd_kafka_t *rk = arg;
@@ -373,7 +388,8 @@ static void *consumer_main(void *arg)
 
         if (m == NULL)
             continue;
-        if (m->err == RD_KAFKA_RESP_ERR_NO_ERROR && m->key_len < sizeof key) {
+        if (m->err == RD_KAFKA_RESP_ERR_NO_ERROR && m->key_len < sizeof key &&
+            type_matches(m)) {
             memcpy(key, m->key, m->key_len);
             key[m->key_len] = '\0';
             pthread_mutex_lock(&g.mu);
@@ -427,8 +443,9 @@ static int cmd_latency(void)
     if (pthread_create(&cons, NULL, consumer_main, rk) != 0)
         die("cannot create threads");
     printf("[latency] CreateOrder at %.0f/s (open loop, %d threads) for %.0f s + %.0f s warm-up "
-           "to %s; consumer on %s at the end of %s\n",
-           g.o.rate, g.o.threads, g.o.seconds, g.o.warmup, g.o.order, g.o.brokers, g.o.topic);
+           "to %s; consumer on %s at the end of %s%s%s\n",
+           g.o.rate, g.o.threads, g.o.seconds, g.o.warmup, g.o.order, g.o.brokers, g.o.topic,
+           g.o.ce_type ? ", counting only " : "", g.o.ce_type ? g.o.ce_type : "");
     fflush(stdout);
     g.t0_ns = svc_now_ns() + 200 * SVC_NS_PER_MS;
     for (int i = 0; i < g.o.threads; i++)
@@ -499,7 +516,7 @@ static void usage(FILE *f)
                "       bench_relay latency --order HOST:PORT --brokers B --product ID "
                "[--product ID]\n"
                "                   [--rate R] [--seconds S] [--warmup S] [--threads T] "
-               "[--topic T]\n"
+               "[--topic T] [--ce-type TYPE]\n"
                "kcat delimiters: -K '%s' -D '%s\\n'\n",
             KEY_DELIM, "~~relay-bench-end~~");
 }
@@ -510,7 +527,8 @@ int main(int argc, char **argv)
         {"dsn", 1, NULL, 'd'},     {"rows", 1, NULL, 'n'},    {"kcat-file", 1, NULL, 'k'},
         {"order", 1, NULL, 'o'},   {"brokers", 1, NULL, 'b'}, {"product", 1, NULL, 'p'},
         {"rate", 1, NULL, 'r'},    {"seconds", 1, NULL, 's'}, {"warmup", 1, NULL, 'w'},
-        {"threads", 1, NULL, 't'}, {"topic", 1, NULL, 'T'},   {"help", 0, NULL, 'h'},
+        {"threads", 1, NULL, 't'}, {"topic", 1, NULL, 'T'},   {"ce-type", 1, NULL, 'c'},
+        {"help", 0, NULL, 'h'},
         {NULL, 0, NULL, 0},
     };
     const char *dsn = NULL, *kcat = NULL, *cmd = argc > 1 ? argv[1] : "";
@@ -537,6 +555,7 @@ int main(int argc, char **argv)
         case 'w': g.o.warmup = strtod(optarg, NULL); break;
         case 't': g.o.threads = (int)strtol(optarg, NULL, 10); break;
         case 'T': g.o.topic = optarg; break;
+        case 'c': g.o.ce_type = optarg; break;
         case 'h': usage(stdout); return 0;
         default: usage(stderr); return 2;
         }

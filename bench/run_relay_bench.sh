@@ -3,7 +3,7 @@
 # latency, in one run.
 #
 #   bench/run_relay_bench.sh [--rows N] [--rate R] [--seconds S] [--relay-env NAME=VALUE]...
-#                            [--drain-only] [--compare BUILD_DIR]
+#                            [--drain-only] [--compare BUILD_DIR] [--saga "R1 R2 ..."]
 #
 # 0. runs itself again under `deploy/local/stack.sh test-env`: a Postgres of its own on a free
 #    port, fresh databases catalog and orders, free ports for Kafka and the services, a run
@@ -29,7 +29,13 @@
 #    also with the relay binary DIR/services/relay/relay, in turn: drains before, after, before,
 #    after, then latency before, after; the same broker, database and load for both)
 # 6. prints the summary. Exit status 1 when a step failed or a check did not hold.
-# Figures: docs/benchmarks.md, "Results: the outbox relay".
+# --saga "200 400 ...": instead of steps 3-5, the stock saga (issue 13): both relays run (order's
+#    and relay-catalog), and for each rate CreateOrder at that rate while the consumer counts only
+#    OrderConfirmed records: CreateOrder reply -> OrderConfirmed on the topic, p50/p90/p99. The
+#    order's status is committed in the transaction that writes that event, so GET /v1/orders/{id}
+#    shows CONFIRMED no later than this (goal p99 <= 100 ms at 200/s); the highest rate whose run
+#    had no failed call, every order confirmed and kept pace (95 % of the rate) is printed.
+# Figures: docs/benchmarks.md, "Results: the outbox relay" and "Results: the stock saga".
 set -euo pipefail
 
 ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd -P)
@@ -46,6 +52,8 @@ SECONDS_RUN=20
 RELAY_ENV=()
 DRAIN_ONLY=0
 COMPARE_DIR=""
+SAGA_RATES=""
+SAGA_P99_MS=100
 TARGET_RATIO=0.5
 TARGET_P99_MS=25
 KCAT_TOPIC=bench.kcat.v1
@@ -53,7 +61,7 @@ TOPIC=shopmicro.orders.v1
 KEY_DELIM='~~relay-bench-key~~'        # bench_relay.c's KEY_DELIM and MSG_DELIM
 MSG_DELIM=$'~~relay-bench-end~~\n'
 
-usage() { sed -n '2,36p' "${BASH_SOURCE[0]}" | sed 's/^# \{0,1\}//'; }
+usage() { sed -n '2,43p' "${BASH_SOURCE[0]}" | sed 's/^# \{0,1\}//'; }
 
 while (( $# > 0 )); do
   case $1 in
@@ -63,6 +71,7 @@ while (( $# > 0 )); do
     --relay-env) RELAY_ENV+=("${2:?}"); shift 2 ;;
     --drain-only) DRAIN_ONLY=1; shift ;;
     --compare) COMPARE_DIR=$(realpath -m -- "${2:?}"); shift 2 ;;
+    --saga)    SAGA_RATES=${2:?}; shift 2 ;;
     -h|--help)   usage; exit 0 ;;
     *) printf 'run_relay_bench: unknown argument %s\n' "$1" >&2; usage >&2; exit 2 ;;
   esac
@@ -96,7 +105,7 @@ cleanup() {
   set +e
   (( rc == 0 )) || say "exiting with status $rc: stopping the relay, the services and the broker"
   [[ -n ${lat_pid:-} ]] && kill -TERM "$lat_pid" 2>/dev/null
-  "$STACK" stop relay order catalog kafka >"$TMP/stop.log" 2>&1 || cat "$TMP/stop.log"
+  "$STACK" stop relay relay-catalog order catalog kafka >"$TMP/stop.log" 2>&1 || cat "$TMP/stop.log"
   if (( rc != 0 )); then
     for n in relay order catalog; do
       [[ -s $SHOPMICRO_RUN_DIR/logs/$n.log ]] || continue
@@ -185,6 +194,55 @@ drain() {
 }
 
 for kv in "${RELAY_ENV[@]}"; do export "${kv?}"; done
+
+# latency LABEL DIR: the relay of build dir DIR (restarted), then bench_relay latency; its RESULT
+# line in LAT[LABEL].
+declare -A LAT=()
+# LAT_RATE (default RATE), LAT_ARGS (more bench_relay arguments) and LAT_TOLERANT=1 (a run with
+# failed calls or unread records is reported, not fatal) serve --saga.
+latency() {
+  local label=$1 dir=$2 rc=0
+  "$STACK" stop relay >/dev/null
+  SHOPMICRO_BUILD_DIR=$dir "$STACK" start relay >"$TMP/relay-start.log" 2>&1 ||
+    { cat "$TMP/relay-start.log"; die "the relay did not start"; }
+  say "relay $label ($dir/services/relay/relay); loadavg $(cut -d' ' -f1 /proc/loadavg)"
+  "$BENCH" latency --order "127.0.0.1:$SHOPMICRO_ORDER_PORT" --brokers "$BROKERS" --topic "$TOPIC" \
+    --product "$PRODUCT_A" --product "$PRODUCT_B" --rate "${LAT_RATE:-$RATE}" --seconds "$SECONDS_RUN" \
+    ${LAT_ARGS[@]+"${LAT_ARGS[@]}"} >"$TMP/latency.log" 2>&1 &
+  lat_pid=$!
+  wait "$lat_pid" || rc=$?
+  (( rc == 0 || ${LAT_TOLERANT:-0} )) || { cat "$TMP/latency.log"; die "bench_relay latency failed (failed calls or unread records)"; }
+  lat_pid=""""
+  cat "$TMP/latency.log"
+  LAT[$label]=$(grep '^RESULT ' "$TMP/latency.log") || die "bench_relay printed no RESULT line"
+  (( $(unpublished) == 0 )) || say "warning: $(unpublished) rows still unpublished after the latency run"
+}
+field() { sed -n "s/.* $2=\([^ ]*\).*/\1/p" <<<" ${LAT[$1]}"; }
+
+if [[ -n $SAGA_RATES ]]; then
+  echo "==== the stock saga: both relays; CreateOrder -> OrderConfirmed at: $SAGA_RATES orders/s"
+  "$STACK" start relay-catalog >/dev/null || die "relay-catalog did not start"
+  LAT_ARGS=(--ce-type shopmicro.order.v1.OrderConfirmed)
+  LAT_TOLERANT=1
+  best=0
+  for r in $SAGA_RATES; do
+    LAT_RATE=$r
+    latency "saga-$r" "$BUILD_DIR"
+    sustained=$(awk -v want="$r" -v got="$(field "saga-$r" rate)" -v e="$(field "saga-$r" errors)" \
+      -v m="$(field "saga-$r" missing)" 'BEGIN { print (e == 0 && m == 0 && got >= 0.95 * want) ? 1 : 0 }')
+    (( sustained )) && best=$r
+  done
+  echo "==== summary: the stock saga"
+  printf 'nproc                       %s; loadavg after the run %s\n' "$(nproc)" "$(cut -d' ' -f1-3 /proc/loadavg)"
+  for r in $SAGA_RATES; do
+    printf 'CreateOrder -> OrderConfirmed at %4s/s: p50 %s ms  p90 %s ms  p99 %s ms  max %s ms  (%s orders, %s/s reached, %s failed, %s never confirmed)\n' \
+      "$r" "$(field "saga-$r" p50_ms)" "$(field "saga-$r" p90_ms)" "$(field "saga-$r" p99_ms)" \
+      "$(field "saga-$r" max_ms)" "$(field "saga-$r" measured)" "$(field "saga-$r" rate)" \
+      "$(field "saga-$r" errors)" "$(field "saga-$r" missing)"
+  done
+  printf 'highest rate sustained (no failure, all confirmed, >= 95 %% of the rate): %s orders/s\n' "$best"
+  exit 0
+fi
 if [[ -n $COMPARE_DIR ]]; then
   echo "==== drain: $ROWS outbox rows, relay 'before' ($COMPARE_DIR) and 'after' ($BUILD_DIR) in turn"
   LABELS=(before after before2 after2)
@@ -215,26 +273,6 @@ KCAT_N=$(kcat -C -b "$BROKERS" -t "$KCAT_TOPIC" -o beginning -e -q -f '%p\n' 2>/
 KCAT_RATE=$(awk -v n="$ROWS" -v s="$KCAT_S" 'BEGIN { printf "%.0f", n / s }')
 say "kcat -P: $ROWS records in $KCAT_S s: $KCAT_RATE events/s (all $KCAT_N on the topic)"
 
-# latency LABEL DIR: the relay of build dir DIR (restarted), then bench_relay latency; its RESULT
-# line in LAT[LABEL].
-declare -A LAT=()
-latency() {
-  local label=$1 dir=$2
-  "$STACK" stop relay >/dev/null
-  SHOPMICRO_BUILD_DIR=$dir "$STACK" start relay >"$TMP/relay-start.log" 2>&1 ||
-    { cat "$TMP/relay-start.log"; die "the relay did not start"; }
-  say "relay $label ($dir/services/relay/relay); loadavg $(cut -d' ' -f1 /proc/loadavg)"
-  "$BENCH" latency --order "127.0.0.1:$SHOPMICRO_ORDER_PORT" --brokers "$BROKERS" --topic "$TOPIC" \
-    --product "$PRODUCT_A" --product "$PRODUCT_B" --rate "$RATE" --seconds "$SECONDS_RUN" \
-    >"$TMP/latency.log" 2>&1 &
-  lat_pid=$!
-  wait "$lat_pid" || { cat "$TMP/latency.log"; die "bench_relay latency failed (failed calls or unread records)"; }
-  lat_pid=""
-  cat "$TMP/latency.log"
-  LAT[$label]=$(grep '^RESULT ' "$TMP/latency.log") || die "bench_relay printed no RESULT line"
-  (( $(unpublished) == 0 )) || say "warning: $(unpublished) rows still unpublished after the latency run"
-}
-field() { sed -n "s/.* $2=\([^ ]*\).*/\1/p" <<<" ${LAT[$1]}"; }
 
 echo "==== latency: CreateOrder at $RATE/s for $SECONDS_RUN s, relay running, consumer on $TOPIC"
 if [[ -n $COMPARE_DIR ]]; then
