@@ -218,7 +218,8 @@ static svc_err_t keep(const rd_kafka_message_t *m, rly_it_record_t **recs, size_
     r->value = malloc(m->len + 1);
     if (r->value == NULL)
         return SVC_ENOMEM;
-    memcpy(r->value, m->payload, m->len);
+    if (m->len > 0) /* an empty record's payload is NULL: memcpy must not see it */
+        memcpy(r->value, m->payload, m->len);
     r->value_len = m->len;
     return SVC_OK;
 }
