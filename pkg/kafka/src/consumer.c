@@ -16,6 +16,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "conf.h"
 #include "consumer_int.h"
 
 #define RD_OK RD_KAFKA_RESP_ERR_NO_ERROR
@@ -191,24 +192,13 @@ static void on_rebalance(rd_kafka_t *rk, rd_kafka_resp_err_t err,
 /* ------------------------------------------------------------------------
  * Create, close, free
  * ------------------------------------------------------------------------ */
-static svc_err_t set(rd_kafka_conf_t *conf, const char *name, const char *value, char *errbuf)
-{
-    char why[256];
-
-    if (rd_kafka_conf_set(conf, name, value, why, sizeof why) == RD_KAFKA_CONF_OK)
-        return SVC_OK;
-    svc_errbuf_set(errbuf, "kafka consumer: %s=%s: %s", name, value, why);
-    return SVC_EINVAL;
-}
-
 static svc_err_t configure(rd_kafka_conf_t *conf, const kfk_consumer_opts_t *o, char *errbuf)
 {
     char session[16], poll[16];
-    svc_err_t err;
 
     snprintf(session, sizeof session, "%d", o->session_timeout_ms);
     snprintf(poll, sizeof poll, "%d", o->max_poll_interval_ms);
-    const char *kv[][2] = {
+    const char *const kv[][2] = {
         {"bootstrap.servers", o->brokers},
         {"client.id", o->client_id},
         {"group.id", o->group_id},
@@ -223,12 +213,7 @@ static svc_err_t configure(rd_kafka_conf_t *conf, const kfk_consumer_opts_t *o, 
         {"isolation.level", "read_committed"},
         {"log.queue", "true"},
     };
-    for (size_t i = 0; i < SVC_COUNTOF(kv); i++) {
-        err = set(conf, kv[i][0], kv[i][1], errbuf);
-        if (err != SVC_OK)
-            return err;
-    }
-    return SVC_OK;
+    return kfk__conf_apply(conf, "consumer", kv, SVC_COUNTOF(kv), errbuf);
 }
 
 static void on_dlq_delivery(void *ctx, void *msg_opaque, svc_err_t err, const char *reason)

@@ -13,6 +13,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "conf.h"
 #include "kafka/kafka.h"
 
 struct kfk_producer {
@@ -53,25 +54,14 @@ static void on_error(rd_kafka_t *rk, int err, const char *reason, void *opaque)
     p->on_log(p->ctx, 3, "ERROR", line);
 }
 
-static svc_err_t set(rd_kafka_conf_t *conf, const char *name, const char *value, char *errbuf)
-{
-    char why[256];
-
-    if (rd_kafka_conf_set(conf, name, value, why, sizeof why) == RD_KAFKA_CONF_OK)
-        return SVC_OK;
-    svc_errbuf_set(errbuf, "kafka producer: %s=%s: %s", name, value, why);
-    return SVC_EINVAL;
-}
-
 static svc_err_t configure(rd_kafka_conf_t *conf, const kfk_producer_opts_t *o, char *errbuf)
 {
     char linger[16], timeout[16], queue[16];
-    svc_err_t err;
 
     snprintf(linger, sizeof linger, "%d", o->linger_ms);
     snprintf(timeout, sizeof timeout, "%d", o->delivery_timeout_ms);
     snprintf(queue, sizeof queue, "%d", o->queue_max_msgs);
-    const char *kv[][2] = {
+    const char *const kv[][2] = {
         {"bootstrap.servers", o->brokers},
         {"client.id", o->client_id},
         {"acks", o->acks},
@@ -82,12 +72,7 @@ static svc_err_t configure(rd_kafka_conf_t *conf, const kfk_producer_opts_t *o, 
         /* Log lines through the main queue, so rd_kafka_poll serves them. */
         {"log.queue", "true"},
     };
-    for (size_t i = 0; i < SVC_COUNTOF(kv); i++) {
-        err = set(conf, kv[i][0], kv[i][1], errbuf);
-        if (err != SVC_OK)
-            return err;
-    }
-    return SVC_OK;
+    return kfk__conf_apply(conf, "producer", kv, SVC_COUNTOF(kv), errbuf);
 }
 
 svc_err_t kfk_producer_new(const kfk_producer_opts_t *o, kfk_producer_t **out, char *errbuf)
