@@ -390,3 +390,28 @@ svc_err_t rly_it_produce(const rly_it_kafka_t *k, const char *topic, const void 
     }
     return SVC_OK;
 }
+
+int rly_it_group_up(rly_it_kafka_t *k, ord_it_t **ord, char a[37], char b[37])
+{
+    void *t = NULL;
+
+    rly_it_kafka_cleanup(k);
+    if (rly_it_kafka(k, "start") != SVC_OK || ord_it_setup(&t, NULL, NULL) != 0)
+        return -1;
+    *ord = t;
+    ord_it_product(*ord, "Mug", 1299, a);
+    ord_it_product(*ord, "Tea", 250, b);
+    return 0;
+}
+
+int rly_it_group_down(rly_it_kafka_t *k, ord_it_t **ord, spawn_proc_t **relay)
+{
+    void *t = *ord;
+    int rc = rly_it_relay_stop(relay, NULL);
+
+    if (t != NULL && ord_it_teardown(&t) != 0)
+        rc = -1;
+    *ord = NULL;
+    rly_it_kafka_cleanup(k);
+    return rc;
+}

@@ -46,6 +46,15 @@ int rly_it_relay_stop(spawn_proc_t **p, long *published);
  * session) and reap. NULL-safe; clears *p. */
 void rly_it_relay_kill(spawn_proc_t **p);
 
+/* The group set-up the relay tests share: a fresh broker (a run folder a
+ * killed run left is removed first), the order fixture (ord_it_setup with
+ * its own catalog) in *ord, and two products, Mug and Tea, in a and b.
+ * 0, or -1 (what failed is printed). */
+int rly_it_group_up(rly_it_kafka_t *k, ord_it_t **ord, char a[37], char b[37]);
+/* Its tear-down, after the relay's: SIGTERM to *relay (rly_it_relay_stop),
+ * ord_it_teardown, the broker removed. 0 when both exited cleanly. */
+int rly_it_group_down(rly_it_kafka_t *k, ord_it_t **ord, spawn_proc_t **relay);
+
 /* GET path on 127.0.0.1:port (the relay's admin port): the status (-1 when
  * it could not be read), the body in out. */
 int rly_it_http_get(int port, const char *path, char *out, size_t cap);

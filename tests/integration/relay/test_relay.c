@@ -63,19 +63,12 @@ static int readyz(fixture_t *f, char *body, size_t cap)
 static int group_setup(void **state)
 {
     fixture_t *f = calloc(1, sizeof *f);
-    void *ord = NULL;
     static char admin[64];
     const char *extra[] = {admin, NULL};
 
     *state = f;
-    if (f == NULL)
+    if (f == NULL || rly_it_group_up(&f->kafka, &f->ord, f->product_a, f->product_b) != 0)
         return -1;
-    rly_it_kafka_cleanup(&f->kafka); /* a run folder left by a killed run */
-    if (rly_it_kafka(&f->kafka, "start") != SVC_OK || ord_it_setup(&ord, NULL, NULL) != 0)
-        return -1;
-    f->ord = ord;
-    ord_it_product(f->ord, "Mug", 1299, f->product_a);
-    ord_it_product(f->ord, "Tea", 250, f->product_b);
     f->admin_port = spawn_free_port();
     snprintf(admin, sizeof admin, "RELAY_ADMIN_LISTEN=127.0.0.1:%d", f->admin_port);
     return rly_it_relay_start(f->ord->ord_db.dsn, &f->kafka, extra, &f->relay) == SVC_OK ? 0 : -1;
@@ -84,12 +77,8 @@ static int group_setup(void **state)
 static int group_teardown(void **state)
 {
     fixture_t *f = *state;
-    void *ord = f->ord;
-    int rc = rly_it_relay_stop(&f->relay, NULL);
+    int rc = rly_it_group_down(&f->kafka, &f->ord, &f->relay);
 
-    if (ord != NULL && ord_it_teardown(&ord) != 0)
-        rc = -1;
-    rly_it_kafka_cleanup(&f->kafka);
     free(f);
     return rc;
 }
