@@ -11,8 +11,10 @@
 # SHOPMICRO_PG_PORT, SHOPMICRO_CATALOG_PORT, SHOPMICRO_ORDER_PORT, SHOPMICRO_GATEWAY_PORT,
 # SHOPMICRO_RELAY_ADMIN_PORT, SHOPMICRO_CATALOG_ADMIN_PORT, SHOPMICRO_ORDER_ADMIN_PORT (here and
 # services.sh), SHOPMICRO_KAFKA_PORT and
-# SHOPMICRO_KAFKA_CONTROLLER_PORT (kafka.sh); SHOPMICRO_PG_BIN, SHOPMICRO_PG_FAST (postgres.sh);
+# SHOPMICRO_KAFKA_CONTROLLER_PORT (kafka.sh), SHOPMICRO_RABBITMQ_PORT, SHOPMICRO_RABBITMQ_DIST_PORT and
+# SHOPMICRO_RABBITMQ_EPMD_PORT (rabbitmq.sh); SHOPMICRO_PG_BIN, SHOPMICRO_PG_FAST (postgres.sh);
 # SHOPMICRO_KAFKA_LIB_CACHE, SHOPMICRO_KAFKA_START_TIMEOUT, SHOPMICRO_KAFKA_HEAP (kafka.sh);
+# SHOPMICRO_RABBITMQ_START_TIMEOUT (rabbitmq.sh);
 # SHOPMICRO_TEST_KEEP (suites.sh).
 set -euo pipefail
 
@@ -28,6 +30,8 @@ source "$ROOT/deploy/local/lib/components.sh"
 source "$ROOT/deploy/local/postgres.sh"
 # shellcheck source=SCRIPTDIR/kafka.sh
 source "$ROOT/deploy/local/kafka.sh"
+# shellcheck source=SCRIPTDIR/rabbitmq.sh
+source "$ROOT/deploy/local/rabbitmq.sh"
 # shellcheck source=SCRIPTDIR/services.sh
 source "$ROOT/deploy/local/services.sh"
 # shellcheck source=SCRIPTDIR/build.sh
@@ -47,7 +51,8 @@ SERVICE_STOP_TIMEOUT="${SHOPMICRO_STOP_TIMEOUT:-15}"
 [[ $SERVICE_STOP_TIMEOUT =~ ^[0-9]+$ ]] || die "SHOPMICRO_STOP_TIMEOUT='$SERVICE_STOP_TIMEOUT' is not a number of seconds"
 # Ports that no SERVICES line's own port field names: admin ports of services whose main port is
 # gRPC (they appear as @VAR@ in the table's environment).
-set_port_vars "SHOPMICRO_PG_PORT=25432" "${KAFKA_PORT_SPECS[@]}" "SHOPMICRO_CATALOG_ADMIN_PORT=9466" \
+set_port_vars "SHOPMICRO_PG_PORT=25432" "${KAFKA_PORT_SPECS[@]}" "${RABBITMQ_PORT_SPECS[@]}" \
+  "SHOPMICRO_CATALOG_ADMIN_PORT=9466" \
   "SHOPMICRO_ORDER_ADMIN_PORT=9467" \
   "${SERVICES[@]}"
 PG_PORT=$SHOPMICRO_PG_PORT
@@ -60,6 +65,7 @@ PG_PORT=$SHOPMICRO_PG_PORT
 COMPONENTS=(
   "postgres | postgres |"
   "kafka    | kafka    |"
+  "rabbitmq | rabbitmq |"
   "services | services | build"
 )
 
@@ -117,6 +123,7 @@ cmd_up() {
   echo
   echo "Postgres DSN: host=127.0.0.1 port=$PG_PORT dbname=catalog|orders user=postgres"
   echo "Kafka:        $KAFKA_BOOTSTRAP (order events on shopmicro.orders.v1: kcat -C -b $KAFKA_BOOTSTRAP -t shopmicro.orders.v1)"
+  echo "RabbitMQ:     $RABBITMQ_URL (queues: $(rel "$ROOT/deploy/local/rabbitmq.sh") ctl list_queues name messages)"
   echo "REST gateway: http://127.0.0.1:$SHOPMICRO_GATEWAY_PORT/ (curl it at /healthz, /v1/products)"
   echo "Logs:         $(rel "$LOGS")/"
   echo "Stop:         $(rel "$SELF") down"
@@ -141,19 +148,20 @@ The whole stack:
   pg-restart  restart that Postgres (pg_ctl restart -m fast -w)
   build       configure (once) and build \$SHOPMICRO_BUILD_DIR (default build/) with Ninja
   up          deps + pg-up, Kafka (127.0.0.1:\$SHOPMICRO_KAFKA_PORT, default 19092; the jars are
-              fetched once), build, then start every built service in the background
+              fetched once), RabbitMQ (127.0.0.1:\$SHOPMICRO_RABBITMQ_PORT, default 25772), build,
+              then start every built service in the background
   down        stop the services (SIGTERM, SIGKILL after ${SERVICE_STOP_TIMEOUT} s; paused ones are
-              continued first), then Kafka, then pg-down
-  status      show Postgres, Kafka and each service: running/paused/stopped, pid, port
+              continued first), then RabbitMQ, Kafka, then pg-down
+  status      show Postgres, Kafka, RabbitMQ and each service: running/paused/stopped, pid, port
   test        deps, then build + ctest in build/ and in the ASan+UBSan tree build-asan/, and the
               concurrent unit tests under ThreadSanitizer in build-tsan/. The tests get a Postgres
               of their own (run folder in \$TMPDIR, free ports): a running stack is not touched
   test-env    <command> [<arg>...]: run one command (e.g. ctest) with that test Postgres
 
 One service or more (services: $(service_names)):
-  start       start it (it must be built; postgres: pg-up; kafka: as in up)
+  start       start it (it must be built; postgres: pg-up; kafka, rabbitmq: as in up)
   stop        SIGTERM, wait up to ${SERVICE_STOP_TIMEOUT} s (\$SHOPMICRO_STOP_TIMEOUT), then SIGKILL (postgres: pg-down;
-              kafka: a controlled shutdown)
+              kafka, rabbitmq: a controlled shutdown)
   restart     stop, then start (postgres: pg-restart)
   kill        SIGKILL at once: a crash, no drain (postgres: the postmaster and every child)
   pause       SIGSTOP: a hung service; its port accepts connections that are never answered
