@@ -42,6 +42,7 @@ typedef enum rs__cause {
     RS__CAUSE_ATTEMPT_TIMEOUT,
     RS__CAUSE_HTTP_429,
     RS__CAUSE_HTTP_503,
+    RS__CAUSE_HTTP_5XX, /* 500, 502, 504: opt-in (RS_RETRY_HTTP_5XX), for HTTP bindings */
     RS__CAUSE_COUNT,
     RS__CAUSE_NONE = RS__CAUSE_COUNT,
 } rs__cause_t;

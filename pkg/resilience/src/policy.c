@@ -15,7 +15,7 @@
 #define PATH_MAX_LEN 255u
 
 static const char *const cause_names[RS__CAUSE_COUNT] = {
-    "unavailable", "attempt-timeout", "http-429", "http-503"};
+    "unavailable", "attempt-timeout", "http-429", "http-503", "http-5xx"};
 
 const char *rs__cause_name(rs__cause_t c)
 {
@@ -52,8 +52,11 @@ bool rs__idempotent_by_name(const char *path)
 /*
  * One place decides what an outcome means, for the breaker and for retry.
  * The HTTP status, when there is one, decides retryability: a binding maps
- * 429/502/503/504 to UNAVAILABLE for the breaker, but only 429 and 503 (and
- * connection errors, which have no status) are worth repeating.
+ * 429/500/502/503/504 to UNAVAILABLE for the breaker, but by default only 429
+ * and 503 (and connection errors, which have no status) are worth repeating;
+ * 500, 502 and 504 only with RS_RETRY_HTTP_5XX, which a caller sets when its
+ * requests are safe to repeat after the server may have acted on them (the
+ * HTTP binding's idempotent requests).
  */
 rs__class_t rs__classify(const rs_outcome_t *o, bool per_attempt_timer, uint32_t retry_on)
 {
@@ -87,6 +90,8 @@ rs__class_t rs__classify(const rs_outcome_t *o, bool per_attempt_timer, uint32_t
         c.cause = RS__CAUSE_HTTP_429;
     else if (o->http_status == 503)
         c.cause = RS__CAUSE_HTTP_503;
+    else if (o->http_status == 500 || o->http_status == 502 || o->http_status == 504)
+        c.cause = RS__CAUSE_HTTP_5XX;
     if (c.cause != RS__CAUSE_NONE && (retry_on & (1u << c.cause)) == 0)
         c.cause = RS__CAUSE_NONE;
     return c;
@@ -140,7 +145,7 @@ static svc_err_t check_policy(const rs_policy_t *p, const char *where, char *err
         svc_errbuf_set(errbuf, "%s: unknown jitter kind %d", where, (int)p->jitter);
         return SVC_EINVAL;
     }
-    if ((p->retry_on & ~RS_RETRY_DEFAULT) != 0) {
+    if ((p->retry_on & ~RS_RETRY_ALL) != 0) {
         svc_errbuf_set(errbuf, "%s: unknown retry_on bits 0x%x", where, p->retry_on);
         return SVC_EINVAL;
     }

@@ -95,6 +95,11 @@ typedef enum rs_jitter {
 #define RS_RETRY_HTTP_429       0x4u /* HTTP Too Many Requests */
 #define RS_RETRY_HTTP_503       0x8u /* HTTP Service Unavailable */
 #define RS_RETRY_DEFAULT        0xfu /* all of the above */
+/* HTTP 500, 502 and 504: the server (or a proxy) may have acted on the
+ * request, so only for requests safe to repeat; not in RS_RETRY_DEFAULT (the
+ * gRPC binding never sees an HTTP status). The HTTP binding sets it. */
+#define RS_RETRY_HTTP_5XX       0x10u
+#define RS_RETRY_ALL            0x1fu /* every bit above */
 
 /*
  * Retry and timeout knobs. In the upstream's default policy, a 0 field

@@ -211,6 +211,25 @@ static void outcome_classes(void **state)
     }
 }
 
+/* 500, 502 and 504 are retried only when the policy opts in (the HTTP
+ * binding does, for requests safe to repeat); 501 never is. */
+static void http_5xx_is_opt_in(void **state)
+{
+    const int statuses[] = {500, 502, 504};
+    rs_outcome_t o = rt_outcome(SVC_EUNAVAIL);
+
+    (void)state;
+    for (size_t i = 0; i < SVC_COUNTOF(statuses); i++) {
+        o.http_status = statuses[i];
+        assert_int_equal(rs__classify(&o, false, RS_RETRY_DEFAULT).cause, RS__CAUSE_NONE);
+        assert_int_equal(rs__classify(&o, false, RS_RETRY_ALL).cause, RS__CAUSE_HTTP_5XX);
+        assert_int_equal(rs__classify(&o, false, RS_RETRY_ALL).verdict, RS__VERDICT_FAILURE);
+    }
+    o.http_status = 501;
+    assert_int_equal(rs__classify(&o, false, RS_RETRY_ALL).cause, RS__CAUSE_NONE);
+    assert_string_equal(rs__cause_name(RS__CAUSE_HTTP_5XX), "http-5xx");
+}
+
 static void names(void **state)
 {
     (void)state;
@@ -236,6 +255,7 @@ int main(void)
         T(rows_inherit_what_they_do_not_set),
         T(the_by_name_rule),
         T(outcome_classes),
+        T(http_5xx_is_opt_in),
         T(names),
     };
 
