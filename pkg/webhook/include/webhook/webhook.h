@@ -1,0 +1,93 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/*
+ * webhook/webhook.h - signing and verifying webhooks the Standard Webhooks way
+ * (https://www.standardwebhooks.com), in one place for every sender (the
+ * notification service) and receiver (services/notify-sink).
+ *
+ * A delivery carries three headers:
+ *
+ *   webhook-id:        the message id (ours: the event id; also Idempotency-Key)
+ *   webhook-timestamp: Unix seconds when it was signed
+ *   webhook-signature: v1,<base64 of HMAC-SHA-256(key, "<id>.<timestamp>.<body>")>
+ *
+ * The key is the secret's bytes: a secret is written "whsec_<base64>" (the
+ * prefix optional), as the spec's libraries read it. Signing over the id and
+ * the timestamp as well as the body means a captured delivery can neither be
+ * replayed later (the receiver refuses a timestamp outside its tolerance) nor
+ * pass for another message.
+ *
+ * Pure functions on caller-owned memory: thread-safe, no allocation that
+ * outlives a call. HMAC and base64 come from OpenSSL's libcrypto, and the
+ * signature comparison is constant-time (CRYPTO_memcmp).
+ */
+#ifndef WEBHOOK_WEBHOOK_H
+#define WEBHOOK_WEBHOOK_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "svc/core.h"
+
+#define WHK_DEFAULT_TOLERANCE_S 300 /* the spec's libraries use 5 minutes */
+#define WHK_KEY_MAX             64  /* bytes of a decoded secret (HMAC-SHA-256 block size) */
+#define WHK_ID_MAX              255 /* a webhook-id, the Idempotency-Key rule of svc/core.h */
+/* "v1," + base64 of 32 bytes (44 characters) + NUL */
+#define WHK_SIGNATURE_LEN 48
+
+typedef struct whk_key {
+    unsigned char bytes[WHK_KEY_MAX];
+    size_t len;
+} whk_key_t;
+
+/*
+ * Reads a secret "whsec_<base64>" (or bare base64) into *key. SVC_EINVAL
+ * (errbuf says why) when it is not base64, or decodes to 0 or more than
+ * WHK_KEY_MAX bytes. secret borrowed.
+ */
+svc_err_t whk_key_parse(const char *secret, whk_key_t *key, char *errbuf);
+
+/*
+ * Writes "v1,<base64 signature>" of id, timestamp and body into out.
+ * id: 1..WHK_ID_MAX characters 0x21-0x7E (svc_idempotency_key_valid(): it
+ * is also the Idempotency-Key), signed verbatim. SVC_EINVAL for a bad id,
+ * SVC_EINTERNAL if libcrypto fails. Everything borrowed.
+ */
+svc_err_t whk_sign(const whk_key_t *key, const char *id, int64_t timestamp, const void *body,
+                   size_t body_len, char out[WHK_SIGNATURE_LEN]);
+
+/* The three header lines of a signed delivery, ready for curl_slist_append. */
+typedef struct whk_headers {
+    char id[sizeof "webhook-id: " + WHK_ID_MAX];
+    char timestamp[sizeof "webhook-timestamp: " + 20];
+    char signature[sizeof "webhook-signature: " + WHK_SIGNATURE_LEN];
+} whk_headers_t;
+
+/* whk_sign, then the three "name: value" lines into *out. */
+svc_err_t whk_headers_make(const whk_key_t *key, const char *id, int64_t timestamp,
+                           const void *body, size_t body_len, whk_headers_t *out);
+
+/* A receiver's verdict on one delivery. APPEND ONLY (names are in logs). */
+typedef enum whk_verdict {
+    WHK_VALID,             /* "valid" */
+    WHK_MISSING_HEADER,    /* "missing-header": id, timestamp or signature absent */
+    WHK_BAD_TIMESTAMP,     /* "bad-timestamp": not a decimal Unix time */
+    WHK_STALE_TIMESTAMP,   /* "stale-timestamp": outside the tolerance, either way */
+    WHK_BAD_SIGNATURE,     /* "bad-signature": no v1 signature matches */
+} whk_verdict_t;
+
+/* "valid", "missing-header", ... Never NULL. */
+const char *whk_verdict_name(whk_verdict_t v);
+
+/*
+ * Verifies a delivery. id, timestamp and signature are the header values
+ * (NULL when absent); signature may list several space-separated
+ * "v<n>,<base64>" entries (key rotation): one matching v1 entry is enough,
+ * other versions are skipped. now_s is the receiver's Unix time and
+ * tolerance_s how far the timestamp may be from it (WHK_DEFAULT_TOLERANCE_S).
+ * The timestamp is checked before the HMAC is computed. Thread-safe.
+ */
+whk_verdict_t whk_verify(const whk_key_t *key, const char *id, const char *timestamp,
+                         const char *signature, const void *body, size_t body_len, int64_t now_s,
+                         int64_t tolerance_s);
+
+#endif /* WEBHOOK_WEBHOOK_H */
