@@ -1,0 +1,272 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/*
+ * mq/mq.h - RabbitMQ through rabbitmq-c 0.11, the way ShopMicro's
+ * notification jobs need it: durable work, delayed retries, dead letters.
+ *
+ *   rmq_conn_t       one AMQP connection with one channel in confirm mode:
+ *                    declares a topology and publishes with publisher
+ *                    confirms and the mandatory flag (a publish returns
+ *                    SVC_OK only after the broker's basic.ack, and never for a
+ *                    message the broker returned as unroutable).
+ *   rmq_topology_t   the queues of one base name B, declared idempotently:
+ *                      exchange B (direct, durable)  --"work"-->  queue B.work
+ *                      queue B.retry.<k> (k = 1..n, x-message-ttl = delay k)
+ *                        dead-letters back to exchange B, key "work"
+ *                      queue B.dead: the final dead-letter queue (B.work's own
+ *                        dead-letter target too, for a rejected message)
+ *                    All classic durable queues: see docs/notifications.md.
+ *   rmq_consumer_t   a consumer of B.work: prefetch N, manual ack; moves a
+ *                    delivery to a retry tier or to B.dead by publishing a
+ *                    copy with a confirm on a connection of its own and only
+ *                    then acking the original.
+ *
+ * Prefix rmq_ (never mq_, which POSIX <mqueue.h> reserves; never amqp_,
+ * rabbitmq-c's). Every call is bounded by the connection's io_timeout_ms or
+ * an explicit timeout; a connection that failed is reported (SVC_EUNAVAIL)
+ * and stays failed: free it and make a new one. No handle is thread-safe:
+ * use each from one thread (one connection and one consumer per worker).
+ * The library logs key=value lines (module "mq") only on connect, on
+ * topology declaration and when a connection is lost; detail is returned
+ * in errbuf (SVC_ERRBUF_LEN bytes, optional everywhere).
+ */
+#ifndef RMQ_MQ_H
+#define RMQ_MQ_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "svc/core.h"
+
+/* ------------------------------------------------------------------------
+ * Connection
+ * ------------------------------------------------------------------------ */
+#define RMQ_DEFAULT_HOST               "127.0.0.1"
+#define RMQ_DEFAULT_PORT               5672
+#define RMQ_DEFAULT_VHOST              "/"
+#define RMQ_DEFAULT_USER               "guest"
+#define RMQ_DEFAULT_PASSWORD           "guest"
+/* The broker closes a connection that sent nothing for two intervals; the
+ * client must call into this library at least once per interval (a
+ * consumer waiting in rmq_consumer_next does). 30 s leaves a webhook call
+ * of up to ~60 s between two calls. 0 disables heartbeats. */
+#define RMQ_DEFAULT_HEARTBEAT_S        30
+#define RMQ_DEFAULT_CONNECT_TIMEOUT_MS 5000 /* TCP connect, then the login handshake */
+/* Every broker round trip: a declare, a publish's confirm, an ack's write. */
+#define RMQ_DEFAULT_IO_TIMEOUT_MS      5000
+#define RMQ_DEFAULT_CONN_NAME          "shopmicro"
+
+typedef struct rmq_conn_opts {
+    const char *host;        /* RMQ_DEFAULT_HOST (numeric or a name)          */
+    int port;                /* 1..65535; RMQ_DEFAULT_PORT                    */
+    const char *vhost;       /* RMQ_DEFAULT_VHOST                             */
+    const char *user;        /* RMQ_DEFAULT_USER                              */
+    const char *password;    /* RMQ_DEFAULT_PASSWORD                          */
+    int heartbeat_s;         /* 0..600; RMQ_DEFAULT_HEARTBEAT_S               */
+    int connect_timeout_ms;  /* 100..120000; RMQ_DEFAULT_CONNECT_TIMEOUT_MS   */
+    int io_timeout_ms;       /* 100..120000; RMQ_DEFAULT_IO_TIMEOUT_MS        */
+    const char *name;        /* connection_name shown by rabbitmqctl
+                                list_connections; RMQ_DEFAULT_CONN_NAME       */
+} rmq_conn_opts_t;
+
+/* Fills o with the defaults above. */
+void rmq_conn_opts_init(rmq_conn_opts_t *o);
+/* SVC_EINVAL naming the first bad option in errbuf. Pure. */
+svc_err_t rmq_conn_opts_validate(const rmq_conn_opts_t *o, char *errbuf);
+
+typedef struct rmq_conn rmq_conn_t; /* opaque */
+
+/*
+ * Connects, logs in, opens channel 1 and puts it in confirm mode, all
+ * within connect_timeout_ms (+ io_timeout_ms for the channel). On SVC_OK
+ * *out is owned by caller (rmq_conn_free). Errors: SVC_EINVAL (options),
+ * SVC_EUNAVAIL (no broker, connection refused or cut), SVC_ETIMEDOUT,
+ * SVC_EUNAUTH (login refused), SVC_EPERM (vhost not allowed).
+ */
+svc_err_t rmq_conn_new(const rmq_conn_opts_t *o, rmq_conn_t **out, char *errbuf);
+/* Closes the channel and the connection (bounded by io_timeout_ms) and
+ * frees c. NULL-safe. */
+void rmq_conn_free(rmq_conn_t *c);
+/* False once the connection failed (the broker closed it, a socket error,
+ * a timeout that left it unusable, a missed heartbeat): every later call
+ * returns SVC_EUNAVAIL at once with the first failure's reason. */
+bool rmq_conn_alive(const rmq_conn_t *c);
+
+/* ------------------------------------------------------------------------
+ * Topology
+ * ------------------------------------------------------------------------ */
+#define RMQ_MAX_TIERS      8
+#define RMQ_NAME_MAX       200   /* a queue or exchange name, NUL included */
+#define RMQ_WORK_KEY       "work" /* routing key from the exchange to B.work */
+
+typedef struct rmq_topology {
+    const char *base;              /* B: 1..150 chars [A-Za-z0-9._-]       */
+    const uint32_t *tier_delay_ms; /* n_tiers delays, each 1..86400000,
+                                      e.g. {1000, 10000, 60000}; borrowed   */
+    size_t n_tiers;                /* 0..RMQ_MAX_TIERS                      */
+} rmq_topology_t;
+
+/* SVC_EINVAL naming what is wrong. Pure. */
+svc_err_t rmq_topology_validate(const rmq_topology_t *t, char *errbuf);
+
+typedef enum {
+    RMQ_NAME_EXCHANGE, /* B          */
+    RMQ_NAME_WORK,     /* B.work     */
+    RMQ_NAME_TIER,     /* B.retry.k  (k = 1..n_tiers) */
+    RMQ_NAME_DEAD,     /* B.dead     */
+} rmq_name_kind_t;
+
+/* Writes the name of one object of t into out (RMQ_NAME_MAX bytes); tier
+ * is used for RMQ_NAME_TIER only. Pure. */
+void rmq_topology_name(const rmq_topology_t *t, rmq_name_kind_t kind, unsigned tier,
+                       char out[RMQ_NAME_MAX]);
+
+/*
+ * Declares the exchange, the work queue and its binding, every tier queue
+ * and the dead-letter queue, all durable. Declaring what exists with the
+ * same arguments changes nothing (safe at every start). An object that
+ * exists with other arguments gives SVC_EPRECOND, errbuf naming it and the
+ * broker's reason (PRECONDITION_FAILED); the channel the broker closed for
+ * it is reopened, so c stays usable. Other errors as rmq_conn_new.
+ */
+svc_err_t rmq_topology_declare(rmq_conn_t *c, const rmq_topology_t *t, char *errbuf);
+
+/* ------------------------------------------------------------------------
+ * Publishing
+ * ------------------------------------------------------------------------ */
+#define RMQ_MAX_HEADERS     32
+#define RMQ_HEADER_VALUE_MAX 256  /* a header's value as text, NUL included */
+
+/* One header with a text value (sent as an AMQP long string). */
+typedef struct rmq_header {
+    const char *name;  /* non-empty */
+    const char *value; /* NUL-terminated */
+} rmq_header_t;
+
+typedef struct rmq_message {
+    const void *body;            /* body_len bytes; may be NULL when 0       */
+    size_t body_len;
+    const char *message_id;      /* required, non-empty: the job's identity   */
+    const char *content_type;    /* NULL: "application/octet-stream"          */
+    const rmq_header_t *headers; /* n_headers (<= RMQ_MAX_HEADERS), borrowed  */
+    size_t n_headers;
+} rmq_message_t;
+
+/*
+ * Publishes m persistent (delivery mode 2) with the mandatory flag to the
+ * exchange of t, routing key RMQ_WORK_KEY, and waits up to io_timeout_ms
+ * for the outcome. SVC_OK only after the broker's basic.ack, and the
+ * message was routed to a queue. Otherwise: SVC_ENOTFOUND (returned as
+ * unroutable: no queue bound), SVC_EUNAVAIL (basic.nack: the broker could
+ * not take it; or the connection failed), SVC_ETIMEDOUT (no confirm in
+ * time: the message may or may not be queued; publish it again, consumers
+ * dedupe on message_id), SVC_EINVAL (bad message). Bytes are sent before it
+ * returns; nothing is borrowed after.
+ */
+svc_err_t rmq_publish(rmq_conn_t *c, const rmq_topology_t *t, const rmq_message_t *m,
+                      char *errbuf);
+/* The same to any exchange ("" is the default exchange, whose routing key
+ * is a queue name). */
+svc_err_t rmq_publish_to(rmq_conn_t *c, const char *exchange, const char *routing_key,
+                         const rmq_message_t *m, char *errbuf);
+
+/* ------------------------------------------------------------------------
+ * Consuming
+ * ------------------------------------------------------------------------ */
+#define RMQ_DEFAULT_PREFETCH 16
+
+/* Headers this module sets when it moves a message. */
+#define RMQ_HDR_RETRIES      "x-shopmicro-retries"     /* tier moves so far   */
+#define RMQ_HDR_FINAL_REASON "x-shopmicro-final-reason"
+#define RMQ_HDR_HTTP_STATUS  "x-shopmicro-last-http-status"
+#define RMQ_HDR_ATTEMPTS     "x-shopmicro-attempts"
+
+typedef struct rmq_consumer_opts {
+    rmq_conn_opts_t conn;           /* for both of its connections          */
+    const rmq_topology_t *topology; /* required; borrowed for the consumer's
+                                       lifetime                             */
+    int prefetch;                   /* 1..10000; RMQ_DEFAULT_PREFETCH: the
+                                       unacked deliveries the broker sends
+                                       ahead (basic.qos)                    */
+} rmq_consumer_opts_t;
+
+/* Fills o: rmq_conn_opts_init of o->conn, prefetch, no topology. */
+void rmq_consumer_opts_init(rmq_consumer_opts_t *o);
+
+typedef struct rmq_consumer rmq_consumer_t; /* opaque */
+typedef struct rmq_delivery rmq_delivery_t; /* opaque */
+
+/* Opens the consuming connection (basic.qos, basic.consume on B.work with
+ * manual ack) and the connection its moves publish on. The topology must be
+ * declared already (SVC_ENOTFOUND otherwise). On SVC_OK *out is owned by
+ * caller (rmq_consumer_free). */
+svc_err_t rmq_consumer_new(const rmq_consumer_opts_t *o, rmq_consumer_t **out, char *errbuf);
+/* Closes both connections; deliveries not acked go back to B.work (marked
+ * redelivered). Deliveries still held must be freed before. NULL-safe. */
+void rmq_consumer_free(rmq_consumer_t *c);
+bool rmq_consumer_alive(const rmq_consumer_t *c);
+
+/* Waits up to timeout_ms for the next delivery. SVC_OK: *out is owned by
+ * caller (rmq_delivery_free, after settling it or not); SVC_ETIMEDOUT:
+ * none came; SVC_EUNAVAIL: the connection failed (or the broker cancelled
+ * the consumer, e.g. the queue was deleted). */
+svc_err_t rmq_consumer_next(rmq_consumer_t *c, int timeout_ms, rmq_delivery_t **out,
+                            char *errbuf);
+
+/* Acks d: the job is done and leaves the queue. */
+svc_err_t rmq_consumer_ack(rmq_consumer_t *c, rmq_delivery_t *d, char *errbuf);
+
+/* Moves d to retry tier `tier` (1..n_tiers): publishes a copy (body,
+ * message-id, content type, headers, RMQ_HDR_RETRIES + 1) to B.retry.<tier>
+ * and waits for its confirm; only then acks d. On any error d is NOT acked
+ * (it stays unacked, and comes back when the consumer goes away): the job
+ * is never in neither place. */
+svc_err_t rmq_consumer_retry(rmq_consumer_t *c, rmq_delivery_t *d, unsigned tier,
+                             char *errbuf);
+
+/* Why a job was given up, for the dead-letter queue's headers. */
+typedef struct rmq_dead_info {
+    const char *final_reason; /* e.g. "attempts_exhausted"; required   */
+    int last_http_status;     /* 0: none (e.g. the connection failed)   */
+    int attempts;             /* delivery attempts made, all tiers      */
+} rmq_dead_info_t;
+
+/* Moves d to B.dead with RMQ_HDR_FINAL_REASON, RMQ_HDR_HTTP_STATUS and
+ * RMQ_HDR_ATTEMPTS added, confirm first and ack after, as
+ * rmq_consumer_retry. */
+svc_err_t rmq_consumer_dead(rmq_consumer_t *c, rmq_delivery_t *d, const rmq_dead_info_t *why,
+                            char *errbuf);
+
+/* Frees d (NULL-safe). A delivery freed without ack stays unacked on the
+ * broker until the consumer closes. */
+void rmq_delivery_free(rmq_delivery_t *d);
+
+/* What a delivery carries; every pointer is valid until rmq_delivery_free. */
+const void *rmq_delivery_body(const rmq_delivery_t *d, size_t *len);
+const char *rmq_delivery_message_id(const rmq_delivery_t *d);   /* "" when absent */
+const char *rmq_delivery_content_type(const rmq_delivery_t *d); /* "" when absent */
+/* A header's value as text (strings as they are, integers in decimal,
+ * booleans as true/false); NULL when absent or of another type (arrays,
+ * tables: x-death is read by rmq_delivery_tier_passes). */
+const char *rmq_delivery_header(const rmq_delivery_t *d, const char *name);
+/* True when the broker delivered it before (to a consumer that went away
+ * without settling it). */
+bool rmq_delivery_redelivered(const rmq_delivery_t *d);
+/* How often it expired out of one of this topology's tier queues, by the
+ * broker's x-death header (the sum of the counts of its "expired" entries
+ * whose queue is a B.retry.<k>). */
+unsigned rmq_delivery_xdeath_tiers(const rmq_delivery_t *d);
+/* The retry passes so far: the larger of RMQ_HDR_RETRIES and
+ * rmq_delivery_xdeath_tiers. Our own counter goes with x-death because
+ * RabbitMQ 3.13.0-3.13.2 and 4.x do not count an x-death that a client
+ * republished (rabbitmq-server #10709, #11331). */
+unsigned rmq_delivery_tier_passes(const rmq_delivery_t *d);
+
+/*
+ * The tier a job goes to after `passes` retry passes: 1..n_tiers, or 0
+ * when it has been through every tier and goes to the dead-letter queue.
+ * Pure.
+ */
+unsigned rmq_tier_next(unsigned passes, size_t n_tiers);
+
+#endif /* RMQ_MQ_H */

@@ -1,0 +1,67 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/*
+ * mq_int.h - what the files of pkg/mq share (rmq__ names); not installed.
+ * The unit tests include it for the pure helpers (x-death, field text).
+ */
+#ifndef RMQ_MQ_INT_H
+#define RMQ_MQ_INT_H
+
+#include <amqp.h>
+#include <sys/time.h>
+
+#include "mq/mq.h"
+
+#define RMQ__LOG_MODULE "mq"
+#define RMQ__CHANNEL    1
+
+struct rmq_conn {
+    amqp_connection_state_t st;
+    uint64_t next_seq;       /* delivery tag the broker gives the next publish */
+    int io_timeout_ms;
+    bool confirm;            /* channel in confirm mode (publishing)           */
+    bool dead;
+    char why[SVC_ERRBUF_LEN]; /* the first failure, repeated by later calls    */
+    char name[64];
+};
+
+/* conn.c */
+svc_err_t rmq__conn_open(const rmq_conn_opts_t *o, bool confirm, rmq_conn_t **out,
+                         char *errbuf);
+/* SVC_EUNAVAIL with the first failure when c is dead. */
+svc_err_t rmq__conn_check(rmq_conn_t *c, char *errbuf);
+/* Marks c dead (once: logs one warn line) and returns SVC_EUNAVAIL with the
+ * reason in errbuf. */
+svc_err_t rmq__conn_fail(rmq_conn_t *c, svc_err_t err, char *errbuf, const char *fmt, ...)
+    __attribute__((format(printf, 4, 5)));
+/* The outcome of an RPC (what names it for errbuf). A channel error
+ * (the broker closed the channel) reopens the channel and keeps c alive. */
+svc_err_t rmq__reply(rmq_conn_t *c, amqp_rpc_reply_t r, const char *what, char *errbuf);
+/* The outcome of a rabbitmq-c status code (AMQP_STATUS_*). */
+svc_err_t rmq__status(rmq_conn_t *c, int status, const char *what, char *errbuf);
+/* Handles a method frame that arrived while waiting for something else:
+ * channel.close (answered, channel reopened: SVC_EUNAVAIL for the wait in
+ * progress, c alive), connection.close (c dead). Other methods: SVC_OK. */
+svc_err_t rmq__unexpected_method(rmq_conn_t *c, const amqp_frame_t *f, char *errbuf);
+struct timeval rmq__tv(int ms);
+/* Milliseconds left until deadline_ms (svc_now_ms); 0 once past. */
+int rmq__ms_left(uint64_t deadline_ms);
+
+/* publish.c: publishes with mandatory and waits for the confirm. */
+svc_err_t rmq__publish_props(rmq_conn_t *c, const char *exchange, const char *routing_key,
+                             const amqp_basic_properties_t *props, amqp_bytes_t body,
+                             char *errbuf);
+
+/* fields.c: pure */
+/* v as text (see rmq_delivery_header); false for arrays, tables, bytes. */
+bool rmq__field_text(const amqp_field_value_t *v, char *out, size_t cap);
+/* An integer field of any width; false when v is not one. */
+bool rmq__field_int(const amqp_field_value_t *v, int64_t *out);
+/* The entry named name in t, or NULL. */
+const amqp_field_value_t *rmq__table_get(const amqp_table_t *t, const char *name);
+/* The sum of the counts of x-death's "expired" entries whose queue starts
+ * with tier_prefix ("B.retry."); 0 when headers has no usable x-death. */
+unsigned rmq__xdeath_tier_count(const amqp_table_t *headers, const char *tier_prefix);
+/* True when b holds exactly the NUL-terminated s. */
+bool rmq__bytes_eq(amqp_bytes_t b, const char *s);
+
+#endif /* RMQ_MQ_INT_H */
