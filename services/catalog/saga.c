@@ -17,6 +17,7 @@ struct cat_saga {
     cat_stock_t *st;  /* the worker thread's connection */
     kfk_worker_t *w;  /* NULL when detached             */
     atomic_ullong reserved, rejected; /* decisions committed, for /metrics */
+    unsigned long long tx_reserved, tx_rejected; /* in the open transaction */
 };
 
 /* What catalog reads on shopmicro.orders.v1. Only OrderCreated asks it for
@@ -149,26 +150,22 @@ static svc_err_t decide(cat_saga_t *s, const job_t *j, size_t *k_out, char *errb
     return *k_out == 0 ? reserve(s, j, errbuf) : reject(s, j, sh, *k_out, errbuf);
 }
 
-/* The transaction. KFK_RETRY for any database failure: the same record
- * comes again after a backoff, and the claim makes a repeat harmless. */
+/* The order's part of the batch's transaction (kfk_batch_ops_t: the
+ * consumer begins and commits it). KFK_RETRY for any database failure: the
+ * transaction is rolled back, the record comes again, and the claim makes a
+ * repeat harmless. */
 static kfk_verdict_t apply(cat_saga_t *s, const job_t *j, char *reason)
 {
     char errbuf[SVC_ERRBUF_LEN] = "";
     bool fresh = false, decided = false;
     size_t shortages = 0;
-    svc_err_t err = cat_stock_begin(s->st, j->deadline_ns, errbuf);
+    svc_err_t err = cat_stock_claim_event(s->st, j->r->ce_id, "OrderCreated", j->deadline_ns,
+                                          &fresh, errbuf);
 
-    if (err == SVC_OK)
-        err = cat_stock_claim_event(s->st, j->r->ce_id, "OrderCreated", j->deadline_ns, &fresh,
-                                    errbuf);
     if (err == SVC_OK && fresh)
         err = cat_stock_decided(s->st, j->ev->order_id, j->deadline_ns, &decided, errbuf);
     if (err == SVC_OK && fresh && !decided)
         err = decide(s, j, &shortages, errbuf);
-    if (err == SVC_OK && fresh)
-        err = cat_stock_commit(s->st, j->deadline_ns, errbuf);
-    if (err != SVC_OK || !fresh)
-        cat_stock_rollback(s->st);
     if (err != SVC_OK) {
         /* libpq's text cut to fit the reason (-Wformat-truncation). */
         snprintf(reason, KFK_REASON_LEN, "order %.36s: database: %.180s (%s)", j->ev->order_id,
@@ -180,11 +177,48 @@ static kfk_verdict_t apply(cat_saga_t *s, const job_t *j, char *reason)
                       j->r->ce_id, fresh ? "repeats a decided order" : "was handled before");
         return KFK_DUPLICATE;
     }
-    atomic_fetch_add(shortages == 0 ? &s->reserved : &s->rejected, 1);
+    /* Counted once the batch commits (tx_commit); logged now, and a commit
+     * that fails says that these lines did not happen. */
+    (*(shortages == 0 ? &s->tx_reserved : &s->tx_rejected))++;
     svc_log_info(MOD, "order %s: %s (%zu lines, %zu short)", j->ev->order_id,
                  shortages == 0 ? "stock reserved" : "stock rejected", j->n, shortages);
     return KFK_HANDLED;
 }
+
+static svc_err_t tx_begin(void *ctx, uint64_t deadline_ms, char *errbuf)
+{
+    cat_saga_t *s = ctx;
+
+    s->tx_reserved = s->tx_rejected = 0;
+    return cat_stock_begin(s->st, deadline_ms * SVC_NS_PER_MS, errbuf);
+}
+
+static svc_err_t tx_commit(void *ctx, uint64_t deadline_ms, char *errbuf)
+{
+    cat_saga_t *s = ctx;
+    svc_err_t err = cat_stock_commit(s->st, deadline_ms * SVC_NS_PER_MS, errbuf);
+
+    if (err != SVC_OK && s->tx_reserved + s->tx_rejected > 0)
+        svc_log_warn(MOD, "commit failed (%s): the %llu decisions logged since the last commit "
+                          "were not kept; their orders are decided again", errbuf,
+                     s->tx_reserved + s->tx_rejected);
+    if (err == SVC_OK) {
+        atomic_fetch_add(&s->reserved, s->tx_reserved);
+        atomic_fetch_add(&s->rejected, s->tx_rejected);
+    }
+    s->tx_reserved = s->tx_rejected = 0;
+    return err;
+}
+
+static void tx_rollback(void *ctx)
+{
+    cat_saga_t *s = ctx;
+
+    s->tx_reserved = s->tx_rejected = 0;
+    cat_stock_rollback(s->st);
+}
+
+const kfk_batch_ops_t cat_saga_batch_ops = {tx_begin, tx_commit, tx_rollback};
 
 kfk_verdict_t cat_saga_handle(void *ctx, const kfk_record_t *r, char *reason)
 {
@@ -261,7 +295,9 @@ svc_err_t cat_saga_start(const cat_config_t *cfg, cat_saga_t **out, char *errbuf
     *out = NULL;
     err = cat_saga_new_detached(cfg->db_dsn, (int)cfg->db_statement_timeout_ms, &s, errbuf);
     if (err == SVC_OK)
-        err = kfk_worker_start_cfg(&cfg->saga, topics, "catalog", cat_saga_handle, s, MOD,
+        err = kfk_worker_start_cfg(&cfg->saga, topics, "catalog",
+                                   &(kfk_worker_handler_t){cat_saga_handle, &cat_saga_batch_ops, s},
+                                   MOD,
                                    "CATALOG_KAFKA_BROKERS=none: no stock is reserved, and "
                                    "orders stay PENDING",
                                    &s->w, errbuf);

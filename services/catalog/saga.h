@@ -5,10 +5,12 @@
  * that answers every OrderCreated with StockReserved or StockRejected on
  * shopmicro.inventory.v1, through the catalog's outbox.
  *
- * For each OrderCreated, one transaction (stock.h): the event id is claimed
- * (a repeat changes nothing), the products are locked, and either every
- * line's stock is taken or none is; the decision and the outbox row are
- * written; commit. The offset is committed after that (pkg/kafka). Poison
+ * For each OrderCreated, in the transaction of its batch (stock.h; the
+ * consumer begins and commits it: cat_saga_batch_ops, up to
+ * CATALOG_CONSUMER_BATCH_MAX records): the event id is claimed (a repeat
+ * changes nothing), the products are locked, and either every line's stock
+ * is taken or none is; the decision and the outbox row are written. The
+ * offsets are committed after the commit (pkg/kafka). Poison
  * (dead-lettered): an unknown or newer ce_type, no ce_id, a value that is no
  * OrderCreated, an order that can never be served (reserve.h). A database
  * that fails is never poison: the record is retried with backoff.
@@ -47,8 +49,10 @@ void cat_saga_stop(cat_saga_t *s);
 void cat_saga_metrics(void *ctx, admin_buf_t *out);
 bool cat_saga_ready(void *ctx, admin_buf_t *out);
 
-/* The handler, for tests: ctx is a cat_saga_t. */
+/* The handler and its transaction, for tests: ctx is a cat_saga_t. The
+ * handler writes only inside begin .. commit. */
 kfk_verdict_t cat_saga_handle(void *ctx, const kfk_record_t *r, char *reason);
+extern const kfk_batch_ops_t cat_saga_batch_ops;
 
 /* A saga without a consumer, its handler driven by a test (dsn: catalog's
  * database, migrated). Free with cat_saga_stop. */

@@ -82,7 +82,7 @@ svc_err_t cat_stock_begin(cat_stock_t *st, uint64_t deadline_ns, char *errbuf)
 
 svc_err_t cat_stock_commit(cat_stock_t *st, uint64_t deadline_ns, char *errbuf)
 {
-    return db_run(st, STMT_COMMIT, NULL, deadline_ns, NULL, errbuf);
+    return db_commit(st, STMT_COMMIT, deadline_ns, errbuf);
 }
 
 void cat_stock_rollback(cat_stock_t *st)

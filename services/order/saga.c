@@ -74,9 +74,9 @@ size_t ord_saga_cancel_reason(ord_shortage_t *const *shortages, size_t n, char *
     return strlen(out);
 }
 
-kfk_verdict_t ord_saga_db_verdict(svc_err_t err)
+kfk_verdict_t ord_saga_db_verdict(svc_err_t err, bool batched)
 {
-    return err == SVC_EINVAL ? KFK_POISON : KFK_RETRY;
+    return err == SVC_EINVAL && !batched ? KFK_POISON : KFK_RETRY;
 }
 
 /* The order id an event names, checked: a canonical UUID (anything else
@@ -205,7 +205,7 @@ kfk_verdict_t ord_saga_handle(void *ctx, const kfk_record_t *r, char *reason)
                          errbuf);
     moved_to = d.ev.confirm ? "CONFIRMED" : "CANCELLED";
     if (err != SVC_OK) {
-        v = ord_saga_db_verdict(err);
+        v = ord_saga_db_verdict(err, r->batched);
         /* libpq's text is cut to what the reason holds (KFK_REASON_LEN). */
         snprintf(reason, KFK_REASON_LEN, "%s: %.200s",
                  v == KFK_POISON ? "the database refused the event" : "database unavailable",
@@ -251,3 +251,31 @@ kfk_verdict_t ord_saga_handle(void *ctx, const kfk_record_t *r, char *reason)
     ord_saga_decoded_free(&d);
     return v;
 }
+
+static svc_err_t tx_begin(void *ctx, uint64_t deadline_ms, char *errbuf)
+{
+    const ord_saga_t *s = ctx;
+
+    return ord_store_saga_begin(s->store, deadline_ms * SVC_NS_PER_MS, errbuf);
+}
+
+static svc_err_t tx_commit(void *ctx, uint64_t deadline_ms, char *errbuf)
+{
+    const ord_saga_t *s = ctx;
+    svc_err_t err = ord_store_saga_commit(s->store, deadline_ms * SVC_NS_PER_MS, errbuf);
+
+    if (err != SVC_OK)
+        svc_log_warn(ORD_SAGA_LOG_MODULE, "commit failed (%s): the moves logged since the last "
+                                          "commit were not kept; their events are applied again",
+                     errbuf);
+    return err;
+}
+
+static void tx_rollback(void *ctx)
+{
+    const ord_saga_t *s = ctx;
+
+    ord_store_saga_rollback(s->store);
+}
+
+const kfk_batch_ops_t ord_saga_batch_ops = {tx_begin, tx_commit, tx_rollback};

@@ -5,8 +5,10 @@
  * events on shopmicro.inventory.v1. StockReserved moves its order PENDING ->
  * CONFIRMED, StockRejected PENDING -> CANCELLED with a reason; a status
  * never moves back. The effect, the event id and the order's own event
- * (OrderConfirmed / OrderCancelled, in the outbox) are one transaction
- * (ord_store_saga); pkg/kafka's consumer commits the offset only after it.
+ * (OrderConfirmed / OrderCancelled, in the outbox) are in one transaction
+ * (ord_store_saga), shared by a batch of events (ord_saga_batch_ops, up to
+ * ORDER_CONSUMER_BATCH_MAX); pkg/kafka's consumer commits the offsets only
+ * after it.
  *
  * Verdicts (kafka/consumer.h): KFK_HANDLED (moved, or the order had already
  * left PENDING: only the event id is recorded), KFK_DUPLICATE (the event id
@@ -42,8 +44,10 @@ typedef struct ord_saga {
     ord_store_t *store; /* borrowed; used only by the consumer's thread */
 } ord_saga_t;
 
-/* kfk_handler_fn for shopmicro.inventory.v1; ctx is an ord_saga_t. */
+/* kfk_handler_fn for shopmicro.inventory.v1; ctx is an ord_saga_t. It
+ * writes only inside ord_saga_batch_ops' begin .. commit. */
 kfk_verdict_t ord_saga_handle(void *ctx, const kfk_record_t *r, char *reason);
+extern const kfk_batch_ops_t ord_saga_batch_ops;
 
 /* ------------------------------------------------------------------------
  * Pure parts, exposed for tests.
@@ -77,8 +81,10 @@ void ord_saga_decoded_free(ord_saga_decoded_t *d);
 size_t ord_saga_cancel_reason(ord_shortage_t *const *shortages, size_t n, char *out, size_t cap);
 
 /* The verdict for a database error of ord_store_saga: KFK_POISON only for
- * SVC_EINVAL (Postgres refused a value: the same record fails every time),
- * KFK_RETRY for everything else (down, timed out, aborted, ...). Pure. */
-kfk_verdict_t ord_saga_db_verdict(svc_err_t err);
+ * SVC_EINVAL (Postgres refused a value: the same record fails every time)
+ * of a record alone; KFK_RETRY for everything else (down, timed out,
+ * aborted, ...), and for SVC_EINVAL in a batch (the batch is rolled back
+ * and its records handed again alone, where this one is poison). Pure. */
+kfk_verdict_t ord_saga_db_verdict(svc_err_t err, bool batched);
 
 #endif

@@ -97,13 +97,16 @@ static svc_err_t saga_start(const ord_config_t *cfg, saga_run_t *s, char *errbuf
     svc_err_t err;
 
     if (strcmp(cfg->saga.brokers, "none") == 0) /* no store for a consumer that never runs */
-        return kfk_worker_start_cfg(&cfg->saga, topics, "order", ord_saga_handle, NULL,
+        return kfk_worker_start_cfg(&cfg->saga, topics, "order",
+                                    &(kfk_worker_handler_t){ord_saga_handle, NULL, NULL},
                                     ORD_SAGA_LOG_MODULE, NO_CONSUMER, &s->worker, errbuf);
     err = ord_store_new(cfg->db_dsn, (int)cfg->db_statement_timeout_ms, &s->store, errbuf);
     if (err != SVC_OK)
         return err;
     s->saga.store = s->store;
-    return kfk_worker_start_cfg(&cfg->saga, topics, "order", ord_saga_handle, &s->saga,
+    return kfk_worker_start_cfg(&cfg->saga, topics, "order",
+                                &(kfk_worker_handler_t){ord_saga_handle, &ord_saga_batch_ops,
+                                                        &s->saga},
                                 ORD_SAGA_LOG_MODULE, NO_CONSUMER, &s->worker, errbuf);
 }
 

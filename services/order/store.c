@@ -531,61 +531,55 @@ static svc_err_t saga_move(ord_store_t *st, const ord_saga_event_t *ev, const ch
     return err;
 }
 
+svc_err_t ord_store_saga_begin(ord_store_t *st, uint64_t deadline_ns, char *errbuf)
+{
+    return exec(st, STMT_BEGIN, NULL, deadline_ns, errbuf);
+}
+
+svc_err_t ord_store_saga_commit(ord_store_t *st, uint64_t deadline_ns, char *errbuf)
+{
+    return db_commit(st, STMT_COMMIT, deadline_ns, errbuf);
+}
+
+void ord_store_saga_rollback(ord_store_t *st)
+{
+    rollback(st, NULL);
+}
+
+/* The order first: an event for no order writes nothing, not even its id,
+ * so it can be replayed once the order exists (a restored backup). */
 svc_err_t ord_store_saga(ord_store_t *st, const ord_saga_event_t *ev, uint64_t deadline_ns,
                          ord_saga_effect_t *effect, ord_status_t *status, char *errbuf)
 {
+    const char *lock_p[] = {ev->order_id}, *claim_p[] = {ev->event_id, ev->event_type};
     char at[40];
     PGresult *r = NULL;
     ord_status_t before;
-    bool in_tx = false;
-    svc_err_t err;
+    svc_err_t err = db_exec(st, STMT_ORDER_LOCK, lock_p, deadline_ns, &r, errbuf);
 
-    err = exec(st, STMT_BEGIN, NULL, deadline_ns, errbuf);
-    if (err != SVC_OK)
-        goto out;
-    in_tx = true;
-    {
-        const char *p[] = {ev->event_id, ev->event_type};
-        err = db_exec(st, STMT_EVENT_CLAIM, p, deadline_ns, &r, errbuf);
-        if (err != SVC_OK)
-            goto out;
-        if (PQntuples(r) == 0) {
-            *effect = ORD_SAGA_DUPLICATE; /* rolled back below: nothing was written */
-            goto out;
-        }
+    if (err != SVC_OK || PQntuples(r) == 0) {
+        *effect = ORD_SAGA_NO_ORDER;
         PQclear(r);
-        r = NULL;
+        return err;
     }
-    {
-        const char *p[] = {ev->order_id};
-        err = db_exec(st, STMT_ORDER_LOCK, p, deadline_ns, &r, errbuf);
-        if (err != SVC_OK)
-            goto out;
-        if (PQntuples(r) == 0) {
-            *effect = ORD_SAGA_NO_ORDER; /* rolled back: not even the event id stays */
-            goto out;
-        }
-        before = status_from_text(PQgetvalue(r, 0, 0));
-        snprintf(at, sizeof at, "%s", PQgetvalue(r, 0, 1));
-        PQclear(r);
-        r = NULL;
-    }
+    before = status_from_text(PQgetvalue(r, 0, 0));
+    snprintf(at, sizeof at, "%s", PQgetvalue(r, 0, 1));
+    PQclear(r);
+    r = NULL;
+    err = db_exec(st, STMT_EVENT_CLAIM, claim_p, deadline_ns, &r, errbuf);
+    if (err == SVC_OK && PQntuples(r) == 0)
+        *effect = ORD_SAGA_DUPLICATE; /* nothing written */
+    PQclear(r);
+    if (err != SVC_OK || *effect == ORD_SAGA_DUPLICATE)
+        return err;
     if (status != NULL)
         *status = before;
-    if (before == SHOPMICRO__ORDER__V1__ORDER_STATUS__ORDER_STATUS_PENDING) {
-        err = saga_move(st, ev, at, deadline_ns, errbuf);
-        if (err != SVC_OK)
-            goto out;
-        *effect = ORD_SAGA_MOVED;
-    } else {
+    if (before != SHOPMICRO__ORDER__V1__ORDER_STATUS__ORDER_STATUS_PENDING) {
         *effect = ORD_SAGA_NOT_PENDING;
+        return SVC_OK;
     }
-    err = exec(st, STMT_COMMIT, NULL, deadline_ns, errbuf);
+    err = saga_move(st, ev, at, deadline_ns, errbuf);
     if (err == SVC_OK)
-        in_tx = false;
-out:
-    if (in_tx)
-        rollback(st, errbuf);
-    PQclear(r);
+        *effect = ORD_SAGA_MOVED;
     return err;
 }

@@ -67,16 +67,23 @@ typedef enum ord_saga_effect {
 } ord_saga_effect_t;
 
 /*
- * Applies ev in ONE transaction: records ev->event_id in processed_events
- * (a repeat: ORD_SAGA_DUPLICATE), locks the order (none: ORD_SAGA_NO_ORDER,
- * rolled back), and, only if it is PENDING, moves it and writes its
- * OrderConfirmed / OrderCancelled outbox row (with pg_notify); an order in
- * any other status stays as it is (ORD_SAGA_NOT_PENDING, the event id kept).
- * *status (may be NULL) gets the order's status before the event. On an
- * error nothing is written.
+ * Applies ev inside the transaction that ord_store_saga_begin opened (the
+ * saga's consumer commits one per batch of events): locks the order (none:
+ * ORD_SAGA_NO_ORDER, nothing written), records ev->event_id in
+ * processed_events (a repeat: ORD_SAGA_DUPLICATE, nothing written), and,
+ * only if the order is PENDING, moves it and writes its OrderConfirmed /
+ * OrderCancelled outbox row (with pg_notify); an order in any other status
+ * stays as it is (ORD_SAGA_NOT_PENDING, the event id kept). *status (may be
+ * NULL) gets the order's status before the event. After an error the
+ * transaction is aborted: roll it back.
  */
 svc_err_t ord_store_saga(ord_store_t *st, const ord_saga_event_t *ev, uint64_t deadline_ns,
                          ord_saga_effect_t *effect, ord_status_t *status, char *errbuf);
+/* The saga's transaction: BEGIN; COMMIT (an aborted one is an error, see
+ * db_commit); ROLLBACK (within DB_ROLLBACK_MS). */
+svc_err_t ord_store_saga_begin(ord_store_t *st, uint64_t deadline_ns, char *errbuf);
+svc_err_t ord_store_saga_commit(ord_store_t *st, uint64_t deadline_ns, char *errbuf);
+void ord_store_saga_rollback(ord_store_t *st);
 
 /* Creates the store (does not connect). dsn is copied. */
 svc_err_t ord_store_new(const char *dsn, int statement_timeout_ms, ord_store_t **out,

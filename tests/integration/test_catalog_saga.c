@@ -106,14 +106,15 @@ static size_t order_created(const char *order_id, const char *const *ids, const 
     return shopmicro__events__v1__order_created__pack(&ev, buf);
 }
 
-/* Hands one record to the handler as the consumer would. */
-static kfk_verdict_t hand(cat_saga_t *s, const char *ce_id, const char *ce_type,
-                          const void *value, size_t len, char *reason)
+/* Hands one record to the handler, inside whatever transaction is open
+ * (batched: as one record of a batch). */
+static kfk_verdict_t hand_in_tx(cat_saga_t *s, const char *ce_id, const char *ce_type,
+                                const void *value, size_t len, bool batched, char *reason)
 {
     kfk_header_t h[3];
     size_t nh = 0;
     kfk_record_t r = {.topic = CAT_SAGA_TOPIC_IN, .value = value, .value_len = len,
-                      .ce_id = ce_id, .attempt = 1,
+                      .ce_id = ce_id, .attempt = 1, .batched = batched,
                       .deadline_ms = svc_now_ms() + (uint64_t)it_ms(10000)};
 
     if (ce_type != NULL)
@@ -125,6 +126,28 @@ static kfk_verdict_t hand(cat_saga_t *s, const char *ce_id, const char *ce_type,
     r.n_headers = nh;
     reason[0] = '\0';
     return cat_saga_handle(s, &r, reason);
+}
+
+/* Hands one record to the handler as the consumer does to a record alone:
+ * in a transaction of its own, committed when the verdict says done. */
+static kfk_verdict_t hand(cat_saga_t *s, const char *ce_id, const char *ce_type,
+                          const void *value, size_t len, char *reason)
+{
+    char errbuf[SVC_ERRBUF_LEN] = "";
+    uint64_t deadline_ms = svc_now_ms() + (uint64_t)it_ms(10000);
+    kfk_verdict_t v;
+
+    if (cat_saga_batch_ops.begin(s, deadline_ms, errbuf) != SVC_OK) {
+        /* as the consumer does: a retry, with the reason */
+        snprintf(reason, KFK_REASON_LEN, "transaction begin: %.200s", errbuf);
+        return KFK_RETRY;
+    }
+    v = hand_in_tx(s, ce_id, ce_type, value, len, false, reason);
+    if (v != KFK_HANDLED && v != KFK_DUPLICATE)
+        cat_saga_batch_ops.rollback(s);
+    else if (cat_saga_batch_ops.commit(s, deadline_ms, errbuf) != SVC_OK)
+        fail_msg("commit: %s", errbuf);
+    return v;
 }
 
 /* Fails with the handler's reason when the verdict is not the one wanted. */
@@ -308,6 +331,53 @@ static void poison_writes_nothing(void **state)
     assert_int_equal(stock_of(f, a), 3);
 }
 
+/* A batch (kfk_batch_ops_t): three records in one transaction. The second
+ * order sees the stock the first took; the repeat of the first is a
+ * duplicate; a rollback undoes all of it; a commit keeps all of it. */
+static void a_batch_shares_one_transaction(void **state)
+{
+    fx_t *f = *state;
+    char a[37], o1[37], o2[37], e1[37], e2[37], reason[KFK_REASON_LEN], errbuf[SVC_ERRBUF_LEN];
+    const char *ids[] = {a};
+    const int32_t three[] = {3}, two[] = {2};
+    uint8_t b1[512], b2[512];
+    size_t l1, l2;
+    uint64_t deadline_ms = svc_now_ms() + (uint64_t)it_ms(10000);
+
+    product(f, 4, a);
+    it_random_uuid(o1);
+    it_random_uuid(o2);
+    it_random_uuid(e1);
+    it_random_uuid(e2);
+    l1 = order_created(o1, ids, three, 1, b1, sizeof b1);
+    l2 = order_created(o2, ids, two, 1, b2, sizeof b2);
+    for (int round = 0; round < 2; round++) { /* rolled back, then committed */
+        assert_int_equal(cat_saga_batch_ops.begin(f->saga, deadline_ms, errbuf), SVC_OK);
+        assert_verdict(hand_in_tx(f->saga, e1, "shopmicro.order.v1.OrderCreated", b1, l1, true,
+                                  reason), KFK_HANDLED, reason);
+        assert_verdict(hand_in_tx(f->saga, e2, "shopmicro.order.v1.OrderCreated", b2, l2, true,
+                                  reason), KFK_HANDLED, reason);
+        assert_verdict(hand_in_tx(f->saga, e1, "shopmicro.order.v1.OrderCreated", b1, l1, true,
+                                  reason), KFK_DUPLICATE, reason);
+        if (round == 0) {
+            cat_saga_batch_ops.rollback(f->saga);
+            assert_int_equal(stock_of(f, a), 4);
+        } else {
+            assert_int_equal(cat_saga_batch_ops.commit(f->saga, deadline_ms, errbuf), SVC_OK);
+        }
+    }
+    assert_int_equal(stock_of(f, a), 1); /* o1 took 3; o2 wanted 2 of the 1 left */
+    {
+        char sql[200];
+        snprintf(sql, sizeof sql, "SELECT count(*) FROM stock_decisions WHERE order_id IN "
+                                  "('%s', '%s')", o1, o2);
+        assert_int_equal(count(f, sql), 2);
+        snprintf(sql, sizeof sql, "SELECT count(*) FROM stock_decisions WHERE order_id = '%s' "
+                                  "AND outcome = 'REJECTED'", o2);
+        assert_int_equal(count(f, sql), 1);
+    }
+}
+
 static void database_down_asks_for_a_retry(void **state)
 {
     fx_t *f = *state;
@@ -427,6 +497,7 @@ int main(void)
         cmocka_unit_test(reserves_all_lines_once),
         cmocka_unit_test(rejects_all_or_nothing),
         cmocka_unit_test(poison_writes_nothing),
+        cmocka_unit_test(a_batch_shares_one_transaction),
         cmocka_unit_test(database_down_asks_for_a_retry),
         cmocka_unit_test(concurrent_reservations_never_oversell),
     };

@@ -310,6 +310,20 @@ svc_err_t db_run(db_conn_t *c, size_t idx, const char *const *params, uint64_t d
     return err;
 }
 
+svc_err_t db_commit(db_conn_t *c, size_t idx, uint64_t deadline_ns, char *errbuf)
+{
+    PGresult *r = NULL;
+    svc_err_t err = db_exec(c, idx, NULL, deadline_ns, &r, errbuf);
+
+    if (err == SVC_OK && strcmp(PQcmdStatus(r), "COMMIT") != 0) {
+        svc_errbuf_set(errbuf, "COMMIT answered %s: an earlier statement of the transaction "
+                               "failed, nothing of it was kept", PQcmdStatus(r));
+        err = SVC_EABORTED;
+    }
+    PQclear(r);
+    return err;
+}
+
 svc_err_t db_rollback(db_conn_t *c, size_t idx, char *errbuf)
 {
     return db_run(c, idx, NULL, svc_now_ns() + (uint64_t)DB_ROLLBACK_MS * SVC_NS_PER_MS, NULL,

@@ -128,6 +128,28 @@ svc_err_t kfk__commit_stored(kfk_consumer_t *c, char *errbuf)
     return SVC_EUNAVAIL;
 }
 
+/* Records of revoked partitions in the batch being collected (a rebalance
+ * can run in any of collect's polls) are the next owner's now: handling
+ * them here too would handle them twice. */
+static void drop_collected(kfk_consumer_t *c, const rd_kafka_topic_partition_list_t *parts)
+{
+    size_t k = 0;
+
+    for (size_t i = 0; i < c->n_slots; i++) {
+        const rd_kafka_message_t *m = c->slots[i].m;
+        bool revoked = false;
+
+        for (int j = 0; j < parts->cnt && !revoked; j++)
+            revoked = parts->elems[j].partition == m->partition &&
+                      strcmp(parts->elems[j].topic, rd_kafka_topic_name(m->rkt)) == 0;
+        if (revoked)
+            rd_kafka_message_destroy(c->slots[i].m);
+        else
+            c->slots[k++] = c->slots[i];
+    }
+    c->n_slots = k;
+}
+
 static void on_revoke(kfk_consumer_t *c, rd_kafka_topic_partition_list_t *parts, bool coop)
 {
     char why[SVC_ERRBUF_LEN];
@@ -150,6 +172,7 @@ static void on_revoke(kfk_consumer_t *c, rd_kafka_topic_partition_list_t *parts,
         rd_kafka_topic_partition_list_destroy(l);
         kfk__pending_drop(c, p, false);
     }
+    drop_collected(c, parts);
     if (coop)
         e = rd_kafka_incremental_unassign(c->rk, parts);
     else
@@ -303,7 +326,9 @@ svc_err_t kfk_consumer_new(const kfk_consumer_opts_t *o, kfk_consumer_t **out, c
     c->o.group_id = c->group_id;
     c->o.dlq_topic = c->dlq_topic;
     c->rand_state = (uint64_t)time(NULL) ^ ((uint64_t)getpid() << 32) ^ (uintptr_t)c;
-    if (c->group_id == NULL || (o->dlq_topic != NULL && c->dlq_topic == NULL))
+    c->slots = calloc(o->batch_max, sizeof *c->slots);
+    if (c->group_id == NULL || (o->dlq_topic != NULL && c->dlq_topic == NULL) ||
+        c->slots == NULL)
         err = SVC_ENOMEM;
     if (err == SVC_OK)
         err = make_client(c, errbuf);
@@ -351,6 +376,7 @@ void kfk_consumer_free(kfk_consumer_t *c)
     while (c->n_pending > 0) /* only when rk was never made */
         kfk__pending_drop(c, &c->pending[0], false);
     free(c->pending);
+    free(c->slots);
     free(c->group_id);
     free(c->dlq_topic);
     kfk__stats_dispose(&c->st);

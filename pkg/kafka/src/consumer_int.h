@@ -30,13 +30,25 @@ typedef struct kfk__lag {
 } kfk__lag_t;
 
 typedef struct kfk__stats {
-    atomic_uint_fast64_t consumed, handled, duplicates, dead_lettered, retries, commit_errors,
+    atomic_uint_fast64_t consumed, batches, handled, duplicates, dead_lettered, retries, commit_errors,
         rebalances, latency_count, latency_sum_us, latency_le[KFK_LATENCY_BUCKETS];
     pthread_mutex_t lag_mu;   /* guards lag[] and n_lag                    */
     kfk__lag_t lag[KFK_CONSUMER_MAX_LAG_PARTITIONS];
     unsigned n_lag;
     atomic_uint n_assigned;
 } kfk__stats_t;
+
+/* One record of the batch in hand, and the view of it the handler gets
+ * (consumer_loop.c). */
+typedef struct kfk__slot {
+    rd_kafka_message_t *m;
+    kfk_record_t r;
+    kfk_header_t *h;          /* r.n_headers entries pointing into m        */
+    char ce_id[128];
+    kfk_action_t act;
+    bool counted;             /* in consumed already                        */
+    char reason[KFK_REASON_LEN];
+} kfk__slot_t;
 
 struct kfk_consumer {
     rd_kafka_t *rk;
@@ -46,6 +58,10 @@ struct kfk_consumer {
     atomic_bool stop;
     bool closed;
     bool polled;              /* the last poll called rd_kafka_consumer_poll */
+    kfk__slot_t *slots;       /* opts.batch_max: the batch in hand          */
+    size_t n_slots;           /* filled so far, while collect() runs        */
+    bool stored;              /* an offset was stored since the last commit  */
+    bool dlq_failed;          /* a dead letter failed in this poll: no more  */
     kfk__pending_t *pending;  /* n_pending of cap_pending                  */
     size_t n_pending, cap_pending;
     uint64_t rand_state, lag_at_ms;

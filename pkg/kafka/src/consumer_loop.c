@@ -1,12 +1,14 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /*
- * consumer_loop.c - kfk_consumer_poll: one record to the handler, then its
- * commit, its dead letter or its retry (contract in kafka/consumer.h).
+ * consumer_loop.c - kfk_consumer_poll: a batch of records to the handler
+ * (in one transaction with batch ops), then each one's offset, dead letter
+ * or retry (contract in kafka/consumer.h).
  *
- * The offset of a record is stored and committed only once the record is
- * done; until then nothing behind it on its partition is handed out, so a
- * committed offset never passes a record that is not done. A record kept for
- * a retry keeps its partition paused; the other partitions go on.
+ * The offset of a record is stored only once the record is done, and the
+ * stored offsets are committed at the end of the poll; until a record is
+ * done nothing behind it on its partition is handed out, so a committed
+ * offset never passes a record that is not done. A record kept for a retry
+ * keeps its partition paused; the other partitions go on.
  */
 #include <inttypes.h>
 #include <stdio.h>
@@ -16,60 +18,72 @@
 
 #include "consumer_int.h"
 
-/* The record as the handler sees it. */
-typedef struct view {
-    kfk_record_t r;
-    kfk_header_t *h; /* n_headers entries pointing into the message */
-    char ce_id[128];
-} view_t;
+static const char *topic_of(const rd_kafka_message_t *m)
+{
+    return rd_kafka_topic_name(m->rkt);
+}
 
-static void headers_of(const rd_kafka_message_t *m, view_t *v)
+static void headers_of(kfk__slot_t *s)
 {
     rd_kafka_headers_t *hs = NULL;
     const void *val;
     size_t n, len;
 
-    if (rd_kafka_message_headers(m, &hs) != RD_KAFKA_RESP_ERR_NO_ERROR || hs == NULL)
+    if (rd_kafka_message_headers(s->m, &hs) != RD_KAFKA_RESP_ERR_NO_ERROR || hs == NULL)
         return;
     n = rd_kafka_header_cnt(hs);
-    v->h = n > 0 ? calloc(n, sizeof *v->h) : NULL;
-    for (size_t i = 0; v->h != NULL && i < n; i++) {
-        if (rd_kafka_header_get_all(hs, i, &v->h[i].name, &v->h[i].value, &v->h[i].len) !=
+    s->h = n > 0 ? calloc(n, sizeof *s->h) : NULL;
+    for (size_t i = 0; s->h != NULL && i < n; i++) {
+        if (rd_kafka_header_get_all(hs, i, &s->h[i].name, &s->h[i].value, &s->h[i].len) !=
             RD_KAFKA_RESP_ERR_NO_ERROR)
             break;
-        v->r.n_headers++;
+        s->r.n_headers++;
     }
-    v->r.headers = v->h;
+    s->r.headers = s->h;
     /* ce_id as text: non-empty, no NUL inside, fits. Anything else is left
      * for the handler to judge from the raw headers. */
     if (rd_kafka_header_get_last(hs, "ce_id", &val, &len) == RD_KAFKA_RESP_ERR_NO_ERROR &&
-        val != NULL && len > 0 && len < sizeof v->ce_id && memchr(val, '\0', len) == NULL) {
-        memcpy(v->ce_id, val, len);
-        v->ce_id[len] = '\0';
-        v->r.ce_id = v->ce_id;
+        val != NULL && len > 0 && len < sizeof s->ce_id && memchr(val, '\0', len) == NULL) {
+        memcpy(s->ce_id, val, len);
+        s->ce_id[len] = '\0';
+        s->r.ce_id = s->ce_id;
     }
 }
 
-static void view_make(kfk_consumer_t *c, const rd_kafka_message_t *m, unsigned attempt,
-                      view_t *v)
+/* The record as the handler sees it (s->m and s->counted are kept, the rest
+ * is made anew). */
+static void view_make(kfk_consumer_t *c, kfk__slot_t *s, unsigned attempt,
+                      uint64_t deadline_ms, bool batched)
 {
-    memset(v, 0, sizeof *v);
-    v->r.topic = rd_kafka_topic_name(m->rkt);
-    v->r.partition = m->partition;
-    v->r.offset = m->offset;
-    v->r.timestamp_ms = rd_kafka_message_timestamp(m, NULL);
-    v->r.key = m->key;
-    v->r.key_len = m->key_len;
-    v->r.value = m->len > 0 ? m->payload : NULL;
-    v->r.value_len = m->len;
-    v->r.attempt = attempt;
-    v->r.deadline_ms = svc_now_ms() + (uint64_t)c->o.handler_timeout_ms;
-    v->r.consumer = c;
-    headers_of(m, v);
+    const rd_kafka_message_t *m = s->m;
+
+    memset(&s->r, 0, sizeof s->r);
+    s->h = NULL;
+    s->ce_id[0] = '\0';
+    s->reason[0] = '\0';
+    s->r.topic = topic_of(m);
+    s->r.partition = m->partition;
+    s->r.offset = m->offset;
+    s->r.timestamp_ms = rd_kafka_message_timestamp(m, NULL);
+    s->r.key = m->key;
+    s->r.key_len = m->key_len;
+    s->r.value = m->len > 0 ? m->payload : NULL;
+    s->r.value_len = m->len;
+    s->r.attempt = attempt;
+    s->r.batched = batched;
+    s->r.deadline_ms = deadline_ms;
+    s->r.consumer = c;
+    headers_of(s);
 }
 
-/* Stores offset + 1 of m and commits it. */
-static svc_err_t commit_record(kfk_consumer_t *c, const rd_kafka_message_t *m, char *errbuf)
+static void view_free(kfk__slot_t *s)
+{
+    free(s->h);
+    s->h = NULL;
+}
+
+/* Stores offset + 1 of m; the end of the poll commits what is stored. */
+static svc_err_t store_offset(kfk_consumer_t *c, const rd_kafka_message_t *m, char *errbuf)
 {
     rd_kafka_topic_partition_list_t *l = rd_kafka_topic_partition_list_new(1);
     rd_kafka_resp_err_t rc;
@@ -80,8 +94,10 @@ static svc_err_t commit_record(kfk_consumer_t *c, const rd_kafka_message_t *m, c
     if (rc == RD_KAFKA_RESP_ERR_NO_ERROR)
         rc = l->elems[0].err;
     rd_kafka_topic_partition_list_destroy(l);
-    if (rc == RD_KAFKA_RESP_ERR_NO_ERROR)
-        return kfk__commit_stored(c, errbuf);
+    if (rc == RD_KAFKA_RESP_ERR_NO_ERROR) {
+        c->stored = true;
+        return SVC_OK;
+    }
     /* The partition is no longer ours: its next owner gets the record again,
      * and the handler's dedupe makes that harmless. */
     atomic_fetch_add(&c->st.commit_errors, 1);
@@ -99,7 +115,7 @@ static int64_t wall_ms(void)
 }
 
 /* Produces the dead letter of v and waits for its delivery report. */
-static svc_err_t dead_letter(kfk_consumer_t *c, const view_t *v, const char *reason,
+static svc_err_t dead_letter(kfk_consumer_t *c, const kfk__slot_t *v, const char *reason,
                              char *errbuf)
 {
     char topic[256];
@@ -111,6 +127,12 @@ static svc_err_t dead_letter(kfk_consumer_t *c, const view_t *v, const char *rea
     uint64_t give_up;
     svc_err_t err;
 
+    /* The broker did not take the last one: waiting dlq_timeout_ms again
+     * per record would stall the poll (the copy is tried after a backoff). */
+    if (c->dlq_failed) {
+        svc_errbuf_set(errbuf, "kafka consumer: an earlier dead letter of this poll failed");
+        return SVC_EUNAVAIL;
+    }
     if (!kfk_dlq_topic(c->dlq_topic, v->r.topic, topic, sizeof topic)) {
         svc_errbuf_set(errbuf, "kafka consumer: dead-letter topic name too long");
         return SVC_EINVAL;
@@ -131,6 +153,7 @@ static svc_err_t dead_letter(kfk_consumer_t *c, const view_t *v, const char *rea
         (void)kfk_producer_poll(c->dlq, 50);
     if (c->dlq_done && c->dlq_err == SVC_OK)
         return SVC_OK;
+    c->dlq_failed = true;
     svc_errbuf_set(errbuf, "kafka consumer: dead letter to %s: %s", topic,
                    c->dlq_done ? c->dlq_reason : "no delivery report");
     return c->dlq_done ? c->dlq_err : SVC_ETIMEDOUT;
@@ -170,66 +193,230 @@ static void finish(kfk_consumer_t *c, rd_kafka_message_t *m, kfk__pending_t *p)
         rd_kafka_message_destroy(m);
 }
 
-/* Calls the handler; returns the action, with the reason filled. */
-static kfk_action_t judge(kfk_consumer_t *c, const view_t *v, bool first, char *reason)
+/* The action for verdict v on the record's attempt, with the reason
+ * completed when the attempts ran out. */
+static kfk_action_t action_of(kfk_consumer_t *c, kfk_verdict_t v, kfk__slot_t *s)
 {
-    uint64_t t0 = svc_now_ns();
-    bool exhausted = false;
     char why[KFK_REASON_LEN - 64];
-    kfk_verdict_t verdict;
-    kfk_action_t act;
+    bool exhausted = false;
+    kfk_action_t act = kfk_verdict_action(v, s->r.attempt, c->o.max_attempts, &exhausted);
 
-    if (first)
-        atomic_fetch_add(&c->st.consumed, 1);
-    verdict = c->o.handler(c->o.ctx, &v->r, reason);
-    kfk__stats_latency(&c->st, svc_now_ns() - t0);
-    reason[KFK_REASON_LEN - 1] = '\0';
-    act = kfk_verdict_action(verdict, v->r.attempt, c->o.max_attempts, &exhausted);
-    if (act == KFK_ACT_COMMIT)
-        atomic_fetch_add(verdict == KFK_DUPLICATE ? &c->st.duplicates : &c->st.handled, 1);
     if (exhausted) {
-        snprintf(why, sizeof why, "%.*s", (int)sizeof why - 1, reason);
-        snprintf(reason, KFK_REASON_LEN, "retries exhausted after %u attempts: %s",
-                 v->r.attempt, why);
+        snprintf(why, sizeof why, "%.*s", (int)sizeof why - 1, s->reason);
+        snprintf(s->reason, KFK_REASON_LEN, "retries exhausted after %u attempts: %s",
+                 s->r.attempt, why);
     }
     return act;
 }
 
-/* Serves m: a new record (p NULL) or the one p keeps. */
-static svc_err_t serve(kfk_consumer_t *c, rd_kafka_message_t *m, kfk__pending_t *p,
-                       char *errbuf)
+/* Calls the handler: its verdict, and s->act and s->reason from it. */
+static kfk_verdict_t judge(kfk_consumer_t *c, kfk__slot_t *s)
 {
-    char reason[KFK_REASON_LEN] = "";
-    unsigned attempt = p != NULL ? p->attempt + 1 : 1;
-    kfk_action_t act;
-    view_t v;
-    svc_err_t err = SVC_OK;
+    uint64_t t0 = svc_now_ns();
+    kfk_verdict_t verdict;
 
-    view_make(c, m, attempt, &v);
-    if (p != NULL && p->dead_letter) { /* the verdict stands: only the copy is left */
-        act = KFK_ACT_DEAD_LETTER;
-        snprintf(reason, sizeof reason, "%s", p->reason);
-    } else {
-        act = judge(c, &v, p == NULL, reason);
+    if (!s->counted)
+        atomic_fetch_add(&c->st.consumed, 1);
+    s->counted = true;
+    verdict = c->o.handler(c->o.ctx, &s->r, s->reason);
+    kfk__stats_latency(&c->st, svc_now_ns() - t0);
+    s->reason[KFK_REASON_LEN - 1] = '\0';
+    s->act = action_of(c, verdict, s);
+    if (s->act == KFK_ACT_COMMIT)
+        atomic_fetch_add(verdict == KFK_DUPLICATE ? &c->st.duplicates : &c->st.handled, 1);
+    return verdict;
+}
+
+static bool verdict_done(kfk_verdict_t v)
+{
+    return v == KFK_HANDLED || v == KFK_DUPLICATE || v == KFK_POISON;
+}
+
+/* The record's transaction failed at `what`: a retry, like a KFK_RETRY. */
+static kfk_action_t tx_failed(kfk_consumer_t *c, kfk__slot_t *s, const char *what,
+                              const char *why)
+{
+    snprintf(s->reason, KFK_REASON_LEN, "transaction %s: %.200s", what, why);
+    return action_of(c, KFK_RETRY, s);
+}
+
+/* The handler for one record inside a transaction of its own. */
+static kfk_action_t judge_in_tx(kfk_consumer_t *c, kfk__slot_t *s)
+{
+    const kfk_batch_ops_t *ops = c->o.batch;
+    char why[SVC_ERRBUF_LEN] = "";
+
+    if (ops->begin(c->o.ctx, s->r.deadline_ms, why) != SVC_OK)
+        return tx_failed(c, s, "begin", why);
+    (void)judge(c, s);
+    if (s->act != KFK_ACT_COMMIT) {
+        ops->rollback(c->o.ctx); /* a poison record leaves nothing behind */
+        return s->act;
     }
-    if (act == KFK_ACT_DEAD_LETTER) {
-        err = dead_letter(c, &v, reason, errbuf);
-        if (err == SVC_OK)
-            atomic_fetch_add(&c->st.dead_lettered, 1);
-        else
-            hold(c, m, p, attempt, reason, true);
-    } else if (act == KFK_ACT_BACKOFF) {
+    if (ops->commit(c->o.ctx, s->r.deadline_ms, why) != SVC_OK) {
+        ops->rollback(c->o.ctx);
+        return tx_failed(c, s, "commit", why);
+    }
+    return s->act;
+}
+
+/* s->act, now that its effect is durable: the dead letter, the offset or
+ * the hold (p: s->m is kept already). The slot's record is gone after. */
+static svc_err_t settle(kfk_consumer_t *c, kfk__slot_t *s, kfk__pending_t *p, char *errbuf)
+{
+    svc_err_t err;
+
+    if (s->act == KFK_ACT_DEAD_LETTER) {
+        err = dead_letter(c, s, s->reason, errbuf);
+        if (err != SVC_OK) {
+            hold(c, s->m, p, s->r.attempt, s->reason, true);
+            return err;
+        }
+        atomic_fetch_add(&c->st.dead_lettered, 1);
+    } else if (s->act == KFK_ACT_BACKOFF) {
         svc_errbuf_set(errbuf, "kafka consumer: %s [%" PRId32 "] offset %" PRId64
-                       " attempt %u: retry: %s", v.r.topic, v.r.partition, v.r.offset, attempt,
-                       reason[0] ? reason : "(no reason)");
-        hold(c, m, p, attempt, reason, false);
-        err = SVC_EUNAVAIL;
+                       " attempt %u: retry: %s", s->r.topic, s->r.partition, s->r.offset,
+                       s->r.attempt, s->reason[0] ? s->reason : "(no reason)");
+        hold(c, s->m, p, s->r.attempt, s->reason, false);
+        return SVC_EUNAVAIL;
     }
-    if (act == KFK_ACT_COMMIT || (act == KFK_ACT_DEAD_LETTER && err == SVC_OK)) {
-        err = commit_record(c, m, errbuf);
-        finish(c, m, p);
+    err = store_offset(c, s->m, errbuf);
+    finish(c, s->m, p);
+    return err;
+}
+
+/* The poll returns its first error; later ones only go to the counters. */
+static void keep_first(svc_err_t *err, char *errbuf, svc_err_t e, const char *text)
+{
+    if (*err == SVC_OK && e != SVC_OK) {
+        *err = e;
+        svc_errbuf_set(errbuf, "%s", text);
     }
-    free(v.h);
+}
+
+/* Serves s->m in a transaction of its own (with batch ops): a new record
+ * (p NULL) or the one p keeps. */
+static svc_err_t serve_alone(kfk_consumer_t *c, kfk__slot_t *s, kfk__pending_t *p,
+                             char *errbuf)
+{
+    svc_err_t err;
+
+    view_make(c, s, p != NULL ? p->attempt + 1 : 1,
+              svc_now_ms() + (uint64_t)c->o.handler_timeout_ms, false);
+    if (p != NULL && p->dead_letter) { /* the verdict stands: only the copy is left */
+        s->act = KFK_ACT_DEAD_LETTER;
+        snprintf(s->reason, sizeof s->reason, "%s", p->reason);
+    } else if (c->o.batch != NULL) {
+        s->act = judge_in_tx(c, s);
+    } else {
+        (void)judge(c, s);
+    }
+    err = settle(c, s, p, errbuf);
+    view_free(s);
+    return err;
+}
+
+/* True when a record of m's partition is kept: m was fetched behind it and
+ * is fetched again once it is done (resume_after). */
+static bool behind_kept(kfk_consumer_t *c, const rd_kafka_message_t *m)
+{
+    return kfk__pending_of(c, topic_of(m), m->partition) != NULL;
+}
+
+static bool same_partition(const rd_kafka_message_t *a, const rd_kafka_message_t *b)
+{
+    return a->partition == b->partition && strcmp(topic_of(a), topic_of(b)) == 0;
+}
+
+static void seek_to(kfk_consumer_t *c, const rd_kafka_message_t *m)
+{
+    rd_kafka_topic_partition_list_t *l = rd_kafka_topic_partition_list_new(1);
+    rd_kafka_error_t *e;
+
+    rd_kafka_topic_partition_list_add(l, topic_of(m), m->partition)->offset = m->offset;
+    e = rd_kafka_seek_partitions(c->rk, l, 0);
+    if (e != NULL)
+        rd_kafka_error_destroy(e);
+    rd_kafka_topic_partition_list_destroy(l);
+}
+
+/* Slots [from, n) are not served: each partition is rewound to the first
+ * of them (unless a kept record's resume does that), so they come again. */
+static void rewind_rest(kfk_consumer_t *c, size_t from, size_t n)
+{
+    for (size_t i = from; i < n; i++) {
+        const rd_kafka_message_t *m = c->slots[i].m;
+        bool first = !behind_kept(c, m);
+
+        for (size_t k = from; first && k < i; k++)
+            first = !same_partition(c->slots[k].m, m);
+        if (first)
+            seek_to(c, m);
+    }
+    for (size_t i = from; i < n; i++)
+        rd_kafka_message_destroy(c->slots[i].m);
+}
+
+/* Slots [0, n) one at a time, each alone. With stop_at_retry (after a
+ * failed batch), the first record that fails again ends it: the ones after
+ * it are fetched again, so a database that is down costs two failed calls
+ * per poll, not one per record. */
+static svc_err_t serve_each(kfk_consumer_t *c, size_t n, bool stop_at_retry, char *errbuf)
+{
+    char why[SVC_ERRBUF_LEN];
+    svc_err_t err = SVC_OK;
+    size_t i = 0;
+
+    while (i < n) {
+        kfk__slot_t *s = &c->slots[i++];
+
+        if (behind_kept(c, s->m)) {
+            rd_kafka_message_destroy(s->m);
+            continue;
+        }
+        why[0] = '\0';
+        keep_first(&err, errbuf, serve_alone(c, s, NULL, why), why);
+        if (stop_at_retry && s->act == KFK_ACT_BACKOFF)
+            break;
+    }
+    rewind_rest(c, i, n);
+    return err;
+}
+
+/* Slots [0, n) in one transaction; if it fails, serve_each. */
+static svc_err_t serve_batch(kfk_consumer_t *c, size_t n, char *errbuf)
+{
+    const kfk_batch_ops_t *ops = c->o.batch;
+    uint64_t deadline = svc_now_ms() + (uint64_t)c->o.handler_timeout_ms;
+    char why[SVC_ERRBUF_LEN] = "";
+    bool ok = ops->begin(c->o.ctx, deadline, why) == SVC_OK;
+    svc_err_t err = SVC_OK;
+    size_t made = 0;
+
+    while (ok && made < n) {
+        kfk__slot_t *s = &c->slots[made++];
+
+        view_make(c, s, 1, deadline, true);
+        ok = verdict_done(judge(c, s));
+    }
+    if (ok)
+        ok = ops->commit(c->o.ctx, deadline, why) == SVC_OK;
+    if (!ok) {
+        ops->rollback(c->o.ctx);
+        for (size_t i = 0; i < made; i++)
+            view_free(&c->slots[i]);
+        return serve_each(c, n, true, errbuf);
+    }
+    for (size_t i = 0; i < n; i++) {
+        kfk__slot_t *s = &c->slots[i];
+
+        why[0] = '\0';
+        if (behind_kept(c, s->m)) /* its dead letter failed: it comes again */
+            rd_kafka_message_destroy(s->m);
+        else
+            keep_first(&err, errbuf, settle(c, s, NULL, why), why);
+        view_free(s);
+    }
     return err;
 }
 
@@ -248,63 +435,107 @@ static kfk__pending_t *next_due(kfk_consumer_t *c, uint64_t *due)
     return best;
 }
 
-static svc_err_t take(kfk_consumer_t *c, rd_kafka_message_t *m, int *served, char *errbuf)
+/* Whether m is a record to serve; anything else is destroyed here (an
+ * error event into err). */
+static bool admit(kfk_consumer_t *c, rd_kafka_message_t *m, svc_err_t *err, char *errbuf)
 {
-    svc_err_t err = SVC_OK;
+    char why[SVC_ERRBUF_LEN];
 
-    if (m->err == RD_KAFKA_RESP_ERR__PARTITION_EOF) {
-        ; /* not an error (and not asked for) */
-    } else if (m->err != RD_KAFKA_RESP_ERR_NO_ERROR) {
-        err = kfk_err_from_rd(m->err);
-        svc_errbuf_set(errbuf, "kafka consumer: %s", rd_kafka_message_errstr(m));
-    } else if (kfk__pending_of(c, rd_kafka_topic_name(m->rkt), m->partition) != NULL) {
-        ; /* fetched behind a kept record: fetched again after it (resume_after) */
-    } else {
-        *served = 1;
-        return serve(c, m, NULL, errbuf);
+    if (m->err == RD_KAFKA_RESP_ERR_NO_ERROR && !behind_kept(c, m))
+        return true;
+    if (m->err != RD_KAFKA_RESP_ERR_NO_ERROR && m->err != RD_KAFKA_RESP_ERR__PARTITION_EOF) {
+        svc_errbuf_set(why, "kafka consumer: %s", rd_kafka_message_errstr(m));
+        keep_first(err, errbuf, kfk_err_from_rd(m->err), why);
     }
     rd_kafka_message_destroy(m);
-    return err;
+    return false;
+}
+
+/* Fills the slots: the first record waits up to t ms, the others are taken
+ * only if librdkafka has them already. Rebalances run inside the polls. */
+static size_t collect(kfk_consumer_t *c, int t, svc_err_t *err, char *errbuf)
+{
+    size_t n;
+
+    c->n_slots = 0; /* on_revoke drops revoked partitions' records from these */
+    for (int wait = t; c->n_slots < c->o.batch_max; wait = 0) {
+        rd_kafka_message_t *m = rd_kafka_consumer_poll(c->rk, wait);
+
+        if (c->deferred != SVC_OK) {
+            keep_first(err, errbuf, c->deferred, c->deferred_text);
+            c->deferred = SVC_OK;
+        }
+        if (m == NULL)
+            break;
+        if (admit(c, m, err, errbuf)) {
+            memset(&c->slots[c->n_slots], 0, sizeof c->slots[0]);
+            c->slots[c->n_slots++].m = m;
+        }
+    }
+    n = c->n_slots;
+    c->n_slots = 0;
+    return n;
+}
+
+/* A due retry alone, or else a batch. */
+static size_t serve(kfk_consumer_t *c, int t, svc_err_t *err, char *errbuf)
+{
+    uint64_t now = svc_now_ms(), due;
+    kfk__pending_t *p = next_due(c, &due);
+    char why[SVC_ERRBUF_LEN] = "";
+    size_t n;
+
+    /* A due retry is served only if the previous call polled librdkafka:
+     * with many partitions retrying, rebalances and the poll interval are
+     * still served every other call. */
+    if (p != NULL && due <= now && c->polled) {
+        c->polled = false;
+        memset(&c->slots[0], 0, sizeof c->slots[0]);
+        c->slots[0].m = p->m;
+        c->slots[0].counted = true;
+        keep_first(err, errbuf, serve_alone(c, &c->slots[0], p, why), why);
+        return 1;
+    }
+    if (p != NULL && due <= now)
+        t = 0;
+    else if (p != NULL && due - now < (uint64_t)t)
+        t = (int)(due - now);
+    c->polled = true;
+    n = collect(c, t, err, errbuf);
+    if (n > 0) {
+        atomic_fetch_add(&c->st.batches, 1);
+        keep_first(err, errbuf,
+                   n > 1 && c->o.batch != NULL ? serve_batch(c, n, why)
+                                               : serve_each(c, n, false, why),
+                   why);
+    }
+    return n;
 }
 
 svc_err_t kfk_consumer_poll(kfk_consumer_t *c, int timeout_ms, int *served, char *errbuf)
 {
-    int dummy, t = timeout_ms > 0 ? timeout_ms : 0;
-    uint64_t now = svc_now_ms(), due;
-    kfk__pending_t *p = next_due(c, &due);
-    rd_kafka_message_t *m = NULL;
+    char why[SVC_ERRBUF_LEN] = "";
     svc_err_t err = SVC_OK;
+    size_t n;
+    uint64_t now;
 
-    served = served != NULL ? served : &dummy;
-    *served = 0;
+    if (served != NULL)
+        *served = 0;
     if (atomic_load(&c->stop) || c->closed) {
         svc_errbuf_set(errbuf, "kafka consumer: stopped");
         return SVC_ECANCELLED;
     }
-    /* A due retry is served only if the previous call polled librdkafka:
-     * with many partitions retrying, rebalances and the poll interval are
-     * still served every other call (two handler calls at most between). */
-    if (p != NULL && due <= now && c->polled) {
-        *served = 1;
-        c->polled = false;
-        err = serve(c, p->m, p, errbuf);
-    } else {
-        if (p != NULL && due <= now)
-            t = 0;
-        else if (p != NULL && due - now < (uint64_t)t)
-            t = (int)(due - now);
-        c->polled = true;
-        m = rd_kafka_consumer_poll(c->rk, t);
-        /* Rebalances ran inside that poll. */
-        if (c->deferred != SVC_OK) {
-            err = c->deferred;
-            svc_errbuf_set(errbuf, "%s", c->deferred_text);
-            c->deferred = SVC_OK;
-        }
-        if (m != NULL) {
-            svc_err_t e = take(c, m, served, errbuf);
-            err = e != SVC_OK ? e : err;
-        }
+    c->dlq_failed = false;
+    n = serve(c, timeout_ms > 0 ? timeout_ms : 0, &err, errbuf);
+    if (served != NULL)
+        *served = (int)n;
+    /* A failed commit stays due: the offsets stay stored and the next poll
+     * commits them (or the next owner gets those records again). */
+    if (c->stored) {
+        svc_err_t e = kfk__commit_stored(c, why);
+
+        c->stored = e != SVC_OK;
+        keep_first(&err, errbuf, e, why);
     }
     now = svc_now_ms();
     if (now >= c->lag_at_ms) {

@@ -28,6 +28,7 @@ void kfk_consumer_opts_init(kfk_consumer_opts_t *o)
     o->max_attempts = KFK_CONSUMER_DEFAULT_MAX_ATTEMPTS;
     o->dlq_timeout_ms = KFK_CONSUMER_DEFAULT_DLQ_TIMEOUT_MS;
     o->lag_interval_ms = KFK_CONSUMER_DEFAULT_LAG_INTERVAL_MS;
+    o->batch_max = KFK_CONSUMER_DEFAULT_BATCH_MAX;
 }
 
 static bool empty(const char *s)
@@ -67,9 +68,11 @@ static const char *bad_timing(const kfk_consumer_opts_t *o)
         return "handler_timeout_ms must be 100..600000";
     if (!in_range(o->dlq_timeout_ms, 1000, 300000))
         return "dlq_timeout_ms must be 1000..300000";
-    /* Between two rd_kafka_consumer_poll calls there are at most two handler
-     * calls, each with at most one dead letter (consumer_loop.c): they must
-     * fit in the poll interval, or the group would evict a busy member. */
+    /* One kfk_consumer_poll takes at most two handler deadlines (a batch
+     * shares one; after a failed batch, the one record tried alone gets its
+     * own) and one dead letter's wait (after a failed one, the others of the
+     * poll are not tried: consumer_loop.c). Two polls of them must fit in
+     * the poll interval, or the group would evict a busy member. */
     if (!in_range(o->max_poll_interval_ms, 1, 3600000) ||
         (int64_t)o->max_poll_interval_ms <=
             2 * ((int64_t)o->handler_timeout_ms + o->dlq_timeout_ms))
@@ -102,6 +105,11 @@ svc_err_t kfk_consumer_opts_validate(const kfk_consumer_opts_t *o, char *errbuf)
         ;
     else if (o->handler == NULL)
         bad = "handler is required";
+    else if (o->batch_max < 1 || o->batch_max > KFK_CONSUMER_MAX_BATCH)
+        bad = "batch_max must be 1..1000";
+    else if (o->batch != NULL &&
+             (o->batch->begin == NULL || o->batch->commit == NULL || o->batch->rollback == NULL))
+        bad = "batch needs begin, commit and rollback";
     if (bad == NULL)
         return SVC_OK;
     svc_errbuf_set(errbuf, "kafka consumer: %s", bad);

@@ -114,6 +114,7 @@ void kfk_consumer_stats(const kfk_consumer_t *c, kfk_consumer_stats_t *out)
 
     memset(out, 0, sizeof *out);
     out->consumed = atomic_load(&s->consumed);
+    out->batches = atomic_load(&s->batches);
     out->handled = atomic_load(&s->handled);
     out->duplicates = atomic_load(&s->duplicates);
     out->dead_lettered = atomic_load(&s->dead_lettered);
@@ -196,6 +197,8 @@ size_t kfk_consumer_metrics(const kfk_consumer_t *c, const char *prefix, char *b
     kfk_consumer_stats(c, &s);
     counter(&o, prefix, "consumed_total", "records handed to the handler (first attempts)",
             s.consumed);
+    counter(&o, prefix, "batches_total", "polls that handed out records (consumed / batches: "
+            "the mean batch size)", s.batches);
     counter(&o, prefix, "handled_total", "records the handler handled", s.handled);
     counter(&o, prefix, "deduplicated_total", "records the handler had handled before",
             s.duplicates);

@@ -23,6 +23,8 @@
 struct kfk_worker {
     kfk_consumer_t *c;
     kfk_handler_fn handler; /* the service's, with its ctx */
+    const kfk_batch_ops_t *batch; /* the service's; NULL when none */
+    kfk_batch_ops_t ops;    /* forwarders to batch with ctx */
     void *ctx;
     pthread_t thread;
     char module[64];
@@ -48,6 +50,27 @@ static kfk_verdict_t handle(void *ctx, const kfk_record_t *r, char *reason)
     const kfk_worker_t *w = ctx;
 
     return w->handler(w->ctx, r, reason);
+}
+
+static svc_err_t tx_begin(void *ctx, uint64_t deadline_ms, char *errbuf)
+{
+    const kfk_worker_t *w = ctx;
+
+    return w->batch->begin(w->ctx, deadline_ms, errbuf);
+}
+
+static svc_err_t tx_commit(void *ctx, uint64_t deadline_ms, char *errbuf)
+{
+    const kfk_worker_t *w = ctx;
+
+    return w->batch->commit(w->ctx, deadline_ms, errbuf);
+}
+
+static void tx_rollback(void *ctx)
+{
+    const kfk_worker_t *w = ctx;
+
+    w->batch->rollback(w->ctx);
 }
 
 /* One line per change: the text of a failure is compared without the
@@ -121,6 +144,11 @@ svc_err_t kfk_worker_start(const kfk_consumer_opts_t *o, const char *log_module,
     co.handler = o->handler != NULL ? handle : NULL; /* NULL: let validation name it */
     co.on_log = on_log;
     co.ctx = w;
+    if (o->batch != NULL) {
+        w->batch = o->batch;
+        w->ops = (kfk_batch_ops_t){tx_begin, tx_commit, tx_rollback};
+        co.batch = &w->ops;
+    }
     err = kfk_consumer_new(&co, &w->c, errbuf);
     if (err == SVC_OK && (rc = pthread_create(&w->thread, NULL, run, w)) != 0) {
         svc_errbuf_set(errbuf, "kfk_worker_start: pthread_create: %s", strerror(rc));
@@ -132,7 +160,9 @@ svc_err_t kfk_worker_start(const kfk_consumer_opts_t *o, const char *log_module,
         free(w);
         return err;
     }
-    svc_log_info(w->module, "consumer started (group %s, brokers %s)", o->group_id, o->brokers);
+    svc_log_info(w->module, "consumer started (group %s, brokers %s, up to %u records per %s)",
+                 o->group_id, o->brokers, o->batch_max,
+                 o->batch != NULL ? "transaction" : "poll");
     *out = w;
     return SVC_OK;
 }
@@ -155,7 +185,7 @@ void kfk_worker_stop(kfk_worker_t *w)
 }
 
 svc_err_t kfk_worker_start_cfg(const kfk_worker_cfg_t *cfg, const char *const *topics,
-                               const char *client_id, kfk_handler_fn handler, void *ctx,
+                               const char *client_id, const kfk_worker_handler_t *h,
                                const char *log_module, const char *without, kfk_worker_t **out,
                                char *errbuf)
 {
@@ -172,8 +202,10 @@ svc_err_t kfk_worker_start_cfg(const kfk_worker_cfg_t *cfg, const char *const *t
     o.topics = topics;
     o.client_id = client_id;
     o.session_timeout_ms = (int)cfg->session_timeout_ms;
-    o.handler = handler;
-    o.ctx = ctx;
+    o.batch_max = (unsigned)cfg->batch_max;
+    o.batch = h->batch;
+    o.handler = h->fn;
+    o.ctx = h->ctx;
     return kfk_worker_start(&o, log_module, out, errbuf);
 }
 

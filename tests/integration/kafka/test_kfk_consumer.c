@@ -19,7 +19,8 @@
  *     the second gets that record and every other one, each handled once;
  *   - kill -9 of a consumer process after its handler's effect but before
  *     the offset commit: that one record is handed again to the next member
- *     (at least once), and no other record is.
+ *     (at least once), and no other record is;
+ *   - batches in one transaction of the handler's (kfk_it_batch.c).
  * Topics are created by the test itself (the admin API), one set per case.
  */
 #include <signal.h>
@@ -30,6 +31,7 @@
 #include <unistd.h>
 
 #include "kfk_it.h"
+#include "kfk_it_batch.h"
 
 static uint64_t t_start;
 
@@ -417,6 +419,10 @@ int main(void)
         cmocka_unit_test(retry_holds_its_partition_then_succeeds),
         cmocka_unit_test(rebalance_moves_partitions_and_drops_retry_state),
         cmocka_unit_test(kill9_after_effect_redelivers_that_record),
+        cmocka_unit_test(kit_batch_many_to_a_transaction),
+        cmocka_unit_test(kit_batch_retry_rolls_back_and_splits),
+        cmocka_unit_test(kit_batch_poison_is_dead_lettered),
+        cmocka_unit_test(kit_batch_failed_commit_hands_it_again),
     };
     return svc_test_run_group_tests_name("kfk_consumer_it", tests, group_setup, group_teardown);
 }

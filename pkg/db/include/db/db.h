@@ -89,6 +89,12 @@ svc_err_t db_conn_open(const char *dsn, const db_stmt_t *stmts, size_t n,
 svc_err_t db_run(db_conn_t *c, size_t idx, const char *const *params, uint64_t deadline_ns,
                  int *n_rows, char *errbuf);
 
+/* Runs statement idx (the store's COMMIT). A COMMIT of a transaction that
+ * an earlier statement aborted succeeds as a statement but answers
+ * "ROLLBACK": that is SVC_EABORTED here, never SVC_OK, so nobody
+ * acknowledges effects the database threw away. */
+svc_err_t db_commit(db_conn_t *c, size_t idx, uint64_t deadline_ns, char *errbuf);
+
 /* A ROLLBACK after a failure gets a deadline of its own: the caller's may
  * be the very thing that ran out, and a connection left inside a
  * transaction would fail every later call on it. */

@@ -4,13 +4,26 @@
  * handler and commits its offset only once the handler is done with it.
  *
  * At least once, never past a record that is not done: auto-commit and the
- * automatic offset store are off; a record's offset + 1 is stored and
- * committed (synchronously, before the next record is handed out) only after
- * the handler said KFK_HANDLED or KFK_DUPLICATE, or after the record was
- * dead-lettered and the broker acknowledged the dead-letter copy (acks=all).
- * A crash between the handler's own commit and the offset commit hands the
- * record again: handlers dedupe on ce_id in the same transaction as their
- * effect (docs/events.md §2, §4).
+ * automatic offset store are off; a record's offset + 1 is stored only after
+ * the handler said KFK_HANDLED or KFK_DUPLICATE (and, with batch ops, after
+ * the batch's transaction committed), or after the record was dead-lettered
+ * and the broker acknowledged the dead-letter copy (acks=all); the stored
+ * offsets are committed synchronously at the end of each kfk_consumer_poll,
+ * before the next batch is handed out. A crash between the handler's own
+ * commit and the offset commit hands those records again: handlers dedupe on
+ * ce_id in the same transaction as their effect (docs/events.md §2, §4).
+ *
+ * Batches (opts.batch_max > 1): one kfk_consumer_poll hands out up to
+ * batch_max records that librdkafka has fetched already (it waits only for
+ * the first), in fetch order. With opts.batch (begin, commit, rollback) the
+ * handler calls of a batch share one transaction of the handler's: one
+ * database commit for the batch instead of one per record, which is what
+ * lets a consumer keep up when every commit waits for a disk flush. If any
+ * record answers KFK_RETRY, or the commit fails, the transaction is rolled
+ * back and the batch's records are handed again one at a time, each in a
+ * transaction of its own, until the first of them that fails again: it is
+ * kept for a retry (as below), and the ones after it are fetched again. So
+ * one bad record never holds back, or takes down, the rest of its batch.
  *
  * Verdicts:
  *   KFK_HANDLED    done; the offset is committed.
@@ -77,6 +90,11 @@ typedef struct kfk_record {
     const char *ce_id;           /* the ce_id header, NUL-terminated; NULL
                                     when absent, empty, or not text         */
     unsigned attempt;            /* 1 the first time, +1 per KFK_RETRY      */
+    bool batched;                /* other records share this transaction
+                                    (opts.batch): after a failed statement
+                                    answer KFK_RETRY, never KFK_POISON (the
+                                    record is handed again alone, where
+                                    KFK_POISON is right)                    */
     uint64_t deadline_ms;        /* svc_now_ms() time the handler must be
                                     done by (opts.handler_timeout_ms)       */
     const kfk_consumer_t *consumer; /* for kfk_record_cancelled             */
@@ -95,6 +113,21 @@ typedef kfk_verdict_t (*kfk_handler_fn)(void *ctx, const kfk_record_t *r, char *
  * record is then handed again, to this consumer or the next owner). */
 bool kfk_record_cancelled(const kfk_record_t *r);
 
+/*
+ * A transaction around a batch's handler calls (opts.batch), all three
+ * required, called on the consumer's thread with opts.ctx. begin opens it
+ * (the handler calls then write in it, and do not commit); commit makes the
+ * batch's effects durable - an error means none of them happened (it must
+ * not report success for a transaction the database rolled back); rollback
+ * drops it (after a KFK_RETRY, a KFK_POISON of a lone record, or a failed
+ * commit). deadline_ms as kfk_record_t's.
+ */
+typedef struct kfk_batch_ops {
+    svc_err_t (*begin)(void *ctx, uint64_t deadline_ms, char *errbuf);
+    svc_err_t (*commit)(void *ctx, uint64_t deadline_ms, char *errbuf);
+    void (*rollback)(void *ctx);
+} kfk_batch_ops_t;
+
 #define KFK_CONSUMER_DEFAULT_DLQ_SUFFIX         ".dlq"
 /* librdkafka's defaults; the session is how long a dead member keeps its
  * partitions, the poll interval how long a stuck one does. */
@@ -108,6 +141,9 @@ bool kfk_record_cancelled(const kfk_record_t *r);
 #define KFK_CONSUMER_DEFAULT_DLQ_TIMEOUT_MS     10000
 #define KFK_CONSUMER_DEFAULT_LAG_INTERVAL_MS    5000
 #define KFK_CONSUMER_MAX_TOPICS                 16
+/* 1: one record per poll. The most records one poll hands out. */
+#define KFK_CONSUMER_DEFAULT_BATCH_MAX          1u
+#define KFK_CONSUMER_MAX_BATCH                  1000u
 /* Partitions whose lag is kept (more are consumed, but not shown). */
 #define KFK_CONSUMER_MAX_LAG_PARTITIONS         256
 
@@ -130,6 +166,10 @@ typedef struct kfk_consumer_opts {
                                      dead-letters it ("retries exhausted: ...")      */
     int dlq_timeout_ms;           /* 1000..300000: a dead letter's delivery bound    */
     int lag_interval_ms;          /* 100..600000: how often lag is sampled           */
+    unsigned batch_max;           /* 1..KFK_CONSUMER_MAX_BATCH records per poll      */
+    const kfk_batch_ops_t *batch; /* NULL: each handler call commits its own effect;
+                                     else one transaction per batch (borrowed: must
+                                     outlive the consumer)                           */
     kfk_handler_fn handler;       /* required                                        */
     kfk_log_fn on_log;            /* NULL: librdkafka's lines are dropped            */
     void *ctx;                    /* passed to handler and on_log                    */
@@ -147,9 +187,10 @@ svc_err_t kfk_consumer_opts_validate(const kfk_consumer_opts_t *o, char *errbuf)
 svc_err_t kfk_consumer_new(const kfk_consumer_opts_t *o, kfk_consumer_t **out, char *errbuf);
 
 /*
- * Serves at most one record (a due retry first), waiting up to timeout_ms
- * for one; rebalances are served inside it too. *served (optional) is set to
- * 1 when a record was handed to the handler or dead-lettered, else 0.
+ * Serves a due retry alone, or else a batch of at most opts.batch_max
+ * records, waiting up to timeout_ms for the first; rebalances are served
+ * inside it too. *served (optional) is set to the number of records handed
+ * to the handler or dead-lettered (0 when none).
  * SVC_OK: nothing went wrong (idle included). Otherwise the consumer is
  * still usable and errbuf says what happened, for the caller to log:
  * SVC_EUNAVAIL (broker unreachable, an offset commit failed - it is retried
@@ -179,6 +220,8 @@ void kfk_consumer_free(kfk_consumer_t *c);
 
 typedef struct kfk_consumer_stats {
     uint64_t consumed;      /* records handed to the handler the first time  */
+    uint64_t batches;       /* polls that handed out records (consumed /
+                               batches: the mean batch size)                 */
     uint64_t handled;       /* KFK_HANDLED                                   */
     uint64_t duplicates;    /* KFK_DUPLICATE (deduplicated)                  */
     uint64_t dead_lettered; /* acknowledged by the dead-letter topic         */
@@ -201,7 +244,8 @@ void kfk_consumer_stats(const kfk_consumer_t *c, kfk_consumer_stats_t *out);
 /*
  * Writes the Prometheus text of the stats into buf (cap bytes, always
  * NUL-terminated when cap > 0), metric names starting with prefix (e.g.
- * "shopmicro_catalog_consumer"): <prefix>_consumed_total, _handled_total,
+ * "shopmicro_catalog_consumer"): <prefix>_consumed_total, _batches_total,
+ * _handled_total,
  * _deduplicated_total, _dead_lettered_total, _retries_total,
  * _commit_errors_total, _rebalances_total, _handler_seconds (histogram),
  * _assigned_partitions, and _lag{topic,partition} per assigned partition

@@ -55,16 +55,27 @@ typedef struct kfk_worker_cfg {
     int64_t session_timeout_ms;    /* how long a crashed member keeps its
                                       partitions (kill -9: the restarted one
                                       waits this long for them)              */
+    int64_t batch_max;             /* records per poll (and per transaction,
+                                      with batch ops)                        */
 } kfk_worker_cfg_t;
 
+/* What a service plugs into its consumer (kafka/consumer.h). */
+typedef struct kfk_worker_handler {
+    kfk_handler_fn fn;             /* required                               */
+    const kfk_batch_ops_t *batch;  /* NULL: each call commits its own effect;
+                                      borrowed, must outlive the worker      */
+    void *ctx;                     /* passed to fn and to batch's functions  */
+} kfk_worker_handler_t;
+
 /*
- * The three rows of a service's svc_cfg table for its kfk_worker_cfg_t
+ * The four rows of a service's svc_cfg table for its kfk_worker_cfg_t
  * member `m` of config struct `type`, named <P>_KAFKA_BROKERS (default
  * 127.0.0.1:19092; "none": no consumer - an empty value means the default,
- * as for every variable), <P>_CONSUMER_GROUP (default `group_default`) and
+ * as for every variable), <P>_CONSUMER_GROUP (default `group_default`),
  * <P>_CONSUMER_SESSION_TIMEOUT_MS (librdkafka's 45000; 6000..300000, the
- * broker's group limits). `what` completes the help lines ("the stock
- * saga").
+ * broker's group limits) and <P>_CONSUMER_BATCH_MAX (100; 1..1000: the
+ * most records one transaction handles when records wait). `what`
+ * completes the help lines ("the stock saga").
  */
 #define KFK_WORKER_CFG_ROWS(P, type, m, group_default, what)                                              \
     {P "_KAFKA_BROKERS", SVC_CFG_STR, 1, 511, "127.0.0.1:19092", offsetof(type, m.brokers),       \
@@ -73,18 +84,20 @@ typedef struct kfk_worker_cfg {
      "Kafka consumer group of " what},                                                            \
     {P "_CONSUMER_SESSION_TIMEOUT_MS", SVC_CFG_INT, 6000, 300000, "45000",                        \
      offsetof(type, m.session_timeout_ms),                                                        \
-     "how long a crashed consumer of " what " keeps its partitions"}
+     "how long a crashed consumer of " what " keeps its partitions"},                          \
+    {P "_CONSUMER_BATCH_MAX", SVC_CFG_INT, 1, 1000, "100", offsetof(type, m.batch_max),           \
+     "most records of " what " handled in one transaction (1: one at a time)"}
 
 /*
  * kfk_worker_start for a service: the consumer of `topics` (NULL-terminated)
- * with cfg's brokers, group and session timeout, client.id client_id, the
- * rest of the defaults, and handler(ctx). With cfg->brokers "none" it starts
+ * with cfg's brokers, group, session timeout and batch size, client.id
+ * client_id, the rest of the defaults, and h. With cfg->brokers "none" it starts
  * nothing: *out NULL, SVC_OK, and the warning line `without` under
  * log_module (which variable said none, and what the service then does not
  * do).
  */
 svc_err_t kfk_worker_start_cfg(const kfk_worker_cfg_t *cfg, const char *const *topics,
-                               const char *client_id, kfk_handler_fn handler, void *ctx,
+                               const char *client_id, const kfk_worker_handler_t *h,
                                const char *log_module, const char *without, kfk_worker_t **out,
                                char *errbuf);
 

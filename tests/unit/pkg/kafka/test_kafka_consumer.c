@@ -50,6 +50,8 @@ static void defaults_are_documented_values(void **state)
     assert_int_equal(o.max_attempts, 0);
     assert_int_equal(o.dlq_timeout_ms, 10000);
     assert_int_equal(o.lag_interval_ms, 5000);
+    assert_int_equal(o.batch_max, 1);
+    assert_null(o.batch);
     valid_opts(&o);
     assert_int_equal(kfk_consumer_opts_validate(&o, NULL), SVC_OK);
     o.max_poll_interval_ms = 80001;
@@ -84,6 +86,13 @@ static void base_zero(kfk_consumer_opts_t *o) { o->backoff_base_ms = 0; }
 static void cap_below_base(kfk_consumer_opts_t *o) { o->backoff_cap_ms = 50; }
 static void lag_fast(kfk_consumer_opts_t *o) { o->lag_interval_ms = 10; }
 static void no_handler(kfk_consumer_opts_t *o) { o->handler = NULL; }
+static void batch_zero(kfk_consumer_opts_t *o) { o->batch_max = 0; }
+static void batch_huge(kfk_consumer_opts_t *o) { o->batch_max = KFK_CONSUMER_MAX_BATCH + 1; }
+static void batch_half(kfk_consumer_opts_t *o)
+{
+    static const kfk_batch_ops_t half = {NULL, NULL, NULL};
+    o->batch = &half;
+}
 
 static void validation_names_the_bad_option(void **state)
 {
@@ -107,6 +116,9 @@ static void validation_names_the_bad_option(void **state)
         {cap_below_base, "backoff_cap_ms"},
         {lag_fast, "lag_interval_ms"},
         {no_handler, "handler is required"},
+        {batch_zero, "batch_max must be 1..1000"},
+        {batch_huge, "batch_max must be 1..1000"},
+        {batch_half, "batch needs begin, commit and rollback"},
     };
     char errbuf[SVC_ERRBUF_LEN];
     kfk_consumer_opts_t o;

@@ -268,12 +268,15 @@ static void cancel_reason_keeps_whole_clauses(void **state)
 static void database_errors_are_retried_unless_a_value_was_refused(void **state)
 {
     (void)state;
-    assert_int_equal(ord_saga_db_verdict(SVC_EUNAVAIL), KFK_RETRY);
-    assert_int_equal(ord_saga_db_verdict(SVC_ETIMEDOUT), KFK_RETRY);
-    assert_int_equal(ord_saga_db_verdict(SVC_EABORTED), KFK_RETRY);
-    assert_int_equal(ord_saga_db_verdict(SVC_EINTERNAL), KFK_RETRY);
-    assert_int_equal(ord_saga_db_verdict(SVC_ENOMEM), KFK_RETRY);
-    assert_int_equal(ord_saga_db_verdict(SVC_EINVAL), KFK_POISON);
+    assert_int_equal(ord_saga_db_verdict(SVC_EUNAVAIL, false), KFK_RETRY);
+    assert_int_equal(ord_saga_db_verdict(SVC_ETIMEDOUT, false), KFK_RETRY);
+    assert_int_equal(ord_saga_db_verdict(SVC_EABORTED, false), KFK_RETRY);
+    assert_int_equal(ord_saga_db_verdict(SVC_EINTERNAL, false), KFK_RETRY);
+    assert_int_equal(ord_saga_db_verdict(SVC_ENOMEM, false), KFK_RETRY);
+    assert_int_equal(ord_saga_db_verdict(SVC_EINVAL, false), KFK_POISON);
+    /* in a batch: rolled back and handed again alone, where it is poison */
+    assert_int_equal(ord_saga_db_verdict(SVC_EINVAL, true), KFK_RETRY);
+    assert_int_equal(ord_saga_db_verdict(SVC_EUNAVAIL, true), KFK_RETRY);
 }
 
 /* GET /v1/orders/{id} through the gateway is pbjson's encoding of Order:
