@@ -12,7 +12,9 @@
 #    - every depends_on has a condition: service_healthy on a service that has a healthcheck,
 #      or service_completed_successfully on a one-shot service (`restart: "no"`);
 #    - the services built here all use one image built from one Dockerfile;
-#    - the gateway publishes 8080, and every *_DB_DSN names host=postgres.
+#    - the gateway publishes 8080, and every *_DB_DSN names host=postgres;
+#    - rabbitmq runs the official management image with a rabbitmq-diagnostics healthcheck, a fixed
+#      hostname and a named volume on /var/lib/rabbitmq.
 # 3. For each NAME=BINARY (catalog, order, relay, gateway from the build tree), every environment variable
 #    of the compose service whose command is NAME is one that `BINARY --help` documents. A typo
 #    would otherwise be ignored without a word. An empty or unbuilt BINARY is reported as skipped.
@@ -144,6 +146,18 @@ gw = svcs.get("gateway", {})
 published = [str(p.get("published")) if isinstance(p, dict) else str(p).split(":")[-2] if ":" in str(p) else str(p)
              for p in gw.get("ports") or []]
 check("8080" in published, "gateway publishes port 8080")
+# RabbitMQ: the management image, a healthcheck that asks the node (not just its port), and its
+# data in a named volume (the node keeps it under rabbit@<hostname>, so the hostname is fixed).
+rmq = svcs.get("rabbitmq", {})
+rmq_hc = " ".join(str(x) for x in (rmq.get("healthcheck") or {}).get("test") or [])
+check(str(rmq.get("image", "")).startswith("rabbitmq:") and "management" in str(rmq.get("image", "")),
+      f"rabbitmq: official management image ({rmq.get('image')})")
+check("rabbitmq-diagnostics" in rmq_hc, "rabbitmq: healthcheck runs rabbitmq-diagnostics")
+rmq_vols = [v if isinstance(v, dict) else {"source": str(v).split(":")[0], "target": (str(v).split(":") + [""])[1]}
+            for v in rmq.get("volumes") or []]
+check(bool(rmq.get("hostname")) and any(v.get("target") == "/var/lib/rabbitmq" and v.get("source") in (doc.get("volumes") or {})
+                                        for v in rmq_vols),
+      "rabbitmq: fixed hostname and a named volume on /var/lib/rabbitmq")
 sys.exit(1 if fails else 0)
 EOF
   if (( rc != 0 )); then FAILS=$((FAILS + 1)); fi
