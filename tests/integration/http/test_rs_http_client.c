@@ -1,6 +1,6 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /*
- * test_http_client.c - pkg/resilience's HTTP binding against a real HTTP
+ * test_rs_http_client.c - pkg/resilience's HTTP binding against a real HTTP
  * server on loopback: the notify-sink's own server and behaviour
  * (services/notify-sink, its library), run in a thread of this process and
  * told to misbehave through its control endpoint. Waits have generous

@@ -1,0 +1,355 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/*
+ * test_notify_sink.c - the notify-sink as a real process on a free port,
+ * driven through pkg/resilience's HTTP binding (an end-to-end test of
+ * both): a signed delivery is accepted and logged, a bad signature is 401
+ * and not recorded, a repeated Idempotency-Key is recorded once, and each
+ * misbehaviour is seen from the client: 500 x3 then delivered on the 4th
+ * attempt, 429 Retry-After: 2 waited out, a hang cut by the attempt
+ * timeout, a 2 s absence (connections refused) outlasted; SIGTERM exits 0.
+ */
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <setjmp.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+#include <cmocka.h>
+
+#include "rs/http.h"
+#include "support/group.h"
+#include "support/spawn.h"
+#include "webhook/webhook.h"
+
+#define SECRET "whsec_dGVzdC1ub3RpZnktc2luay1zZWNyZXQ="
+
+typedef struct fixture {
+    spawn_proc_t *sink;
+    int port;
+    char url[80], control[80], received[80];
+    rs_http_client_t *ctl;
+    whk_key_t key;
+    unsigned seq;
+} fixture_t;
+
+static uint64_t in_ms(uint64_t ms)
+{
+    return svc_now_ns() + ms * SVC_NS_PER_MS;
+}
+
+static uint64_t ms_since(uint64_t t0)
+{
+    return (svc_now_ns() - t0) / SVC_NS_PER_MS;
+}
+
+static uint32_t timeouts(uint32_t ms)
+{
+    const char *m = getenv("SVC_TEST_TIMEOUT_MULTIPLIER");
+
+    return ms * (m != NULL && atoi(m) > 0 ? (uint32_t)atoi(m) : 1u);
+}
+
+static rs_http_client_t *client_new(uint32_t max_attempts, uint32_t attempt_timeout_ms)
+{
+    char errbuf[SVC_ERRBUF_LEN] = "";
+    rs_http_client_t *cl = NULL;
+    rs_http_opts_t o;
+
+    rs_http_opts_init(&o);
+    o.name = "sink-it";
+    o.upstream.policy.max_attempts = max_attempts;
+    o.upstream.policy.attempt_timeout_ms = attempt_timeout_ms;
+    o.upstream.policy.backoff_base_ms = 200;
+    o.upstream.policy.backoff_cap_ms = 400;
+    o.upstream.policy.jitter = RS_JITTER_EQUAL;
+    if (rs_http_client_new(&o, &cl, errbuf) != SVC_OK)
+        fail_msg("rs_http_client_new: %s", errbuf);
+    return cl;
+}
+
+static void control(fixture_t *f, const char *query)
+{
+    char url[160];
+    rs_http_request_t r = {.method = "POST", .url = url, .deadline_ns = in_ms(5000)};
+    rs_http_result_t res;
+
+    snprintf(url, sizeof url, "%s?%s", f->control, query);
+    assert_int_equal(rs_http_do(f->ctl, &r, &res), SVC_OK);
+}
+
+/* GET /received, as text. Owned by caller. */
+static char *received(fixture_t *f)
+{
+    rs_http_request_t r = {.method = "GET", .url = f->received, .deadline_ns = in_ms(5000),
+                           .want_body = true};
+    rs_http_result_t res;
+
+    assert_int_equal(rs_http_do(f->ctl, &r, &res), SVC_OK);
+    assert_non_null(res.body);
+    return res.body;
+}
+
+static bool received_has(fixture_t *f, const char *needle)
+{
+    char *page = received(f);
+    bool has = strstr(page, needle) != NULL;
+
+    if (!has)
+        print_message("GET /received: %s\n", page);
+    free(page);
+    return has;
+}
+
+/* A delivery signed with key, id "<prefix>-<n>" (or id if given). */
+static svc_err_t deliver(fixture_t *f, rs_http_client_t *cl, const whk_key_t *key,
+                         const char *id_in, rs_http_result_t *res)
+{
+    static const char body[] = "{\"type\":\"OrderConfirmed\",\"order\":\"o-1\"}";
+    char id[64], idem[96];
+    whk_headers_t h;
+    const char *headers[4];
+    rs_http_request_t r = {.method = "POST", .url = f->url, .body = body, .body_len = strlen(body),
+                           .headers = headers, .n_headers = 4, .deadline_ns = in_ms(20000),
+                           .want_body = true};
+    svc_err_t err;
+
+    if (id_in != NULL)
+        snprintf(id, sizeof id, "%s", id_in);
+    else
+        snprintf(id, sizeof id, "evt-it-%u-%u", (unsigned)getpid(), ++f->seq);
+    snprintf(idem, sizeof idem, "Idempotency-Key: %s", id);
+    assert_int_equal(whk_headers_make(key, id, (int64_t)time(NULL), body, strlen(body), &h), SVC_OK);
+    headers[0] = h.id;
+    headers[1] = h.timestamp;
+    headers[2] = h.signature;
+    headers[3] = idem;
+    err = rs_http_do(cl, &r, res);
+    print_message("%s: err=%s status=%d reason=%s attempts=%u message=%s body=%s\n", id,
+                  svc_err_name(res->err), res->status, rs_reason_name(res->reason), res->attempts,
+                  res->message, res->body != NULL ? res->body : "");
+    return err;
+}
+
+/* ---- fixture: one sink process for the group ------------------------------------------ */
+
+static int group_setup(void **state)
+{
+    static fixture_t fx;
+    char listen[64], errbuf[SVC_ERRBUF_LEN] = "";
+    const char *env[4] = {listen, "NOTIFY_WEBHOOK_SECRET=" SECRET, "NOTIFY_SINK_LOG_LEVEL=info",
+                          NULL};
+    spawn_opts_t so;
+
+    fx.port = spawn_free_port();
+    snprintf(listen, sizeof listen, "NOTIFY_SINK_LISTEN=127.0.0.1:%d", fx.port);
+    snprintf(fx.url, sizeof fx.url, "http://127.0.0.1:%d/webhooks", fx.port);
+    snprintf(fx.control, sizeof fx.control, "http://127.0.0.1:%d/control", fx.port);
+    snprintf(fx.received, sizeof fx.received, "http://127.0.0.1:%d/received", fx.port);
+    spawn_opts_init(&so);
+    so.path = getenv("NOTIFY_SINK_BIN");
+    so.env = env;
+    if (so.path == NULL || spawn_start(&so, &fx.sink, errbuf) != SVC_OK ||
+        spawn_wait_port(fx.sink, "127.0.0.1", fx.port, (int)timeouts(10000), errbuf) != SVC_OK) {
+        fprintf(stderr, "notify-sink: %s\n", errbuf);
+        return -1;
+    }
+    if (whk_key_parse(SECRET, &fx.key, errbuf) != SVC_OK)
+        return -1;
+    fx.ctl = client_new(1, 5000);
+    *state = &fx;
+    return 0;
+}
+
+static int group_teardown(void **state)
+{
+    fixture_t *f = *state;
+    int ws = -1;
+    svc_err_t err;
+
+    rs_http_client_free(f->ctl);
+    spawn_signal(f->sink, SIGTERM);
+    err = spawn_wait_exit(f->sink, (int)timeouts(10000), &ws);
+    if (err != SVC_OK || !WIFEXITED(ws) || WEXITSTATUS(ws) != 0) {
+        fprintf(stderr, "notify-sink did not exit 0 on SIGTERM\n");
+        spawn_log_dump(f->sink, 30);
+        spawn_free(f->sink);
+        return -1;
+    }
+    spawn_free(f->sink);
+    return 0;
+}
+
+static int reset(void **state)
+{
+    control(*state, "reset=1");
+    return 0;
+}
+
+/* ---- verification and dedupe ---------------------------------------------------------------- */
+
+static void a_signed_delivery_is_accepted_and_logged(void **state)
+{
+    fixture_t *f = *state;
+    rs_http_client_t *cl = client_new(1, 5000);
+    rs_http_result_t res;
+
+    assert_int_equal(deliver(f, cl, &f->key, "evt-accepted-1", &res), SVC_OK);
+    assert_int_equal(res.status, 200);
+    assert_non_null(strstr(res.body, "\"duplicate\":false"));
+    rs_http_result_dispose(&res);
+    assert_true(received_has(f, "\"count\":1,"));
+    assert_true(received_has(f, "\"id\":\"evt-accepted-1\""));
+    assert_int_equal(spawn_log_wait(f->sink, "event_id=evt-accepted-1 idempotency_key=evt-accepted-1 "
+                                             "verdict=accepted duplicate=false status=200",
+                                    (int)timeouts(5000)),
+                     SVC_OK);
+    rs_http_client_free(cl);
+}
+
+static void a_bad_signature_is_401_and_not_recorded(void **state)
+{
+    fixture_t *f = *state;
+    rs_http_client_t *cl = client_new(1, 5000);
+    rs_http_result_t res;
+    whk_key_t wrong;
+
+    assert_int_equal(whk_key_parse("whsec_d3Jvbmctc2VjcmV0LXdyb25nLXNlY3JldA==", &wrong, NULL),
+                     SVC_OK);
+    assert_int_equal(deliver(f, cl, &wrong, "evt-forged-1", &res), SVC_EUNAUTH);
+    assert_int_equal(res.status, 401);
+    assert_int_equal(res.attempts, 1);
+    assert_non_null(strstr(res.body, "bad-signature"));
+    rs_http_result_dispose(&res);
+    assert_true(received_has(f, "\"count\":0,"));
+    assert_int_equal(spawn_log_wait(f->sink, "event_id=evt-forged-1 idempotency_key=evt-forged-1 "
+                                             "verdict=bad-signature",
+                                    (int)timeouts(5000)),
+                     SVC_OK);
+    rs_http_client_free(cl);
+}
+
+static void a_repeated_idempotency_key_is_recorded_once(void **state)
+{
+    fixture_t *f = *state;
+    rs_http_client_t *cl = client_new(1, 5000);
+    rs_http_result_t res;
+
+    for (int i = 0; i < 3; i++) {
+        assert_int_equal(deliver(f, cl, &f->key, "evt-dup-1", &res), SVC_OK);
+        assert_non_null(strstr(res.body, i == 0 ? "\"duplicate\":false" : "\"duplicate\":true"));
+        rs_http_result_dispose(&res);
+    }
+    assert_true(received_has(f, "\"count\":1,\"duplicates\":2,"));
+    assert_true(received_has(f, "\"times\":3}"));
+    assert_int_equal(spawn_log_wait(f->sink, "event_id=evt-dup-1 idempotency_key=evt-dup-1 "
+                                             "verdict=duplicate duplicate=true",
+                                    (int)timeouts(5000)),
+                     SVC_OK);
+    rs_http_client_free(cl);
+}
+
+/* ---- misbehaviour, seen from the client ---------------------------------------------------- */
+
+static void three_500s_then_delivered_on_the_4th_attempt(void **state)
+{
+    fixture_t *f = *state;
+    rs_http_client_t *cl = client_new(4, 5000);
+    rs_http_result_t res;
+
+    control(f, "fail=3");
+    assert_int_equal(deliver(f, cl, &f->key, NULL, &res), SVC_OK);
+    assert_int_equal(res.attempts, 4);
+    assert_int_equal(res.reason, RS_REASON_RETRIED);
+    rs_http_result_dispose(&res);
+    assert_true(received_has(f, "\"count\":1,"));
+    rs_http_client_free(cl);
+}
+
+static void retry_after_2_is_waited_out(void **state)
+{
+    fixture_t *f = *state;
+    rs_http_client_t *cl = client_new(3, 5000);
+    rs_http_result_t res;
+    uint64_t t0;
+
+    control(f, "throttle=1&retry_after=2");
+    t0 = svc_now_ns();
+    assert_int_equal(deliver(f, cl, &f->key, NULL, &res), SVC_OK);
+    assert_int_equal(res.attempts, 2);
+    assert_true(ms_since(t0) >= 2000);
+    rs_http_result_dispose(&res);
+    rs_http_client_free(cl);
+}
+
+static void a_hang_is_cut_by_the_attempt_timeout(void **state)
+{
+    fixture_t *f = *state;
+    rs_http_client_t *cl = client_new(3, 500);
+    rs_http_result_t res;
+
+    control(f, "hang=1");
+    assert_int_equal(deliver(f, cl, &f->key, NULL, &res), SVC_OK);
+    assert_int_equal(res.attempts, 2);
+    rs_http_result_dispose(&res);
+    assert_int_equal(spawn_log_wait(f->sink, "verdict=injected-hang", (int)timeouts(5000)),
+                     SVC_OK);
+    rs_http_client_free(cl);
+}
+
+static void an_absent_sink_is_reached_when_back(void **state)
+{
+    fixture_t *f = *state;
+    rs_http_client_t *cl = client_new(10, 5000);
+    rs_http_result_t res;
+
+    control(f, "away=2");
+    assert_false(spawn_port_open("127.0.0.1", f->port));
+    assert_int_equal(deliver(f, cl, &f->key, NULL, &res), SVC_OK);
+    assert_true(res.attempts >= 2);
+    rs_http_result_dispose(&res);
+    assert_int_equal(spawn_log_wait(f->sink, "listening again", (int)timeouts(5000)), SVC_OK);
+    rs_http_client_free(cl);
+}
+
+static void help_lists_every_variable(void **state)
+{
+    const char *argv[] = {getenv("NOTIFY_SINK_BIN"), "--help", NULL};
+    spawn_opts_t so;
+    spawn_proc_t *p = NULL;
+    int ws = -1;
+
+    (void)state;
+    spawn_opts_init(&so);
+    so.path = argv[0];
+    so.argv = argv;
+    assert_int_equal(spawn_start(&so, &p, NULL), SVC_OK);
+    assert_int_equal(spawn_wait_exit(p, (int)timeouts(5000), &ws), SVC_OK);
+    assert_true(WIFEXITED(ws) && WEXITSTATUS(ws) == 0);
+    assert_true(spawn_log_contains(p, "NOTIFY_WEBHOOK_SECRET"));
+    assert_true(spawn_log_contains(p, "NOTIFY_SINK_LISTEN"));
+    spawn_free(p);
+}
+
+#define T(f) cmocka_unit_test_setup(f, reset)
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        T(a_signed_delivery_is_accepted_and_logged),
+        T(a_bad_signature_is_401_and_not_recorded),
+        T(a_repeated_idempotency_key_is_recorded_once),
+        T(three_500s_then_delivered_on_the_4th_attempt),
+        T(retry_after_2_is_waited_out),
+        T(a_hang_is_cut_by_the_attempt_timeout),
+        T(an_absent_sink_is_reached_when_back),
+        T(help_lists_every_variable),
+    };
+
+    return svc_test_run_group_tests(tests, group_setup, group_teardown);
+}
