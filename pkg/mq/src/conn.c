@@ -328,6 +328,28 @@ void rmq_conn_free(rmq_conn_t *c)
     free(c);
 }
 
+svc_err_t rmq_conn_keepalive(rmq_conn_t *c, char *errbuf)
+{
+    struct timeval zero = {0, 0};
+    amqp_frame_t f;
+    svc_err_t err = rmq__conn_check(c, errbuf);
+    int st;
+
+    if (err != SVC_OK)
+        return err;
+    /* A zero wait reads what is buffered and lets rabbitmq-c send a due
+     * heartbeat; nothing else is expected on a publishing channel between
+     * publishes (each publish waits for its own confirm). */
+    st = amqp_simple_wait_frame_noblock(c->st, &f, &zero);
+    if (st == AMQP_STATUS_TIMEOUT)
+        return SVC_OK;
+    if (st != AMQP_STATUS_OK)
+        return rmq__status(c, st, "keepalive", errbuf);
+    err = f.frame_type == AMQP_FRAME_METHOD ? rmq__unexpected_method(c, &f, errbuf) : SVC_OK;
+    amqp_maybe_release_buffers(c->st);
+    return err;
+}
+
 bool rmq_conn_alive(const rmq_conn_t *c)
 {
     return c != NULL && !c->dead;

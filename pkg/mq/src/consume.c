@@ -12,6 +12,9 @@
 
 #define HDR_NAME_MAX 128
 #define ID_MAX       256
+/* rmq_consumer_next waits in slices of this, serving the moves'
+ * connection between them. */
+#define SLICE_MS     1000
 
 struct rmq_consumer {
     rmq_conn_t *in;  /* consumes; no confirm mode (nothing is published here) */
@@ -189,9 +192,16 @@ svc_err_t rmq_consumer_next(rmq_consumer_t *c, int timeout_ms, rmq_delivery_t **
         err = SVC_ENOMEM;
     }
     while (err == SVC_OK) {
-        struct timeval tv = rmq__tv(rmq__ms_left(deadline));
+        int left = rmq__ms_left(deadline);
+        struct timeval tv = rmq__tv(left < SLICE_MS ? left : SLICE_MS);
         amqp_rpc_reply_t r;
 
+        /* The moves' connection is idle while jobs come and go: without a
+         * heartbeat from it in every slice the broker would close it, and the
+         * next move would fail. */
+        err = rmq_conn_keepalive(c->out, errbuf);
+        if (err != SVC_OK)
+            break;
         amqp_maybe_release_buffers(c->in->st);
         r = amqp_consume_message(c->in->st, &d->env, &tv, 0);
         if (r.reply_type == AMQP_RESPONSE_NORMAL) {
@@ -204,7 +214,7 @@ svc_err_t rmq_consumer_next(rmq_consumer_t *c, int timeout_ms, rmq_delivery_t **
             err = other_frame(c, errbuf);
         else if (r.reply_type == AMQP_RESPONSE_LIBRARY_EXCEPTION &&
                  r.library_error == AMQP_STATUS_TIMEOUT)
-            err = SVC_ETIMEDOUT;
+            err = SVC_OK; /* this slice is over; the deadline decides below */
         else
             err = rmq__reply(c->in, r, "basic.consume", errbuf);
         if (err == SVC_OK && rmq__ms_left(deadline) == 0)

@@ -4,7 +4,7 @@
  * (mq_it.h): the topology declared twice and with other arguments; a
  * publish confirmed, consumed and acked; an unroutable mandatory publish;
  * a job through a short retry tier and on to the dead-letter queue; a
- * consumer killed before its ack; and kill -9 of the node with persistent
+ * consumer killed before its ack; idle connections and heartbeats; and kill -9 of the node with persistent
  * jobs queued (last: it restarts the node).
  */
 #include <signal.h>
@@ -291,6 +291,66 @@ static void unacked_is_redelivered(void **state)
     rmq_conn_free(c);
 }
 
+static rmq_conn_t *conn_hb1(rmq_conn_opts_t *o)
+{
+    rmq_conn_t *c = NULL;
+    char err[SVC_ERRBUF_LEN] = "";
+
+    mq_it_conn_opts(&node, o);
+    o->heartbeat_s = 1;
+    if (rmq_conn_new(o, &c, err) != SVC_OK)
+        fail_msg("rmq_conn_new: %s", err);
+    return c;
+}
+
+/* Heartbeat 1 s, 6 s idle: served connections (keepalive; a consumer's
+ * moves connection served by next) stay up, an unserved one is closed by
+ * the broker and says so. */
+static void idle_connections_kept_alive(void **state)
+{
+    const uint32_t delays[] = {200};
+    rmq_topology_t t = {.base = "it.idle", .tier_delay_ms = delays, .n_tiers = 1};
+    rmq_consumer_opts_t ko;
+    rmq_conn_opts_t o;
+    rmq_conn_t *c = conn_hb1(&o), *lazy = conn_hb1(&o);
+    rmq_consumer_t *k = NULL;
+    rmq_delivery_t *d = NULL;
+    rmq_message_t m = {.body = "x", .body_len = 1, .message_id = "idle-lazy"};
+    char err[SVC_ERRBUF_LEN] = "";
+    uint64_t until;
+    svc_err_t e;
+
+    (void)state;
+    declare(c, &t);
+    rmq_consumer_opts_init(&ko);
+    ko.conn = o;
+    ko.topology = &t;
+    assert_int_equal(rmq_consumer_new(&ko, &k, err), SVC_OK);
+    until = svc_now_ms() + 6000;
+    while (svc_now_ms() < until) {
+        assert_int_equal(rmq_conn_keepalive(c, err), SVC_OK);
+        assert_int_equal(rmq_consumer_next(k, 200, &d, err), SVC_ETIMEDOUT);
+    }
+    publish(c, &t, "idle-1", "after 6 s idle");
+    d = next(k, 10000);
+    if (rmq_consumer_retry(k, d, 1, err) != SVC_OK)
+        fail_msg("retry after idle: %s", err);
+    rmq_delivery_free(d);
+    d = next(k, 10000);
+    assert_string_equal(rmq_delivery_message_id(d), "idle-1");
+    assert_int_equal(rmq_consumer_ack(k, d, NULL), SVC_OK);
+    rmq_delivery_free(d);
+    e = rmq_publish(lazy, &t, &m, err);
+    if (e == SVC_OK) /* the write may land in the socket before the close is read */
+        e = rmq_publish(lazy, &t, &m, err);
+    assert_int_equal(e, SVC_EUNAVAIL);
+    assert_false(rmq_conn_alive(lazy));
+    fprintf(stderr, "mq_it: the unserved connection: %s\n", err);
+    rmq_consumer_free(k);
+    rmq_conn_free(lazy);
+    rmq_conn_free(c);
+}
+
 static void kill9_keeps_persistent_jobs(void **state)
 {
     rmq_topology_t t = {.base = "it.kill9"};
@@ -353,6 +413,7 @@ int main(void)
         cmocka_unit_test(unroutable_is_an_error),
         cmocka_unit_test(retry_tier_then_dead_letter),
         cmocka_unit_test(unacked_is_redelivered),
+        cmocka_unit_test(idle_connections_kept_alive),
         cmocka_unit_test(kill9_keeps_persistent_jobs),
     };
     return svc_test_run_group_tests_name("mq_broker", tests, group_up, group_down);

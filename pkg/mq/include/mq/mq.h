@@ -92,6 +92,17 @@ void rmq_conn_free(rmq_conn_t *c);
  * returns SVC_EUNAVAIL at once with the first failure's reason. */
 bool rmq_conn_alive(const rmq_conn_t *c);
 
+/*
+ * Serves the connection without blocking: sends a heartbeat when one is
+ * due and notices a broker that closed it. rabbitmq-c sends heartbeats only
+ * from inside its calls, so a connection of rmq_conn_new that sits idle
+ * between jobs (a publisher waiting for the next event) must be given this
+ * at least every heartbeat_s / 2, or the broker closes it after two silent
+ * intervals. SVC_OK, or SVC_EUNAVAIL when it failed. Only for connections of
+ * rmq_conn_new (a consumer serves its own).
+ */
+svc_err_t rmq_conn_keepalive(rmq_conn_t *c, char *errbuf);
+
 /* ------------------------------------------------------------------------
  * Topology
  * ------------------------------------------------------------------------ */
