@@ -197,11 +197,11 @@ for kv in "${RELAY_ENV[@]}"; do export "${kv?}"; done
 
 # latency LABEL DIR: the relay of build dir DIR (restarted), then bench_relay latency; its RESULT
 # line in LAT[LABEL].
-declare -A LAT=()
+declare -A LAT=() CPU=()
 # LAT_RATE (default RATE), LAT_ARGS (more bench_relay arguments) and LAT_TOLERANT=1 (a run with
 # failed calls or unread records is reported, not fatal) serve --saga.
 latency() {
-  local label=$1 dir=$2 rc=0
+  local label=$1 dir=$2 rc=0 cpu0 cpu1 t_cpu
   "$STACK" stop relay >/dev/null
   SHOPMICRO_BUILD_DIR=$dir "$STACK" start relay >"$TMP/relay-start.log" 2>&1 ||
     { cat "$TMP/relay-start.log"; die "the relay did not start"; }
@@ -210,14 +210,51 @@ latency() {
     --product "$PRODUCT_A" --product "$PRODUCT_B" --rate "${LAT_RATE:-$RATE}" --seconds "$SECONDS_RUN" \
     ${LAT_ARGS[@]+"${LAT_ARGS[@]}"} >"$TMP/latency.log" 2>&1 &
   lat_pid=$!
+  cpu0=$(cpu_snapshot) t_cpu=$EPOCHREALTIME
   wait "$lat_pid" || rc=$?
+  cpu1=$(cpu_snapshot)
   (( rc == 0 || ${LAT_TOLERANT:-0} )) || { cat "$TMP/latency.log"; die "bench_relay latency failed (failed calls or unread records)"; }
   lat_pid=""""
   cat "$TMP/latency.log"
   LAT[$label]=$(grep '^RESULT ' "$TMP/latency.log") || die "bench_relay printed no RESULT line"
+  CPU[$label]=$(cpu_per_order "$cpu0" "$cpu1" "$(field "$label" calls)" "$(since "$t_cpu")")
+  say "cpu $label: ${CPU[$label]}"
   (( $(unpublished) == 0 )) || say "warning: $(unpublished) rows still unpublished after the latency run"
 }
 field() { sed -n "s/.* $2=\([^ ]*\).*/\1/p" <<<" ${LAT[$1]}"; }
+
+# CPU of each process of the run, in clock ticks (utime + stime; for Postgres the postmaster,
+# its backends, and the backends that exited), and the machine's busy ticks (all its cores;
+# other work on the machine included): one "name ticks" line each. A delta over a latency run
+# divided by its orders is each process's CPU per order, which says where a saturated machine
+# spends its time.
+proc_ticks() { sed 's/^.*) //' "/proc/$1/stat" 2>/dev/null | awk -v kids="${2:-0}" '{ t = $12 + $13; if (kids) t += $14 + $15; print t }'; }
+cpu_snapshot() {
+  local n pid t kid
+  for n in order catalog relay relay-catalog kafka; do
+    pid=$(head -n1 "$SHOPMICRO_RUN_DIR/$n.pid" 2>/dev/null) || continue
+    t=$(proc_ticks "$pid") && [[ -n $t ]] && printf '%s %s\n' "$n" "$t"
+  done
+  pid=$(head -n1 "$SHOPMICRO_RUN_DIR/pg/data/postmaster.pid" 2>/dev/null) || pid=""
+  if [[ -n $pid ]] && t=$(proc_ticks "$pid" 1) && [[ -n $t ]]; then
+    for kid in $(source "$ROOT/deploy/local/lib/common.sh" && child_pids "$pid"); do
+      t=$(( t + $(proc_ticks "$kid" || echo 0) ))
+    done
+    printf 'postgres %s\n' "$t"
+  fi
+  awk '/^cpu / { print "machine", $2 + $3 + $4 + $7 + $8 }' /proc/stat
+}
+# cpu_per_order BEFORE AFTER ORDERS SECONDS: "order 0.41 catalog 0.22 ... ms per order; the
+# machine busy N % of its cores".
+cpu_per_order() {
+  awk -v n="$3" -v s="$4" -v hz="$(getconf CLK_TCK)" -v cores="$(nproc)" '
+    FNR == NR { a[$1] = $2; next }
+    ($1 in a) { d = ($2 - a[$1]) * 1000 / hz
+                if ($1 == "machine") busy = d / (s * 1000 * cores) * 100
+                else { printf "%s%s %.2f", sep, $1, n ? d / n : 0; sep = "  "; tot += d } }
+    END { printf "  (sum %.2f) ms CPU per order; the machine busy %.0f %% of its %d cores\n", n ? tot / n : 0, busy, cores }' \
+    <(printf '%s\n' "$1") <(printf '%s\n' "$2")
+}
 
 if [[ -n $SAGA_RATES ]]; then
   echo "==== the stock saga: both relays; CreateOrder -> OrderConfirmed at: $SAGA_RATES orders/s"
@@ -239,6 +276,7 @@ if [[ -n $SAGA_RATES ]]; then
       "$r" "$(field "saga-$r" p50_ms)" "$(field "saga-$r" p90_ms)" "$(field "saga-$r" p99_ms)" \
       "$(field "saga-$r" max_ms)" "$(field "saga-$r" measured)" "$(field "saga-$r" rate)" \
       "$(field "saga-$r" errors)" "$(field "saga-$r" missing)"
+    printf '  cpu                       %s\n' "${CPU[saga-$r]}"
   done
   printf 'highest rate sustained (no failure, all confirmed, >= 95 %% of the rate): %s orders/s\n' "$best"
   exit 0

@@ -128,6 +128,54 @@ svc_err_t kfk__commit_stored(kfk_consumer_t *c, char *errbuf)
     return SVC_EUNAVAIL;
 }
 
+/* An asynchronous commit's result (served in kfk__commit_due). A failure
+ * leaves the offsets stored: the next commit takes them along. */
+static void on_async_commit(rd_kafka_t *rk, rd_kafka_resp_err_t err,
+                            rd_kafka_topic_partition_list_t *offsets, void *opaque)
+{
+    kfk_consumer_t *c = opaque;
+
+    (void)rk, (void)offsets;
+    if (err == RD_KAFKA_RESP_ERR_NO_ERROR || err == RD_KAFKA_RESP_ERR__NO_OFFSET)
+        return;
+    atomic_fetch_add(&c->st.commit_errors, 1);
+    c->stored = true;
+    if (c->deferred == SVC_OK) {
+        c->deferred = SVC_EUNAVAIL;
+        snprintf(c->deferred_text, sizeof c->deferred_text,
+                 "kafka consumer: offset commit: %s", rd_kafka_err2str(err));
+    }
+}
+
+svc_err_t kfk__commit_due(kfk_consumer_t *c, char *errbuf)
+{
+    uint64_t now = svc_now_ms();
+    rd_kafka_resp_err_t rc;
+    svc_err_t err = SVC_OK;
+
+    if (c->stored && c->o.commit_interval_ms == 0) {
+        err = kfk__commit_stored(c, errbuf);
+        c->stored = err != SVC_OK; /* a failed commit stays due */
+    } else if (c->stored && now >= c->commit_at_ms) {
+        rc = rd_kafka_commit_queue(c->rk, NULL, c->commit_q, on_async_commit, c);
+        c->commit_at_ms = now + (uint64_t)c->o.commit_interval_ms;
+        c->stored = rc != RD_KAFKA_RESP_ERR_NO_ERROR && rc != RD_KAFKA_RESP_ERR__NO_OFFSET;
+        if (c->stored) {
+            atomic_fetch_add(&c->st.commit_errors, 1);
+            svc_errbuf_set(errbuf, "kafka consumer: offset commit: %s", rd_kafka_err2str(rc));
+            err = SVC_EUNAVAIL;
+        }
+    }
+    if (c->commit_q != NULL)
+        (void)rd_kafka_queue_poll_callback(c->commit_q, 0);
+    if (err == SVC_OK && c->deferred != SVC_OK) { /* an async commit failed */
+        err = c->deferred;
+        svc_errbuf_set(errbuf, "%s", c->deferred_text);
+        c->deferred = SVC_OK;
+    }
+    return err;
+}
+
 /* Records of revoked partitions in the batch being collected (a rebalance
  * can run in any of collect's polls) are the next owner's now: handling
  * them here too would handle them twice. */
@@ -305,6 +353,8 @@ static svc_err_t make_client(kfk_consumer_t *c, char *errbuf)
     }
     rd_kafka_set_log_queue(c->rk, NULL);
     (void)rd_kafka_poll_set_consumer(c->rk);
+    if (c->o.commit_interval_ms > 0 && (c->commit_q = rd_kafka_queue_new(c->rk)) == NULL)
+        return SVC_ENOMEM;
     return SVC_OK;
 }
 
@@ -358,6 +408,9 @@ svc_err_t kfk_consumer_close(kfk_consumer_t *c, char *errbuf)
     while (c->n_pending > 0)
         kfk__pending_drop(c, &c->pending[0], false);
     err = kfk__commit_stored(c, errbuf);
+    c->stored = false;
+    if (c->commit_q != NULL) /* the last asynchronous commits' results */
+        (void)rd_kafka_queue_poll_callback(c->commit_q, 0);
     /* Serves the final revoke (on_revoke commits again: nothing new) and
      * leaves the group, so the others need not wait out our session. */
     (void)rd_kafka_consumer_close(c->rk);
@@ -370,6 +423,8 @@ void kfk_consumer_free(kfk_consumer_t *c)
         return;
     if (c->rk != NULL) {
         (void)kfk_consumer_close(c, NULL);
+        if (c->commit_q != NULL)
+            rd_kafka_queue_destroy(c->commit_q);
         rd_kafka_destroy(c->rk);
     }
     kfk_producer_free(c->dlq, 2000);

@@ -61,6 +61,8 @@ struct kfk_consumer {
     kfk__slot_t *slots;       /* opts.batch_max: the batch in hand          */
     size_t n_slots;           /* filled so far, while collect() runs        */
     bool stored;              /* an offset was stored since the last commit  */
+    uint64_t commit_at_ms;    /* commit_interval_ms: the next commit, not before */
+    rd_kafka_queue_t *commit_q; /* commit_interval_ms: async commits' results */
     bool dlq_failed;          /* a dead letter failed in this poll: no more  */
     kfk__pending_t *pending;  /* n_pending of cap_pending                  */
     size_t n_pending, cap_pending;
@@ -95,5 +97,8 @@ kfk__pending_t *kfk__pending_add(kfk_consumer_t *c, rd_kafka_message_t *m);
 void kfk__pending_drop(kfk_consumer_t *c, kfk__pending_t *p, bool resume);
 /* Commits every stored offset, synchronously (nothing stored is SVC_OK). */
 svc_err_t kfk__commit_stored(kfk_consumer_t *c, char *errbuf);
+/* The end of a poll: commits what is stored, as opts.commit_interval_ms
+ * says, and serves the results of asynchronous commits. */
+svc_err_t kfk__commit_due(kfk_consumer_t *c, char *errbuf);
 
 #endif

@@ -529,14 +529,9 @@ svc_err_t kfk_consumer_poll(kfk_consumer_t *c, int timeout_ms, int *served, char
     n = serve(c, timeout_ms > 0 ? timeout_ms : 0, &err, errbuf);
     if (served != NULL)
         *served = (int)n;
-    /* A failed commit stays due: the offsets stay stored and the next poll
+    /* A failed commit stays due: the offsets stay stored and a later poll
      * commits them (or the next owner gets those records again). */
-    if (c->stored) {
-        svc_err_t e = kfk__commit_stored(c, why);
-
-        c->stored = e != SVC_OK;
-        keep_first(&err, errbuf, e, why);
-    }
+    keep_first(&err, errbuf, kfk__commit_due(c, why), why);
     now = svc_now_ms();
     if (now >= c->lag_at_ms) {
         kfk__stats_sample_lag(c);

@@ -29,6 +29,7 @@ void kfk_consumer_opts_init(kfk_consumer_opts_t *o)
     o->dlq_timeout_ms = KFK_CONSUMER_DEFAULT_DLQ_TIMEOUT_MS;
     o->lag_interval_ms = KFK_CONSUMER_DEFAULT_LAG_INTERVAL_MS;
     o->batch_max = KFK_CONSUMER_DEFAULT_BATCH_MAX;
+    o->commit_interval_ms = KFK_CONSUMER_DEFAULT_COMMIT_INTERVAL_MS;
 }
 
 static bool empty(const char *s)
@@ -84,6 +85,8 @@ static const char *bad_timing(const kfk_consumer_opts_t *o)
         return "backoff_cap_ms must be backoff_base_ms..3600000";
     if (!in_range(o->lag_interval_ms, 100, 600000))
         return "lag_interval_ms must be 100..600000";
+    if (!in_range(o->commit_interval_ms, 0, 60000))
+        return "commit_interval_ms must be 0..60000";
     return NULL;
 }
 

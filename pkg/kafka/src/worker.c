@@ -203,6 +203,7 @@ svc_err_t kfk_worker_start_cfg(const kfk_worker_cfg_t *cfg, const char *const *t
     o.client_id = client_id;
     o.session_timeout_ms = (int)cfg->session_timeout_ms;
     o.batch_max = (unsigned)cfg->batch_max;
+    o.commit_interval_ms = (int)cfg->commit_interval_ms;
     o.batch = h->batch;
     o.handler = h->fn;
     o.ctx = h->ctx;

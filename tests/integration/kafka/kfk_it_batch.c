@@ -14,7 +14,9 @@
  *     effect is still committed once and in order;
  *   - a poison record in a batch is dead-lettered and the rest committed;
  *   - a failed commit hands the whole batch again: nothing is lost or
- *     committed twice.
+ *     committed twice;
+ *   - with commit_interval_ms the offsets reach the group in the
+ *     background, while the consumer is still open.
  */
 #include <stdio.h>
 #include <stdlib.h>
@@ -120,8 +122,9 @@ static void tx_rollback(void *ctx)
 
 static const kfk_batch_ops_t tx_ops = {tx_begin, tx_commit, tx_rollback};
 
-static kfk_consumer_t *batch_consumer(const kit_fixture_t *f, const char *topic,
-                                      const char *group, tx_ctx_t *t, unsigned batch_max)
+static kfk_consumer_t *batch_consumer_every(const kit_fixture_t *f, const char *topic,
+                                            const char *group, tx_ctx_t *t, unsigned batch_max,
+                                            int commit_interval_ms)
 {
     const char *topics[] = {topic, NULL};
     char errbuf[SVC_ERRBUF_LEN] = "";
@@ -139,12 +142,19 @@ static kfk_consumer_t *batch_consumer(const kit_fixture_t *f, const char *topic,
     o.backoff_base_ms = 100;
     o.backoff_cap_ms = 400;
     o.batch_max = batch_max;
+    o.commit_interval_ms = commit_interval_ms;
     o.batch = &tx_ops;
     o.handler = tx_handler;
     o.ctx = t;
     if (kfk_consumer_new(&o, &c, errbuf) != SVC_OK)
         fail_msg("kfk_consumer_new: %s", errbuf);
     return c;
+}
+
+static kfk_consumer_t *batch_consumer(const kit_fixture_t *f, const char *topic,
+                                      const char *group, tx_ctx_t *t, unsigned batch_max)
+{
+    return batch_consumer_every(f, topic, group, t, batch_max, 0);
 }
 
 /* Polls until n effects are committed (or fails after timeout_ms). */
@@ -275,5 +285,31 @@ void kit_batch_failed_commit_hands_it_again(void **state)
     assert_false(t->fail_next_commit);
     kit_close_free(c);
     kit_group_has_nothing_left(f, "kfk-it.batch-commit", "it-batch-commit", 3);
+    free(t);
+}
+
+void kit_batch_interval_commits_in_the_background(void **state)
+{
+    kit_fixture_t *f = *state;
+    tx_ctx_t *t = calloc(1, sizeof *t);
+    rd_kafka_topic_partition_list_t *l = rd_kafka_topic_partition_list_new(1);
+    rd_kafka_t *peer;
+    kfk_consumer_t *c;
+
+    kit_create_topic(f, "kfk-it.batch-interval", 1);
+    kit_produce(f, "kfk-it.batch-interval", "i", 30, NULL, -1);
+    c = batch_consumer_every(f, "kfk-it.batch-interval", "it-batch-interval", t, 100, 200);
+    drive_committed(c, t, 30, 30000);
+    kit_drive_for(c, 800); /* a few intervals: the asynchronous commits go out */
+    peer = kit_client(f, RD_KAFKA_CONSUMER, "it-batch-interval");
+    rd_kafka_topic_partition_list_add(l, "kfk-it.batch-interval", 0);
+    assert_int_equal(rd_kafka_committed(peer, l, it_ms(10000)), RD_KAFKA_RESP_ERR_NO_ERROR);
+    fprintf(stderr, "[kfk] interval commits: the group's offset is %lld with the consumer open\n",
+            (long long)l->elems[0].offset);
+    assert_int_equal(l->elems[0].offset, 30);
+    rd_kafka_topic_partition_list_destroy(l);
+    rd_kafka_destroy(peer);
+    assert_each_once_in_order(t, "i", 30);
+    kit_close_free(c);
     free(t);
 }

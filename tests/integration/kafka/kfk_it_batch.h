@@ -9,5 +9,6 @@ void kit_batch_many_to_a_transaction(void **state);
 void kit_batch_retry_rolls_back_and_splits(void **state);
 void kit_batch_poison_is_dead_lettered(void **state);
 void kit_batch_failed_commit_hands_it_again(void **state);
+void kit_batch_interval_commits_in_the_background(void **state);
 
 #endif

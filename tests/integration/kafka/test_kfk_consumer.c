@@ -423,6 +423,7 @@ int main(void)
         cmocka_unit_test(kit_batch_retry_rolls_back_and_splits),
         cmocka_unit_test(kit_batch_poison_is_dead_lettered),
         cmocka_unit_test(kit_batch_failed_commit_hands_it_again),
+        cmocka_unit_test(kit_batch_interval_commits_in_the_background),
     };
     return svc_test_run_group_tests_name("kfk_consumer_it", tests, group_setup, group_teardown);
 }

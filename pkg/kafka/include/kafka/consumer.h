@@ -7,11 +7,15 @@
  * automatic offset store are off; a record's offset + 1 is stored only after
  * the handler said KFK_HANDLED or KFK_DUPLICATE (and, with batch ops, after
  * the batch's transaction committed), or after the record was dead-lettered
- * and the broker acknowledged the dead-letter copy (acks=all); the stored
+ * and the broker acknowledged the dead-letter copy (acks=all). The stored
  * offsets are committed synchronously at the end of each kfk_consumer_poll,
- * before the next batch is handed out. A crash between the handler's own
- * commit and the offset commit hands those records again: handlers dedupe on
- * ce_id in the same transaction as their effect (docs/events.md §2, §4).
+ * before the next batch is handed out - or, with opts.commit_interval_ms,
+ * asynchronously at most that often (and synchronously on revoke and
+ * close), which saves a round trip to the group coordinator per batch and
+ * the broker a commit per batch. A crash between the handler's own commit
+ * and the offset commit hands those records again (with an interval: up to
+ * an interval's worth): handlers dedupe on ce_id in the same transaction as
+ * their effect (docs/events.md §2, §4).
  *
  * Batches (opts.batch_max > 1): one kfk_consumer_poll hands out up to
  * batch_max records that librdkafka has fetched already (it waits only for
@@ -144,6 +148,8 @@ typedef struct kfk_batch_ops {
 /* 1: one record per poll. The most records one poll hands out. */
 #define KFK_CONSUMER_DEFAULT_BATCH_MAX          1u
 #define KFK_CONSUMER_MAX_BATCH                  1000u
+/* 0: a synchronous offset commit at the end of every poll that stored one. */
+#define KFK_CONSUMER_DEFAULT_COMMIT_INTERVAL_MS 0
 /* Partitions whose lag is kept (more are consumed, but not shown). */
 #define KFK_CONSUMER_MAX_LAG_PARTITIONS         256
 
@@ -167,6 +173,10 @@ typedef struct kfk_consumer_opts {
     int dlq_timeout_ms;           /* 1000..300000: a dead letter's delivery bound    */
     int lag_interval_ms;          /* 100..600000: how often lag is sampled           */
     unsigned batch_max;           /* 1..KFK_CONSUMER_MAX_BATCH records per poll      */
+    int commit_interval_ms;       /* 0..60000: 0 commits synchronously after every
+                                     poll; N commits asynchronously, at most every
+                                     N ms (a failed one is counted, returned by a
+                                     later poll, and the offsets go with the next) */
     const kfk_batch_ops_t *batch; /* NULL: each handler call commits its own effect;
                                      else one transaction per batch (borrowed: must
                                      outlive the consumer)                           */

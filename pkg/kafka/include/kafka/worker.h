@@ -57,6 +57,8 @@ typedef struct kfk_worker_cfg {
                                       waits this long for them)              */
     int64_t batch_max;             /* records per poll (and per transaction,
                                       with batch ops)                        */
+    int64_t commit_interval_ms;    /* offsets committed at most this often
+                                      (0: after every poll, synchronously)   */
 } kfk_worker_cfg_t;
 
 /* What a service plugs into its consumer (kafka/consumer.h). */
@@ -68,14 +70,16 @@ typedef struct kfk_worker_handler {
 } kfk_worker_handler_t;
 
 /*
- * The four rows of a service's svc_cfg table for its kfk_worker_cfg_t
+ * The five rows of a service's svc_cfg table for its kfk_worker_cfg_t
  * member `m` of config struct `type`, named <P>_KAFKA_BROKERS (default
  * 127.0.0.1:19092; "none": no consumer - an empty value means the default,
  * as for every variable), <P>_CONSUMER_GROUP (default `group_default`),
  * <P>_CONSUMER_SESSION_TIMEOUT_MS (librdkafka's 45000; 6000..300000, the
- * broker's group limits) and <P>_CONSUMER_BATCH_MAX (100; 1..1000: the
- * most records one transaction handles when records wait). `what`
- * completes the help lines ("the stock saga").
+ * broker's group limits), <P>_CONSUMER_BATCH_MAX (100; 1..1000: the most
+ * records one transaction handles when records wait) and
+ * <P>_CONSUMER_COMMIT_INTERVAL_MS (500; 0..60000: how often the offsets
+ * are committed, asynchronously; 0: after every batch). `what` completes
+ * the help lines ("the stock saga").
  */
 #define KFK_WORKER_CFG_ROWS(P, type, m, group_default, what)                                              \
     {P "_KAFKA_BROKERS", SVC_CFG_STR, 1, 511, "127.0.0.1:19092", offsetof(type, m.brokers),       \
@@ -86,11 +90,15 @@ typedef struct kfk_worker_handler {
      offsetof(type, m.session_timeout_ms),                                                        \
      "how long a crashed consumer of " what " keeps its partitions"},                          \
     {P "_CONSUMER_BATCH_MAX", SVC_CFG_INT, 1, 1000, "100", offsetof(type, m.batch_max),           \
-     "most records of " what " handled in one transaction (1: one at a time)"}
+     "most records of " what " handled in one transaction (1: one at a time)"},                \
+    {P "_CONSUMER_COMMIT_INTERVAL_MS", SVC_CFG_INT, 0, 60000, "500",                              \
+     offsetof(type, m.commit_interval_ms),                                                        \
+     "how often the offsets of " what " are committed (0: after every batch)"}
 
 /*
  * kfk_worker_start for a service: the consumer of `topics` (NULL-terminated)
- * with cfg's brokers, group, session timeout and batch size, client.id
+ * with cfg's brokers, group, session timeout, batch size and commit
+ * interval, client.id
  * client_id, the rest of the defaults, and h. With cfg->brokers "none" it starts
  * nothing: *out NULL, SVC_OK, and the warning line `without` under
  * log_module (which variable said none, and what the service then does not

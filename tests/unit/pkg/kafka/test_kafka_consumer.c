@@ -51,6 +51,7 @@ static void defaults_are_documented_values(void **state)
     assert_int_equal(o.dlq_timeout_ms, 10000);
     assert_int_equal(o.lag_interval_ms, 5000);
     assert_int_equal(o.batch_max, 1);
+    assert_int_equal(o.commit_interval_ms, 0);
     assert_null(o.batch);
     valid_opts(&o);
     assert_int_equal(kfk_consumer_opts_validate(&o, NULL), SVC_OK);
@@ -87,6 +88,7 @@ static void cap_below_base(kfk_consumer_opts_t *o) { o->backoff_cap_ms = 50; }
 static void lag_fast(kfk_consumer_opts_t *o) { o->lag_interval_ms = 10; }
 static void no_handler(kfk_consumer_opts_t *o) { o->handler = NULL; }
 static void batch_zero(kfk_consumer_opts_t *o) { o->batch_max = 0; }
+static void commit_slow(kfk_consumer_opts_t *o) { o->commit_interval_ms = 60001; }
 static void batch_huge(kfk_consumer_opts_t *o) { o->batch_max = KFK_CONSUMER_MAX_BATCH + 1; }
 static void batch_half(kfk_consumer_opts_t *o)
 {
@@ -117,6 +119,7 @@ static void validation_names_the_bad_option(void **state)
         {lag_fast, "lag_interval_ms"},
         {no_handler, "handler is required"},
         {batch_zero, "batch_max must be 1..1000"},
+        {commit_slow, "commit_interval_ms must be 0..60000"},
         {batch_huge, "batch_max must be 1..1000"},
         {batch_half, "batch needs begin, commit and rollback"},
     };
