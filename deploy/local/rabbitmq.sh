@@ -63,8 +63,6 @@ rabbitmq_paths() {
   RABBITMQ_URL=amqp://guest:guest@127.0.0.1:$RABBITMQ_AMQP_PORT/
 }
 
-rabbitmq_elapsed() { awk -v a="$1" -v b="$EPOCHREALTIME" 'BEGIN { printf "%.1f", b - a }'; }
-
 # fd 7 (8 is kafka.sh's lock, 9 postgres.sh's). Closed in the node, which must never hold it.
 rabbitmq_lock() {
   mkdir -p "$RUN"
@@ -158,8 +156,6 @@ rabbitmq_find_pid() {
   note "rabbitmq: removing stale $(rel "$RABBITMQ_PID_FILE"): pid ${pid:-?} is not this run folder's node"
   rm -f "$RABBITMQ_PID_FILE"
 }
-
-rabbitmq_rss_mb() { awk '/^VmRSS:/ { printf "%d", $2 / 1024 }' "/proc/$1/status" 2>/dev/null || echo "?"; }
 
 # The AMQP port the running node was started with (from the env file it got).
 rabbitmq_running_port() { sed -n 's/.* RABBITMQ_NODE_PORT=\([0-9]*\) .*/\1/p' "$RABBITMQ_ENV" 2>/dev/null; }
@@ -281,9 +277,9 @@ rabbitmq_start_locked() {
     rabbitmq_kill_epmd
     die "rabbitmq: the node did not answer within $RABBITMQ_START_TIMEOUT s ($RABBITMQ_WAIT)"
   done
-  t0=$(rabbitmq_elapsed "$t0")
+  t0=$(elapsed "$t0")
   rabbitmq_record_pid "$t0"
-  say "rabbitmq: running (pid $RABBITMQ_PID, $RABBITMQ_URL): answered a ping $t0 s after the start command, RSS $(rabbitmq_rss_mb "$RABBITMQ_PID") MB"
+  say "rabbitmq: running (pid $RABBITMQ_PID, $RABBITMQ_URL): answered a ping $t0 s after the start command, RSS $(rss_mb "$RABBITMQ_PID") MB"
 }
 
 # After the VM is gone, wait up to 5 s until its ports are closed, so that a start right after
@@ -324,7 +320,7 @@ rabbitmq_stop_locked() {
   rabbitmq_wait_closed "$RABBITMQ_PID"
   rabbitmq_kill_epmd
   rm -f "$RABBITMQ_PID_FILE"
-  say "rabbitmq: stopped ($(rabbitmq_elapsed "$t0") s)"
+  say "rabbitmq: stopped ($(elapsed "$t0") s)"
 }
 rabbitmq_stop()    { rabbitmq_paths; rabbitmq_lock; rabbitmq_stop_locked; rabbitmq_unlock; }
 rabbitmq_restart() { rabbitmq_paths; rabbitmq_lock; rabbitmq_stop_locked; rabbitmq_start_locked; rabbitmq_unlock; }
@@ -345,43 +341,14 @@ rabbitmq_kill() {
   say "rabbitmq: killed with SIGKILL (pid $RABBITMQ_PID; no clean shutdown)"
 }
 
-# rabbitmq_signal STOP|CONT: send it and wait up to 2 s for the state to change (T = stopped).
-rabbitmq_signal() {
-  local i
-  kill -"$1" "$RABBITMQ_PID"
-  for (( i = 0; i < 20; i++ )); do
-    if [[ $1 == STOP ]] && is_paused "$RABBITMQ_PID"; then return 0; fi
-    if [[ $1 == CONT ]] && ! is_paused "$RABBITMQ_PID"; then return 0; fi
-    sleep 0.1
-  done
-  die "rabbitmq: pid $RABBITMQ_PID did not change state 2 s after SIG$1"
-}
-
 # A hung broker: the kernel still completes TCP handshakes on the AMQP port, nothing answers, and
 # clients wait until their own timeouts (or miss heartbeats).
 rabbitmq_pause() {
   rabbitmq_paths
   rabbitmq_find_pid
-  [[ -n $RABBITMQ_PID ]] || die "rabbitmq: not running: nothing to pause"
-  if is_paused "$RABBITMQ_PID"; then say "rabbitmq: already paused (pid $RABBITMQ_PID)"; return 0; fi
-  rabbitmq_signal STOP
-  say "rabbitmq: paused (SIGSTOP to pid $RABBITMQ_PID). 127.0.0.1:$RABBITMQ_AMQP_PORT still accepts TCP connections, but nothing answers"
+  pause_pid rabbitmq "$RABBITMQ_PID" "127.0.0.1:$RABBITMQ_AMQP_PORT still accepts TCP connections, but nothing answers"
 }
-
-rabbitmq_resume() {
-  rabbitmq_paths
-  rabbitmq_find_pid
-  [[ -n $RABBITMQ_PID ]] || die "rabbitmq: not running: nothing to resume"
-  if ! is_paused "$RABBITMQ_PID"; then say "rabbitmq: not paused (pid $RABBITMQ_PID is running)"; return 0; fi
-  rabbitmq_signal CONT
-  say "rabbitmq: resumed (SIGCONT to pid $RABBITMQ_PID)"
-}
-
-rabbitmq_start_seconds() {
-  local -a rec=()
-  mapfile -t -n 3 rec <"$RABBITMQ_PID_FILE" 2>/dev/null || true
-  printf '%s' "${rec[2]:-?}"
-}
+rabbitmq_resume() { rabbitmq_paths; rabbitmq_find_pid; resume_pid rabbitmq "$RABBITMQ_PID"; }
 
 # One line in the shape of stack.sh status.
 rabbitmq_status_line() {
@@ -393,7 +360,7 @@ rabbitmq_status_line() {
   fi
   printf '%-14s %-8s pid %-8s 127.0.0.1:%-6s rss %s MB, started in %s s, dist :%s, epmd :%s, log %s\n' rabbitmq \
     "$(is_paused "$RABBITMQ_PID" && echo paused || echo running)" "$RABBITMQ_PID" "$(rabbitmq_running_port)" \
-    "$(rabbitmq_rss_mb "$RABBITMQ_PID")" "$(rabbitmq_start_seconds)" "$RABBITMQ_DIST" "$RABBITMQ_EPMD" \
+    "$(rss_mb "$RABBITMQ_PID")" "$(pid_file_field "$RABBITMQ_PID_FILE" 3)" "$RABBITMQ_DIST" "$RABBITMQ_EPMD" \
     "$(rel "$RABBITMQ_LOG")"
 }
 

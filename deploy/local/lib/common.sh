@@ -2,7 +2,8 @@
 # deploy/local/lib/common.sh: what every part of the local stack shares. Sourced by stack.sh (not a
 # script of its own): paths and the run folder, messages (say note die section rel), port helpers
 # (is_port port_open port_owner free_ports set_port_vars), process helpers (proc_stat alive
-# proc_state is_paused child_pids wait_gone) and follow_logs.
+# proc_state is_paused child_pids wait_gone rss_mb pid_file_field, and pause_pid resume_pid for a
+# component's pause and resume verbs), elapsed and follow_logs.
 
 abs_path() { case $1 in /*) realpath -m -- "$1" ;; *) realpath -m -- "$ROOT/$1" ;; esac; }
 # set_run_dir DIR: RUN = DIR (absolute) and every run-time path in it (pg_paths: Postgres's). `test`
@@ -138,4 +139,43 @@ follow_logs() {
   for f in "$@"; do printf ' %s' "$(rel "$f")" >&2; done
   printf '\n' >&2
   exec tail -n 20 -F "$@"
+}
+
+# elapsed T0: seconds since T0 (an $EPOCHREALTIME), one decimal.
+elapsed() { awk -v a="$1" -v b="$EPOCHREALTIME" 'BEGIN { printf "%.1f", b - a }'; }
+
+# rss_mb PID: its resident memory in MB, "?" when it cannot be read.
+rss_mb() { awk '/^VmRSS:/ { printf "%d", $2 / 1024 }' "/proc/$1/status" 2>/dev/null || echo "?"; }
+
+# pid_file_field FILE N: line N (1-based) of a pid file, "?" when it has none.
+pid_file_field() {
+  local -a rec=()
+  mapfile -t -n "$2" rec <"$1" 2>/dev/null || true
+  printf '%s' "${rec[$2 - 1]:-?}"
+}
+
+# pause_pid NAME PID DETAIL / resume_pid NAME PID: the `pause` and `resume` verbs for a component
+# whose process is PID (empty: not running, an error): SIGSTOP or SIGCONT, then wait up to 2 s
+# for the state to change (T = stopped). DETAIL ends the "paused" line (what callers now see).
+pause_pid() {
+  [[ -n $2 ]] || die "$1: not running: nothing to pause"
+  if is_paused "$2"; then say "$1: already paused (pid $2)"; return 0; fi
+  signal_wait "$1" "$2" STOP
+  say "$1: paused (SIGSTOP to pid $2). $3"
+}
+resume_pid() {
+  [[ -n $2 ]] || die "$1: not running: nothing to resume"
+  if ! is_paused "$2"; then say "$1: not paused (pid $2 is running)"; return 0; fi
+  signal_wait "$1" "$2" CONT
+  say "$1: resumed (SIGCONT to pid $2)"
+}
+signal_wait() {
+  local i
+  kill -"$3" "$2"
+  for (( i = 0; i < 20; i++ )); do
+    if [[ $3 == STOP ]] && is_paused "$2"; then return 0; fi
+    if [[ $3 == CONT ]] && ! is_paused "$2"; then return 0; fi
+    sleep 0.1
+  done
+  die "$1: pid $2 did not change state 2 s after SIG$3"
 }
