@@ -16,6 +16,7 @@
 
 #include "mq_it.h"
 #include "support/group.h"
+#include "support/spawn.h"
 
 #define CRASH_JOBS 200
 
@@ -101,6 +102,35 @@ static char *name_of(const rmq_topology_t *t, rmq_name_kind_t k, unsigned tier, 
 {
     rmq_topology_name(t, k, tier, buf);
     return buf;
+}
+
+/* What a caller sees when it cannot connect: each failure its own code. */
+static void connect_failures_are_named(void **state)
+{
+    rmq_conn_opts_t o;
+    rmq_conn_t *c = NULL;
+    char err[SVC_ERRBUF_LEN] = "";
+    svc_err_t e;
+
+    (void)state;
+    mq_it_conn_opts(&node, &o);
+    o.port = spawn_free_port(); /* nothing listens there */
+    assert_true(o.port > 0);
+    e = rmq_conn_new(&o, &c, err);
+    fprintf(stderr, "mq_it: closed port: %s %s\n", svc_err_name(e), err);
+    assert_int_equal(e, SVC_EUNAVAIL);
+    assert_null(c);
+    mq_it_conn_opts(&node, &o);
+    o.password = "wrong";
+    e = rmq_conn_new(&o, &c, err);
+    fprintf(stderr, "mq_it: wrong password: %s %s\n", svc_err_name(e), err);
+    assert_int_equal(e, SVC_EUNAUTH);
+    mq_it_conn_opts(&node, &o);
+    o.vhost = "no-such-vhost";
+    e = rmq_conn_new(&o, &c, err);
+    fprintf(stderr, "mq_it: unknown vhost: %s %s\n", svc_err_name(e), err);
+    assert_int_equal(e, SVC_EPERM);
+    assert_null(c);
 }
 
 static void topology_twice_is_a_noop(void **state)
@@ -407,6 +437,7 @@ static void kill9_keeps_persistent_jobs(void **state)
 int main(void)
 {
     const struct CMUnitTest tests[] = {
+        cmocka_unit_test(connect_failures_are_named),
         cmocka_unit_test(topology_twice_is_a_noop),
         cmocka_unit_test(topology_other_arguments_is_named),
         cmocka_unit_test(publish_consume_ack),
