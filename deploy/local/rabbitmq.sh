@@ -85,11 +85,12 @@ rabbitmq_log_tail() {
 
 # Debian's /usr/sbin/rabbitmq* wrappers cd to /var/lib/rabbitmq and `su rabbitmq`, which drops
 # this environment: everything here runs /usr/lib/rabbitmq/bin/* directly, as the calling user.
-# RABBITMQ_CONF_ENV_FILE points at an empty file of ours so that /etc/rabbitmq/rabbitmq-env.conf
-# (the host's node) cannot change ours. The dist listener would bind 0.0.0.0 without
+# RABBITMQ_CONF_ENV_FILE points at an empty file of ours, and the other config paths at our folder
+# (conf.d empty, no advanced.config), so that nothing in /etc/rabbitmq (the host's node) can change
+# ours. The dist listener would bind 0.0.0.0 without
 # inet_dist_use_interface.
 rabbitmq_write_config() {
-  mkdir -p "$RABBITMQ_DIR/home" "$RABBITMQ_DIR/mnesia" "$LOGS"
+  mkdir -p "$RABBITMQ_DIR/home" "$RABBITMQ_DIR/mnesia" "$RABBITMQ_DIR/conf.d" "$LOGS"
   cat >"$RABBITMQ_ENV" <<EOF
 # Written by deploy/local/rabbitmq.sh at every start; change the script, not this file.
 # source it, then e.g.: rabbitmqctl list_queues name durable messages arguments
@@ -98,7 +99,8 @@ export RABBITMQ_NODENAME=shopmicro@localhost
 export RABBITMQ_NODE_IP_ADDRESS=127.0.0.1 RABBITMQ_NODE_PORT=$RABBITMQ_AMQP_PORT RABBITMQ_DIST_PORT=$RABBITMQ_DIST
 export ERL_EPMD_PORT=$RABBITMQ_EPMD ERL_EPMD_ADDRESS=127.0.0.1
 export RABBITMQ_MNESIA_BASE='$RABBITMQ_DIR/mnesia' RABBITMQ_LOG_BASE='$LOGS'
-export RABBITMQ_CONFIG_FILE='$RABBITMQ_DIR/rabbitmq.conf'
+export RABBITMQ_CONFIG_FILE='$RABBITMQ_DIR/rabbitmq.conf' RABBITMQ_CONFIG_FILES='$RABBITMQ_DIR/conf.d'
+export RABBITMQ_ADVANCED_CONFIG_FILE='$RABBITMQ_DIR/advanced.config'
 export RABBITMQ_ENABLED_PLUGINS_FILE='$RABBITMQ_DIR/enabled_plugins'
 export RABBITMQ_CONF_ENV_FILE='$RABBITMQ_DIR/rabbitmq-env.conf'
 export RABBITMQ_PID_FILE='$RABBITMQ_BEAM_PID'
