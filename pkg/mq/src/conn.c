@@ -158,6 +158,8 @@ static svc_err_t server_close(rmq_conn_t *c, const amqp_method_t *m, const char 
 
         snprintf(reason, sizeof reason, "%s: broker closed the channel: %d %.*s", what,
                  cc->reply_code, (int)cc->reply_text.len, (const char *)cc->reply_text.bytes);
+        if (c->consuming)
+            return rmq__conn_fail(c, SVC_EUNAVAIL, errbuf, "%s (the consumer is gone)", reason);
         if (channel_reopen(c, NULL) != SVC_OK)
             return rmq__conn_fail(c, SVC_EUNAVAIL, errbuf, "%s; then the channel could not be reopened",
                                   reason);

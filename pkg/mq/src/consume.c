@@ -91,8 +91,10 @@ svc_err_t rmq_consumer_new(const rmq_consumer_opts_t *o, rmq_consumer_t **out, c
     snprintf(name, sizeof name, "%.56s-mover", o->conn.name ? o->conn.name : "");
     mover.name = name;
     err = rmq__conn_open(&o->conn, false, &c->in, errbuf);
-    if (err == SVC_OK)
+    if (err == SVC_OK) {
+        c->in->consuming = true;
         err = start_consuming(c->in, c->t, o->prefetch, errbuf);
+    }
     if (err == SVC_OK)
         err = rmq__conn_open(&mover, true, &c->out, errbuf);
     if (err != SVC_OK) {

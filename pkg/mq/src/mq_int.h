@@ -19,6 +19,10 @@ struct rmq_conn {
     uint64_t next_seq;       /* delivery tag the broker gives the next publish */
     int io_timeout_ms;
     bool confirm;            /* channel in confirm mode (publishing)           */
+    /* A consumer's channel: when the broker closes it, the basic.consume
+     * is gone with it, so the connection is failed rather than reopened
+     * (a reopened channel would wait for deliveries that never come). */
+    bool consuming;
     bool dead;
     char why[SVC_ERRBUF_LEN]; /* the first failure, repeated by later calls    */
     char name[64];

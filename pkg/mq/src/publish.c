@@ -16,16 +16,19 @@ static svc_err_t check_message(const rmq_message_t *m, char *errbuf)
 {
     const char *bad = NULL;
 
+    /* message-id, content-type and header names are AMQP short strings. */
     if (m->message_id == NULL || m->message_id[0] == '\0' || strlen(m->message_id) > 255)
         bad = "message_id is required (1..255 bytes)";
+    else if (m->content_type != NULL && strlen(m->content_type) > 255)
+        bad = "content_type is longer than 255 bytes";
     else if (m->body_len > 0 && m->body == NULL)
         bad = "body is NULL with body_len > 0";
     else if (m->n_headers > RMQ_MAX_HEADERS || (m->n_headers > 0 && m->headers == NULL))
         bad = "too many headers (RMQ_MAX_HEADERS), or headers is NULL";
     for (size_t i = 0; bad == NULL && i < m->n_headers; i++)
         if (m->headers[i].name == NULL || m->headers[i].name[0] == '\0' ||
-            m->headers[i].value == NULL)
-            bad = "a header without a name or a value";
+            strlen(m->headers[i].name) > 255 || m->headers[i].value == NULL)
+            bad = "a header without a name (1..255 bytes) or a value";
     if (bad == NULL)
         return SVC_OK;
     svc_errbuf_set(errbuf, "rabbitmq publish: %s", bad);

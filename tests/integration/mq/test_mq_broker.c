@@ -206,6 +206,34 @@ static void publish_consume_ack(void **state)
     rmq_conn_free(c);
 }
 
+/* A channel error on the consuming side (here: a second ack of one tag,
+ * 406 unknown delivery tag) ends the consumer; it must say so rather than
+ * wait for deliveries on a channel without its basic.consume. */
+static void consumer_channel_error_is_reported(void **state)
+{
+    rmq_topology_t t = {.base = "it.chanerr"};
+    rmq_conn_t *c = conn_new();
+    rmq_consumer_t *k;
+    rmq_delivery_t *d, *none = NULL;
+    char err[SVC_ERRBUF_LEN] = "";
+
+    (void)state;
+    declare(c, &t);
+    publish(c, &t, "chanerr-1", "job");
+    k = consumer_new(&t, 1);
+    d = next(k, 10000);
+    assert_int_equal(rmq_consumer_ack(k, d, NULL), SVC_OK);
+    assert_int_equal(rmq_consumer_ack(k, d, NULL), SVC_OK); /* acks are not answered */
+    rmq_delivery_free(d);
+    assert_int_equal(rmq_consumer_next(k, mq_it_ms(10000), &none, err), SVC_EUNAVAIL);
+    fprintf(stderr, "mq_it: consumer after a channel error: %s\n", err);
+    assert_non_null(strstr(err, "406"));
+    assert_false(rmq_consumer_alive(k));
+    assert_null(none);
+    rmq_consumer_free(k);
+    rmq_conn_free(c);
+}
+
 static void unroutable_is_an_error(void **state)
 {
     rmq_topology_t t = {.base = "it.route"};
@@ -441,6 +469,7 @@ int main(void)
         cmocka_unit_test(topology_twice_is_a_noop),
         cmocka_unit_test(topology_other_arguments_is_named),
         cmocka_unit_test(publish_consume_ack),
+        cmocka_unit_test(consumer_channel_error_is_reported),
         cmocka_unit_test(unroutable_is_an_error),
         cmocka_unit_test(retry_tier_then_dead_letter),
         cmocka_unit_test(unacked_is_redelivered),
