@@ -284,16 +284,7 @@ rabbitmq_start_locked() {
   say "rabbitmq: running (pid $RABBITMQ_PID, $RABBITMQ_URL): answered a ping $t0 s after the start command, RSS $(rss_mb "$RABBITMQ_PID") MB"
 }
 
-# After the VM is gone, wait up to 5 s until its ports are closed, so that a start right after
-# stop or kill does not find them in use.
-rabbitmq_wait_closed() {
-  local i
-  for (( i = 0; i < 50; i++ )); do
-    port_open "$RABBITMQ_AMQP_PORT" || port_open "$RABBITMQ_DIST" || return 0
-    sleep 0.1
-  done
-  note "rabbitmq: the ports of pid $1 still accept connections 5 s after it ended"
-}
+rabbitmq_wait_closed() { wait_ports_closed rabbitmq "$1" "$RABBITMQ_AMQP_PORT" "$RABBITMQ_DIST"; }
 
 # ---------------------------------------------------------------------------
 # The verbs

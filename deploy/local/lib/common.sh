@@ -1,9 +1,9 @@
 # shellcheck shell=bash
 # deploy/local/lib/common.sh: what every part of the local stack shares. Sourced by stack.sh (not a
 # script of its own): paths and the run folder, messages (say note die section rel), port helpers
-# (is_port port_open port_owner free_ports set_port_vars), process helpers (proc_stat alive
-# proc_state is_paused child_pids wait_gone rss_mb pid_file_field, and pause_pid resume_pid for a
-# component's pause and resume verbs), elapsed and follow_logs.
+# (is_port port_open port_owner free_ports set_port_vars wait_ports_closed), process helpers
+# (proc_stat alive proc_state is_paused child_pids wait_gone rss_mb pid_file_field, and pause_pid
+# resume_pid for a component's pause and resume verbs), elapsed and follow_logs.
 
 abs_path() { case $1 in /*) realpath -m -- "$1" ;; *) realpath -m -- "$ROOT/$1" ;; esac; }
 # set_run_dir DIR: RUN = DIR (absolute) and every run-time path in it (pg_paths: Postgres's). `test`
@@ -178,4 +178,19 @@ signal_wait() {
     sleep 0.1
   done
   die "$1: pid $2 did not change state 2 s after SIG$3"
+}
+
+# wait_ports_closed NAME PID PORT...: after PID's exit, wait up to 5 s until none of the PORTs
+# accepts connections (a VM's threads can hold its sockets a moment after its main thread
+# ended), so that a start right after stop or kill does not find them in use.
+wait_ports_closed() {
+  local name=$1 pid=$2 i p open
+  shift 2
+  for (( i = 0; i < 50; i++ )); do
+    open=0
+    for p in "$@"; do if port_open "$p"; then open=1; fi; done
+    (( open )) || return 0
+    sleep 0.1
+  done
+  note "$name: the ports of pid $pid still accept connections 5 s after it ended"
 }
