@@ -143,7 +143,8 @@ static svc_err_t channel_reopen(rmq_conn_t *c, char *errbuf)
         amqp_confirm_select(c->st, RMQ__CHANNEL);
         r = amqp_get_rpc_reply(c->st);
         if (r.reply_type != AMQP_RESPONSE_NORMAL)
-            return rmq__conn_fail(c, SVC_EUNAVAIL, errbuf, "confirm.select on the reopened channel failed");
+            return rmq__conn_fail(c, SVC_EUNAVAIL, errbuf,
+                                  "confirm.select on the reopened channel failed");
     }
     return SVC_OK;
 }
@@ -161,8 +162,8 @@ static svc_err_t server_close(rmq_conn_t *c, const amqp_method_t *m, const char 
         if (c->consuming)
             return rmq__conn_fail(c, SVC_EUNAVAIL, errbuf, "%s (the consumer is gone)", reason);
         if (channel_reopen(c, NULL) != SVC_OK)
-            return rmq__conn_fail(c, SVC_EUNAVAIL, errbuf, "%s; then the channel could not be reopened",
-                                  reason);
+            return rmq__conn_fail(c, SVC_EUNAVAIL, errbuf,
+                                  "%s; then the channel could not be reopened", reason);
         svc_errbuf_set(errbuf, "%s", reason);
         return err;
     }

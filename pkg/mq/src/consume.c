@@ -335,9 +335,9 @@ svc_err_t rmq_consumer_dead(rmq_consumer_t *c, rmq_delivery_t *d, const rmq_dead
         svc_errbuf_set(errbuf, "rabbitmq dead-letter: final_reason is required");
         return SVC_EINVAL;
     }
-    extra[0] = (amqp_table_entry_t){.key = amqp_cstring_bytes(RMQ_HDR_FINAL_REASON),
-                                    .value = {.kind = AMQP_FIELD_KIND_UTF8,
-                                              .value.bytes = amqp_cstring_bytes(why->final_reason)}};
+    extra[0].key = amqp_cstring_bytes(RMQ_HDR_FINAL_REASON);
+    extra[0].value.kind = AMQP_FIELD_KIND_UTF8;
+    extra[0].value.value.bytes = amqp_cstring_bytes(why->final_reason);
     extra[1] = int_entry(RMQ_HDR_HTTP_STATUS, why->last_http_status);
     extra[2] = int_entry(RMQ_HDR_ATTEMPTS, why->attempts);
     return move(c, d, c->dead, extra, 3, errbuf);

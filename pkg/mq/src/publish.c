@@ -136,8 +136,9 @@ static svc_err_t wait_confirm(rmq_conn_t *c, uint64_t seq, char *errbuf)
         /* A late confirm or return would be taken for the next message's:
          * the connection is given up instead. */
         if (err == SVC_ETIMEDOUT)
-            return rmq__conn_fail(c, SVC_ETIMEDOUT, errbuf, "no confirm within %d ms (publish %llu)",
-                                  c->io_timeout_ms, (unsigned long long)seq);
+            return rmq__conn_fail(c, SVC_ETIMEDOUT, errbuf,
+                                  "no confirm within %d ms (publish %llu)", c->io_timeout_ms,
+                                  (unsigned long long)seq);
         if (err != SVC_OK)
             return err;
         if (f.frame_type != AMQP_FRAME_METHOD)
@@ -145,7 +146,8 @@ static svc_err_t wait_confirm(rmq_conn_t *c, uint64_t seq, char *errbuf)
         switch (f.payload.method.id) {
         case AMQP_BASIC_RETURN_METHOD: {
             const amqp_basic_return_t *r = f.payload.method.decoded;
-            snprintf(returned, sizeof returned, "unroutable: broker returned it: %d %.*s (exchange %.*s, key %.*s)",
+            snprintf(returned, sizeof returned,
+                     "unroutable: broker returned it: %d %.*s (exchange %.*s, key %.*s)",
                      r->reply_code, (int)r->reply_text.len, (const char *)r->reply_text.bytes,
                      (int)r->exchange.len, (const char *)r->exchange.bytes,
                      (int)r->routing_key.len, (const char *)r->routing_key.bytes);

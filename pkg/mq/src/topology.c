@@ -25,8 +25,8 @@ svc_err_t rmq_topology_validate(const rmq_topology_t *t, char *errbuf)
     }
     for (size_t i = 0; i < t->n_tiers; i++) {
         if (t->tier_delay_ms[i] < 1 || t->tier_delay_ms[i] > 86400000u) {
-            svc_errbuf_set(errbuf, "rabbitmq topology: tier %zu delay %u ms is not 1..86400000", i + 1,
-                           (unsigned)t->tier_delay_ms[i]);
+            svc_errbuf_set(errbuf, "rabbitmq topology: tier %zu delay %u ms is not 1..86400000",
+                           i + 1, (unsigned)t->tier_delay_ms[i]);
             return SVC_EINVAL;
         }
     }

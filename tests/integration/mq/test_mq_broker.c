@@ -1,10 +1,11 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /*
  * test_mq_broker.c - pkg/mq against a real RabbitMQ node of the test's own
- * (mq_it.h): the topology declared twice and with other arguments; a
- * publish confirmed, consumed and acked; an unroutable mandatory publish;
- * a job through a short retry tier and on to the dead-letter queue; a
- * consumer killed before its ack; idle connections and heartbeats; and kill -9 of the node with persistent
+ * (mq_it.h): connect failures; the topology declared twice and with other
+ * arguments; a publish confirmed, consumed and acked; a channel error under
+ * a consumer; unroutable mandatory publishes; a job through a short retry
+ * tier and on to the dead-letter queue; a consumer killed before its ack;
+ * idle connections and heartbeats; and kill -9 of the node with persistent
  * jobs queued (last: it restarts the node).
  */
 #include <signal.h>

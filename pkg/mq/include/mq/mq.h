@@ -38,6 +38,10 @@
 
 #include "svc/core.h"
 
+/* On every call whose error must not be dropped: an ignored publish or ack
+ * result is how a job gets lost or stuck. */
+#define RMQ_MUST_USE __attribute__((warn_unused_result))
+
 /* ------------------------------------------------------------------------
  * Connection
  * ------------------------------------------------------------------------ */
@@ -83,6 +87,7 @@ typedef struct rmq_conn rmq_conn_t; /* opaque */
  * SVC_EUNAVAIL (no broker, connection refused or cut), SVC_ETIMEDOUT,
  * SVC_EUNAUTH (login refused), SVC_EPERM (vhost not allowed).
  */
+RMQ_MUST_USE
 svc_err_t rmq_conn_new(const rmq_conn_opts_t *o, rmq_conn_t **out, char *errbuf);
 /* Closes the channel and the connection (bounded by io_timeout_ms) and
  * frees c. NULL-safe. */
@@ -101,6 +106,7 @@ bool rmq_conn_alive(const rmq_conn_t *c);
  * intervals. SVC_OK, or SVC_EUNAVAIL when it failed. Only for connections of
  * rmq_conn_new (a consumer serves its own).
  */
+RMQ_MUST_USE
 svc_err_t rmq_conn_keepalive(rmq_conn_t *c, char *errbuf);
 
 /* ------------------------------------------------------------------------
@@ -140,6 +146,7 @@ void rmq_topology_name(const rmq_topology_t *t, rmq_name_kind_t kind, unsigned t
  * broker's reason (PRECONDITION_FAILED); the channel the broker closed for
  * it is reopened, so c stays usable. Other errors as rmq_conn_new.
  */
+RMQ_MUST_USE
 svc_err_t rmq_topology_declare(rmq_conn_t *c, const rmq_topology_t *t, char *errbuf);
 
 /* ------------------------------------------------------------------------
@@ -174,10 +181,12 @@ typedef struct rmq_message {
  * dedupe on message_id), SVC_EINVAL (bad message). Bytes are sent before it
  * returns; nothing is borrowed after.
  */
+RMQ_MUST_USE
 svc_err_t rmq_publish(rmq_conn_t *c, const rmq_topology_t *t, const rmq_message_t *m,
                       char *errbuf);
 /* The same to any exchange ("" is the default exchange, whose routing key
  * is a queue name). */
+RMQ_MUST_USE
 svc_err_t rmq_publish_to(rmq_conn_t *c, const char *exchange, const char *routing_key,
                          const rmq_message_t *m, char *errbuf);
 
@@ -211,6 +220,7 @@ typedef struct rmq_delivery rmq_delivery_t; /* opaque */
  * manual ack) and the connection its moves publish on. The topology must be
  * declared already (SVC_ENOTFOUND otherwise). On SVC_OK *out is owned by
  * caller (rmq_consumer_free). */
+RMQ_MUST_USE
 svc_err_t rmq_consumer_new(const rmq_consumer_opts_t *o, rmq_consumer_t **out, char *errbuf);
 /* Closes both connections; deliveries not acked go back to B.work (marked
  * redelivered). Deliveries still held must be freed before. NULL-safe. */
@@ -221,10 +231,12 @@ bool rmq_consumer_alive(const rmq_consumer_t *c);
  * caller (rmq_delivery_free, after settling it or not); SVC_ETIMEDOUT:
  * none came; SVC_EUNAVAIL: the connection failed (or the broker cancelled
  * the consumer, e.g. the queue was deleted). */
+RMQ_MUST_USE
 svc_err_t rmq_consumer_next(rmq_consumer_t *c, int timeout_ms, rmq_delivery_t **out,
                             char *errbuf);
 
 /* Acks d: the job is done and leaves the queue. */
+RMQ_MUST_USE
 svc_err_t rmq_consumer_ack(rmq_consumer_t *c, rmq_delivery_t *d, char *errbuf);
 
 /* Moves d to retry tier `tier` (1..n_tiers): publishes a copy (body,
@@ -232,6 +244,7 @@ svc_err_t rmq_consumer_ack(rmq_consumer_t *c, rmq_delivery_t *d, char *errbuf);
  * and waits for its confirm; only then acks d. On any error d is NOT acked
  * (it stays unacked, and comes back when the consumer goes away): the job
  * is never in neither place. */
+RMQ_MUST_USE
 svc_err_t rmq_consumer_retry(rmq_consumer_t *c, rmq_delivery_t *d, unsigned tier,
                              char *errbuf);
 
@@ -245,6 +258,7 @@ typedef struct rmq_dead_info {
 /* Moves d to B.dead with RMQ_HDR_FINAL_REASON, RMQ_HDR_HTTP_STATUS and
  * RMQ_HDR_ATTEMPTS added, confirm first and ack after, as
  * rmq_consumer_retry. */
+RMQ_MUST_USE
 svc_err_t rmq_consumer_dead(rmq_consumer_t *c, rmq_delivery_t *d, const rmq_dead_info_t *why,
                             char *errbuf);
 
