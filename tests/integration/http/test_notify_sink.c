@@ -22,7 +22,7 @@
 
 #include <cmocka.h>
 
-#include "rs/http.h"
+#include "http_it.h"
 #include "support/group.h"
 #include "support/spawn.h"
 #include "webhook/webhook.h"
@@ -37,16 +37,6 @@ typedef struct fixture {
     whk_key_t key;
     unsigned seq;
 } fixture_t;
-
-static uint64_t in_ms(uint64_t ms)
-{
-    return svc_now_ns() + ms * SVC_NS_PER_MS;
-}
-
-static uint64_t ms_since(uint64_t t0)
-{
-    return (svc_now_ns() - t0) / SVC_NS_PER_MS;
-}
 
 static uint32_t timeouts(uint32_t ms)
 {
@@ -75,18 +65,13 @@ static rs_http_client_t *client_new(uint32_t max_attempts, uint32_t attempt_time
 
 static void control(fixture_t *f, const char *query)
 {
-    char url[160];
-    rs_http_request_t r = {.method = "POST", .url = url, .deadline_ns = in_ms(5000)};
-    rs_http_result_t res;
-
-    snprintf(url, sizeof url, "%s?%s", f->control, query);
-    assert_int_equal(rs_http_do(f->ctl, &r, &res), SVC_OK);
+    hit_control(f->ctl, f->control, query);
 }
 
 /* GET /received, as text. Owned by caller. */
 static char *received(fixture_t *f)
 {
-    rs_http_request_t r = {.method = "GET", .url = f->received, .deadline_ns = in_ms(5000),
+    rs_http_request_t r = {.method = "GET", .url = f->received, .deadline_ns = hit_in_ms(5000),
                            .want_body = true};
     rs_http_result_t res;
 
@@ -106,34 +91,17 @@ static bool received_has(fixture_t *f, const char *needle)
     return has;
 }
 
-/* A delivery signed with key, id "<prefix>-<n>" (or id if given). */
+/* A signed, keyed delivery with id (NULL: a fresh one); the body is kept. */
 static svc_err_t deliver(fixture_t *f, rs_http_client_t *cl, const whk_key_t *key,
                          const char *id_in, rs_http_result_t *res)
 {
-    static const char body[] = "{\"type\":\"OrderConfirmed\",\"order\":\"o-1\"}";
-    char id[64], idem[96];
-    whk_headers_t h;
-    const char *headers[4];
-    rs_http_request_t r = {.method = "POST", .url = f->url, .body = body, .body_len = strlen(body),
-                           .headers = headers, .n_headers = 4, .deadline_ns = in_ms(20000),
-                           .want_body = true};
-    svc_err_t err;
+    char id[64];
 
     if (id_in != NULL)
         snprintf(id, sizeof id, "%s", id_in);
     else
         snprintf(id, sizeof id, "evt-it-%u-%u", (unsigned)getpid(), ++f->seq);
-    snprintf(idem, sizeof idem, "Idempotency-Key: %s", id);
-    assert_int_equal(whk_headers_make(key, id, (int64_t)time(NULL), body, strlen(body), &h), SVC_OK);
-    headers[0] = h.id;
-    headers[1] = h.timestamp;
-    headers[2] = h.signature;
-    headers[3] = idem;
-    err = rs_http_do(cl, &r, res);
-    print_message("%s: err=%s status=%d reason=%s attempts=%u message=%s body=%s\n", id,
-                  svc_err_name(res->err), res->status, rs_reason_name(res->reason), res->attempts,
-                  res->message, res->body != NULL ? res->body : "");
-    return err;
+    return hit_deliver(cl, key, f->url, id, 20000, true, true, res);
 }
 
 /* ---- fixture: one sink process for the group ------------------------------------------ */
@@ -282,7 +250,7 @@ static void retry_after_2_is_waited_out(void **state)
     t0 = svc_now_ns();
     assert_int_equal(deliver(f, cl, &f->key, NULL, &res), SVC_OK);
     assert_int_equal(res.attempts, 2);
-    assert_true(ms_since(t0) >= 2000);
+    assert_true(hit_ms_since(t0) >= 2000);
     rs_http_result_dispose(&res);
     rs_http_client_free(cl);
 }

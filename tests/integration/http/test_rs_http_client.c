@@ -19,7 +19,7 @@
 
 #include <cmocka.h>
 
-#include "rs/http.h"
+#include "http_it.h"
 #include "server.h"
 #include "support/spawn.h"
 #include "webhook/webhook.h"
@@ -88,11 +88,6 @@ static void sink_stop(sink_t *s)
 
 /* ---- helpers ------------------------------------------------------------------------- */
 
-static uint64_t in_ms(uint64_t ms)
-{
-    return svc_now_ns() + ms * SVC_NS_PER_MS;
-}
-
 static rs_http_client_t *client_new(void (*tune)(rs_http_opts_t *))
 {
     char errbuf[SVC_ERRBUF_LEN] = "";
@@ -110,49 +105,19 @@ static rs_http_client_t *client_new(void (*tune)(rs_http_opts_t *))
     return cl;
 }
 
-/* POST /control?query on the fixture's control client. */
 static void control(fixture_t *f, const char *query)
 {
-    char url[160];
-    rs_http_request_t r = {.method = "POST", .url = url, .deadline_ns = in_ms(5000)};
-    rs_http_result_t res;
-
-    snprintf(url, sizeof url, "%s?%s", f->a.control, query);
-    assert_int_equal(rs_http_do(f->ctl, &r, &res), SVC_OK);
-    rs_http_result_dispose(&res);
+    hit_control(f->ctl, f->a.control, query);
 }
 
-/* A signed webhook POST; with an Idempotency-Key when keyed. */
+/* A signed webhook POST with a fresh id; with an Idempotency-Key when keyed. */
 static svc_err_t deliver(fixture_t *f, rs_http_client_t *cl, const char *url, uint64_t deadline_ms,
                          bool keyed, rs_http_result_t *res)
 {
-    static const char body[] = "{\"type\":\"OrderConfirmed\"}";
-    char id[32], idem[64];
-    whk_headers_t h;
-    const char *headers[4];
-    rs_http_request_t r = {.method = "POST", .url = url, .body = body, .body_len = strlen(body),
-                           .headers = headers, .deadline_ns = in_ms(deadline_ms)};
-    svc_err_t err;
+    char id[32];
 
     snprintf(id, sizeof id, "evt-%u-%u", (unsigned)getpid(), ++f->seq);
-    snprintf(idem, sizeof idem, "Idempotency-Key: %s", id);
-    assert_int_equal(whk_headers_make(&f->key, id, (int64_t)time(NULL), body, strlen(body), &h),
-                     SVC_OK);
-    headers[0] = h.id;
-    headers[1] = h.timestamp;
-    headers[2] = h.signature;
-    headers[3] = idem;
-    r.n_headers = keyed ? 4 : 3;
-    err = rs_http_do(cl, &r, res);
-    print_message("%s: err=%s status=%d reason=%s attempts=%u message=%s\n", id,
-                  svc_err_name(res->err), res->status, rs_reason_name(res->reason), res->attempts,
-                  res->message);
-    return err;
-}
-
-static uint64_t ms_since(uint64_t t0)
-{
-    return (svc_now_ns() - t0) / SVC_NS_PER_MS;
+    return hit_deliver(cl, &f->key, url, id, deadline_ms, keyed, false, res);
 }
 
 /* ---- fixtures ------------------------------------------------------------------------- */
@@ -238,7 +203,7 @@ static void retry_after_is_waited_out(void **state)
     rs_http_client_t *cl = client_new(NULL);
     rs_http_result_t res;
     char query[128], date[40];
-    time_t later = time(NULL) + 2;
+    time_t later;
     struct tm tm;
     uint64_t t0 = svc_now_ns();
 
@@ -246,10 +211,11 @@ static void retry_after_is_waited_out(void **state)
     assert_int_equal(deliver(f, cl, f->a.url, 10000, true, &res), SVC_OK);
     assert_int_equal(res.attempts, 2);
     assert_int_equal(res.retry_after_ms, 1000);
-    assert_true(ms_since(t0) >= 1000);
+    assert_true(hit_ms_since(t0) >= 1000);
 
     /* the HTTP-date form, 503 this time: at least the second boundary
      * after next has to pass */
+    later = time(NULL) + 2; /* now: the first half took a second of it */
     gmtime_r(&later, &tm);
     strftime(date, sizeof date, "%a,%%20%d%%20%b%%20%Y%%20%H:%M:%S%%20GMT", &tm);
     snprintf(query, sizeof query, "throttle=1&status=503&retry_after=%s", date);
@@ -257,7 +223,7 @@ static void retry_after_is_waited_out(void **state)
     t0 = svc_now_ns();
     assert_int_equal(deliver(f, cl, f->a.url, 10000, true, &res), SVC_OK);
     assert_int_equal(res.attempts, 2);
-    assert_true(ms_since(t0) >= 900); /* date granularity: whole seconds */
+    assert_true(hit_ms_since(t0) >= 900); /* date granularity: whole seconds */
     rs_http_client_free(cl);
 }
 
@@ -405,7 +371,7 @@ static void in_flight_is_bounded_and_free_cancels(void **state)
 {
     fixture_t *f = *state;
     rs_http_client_t *cl = client_new(one_in_flight);
-    rs_http_request_t r = {.method = "GET", .url = f->a.url, .deadline_ns = in_ms(60000)};
+    rs_http_request_t r = {.method = "GET", .url = f->a.url, .deadline_ns = hit_in_ms(60000)};
     rs_http_result_t res;
     int done = 0;
 
