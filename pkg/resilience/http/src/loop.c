@@ -58,11 +58,12 @@ static void finish(rs_http__job_t *j, svc_err_t err)
             break;
         }
     }
-    j->done(j->arg, &j->res);
-    j->res.body = NULL; /* the callee's now */
+    /* Its slot is free before done runs, so that done may submit again. */
     pthread_mutex_lock(&cl->lock);
     cl->in_flight--;
     pthread_mutex_unlock(&cl->lock);
+    j->done(j->arg, &j->res);
+    j->res.body = NULL; /* the callee's now */
     rs_http__job_free(j);
 }
 
