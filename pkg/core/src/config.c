@@ -138,12 +138,18 @@ void svc_cfg_print_help(FILE *f, const svc_cfg_entry_t *table, size_t n)
     }
 }
 
-static bool is_secret(const char *env)
+static bool ends_with(const char *s, const char *suffix)
 {
-    size_t n = strlen(env);
+    size_t n = strlen(s), k = strlen(suffix);
 
-    return (n > 4 && strcmp(env + n - 4, "_DSN") == 0) ||
-           (n > 9 && strcmp(env + n - 9, "_PASSWORD") == 0);
+    return n > k && strcmp(s + n - k, suffix) == 0;
+}
+
+/* A password or a secret is never logged; a DSN only when it holds one. */
+static bool is_secret(const char *env, const char *value)
+{
+    return ends_with(env, "_PASSWORD") || ends_with(env, "_SECRET") ||
+           (ends_with(env, "_DSN") && strstr(value, "password") != NULL);
 }
 
 void svc_cfg_log(const char *module, const svc_cfg_entry_t *table, size_t n, const void *cfg)
@@ -158,7 +164,7 @@ void svc_cfg_log(const char *module, const svc_cfg_entry_t *table, size_t n, con
         case SVC_CFG_STR:
         case SVC_CFG_LOG_LEVEL:
             svc_log_info(module, "config %s=%s", e->env,
-                         is_secret(e->env) && strstr(field, "password") ? "(redacted)" : field);
+                         is_secret(e->env, field) ? "(redacted)" : field);
             break;
         case SVC_CFG_INT:
             memcpy(&iv, field, sizeof iv);

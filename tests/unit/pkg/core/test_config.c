@@ -11,6 +11,7 @@
 #include <cmocka.h>
 
 #include "svc/core.h"
+#include "support/capture.h"
 
 typedef struct cfg {
     char listen[SVC_CFG_STR_MAX];
@@ -139,6 +140,35 @@ static void help_lists_every_variable(void **state)
     free(buf);
 }
 
+/* The start-up config line names every variable but never shows a password or a secret. */
+static const svc_cfg_entry_t secret_table[] = {
+    {"T_DSN", SVC_CFG_STR, 0, 0, "host=h password=pw1", OFF(listen), "dsn with a password"},
+    {"T_PLAIN_DSN", SVC_CFG_STR, 0, 0, "host=plainhost", OFF(dsn), "dsn without one"},
+    {"T_PASSWORD", SVC_CFG_STR, 0, 0, "hunter2", OFF(level), "a password"},
+};
+
+static void secrets_are_redacted_in_the_config_log(void **state)
+{
+    static const char *const env[] = {NULL};
+    char err[SVC_ERRBUF_LEN] = "";
+    cfg_t c;
+    const char *out;
+
+    (void)state;
+    fake_env = env;
+    memset(&c, 0, sizeof c);
+    assert_int_equal(svc_cfg_load(secret_table, SVC_COUNTOF(secret_table), &c, fake_getenv, err),
+                     SVC_OK);
+    tcap_begin();
+    svc_cfg_log("t", secret_table, SVC_COUNTOF(secret_table), &c);
+    out = tcap_end();
+    assert_non_null(strstr(out, "T_DSN=(redacted)"));
+    assert_non_null(strstr(out, "T_PASSWORD=(redacted)"));
+    assert_non_null(strstr(out, "T_PLAIN_DSN=host=plainhost"));
+    assert_null(strstr(out, "pw1"));
+    assert_null(strstr(out, "hunter2"));
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -148,6 +178,7 @@ int main(void)
         cmocka_unit_test(string_bounds),
         cmocka_unit_test(empty_value_means_default),
         cmocka_unit_test(help_lists_every_variable),
+        cmocka_unit_test(secrets_are_redacted_in_the_config_log),
     };
     return cmocka_run_group_tests_name("svc_cfg", tests, NULL, NULL);
 }

@@ -7,31 +7,18 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <unistd.h>
 
 #include <cmocka.h>
 
 #include "svc/core.h"
+#include "support/capture.h"
 
-/* Runs fn with stderr redirected to a temporary file; returns its text. */
-static char *capture(void (*fn)(void))
+/* Runs fn with stderr captured; returns its text. */
+static const char *capture(void (*fn)(void))
 {
-    char path[] = "/tmp/test_log_XXXXXX";
-    int fd = mkstemp(path), saved = dup(STDERR_FILENO);
-    static char out[8192];
-    ssize_t n;
-
-    assert_true(fd >= 0);
-    dup2(fd, STDERR_FILENO);
+    tcap_begin();
     fn();
-    dup2(saved, STDERR_FILENO);
-    close(saved);
-    lseek(fd, 0, SEEK_SET);
-    n = read(fd, out, sizeof out - 1);
-    out[n > 0 ? n : 0] = '\0';
-    close(fd);
-    unlink(path);
-    return out;
+    return tcap_end();
 }
 
 static void emit_levels(void)
@@ -44,7 +31,7 @@ static void emit_levels(void)
 
 static void level_filters(void **state)
 {
-    char *out = capture(emit_levels);
+    const char *out = capture(emit_levels);
 
     (void)state;
     assert_null(strstr(out, "hidden"));
@@ -59,7 +46,7 @@ static void emit_escaped(void)
 
 static void values_are_escaped_to_one_line(void **state)
 {
-    char *out = capture(emit_escaped);
+    const char *out = capture(emit_escaped);
 
     (void)state;
     assert_non_null(strstr(out, "msg=\"a \\\"quoted\\\"\\nline\\\\x\""));
@@ -76,7 +63,7 @@ static void emit_with_request(void)
 
 static void request_id_and_kv(void **state)
 {
-    char *out = capture(emit_with_request);
+    const char *out = capture(emit_with_request);
 
     (void)state;
     assert_non_null(strstr(out, "mod=t req=abc-1 msg=\"with kv\" k=v\n"));

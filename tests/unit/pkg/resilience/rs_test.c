@@ -3,7 +3,6 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <unistd.h>
 
 #include "rs_test.h"
 
@@ -148,34 +147,6 @@ uint64_t rt_random_for(uint32_t want, uint32_t w)
     uint64_t hi = (((uint64_t)want << 32) + w) / ((uint64_t)w + 1);
 
     return hi << 32;
-}
-
-static char capture_buf[65536];
-static int saved_stderr = -1;
-static FILE *capture_file;
-
-void rt_capture_begin(void)
-{
-    fflush(stderr);
-    capture_file = tmpfile();
-    assert_non_null(capture_file);
-    saved_stderr = dup(STDERR_FILENO);
-    assert_true(saved_stderr >= 0);
-    assert_true(dup2(fileno(capture_file), STDERR_FILENO) >= 0);
-}
-
-const char *rt_capture_end(void)
-{
-    size_t n;
-
-    fflush(stderr);
-    assert_true(dup2(saved_stderr, STDERR_FILENO) >= 0);
-    close(saved_stderr);
-    rewind(capture_file);
-    n = fread(capture_buf, 1, sizeof capture_buf - 1, capture_file);
-    capture_buf[n] = '\0';
-    fclose(capture_file);
-    return capture_buf;
 }
 
 const char *rt_metrics(rt_t *t)

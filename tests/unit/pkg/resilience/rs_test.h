@@ -77,10 +77,6 @@ void rt_call(rt_t *t, const char *method, svc_err_t err, rs_result_t *res);
 /* A random value that makes full jitter over [0, w] draw exactly `want`. */
 uint64_t rt_random_for(uint32_t want, uint32_t w);
 
-/* Redirects stderr (where svc_log writes) into a buffer. */
-void rt_capture_begin(void);
-const char *rt_capture_end(void); /* valid until the next capture */
-
 /* Renders t's metrics into a static buffer. */
 const char *rt_metrics(rt_t *t);
 

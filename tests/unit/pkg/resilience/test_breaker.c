@@ -3,6 +3,7 @@
 #include <string.h>
 
 #include "rs_test.h"
+#include "support/capture.h"
 
 static int setup(void **state)
 {
@@ -427,9 +428,9 @@ static void default_transition_goes_to_the_log(void **state)
     t->opts.on_transition = NULL;
     rt_start(t);
     svc_log_set_level(SVC_LOG_INFO);
-    rt_capture_begin();
+    tcap_begin();
     trip(t);
-    log = rt_capture_end();
+    log = tcap_end();
     assert_non_null(strstr(log, "level=warn mod=resilience msg=\"breaker catalog: closed -> open "
                                 "after 5 consecutive failures\" upstream=catalog from=closed "
                                 "to=open"));

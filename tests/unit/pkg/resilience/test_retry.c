@@ -3,6 +3,7 @@
 #include <string.h>
 
 #include "rs_test.h"
+#include "support/capture.h"
 
 /* Retry alone: the breaker and the budget have their own tests. */
 static int setup(void **state)
@@ -426,9 +427,9 @@ static void one_log_line_per_decision(void **state)
     rt_script_init(&s, t, SVC_EUNAVAIL, 1);
     s.outcomes[0].detail = "connection refused";
     svc_log_set_level(SVC_LOG_INFO);
-    rt_capture_begin();
+    tcap_begin();
     assert_int_equal(rt_run(t, GET_PRODUCT, SVC_DEADLINE_NONE, &s, &res), SVC_EUNAVAIL);
-    log = rt_capture_end();
+    log = tcap_end();
     svc_log_set_level(SVC_LOG_ERROR);
     assert_non_null(strstr(log, "level=warn mod=resilience msg=\"" GET_PRODUCT
                                 " failed (attempt 1/3), retrying in 78ms: UNAVAILABLE connection "
@@ -452,10 +453,10 @@ static void happy_path_logs_nothing(void **state)
     rt_start(t);
     rt_script_init(&s, t, SVC_OK, 1);
     svc_log_set_level(SVC_LOG_DEBUG);
-    rt_capture_begin();
+    tcap_begin();
     for (int i = 0; i < 10; i++)
         assert_int_equal(rt_run(t, GET_PRODUCT, SVC_DEADLINE_NONE, &s, &res), SVC_OK);
-    assert_string_equal(rt_capture_end(), "");
+    assert_string_equal(tcap_end(), "");
     svc_log_set_level(SVC_LOG_ERROR);
 }
 
@@ -468,9 +469,9 @@ static void business_errors_log_at_debug_only(void **state)
     rt_start(t);
     rt_script_init(&s, t, SVC_ENOTFOUND, 1);
     svc_log_set_level(SVC_LOG_INFO);
-    rt_capture_begin();
+    tcap_begin();
     assert_int_equal(rt_run(t, GET_PRODUCT, SVC_DEADLINE_NONE, &s, &res), SVC_ENOTFOUND);
-    assert_string_equal(rt_capture_end(), "");
+    assert_string_equal(tcap_end(), "");
     svc_log_set_level(SVC_LOG_ERROR);
 }
 
