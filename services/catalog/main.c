@@ -11,14 +11,8 @@ int main(int argc, char **argv)
     cat_config_t cfg;
     int status;
 
-    if (argc > 1 && (strcmp(argv[1], "--help") == 0 || strcmp(argv[1], "-h") == 0)) {
-        cat_config_help(stdout);
-        return 0;
-    }
-    if (argc > 1) {
-        fprintf(stderr, "catalog: unexpected argument '%s' (see --help)\n", argv[1]);
-        return 2;
-    }
+    if (svc_main_args(argc, argv, "catalog", cat_config_help, &status))
+        return status;
     if (cat_config_load(&cfg, errbuf) != SVC_OK) {
         fprintf(stderr, "catalog: %s\n", errbuf);
         return 2;

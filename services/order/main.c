@@ -14,14 +14,8 @@ int main(int argc, char **argv)
     svc_err_t err;
     int status;
 
-    if (argc > 1 && (strcmp(argv[1], "--help") == 0 || strcmp(argv[1], "-h") == 0)) {
-        ord_config_help(stdout);
-        return 0;
-    }
-    if (argc > 1) {
-        fprintf(stderr, "order: unexpected argument '%s' (see --help)\n", argv[1]);
-        return 2;
-    }
+    if (svc_main_args(argc, argv, "order", ord_config_help, &status))
+        return status;
     if (ord_config_load(&cfg, errbuf) != SVC_OK) {
         fprintf(stderr, "order: %s\n", errbuf);
         return 2;

@@ -213,8 +213,28 @@ svc_err_t svc_cfg_load(const svc_cfg_entry_t *table, size_t n, void *out,
                        const char *(*getenv_fn)(const char *name), char *errbuf);
 /* Prints the table as an aligned "VARIABLE  default  help" list. */
 void svc_cfg_print_help(FILE *f, const svc_cfg_entry_t *table, size_t n);
-/* Logs the effective configuration once at start-up (values of variables
- * whose name ends in _DSN or _PASSWORD are not printed in full). */
+/* Logs the effective configuration once at start-up. The values of
+ * variables whose name ends in _PASSWORD or _SECRET, and of a _DSN that holds
+ * a password, are printed as "(redacted)". */
 void svc_cfg_log(const char *module, const svc_cfg_entry_t *table, size_t n, const void *cfg);
+
+/* ------------------------------------------------------------------------
+ * A program's start: the same command line and the same signals for all
+ * ------------------------------------------------------------------------ */
+
+/* Every service takes only --help (or -h), printed by help on stdout, and
+ * is otherwise configured by the environment. Returns true when main must
+ * return *exit_code at once: 0 after the help, 2 for any other argument
+ * (named on stderr under prog). */
+bool svc_main_args(int argc, char **argv, const char *prog, void (*help)(FILE *f),
+                   int *exit_code);
+
+/* Blocks SIGTERM and SIGINT in the calling thread, ignores SIGPIPE (a peer
+ * that went away is an error return, not a death), and returns a signalfd
+ * (close-on-exec) that becomes readable when either arrives; -1 with errno
+ * on failure. Call it in main before any thread starts: threads inherit the
+ * mask, so no thread is interrupted at a random point and the program's own
+ * poll sees the stop. */
+int svc_stop_fd_new(void);
 
 #endif /* SVC_CORE_H */
