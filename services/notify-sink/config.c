@@ -1,17 +1,17 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /* config.c - every setting of the notify-sink, in one table. */
 #include "config.h"
+#include "webhook/webhook.h"
 
 #define OFF(f) SVC_CFG_OFF(nsk_config_t, f)
 
 /* A secret for the local stack and tests only: the notification service's
  * default is the same, so that `stack.sh up` shows verified deliveries. */
-#define DEV_SECRET "whsec_c2hvcG1pY3JvLWxvY2FsLWRldi1zZWNyZXQh"
 
 static const svc_cfg_entry_t table[] = {
     {"NOTIFY_SINK_LISTEN", SVC_CFG_STR, 1, 255, "127.0.0.1:8090", OFF(listen),
      "HTTP host:port the sink listens on (port 0: the kernel picks)"},
-    {"NOTIFY_WEBHOOK_SECRET", SVC_CFG_STR, 1, 255, DEV_SECRET, OFF(secret),
+    {"NOTIFY_WEBHOOK_SECRET", SVC_CFG_STR, 1, 255, WHK_LOCAL_DEV_SECRET, OFF(secret),
      "Standard Webhooks secret whsec_<base64> the signatures are checked with (default: the local dev secret)"},
     {"NOTIFY_SINK_TOLERANCE_S", SVC_CFG_INT, 0, 86400, "300", OFF(tolerance_s),
      "how far webhook-timestamp may be from the sink's clock, either way"},

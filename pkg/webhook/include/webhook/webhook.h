@@ -28,6 +28,9 @@
 
 #include "svc/core.h"
 
+/* The secret the local stack signs and verifies with when none is configured
+ * (notification and notify-sink agree on it). Public: never for production. */
+#define WHK_LOCAL_DEV_SECRET "whsec_c2hvcG1pY3JvLWxvY2FsLWRldi1zZWNyZXQh"
 #define WHK_DEFAULT_TOLERANCE_S 300 /* the spec's libraries use 5 minutes */
 #define WHK_KEY_MAX             64  /* bytes of a decoded secret (HMAC-SHA-256 block size) */
 #define WHK_ID_MAX              255 /* a webhook-id, the Idempotency-Key rule of svc/core.h */
