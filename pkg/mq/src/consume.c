@@ -312,10 +312,11 @@ static amqp_table_entry_t int_entry(const char *key, int64_t v)
     return e;
 }
 
-svc_err_t rmq_consumer_retry(rmq_consumer_t *c, rmq_delivery_t *d, unsigned tier, char *errbuf)
+svc_err_t rmq_consumer_retry(rmq_consumer_t *c, rmq_delivery_t *d, unsigned tier, int attempts,
+                             char *errbuf)
 {
     char queue[RMQ_NAME_MAX];
-    amqp_table_entry_t extra[1];
+    amqp_table_entry_t extra[2];
 
     if (tier < 1 || tier > c->t->n_tiers) {
         svc_errbuf_set(errbuf, "rabbitmq retry: tier %u is not 1..%zu", tier, c->t->n_tiers);
@@ -323,7 +324,8 @@ svc_err_t rmq_consumer_retry(rmq_consumer_t *c, rmq_delivery_t *d, unsigned tier
     }
     rmq_topology_name(c->t, RMQ_NAME_TIER, tier, queue);
     extra[0] = int_entry(RMQ_HDR_RETRIES, (int64_t)d->retries + 1);
-    return move(c, d, queue, extra, 1, errbuf);
+    extra[1] = int_entry(RMQ_HDR_ATTEMPTS, attempts);
+    return move(c, d, queue, extra, 2, errbuf);
 }
 
 svc_err_t rmq_consumer_dead(rmq_consumer_t *c, rmq_delivery_t *d, const rmq_dead_info_t *why,

@@ -274,7 +274,7 @@ static void retry_tier_then_dead_letter(void **state)
     d = next(k, 10000);
     tier = rmq_tier_next(rmq_delivery_tier_passes(d), t.n_tiers);
     assert_int_equal(tier, 1);
-    if (rmq_consumer_retry(k, d, tier, err) != SVC_OK)
+    if (rmq_consumer_retry(k, d, tier, 1, err) != SVC_OK)
         fail_msg("retry: %s", err);
     rmq_delivery_free(d);
     /* 200 ms in the tier, then back on the work queue by dead-lettering. */
@@ -392,7 +392,7 @@ static void idle_connections_kept_alive(void **state)
     }
     publish(c, &t, "idle-1", "after 6 s idle");
     d = next(k, 10000);
-    if (rmq_consumer_retry(k, d, 1, err) != SVC_OK)
+    if (rmq_consumer_retry(k, d, 1, 1, err) != SVC_OK)
         fail_msg("retry after idle: %s", err);
     rmq_delivery_free(d);
     d = next(k, 10000);

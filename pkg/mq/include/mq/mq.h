@@ -240,12 +240,13 @@ RMQ_MUST_USE
 svc_err_t rmq_consumer_ack(rmq_consumer_t *c, rmq_delivery_t *d, char *errbuf);
 
 /* Moves d to retry tier `tier` (1..n_tiers): publishes a copy (body,
- * message-id, content type, headers, RMQ_HDR_RETRIES + 1) to B.retry.<tier>
- * and waits for its confirm; only then acks d. On any error d is NOT acked
- * (it stays unacked, and comes back when the consumer goes away): the job
- * is never in neither place. */
+ * message-id, content type, headers, RMQ_HDR_RETRIES + 1, RMQ_HDR_ATTEMPTS =
+ * attempts: the delivery attempts made so far, all passes, so the count
+ * survives the tiers) to B.retry.<tier> and waits for its confirm; only then
+ * acks d. On any error d is NOT acked (it stays unacked, and comes back when
+ * the consumer goes away): the job is never in neither place. */
 RMQ_MUST_USE
-svc_err_t rmq_consumer_retry(rmq_consumer_t *c, rmq_delivery_t *d, unsigned tier,
+svc_err_t rmq_consumer_retry(rmq_consumer_t *c, rmq_delivery_t *d, unsigned tier, int attempts,
                              char *errbuf);
 
 /* Why a job was given up, for the dead-letter queue's headers. */
