@@ -106,3 +106,21 @@ void ntf_config_log(const ntf_config_t *c)
 {
     svc_cfg_log("notification", table, SVC_COUNTOF(table), c);
 }
+
+void ntf_config_conn_opts(const ntf_config_t *c, const char *name, rmq_conn_opts_t *o)
+{
+    rmq_conn_opts_init(o);
+    o->host = c->rabbitmq_host;
+    o->port = (int)c->rabbitmq_port;
+    o->user = c->rabbitmq_user;
+    o->password = c->rabbitmq_password;
+    o->vhost = c->rabbitmq_vhost;
+    o->name = name;
+}
+
+void ntf_config_topology(const ntf_config_t *c, rmq_topology_t *t)
+{
+    t->base = c->queue_base;
+    t->tier_delay_ms = c->tiers;
+    t->n_tiers = c->n_tiers;
+}

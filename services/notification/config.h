@@ -38,6 +38,12 @@ svc_err_t ntf_config_load(ntf_config_t *c, char *errbuf);
 void ntf_config_help(FILE *f);
 void ntf_config_log(const ntf_config_t *c);
 
+/* The RabbitMQ connection options of c (strings borrowed from c); name is
+ * the connection_name rabbitmqctl shows. */
+void ntf_config_conn_opts(const ntf_config_t *c, const char *name, rmq_conn_opts_t *o);
+/* The topology of c (borrows c's base name and tiers). */
+void ntf_config_topology(const ntf_config_t *c, rmq_topology_t *t);
+
 /* "1000,10000,60000" into tiers (1..RMQ_MAX_TIERS delays, each 1..86400000
  * ms, rising). Pure; for tests. */
 svc_err_t ntf_parse_tiers(const char *text, uint32_t *tiers, size_t *n, char *errbuf);

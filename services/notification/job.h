@@ -24,6 +24,7 @@
 #define NTF_TYPE_CONFIRMED  "shopmicro.order.v1.OrderConfirmed"
 #define NTF_TYPE_CANCELLED  "shopmicro.order.v1.OrderCancelled"
 #define NTF_CONTENT_TYPE    "application/cloudevents+json"
+#define NTF_HDR_TYPE        "x-shopmicro-event-type" /* a job's header: its ce_type */
 
 /* What the consumer makes of one record of NTF_TOPIC. */
 typedef enum ntf_kind {
