@@ -254,24 +254,9 @@ static amqp_table_entry_t *copy_headers(const rmq_delivery_t *d, const amqp_tabl
                                         int n_extra, int *n_out)
 {
     const amqp_basic_properties_t *p = &d->env.message.properties;
-    int n_orig = (p->_flags & AMQP_BASIC_HEADERS_FLAG) ? p->headers.num_entries : 0, n = 0;
-    amqp_table_entry_t *e = calloc((size_t)(n_orig + n_extra) + 1, sizeof *e);
 
-    if (e == NULL)
-        return NULL;
-    for (int i = 0; i < n_orig; i++) {
-        bool replaced = false;
-        for (int j = 0; j < n_extra && !replaced; j++)
-            replaced = p->headers.entries[i].key.len == extra[j].key.len &&
-                       memcmp(p->headers.entries[i].key.bytes, extra[j].key.bytes,
-                              extra[j].key.len) == 0;
-        if (!replaced)
-            e[n++] = p->headers.entries[i];
-    }
-    for (int j = 0; j < n_extra; j++)
-        e[n++] = extra[j];
-    *n_out = n;
-    return e;
+    return rmq__headers_edit((p->_flags & AMQP_BASIC_HEADERS_FLAG) ? &p->headers : NULL, NULL, 0,
+                             extra, n_extra, n_out);
 }
 
 /* Publish the copy to queue `queue` through the default exchange, with its
@@ -331,7 +316,8 @@ svc_err_t rmq_consumer_retry(rmq_consumer_t *c, rmq_delivery_t *d, unsigned tier
 svc_err_t rmq_consumer_dead(rmq_consumer_t *c, rmq_delivery_t *d, const rmq_dead_info_t *why,
                             char *errbuf)
 {
-    amqp_table_entry_t extra[3];
+    amqp_table_entry_t extra[4];
+    char now[SVC_RFC3339_LEN];
 
     if (why == NULL || why->final_reason == NULL || why->final_reason[0] == '\0') {
         svc_errbuf_set(errbuf, "rabbitmq dead-letter: final_reason is required");
@@ -342,7 +328,13 @@ svc_err_t rmq_consumer_dead(rmq_consumer_t *c, rmq_delivery_t *d, const rmq_dead
     extra[0].value.value.bytes = amqp_cstring_bytes(why->final_reason);
     extra[1] = int_entry(RMQ_HDR_HTTP_STATUS, why->last_http_status);
     extra[2] = int_entry(RMQ_HDR_ATTEMPTS, why->attempts);
-    return move(c, d, c->dead, extra, 3, errbuf);
+    /* The copy is a client's publish, so the broker adds no x-death entry
+     * for it: without this header nobody could tell when it died. */
+    svc_rfc3339_now(now);
+    extra[3].key = amqp_cstring_bytes(RMQ_HDR_DEAD_AT);
+    extra[3].value.kind = AMQP_FIELD_KIND_UTF8;
+    extra[3].value.value.bytes = amqp_cstring_bytes(now);
+    return move(c, d, c->dead, extra, 4, errbuf);
 }
 
 void rmq_delivery_free(rmq_delivery_t *d)

@@ -67,5 +67,17 @@ const amqp_field_value_t *rmq__table_get(const amqp_table_t *t, const char *name
 unsigned rmq__xdeath_tier_count(const amqp_table_t *headers, const char *tier_prefix);
 /* True when b holds exactly the NUL-terminated s. */
 bool rmq__bytes_eq(amqp_bytes_t b, const char *s);
+/* v as text for people, whatever its kind: strings as they are, integers,
+ * booleans, floats, timestamps as RFC 3339 (UTC, seconds), arrays as
+ * [a, b], tables as {k=v, ...}. Always NUL-terminated; a longer text is cut
+ * and ends in "...". */
+void rmq__field_render(const amqp_field_value_t *v, char *out, size_t cap);
+/* The header list of a copy: the entries of h (NULL: none) except those
+ * named in drop (a name ending in '*' is a prefix) and those set replaces,
+ * then set. A calloc'ed array of *n_out entries, owned by caller (free());
+ * the keys and values still point into h and set. NULL: out of memory. */
+amqp_table_entry_t *rmq__headers_edit(const amqp_table_t *h, const char *const *drop,
+                                      size_t n_drop, const amqp_table_entry_t *set, int n_set,
+                                      int *n_out);
 
 #endif /* RMQ_MQ_INT_H */

@@ -200,6 +200,7 @@ svc_err_t rmq_publish_to(rmq_conn_t *c, const char *exchange, const char *routin
 #define RMQ_HDR_FINAL_REASON "x-shopmicro-final-reason"
 #define RMQ_HDR_HTTP_STATUS  "x-shopmicro-last-http-status"
 #define RMQ_HDR_ATTEMPTS     "x-shopmicro-attempts"
+#define RMQ_HDR_DEAD_AT      "x-shopmicro-dead-at"     /* RFC 3339, UTC      */
 
 typedef struct rmq_consumer_opts {
     rmq_conn_opts_t conn;           /* for both of its connections          */
@@ -256,9 +257,9 @@ typedef struct rmq_dead_info {
     int attempts;             /* delivery attempts made, all tiers      */
 } rmq_dead_info_t;
 
-/* Moves d to B.dead with RMQ_HDR_FINAL_REASON, RMQ_HDR_HTTP_STATUS and
- * RMQ_HDR_ATTEMPTS added, confirm first and ack after, as
- * rmq_consumer_retry. */
+/* Moves d to B.dead with RMQ_HDR_FINAL_REASON, RMQ_HDR_HTTP_STATUS,
+ * RMQ_HDR_ATTEMPTS and RMQ_HDR_DEAD_AT (the wall-clock time of the move)
+ * added, confirm first and ack after, as rmq_consumer_retry. */
 RMQ_MUST_USE
 svc_err_t rmq_consumer_dead(rmq_consumer_t *c, rmq_delivery_t *d, const rmq_dead_info_t *why,
                             char *errbuf);
@@ -294,5 +295,130 @@ unsigned rmq_delivery_tier_passes(const rmq_delivery_t *d);
  * Pure.
  */
 unsigned rmq_tier_next(unsigned passes, size_t n_tiers);
+
+/* ------------------------------------------------------------------------
+ * Queue operations: what an operator's tool does to one queue (notify-dlq,
+ * the dead-letter CLI): its depth, a purge, and a browse that takes its
+ * messages one at a time, holds them unacked, and then puts each back in
+ * its place, acks it, or moves it on (a copy with edited headers, confirmed
+ * before the original is acked).
+ * ------------------------------------------------------------------------ */
+
+/* Messages ready in queue (a passive queue.declare) and, optionally, its
+ * consumers. SVC_ENOTFOUND when there is no such queue (the broker closes
+ * the channel for that; it is reopened and c stays usable). */
+RMQ_MUST_USE
+svc_err_t rmq_queue_depth(rmq_conn_t *c, const char *queue, uint32_t *ready,
+                          uint32_t *consumers, char *errbuf);
+/* Removes every ready message of queue (queue.purge; messages a consumer
+ * holds unacked are not touched) and gives their count in *purged
+ * (optional). SVC_ENOTFOUND as rmq_queue_depth. Gone for good. */
+RMQ_MUST_USE
+svc_err_t rmq_queue_purge(rmq_conn_t *c, const char *queue, uint32_t *purged, char *errbuf);
+
+/* The most messages one browse holds unacked at a time. */
+#define RMQ_BROWSE_MAX_HELD 10000
+
+typedef struct rmq_browse rmq_browse_t;   /* opaque */
+typedef struct rmq_fetched rmq_fetched_t; /* opaque: one message a browse holds */
+
+/*
+ * Opens a connection of its own (confirm mode, for moves) to take messages
+ * from queue. The queue must exist: SVC_ENOTFOUND otherwise (nothing is
+ * held then). *ready (optional) gets its depth at the start. On SVC_OK *out
+ * is owned by caller (rmq_browse_free). Other errors as rmq_conn_new.
+ */
+RMQ_MUST_USE
+svc_err_t rmq_browse_new(const rmq_conn_opts_t *o, const char *queue, rmq_browse_t **out,
+                         uint32_t *ready, char *errbuf);
+/* Puts back whatever b still holds (as rmq_browse_release), closes the
+ * connection and frees b. Fetched messages must be freed before or after;
+ * they cannot be settled any more. NULL-safe. Should the process die
+ * instead, the broker requeues what it held when the connection drops. */
+void rmq_browse_free(rmq_browse_t *b);
+
+/*
+ * Takes the next ready message of the queue (basic.get, manual ack) and
+ * holds it: no other consumer gets it until it is settled or released.
+ * SVC_OK with *out owned by caller (rmq_fetched_free, which does not settle
+ * it), or SVC_OK with *out NULL when the queue has no more ready messages;
+ * SVC_EEXHAUSTED when b already holds RMQ_BROWSE_MAX_HELD. Bounded by
+ * io_timeout_ms (the get) and the heartbeat (its content frames, read by
+ * rabbitmq-c as rmq_consumer_next's). A channel or connection error fails
+ * b (SVC_EUNAVAIL): the broker then requeues all it held.
+ */
+RMQ_MUST_USE
+svc_err_t rmq_browse_next(rmq_browse_t *b, rmq_fetched_t **out, char *errbuf);
+
+/*
+ * Gives every held message back to the queue (one basic.nack, multiple,
+ * requeue). A classic queue puts a requeued message back where it was, so
+ * a browse that takes N messages and releases them leaves the queue as it
+ * was (order and all; they are marked redelivered). Messages fetched before
+ * cannot be settled after this. SVC_OK also when nothing was held.
+ */
+RMQ_MUST_USE
+svc_err_t rmq_browse_release(rmq_browse_t *b, char *errbuf);
+
+/* Acks f: it leaves the queue for good. */
+RMQ_MUST_USE
+svc_err_t rmq_browse_ack(rmq_browse_t *b, rmq_fetched_t *f, char *errbuf);
+
+/* How a moved copy's headers differ from the original's. */
+typedef struct rmq_header_edit {
+    const char *const *drop;   /* names removed; one ending in '*' removes
+                                  every header starting with what is before
+                                  it ("x-first-death-*")                   */
+    size_t n_drop;
+    const rmq_header_t *set;   /* text headers added, replacing any of the
+                                  same name                                */
+    size_t n_set;
+} rmq_header_edit_t;
+
+/* The edit that makes a dead job new again for its retry tiers:
+ * RMQ_HDR_RETRIES set to "0"; RMQ_HDR_FINAL_REASON, RMQ_HDR_HTTP_STATUS,
+ * RMQ_HDR_ATTEMPTS, RMQ_HDR_DEAD_AT and the broker's x-death,
+ * x-first-death-* and x-last-death-* dropped (rmq_delivery_tier_passes
+ * counts x-death too: a job replayed with it would skip its tiers). Static;
+ * never NULL. */
+const rmq_header_edit_t *rmq_header_edit_replay(void);
+
+/*
+ * Moves f: publishes a copy (body, message-id, content type and the other
+ * properties, headers edited by edit (NULL: unchanged), persistent,
+ * mandatory) to exchange with routing_key and waits for its confirm; only
+ * then acks f. On any error f is not acked: it stays held and goes back to
+ * its place on release (so a job is never in neither place; a crash after
+ * the confirm and before the ack leaves it in both, and receivers dedupe
+ * on message-id). Errors as rmq_publish (SVC_ENOTFOUND: unroutable).
+ */
+RMQ_MUST_USE
+svc_err_t rmq_browse_move(rmq_browse_t *b, rmq_fetched_t *f, const char *exchange,
+                          const char *routing_key, const rmq_header_edit_t *edit, char *errbuf);
+
+/* Frees f (NULL-safe); a held message stays held until settled or
+ * released. */
+void rmq_fetched_free(rmq_fetched_t *f);
+
+/* What a fetched message carries; every pointer is valid until
+ * rmq_fetched_free. */
+const void *rmq_fetched_body(const rmq_fetched_t *f, size_t *len);
+const char *rmq_fetched_message_id(const rmq_fetched_t *f);   /* "" when absent */
+const char *rmq_fetched_content_type(const rmq_fetched_t *f); /* "" when absent */
+/* True when it was delivered before (e.g. to an earlier browse). */
+bool rmq_fetched_redelivered(const rmq_fetched_t *f);
+/* Its headers, in the order they came, rendered as text for people (see
+ * RMQ_FETCHED_VALUE_MAX): strings, numbers, booleans, timestamps as RFC
+ * 3339, arrays and tables (x-death) as [..] and {k=v, ...}. */
+#define RMQ_FETCHED_VALUE_MAX 1024 /* a rendered value, NUL included; cut */
+size_t rmq_fetched_header_count(const rmq_fetched_t *f);
+/* Header i (< count): its name in *name, its rendered value returned. */
+const char *rmq_fetched_header_at(const rmq_fetched_t *f, size_t i, const char **name);
+/* The rendered value of the header named name; NULL when absent. */
+const char *rmq_fetched_header(const rmq_fetched_t *f, const char *name);
+/* When it died: RMQ_HDR_DEAD_AT if it has one, else the time of the
+ * broker's newest x-death entry (a rejected or expired message that the
+ * broker dead-lettered), as RFC 3339; "" when neither is there. */
+const char *rmq_fetched_dead_at(const rmq_fetched_t *f);
 
 #endif /* RMQ_MQ_H */

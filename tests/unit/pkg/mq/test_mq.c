@@ -4,6 +4,7 @@
 #include <stddef.h>
 #include <stdint.h>
 #include <setjmp.h>
+#include <stdlib.h>
 #include <string.h>
 #include <cmocka.h>
 
@@ -189,6 +190,88 @@ static void topology_names_and_checks(void **state)
     assert_int_equal(rmq_topology_validate(&t, err), SVC_EINVAL);
 }
 
+/* What notify-dlq shows: x-death (an array of tables with a timestamp)
+ * readable on one line, scalars as text, a too-long value cut with "...". */
+static void field_render_for_people(void **state)
+{
+    death_t d[1];
+    amqp_field_value_t arr[1], xd, ts = {.kind = AMQP_FIELD_KIND_TIMESTAMP, .value.u64 = 0};
+    amqp_table_entry_t slot;
+    amqp_table_t h;
+    char out[256], tiny[12];
+
+    (void)state;
+    arr[0] = death(&d[0], "shop.retry.1", "expired", 2);
+    h = headers_with(&slot, arr, 1);
+    xd = h.entries[0].value;
+    rmq__field_render(&xd, out, sizeof out);
+    assert_string_equal(out, "[{queue=shop.retry.1, reason=expired, count=2, exchange=}]");
+    rmq__field_render(&ts, out, sizeof out);
+    assert_string_equal(out, "1970-01-01T00:00:00Z");
+    ts.value.u64 = 1700000000;
+    rmq__field_render(&ts, out, sizeof out);
+    assert_string_equal(out, "2023-11-14T22:13:20Z");
+    rmq__field_render(&xd, tiny, sizeof tiny);
+    assert_string_equal(tiny, "[{queue=...");
+    ts = utf8("attempts_exhausted");
+    rmq__field_render(&ts, out, sizeof out);
+    assert_string_equal(out, "attempts_exhausted");
+    xd = (amqp_field_value_t){.kind = AMQP_FIELD_KIND_BOOLEAN, .value.boolean = 1};
+    rmq__field_render(&xd, out, sizeof out);
+    assert_string_equal(out, "true");
+}
+
+static bool has_key(const amqp_table_entry_t *e, int n, const char *key)
+{
+    for (int i = 0; i < n; i++)
+        if (rmq__bytes_eq(e[i].key, key))
+            return true;
+    return false;
+}
+
+/* A replayed copy: the dead headers and every x-death* header gone, the
+ * retries counter replaced (not doubled), the job's own headers kept. */
+static void headers_edit_for_replay(void **state)
+{
+    const rmq_header_edit_t *r = rmq_header_edit_replay();
+    amqp_table_entry_t in[8], set[1], *out;
+    amqp_table_t h = {.num_entries = 8, .entries = in};
+    int n = -1;
+
+    (void)state;
+    in[0] = entry("x-test", utf8("yes"));
+    in[1] = entry(RMQ_HDR_RETRIES, utf8("3"));
+    in[2] = entry(RMQ_HDR_FINAL_REASON, utf8("attempts_exhausted"));
+    in[3] = entry(RMQ_HDR_HTTP_STATUS, utf8("500"));
+    in[4] = entry(RMQ_HDR_ATTEMPTS, utf8("12"));
+    in[5] = entry("x-death", utf8("(an array)"));
+    in[6] = entry("x-first-death-queue", utf8("shop.retry.1"));
+    in[7] = entry(RMQ_HDR_DEAD_AT, utf8("2026-01-01T00:00:00.000Z"));
+    assert_int_equal(r->n_set, 1);
+    set[0] = entry(r->set[0].name, utf8(r->set[0].value));
+    out = rmq__headers_edit(&h, r->drop, r->n_drop, set, 1, &n);
+    assert_non_null(out);
+    assert_int_equal(n, 2);
+    assert_true(rmq__bytes_eq(out[0].key, "x-test"));
+    assert_true(rmq__bytes_eq(out[1].key, RMQ_HDR_RETRIES));
+    assert_true(rmq__bytes_eq(out[1].value.value.bytes, "0"));
+    assert_false(has_key(out, n, "x-death"));
+    free(out);
+    /* No headers at all, nothing dropped: just the set ones. */
+    out = rmq__headers_edit(NULL, NULL, 0, set, 1, &n);
+    assert_non_null(out);
+    assert_int_equal(n, 1);
+    free(out);
+    /* A prefix pattern drops only what starts with its prefix: "x-death"
+     * itself stays. */
+    out = rmq__headers_edit(&h, (const char *const[]){"x-first-death-*"}, 1, NULL, 0, &n);
+    assert_non_null(out);
+    assert_int_equal(n, 7);
+    assert_true(has_key(out, n, "x-death"));
+    assert_false(has_key(out, n, "x-first-death-queue"));
+    free(out);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -199,6 +282,8 @@ int main(void)
         cmocka_unit_test(field_text_of_each_kind),
         cmocka_unit_test(conn_opts_defaults_validate_and_bad_ones_are_named),
         cmocka_unit_test(topology_names_and_checks),
+        cmocka_unit_test(field_render_for_people),
+        cmocka_unit_test(headers_edit_for_replay),
     };
     return cmocka_run_group_tests_name("rmq", tests, NULL, NULL);
 }
