@@ -38,6 +38,10 @@ static const svc_cfg_entry_t table[] = {
      "one HTTP attempt (inside the job's deadline)"},
     {"NOTIFY_MAX_ATTEMPTS", SVC_CFG_INT, 1, 20, "4", OFF(max_attempts),
      "HTTP attempts per pass before the job moves to the next retry tier"},
+    {"NOTIFY_WEBHOOK_BREAKER_FAILURES", SVC_CFG_INT, 0, 100000, "5", OFF(breaker_failures),
+     "consecutive failed webhook passes that open a destination's breaker (0: never)"},
+    {"NOTIFY_WEBHOOK_BREAKER_COOLDOWN_MS", SVC_CFG_INT, 1, 3600000, "10000",
+     OFF(breaker_cooldown_ms), "how long an open breaker fails jobs at once (to the next tier)"},
     {"NOTIFY_ADMIN_LISTEN", SVC_CFG_STR, 0, 255, "127.0.0.1:9468", OFF(admin_listen),
      "admin HTTP host:port (/metrics /healthz /readyz); none: no admin port"},
     {"NOTIFY_LOG_LEVEL", SVC_CFG_LOG_LEVEL, 0, 0, "info", OFF(log_level),
@@ -65,6 +69,10 @@ svc_err_t ntf_parse_tiers(const char *text, uint32_t *tiers, size_t *n, char *er
         }
         tiers[(*n)++] = (uint32_t)v;
         p = *end == ',' ? end + 1 : end;
+        if (*end == ',' && *p == '\0') {
+            svc_errbuf_set(errbuf, "NOTIFY_RETRY_TIERS_MS: '%.64s' ends with a comma", text);
+            return SVC_EINVAL;
+        }
     }
     if (*n == 0) {
         svc_errbuf_set(errbuf, "NOTIFY_RETRY_TIERS_MS: at least one delay");
