@@ -25,6 +25,8 @@ typedef struct ntf_config {
     int64_t job_deadline_ms;
     int64_t attempt_timeout_ms;
     int64_t max_attempts;
+    int64_t breaker_failures;
+    int64_t breaker_cooldown_ms;
     char admin_listen[SVC_CFG_STR_MAX];
     char log_level[SVC_CFG_STR_MAX];
     /* Parsed from retry_tiers_ms by ntf_config_load. */

@@ -46,13 +46,14 @@ static void nap(struct ntf_pool *p, int ms)
 
 static void set_up(worker_t *w, bool up, const char *detail)
 {
+    if (!up && detail != NULL)
+        ntf_stats_detail(w->pool->stats, true, detail); /* the latest reason, also when still down */
     if (w->up == up)
         return;
     w->up = up;
     atomic_fetch_add(&w->pool->stats->workers_up, up ? 1 : -1);
     if (detail == NULL)
         return; /* stopping: nothing to tell */
-    ntf_stats_detail(w->pool->stats, true, detail);
     if (up)
         svc_log_info(LOG, "consuming worker=%d queue=%s.work", w->index, w->pool->cfg->queue_base);
     else
@@ -137,9 +138,12 @@ static bool settle(worker_t *w, rmq_delivery_t *d, const rs_http_result_t *res)
     unsigned tier = 0;
     svc_err_t err = SVC_OK;
 
-    if (next == NTF_RETRY && (tier = rmq_tier_next(rmq_delivery_tier_passes(d), p->topo.n_tiers)) == 0)
-        next = NTF_DEAD; /* through every tier */
+    /* The reason is the pass's (attempts-exhausted, breaker-open, ...), also
+     * for a job that has been through every tier. */
     ntf_dead_reason(res, next, reason, sizeof reason);
+    if (next == NTF_RETRY &&
+        (tier = rmq_tier_next(rmq_delivery_tier_passes(d), p->topo.n_tiers)) == 0)
+        next = NTF_DEAD;
     switch (next) {
     case NTF_ACK:
         if ((err = rmq_consumer_ack(w->consumer, d, errbuf)) == SVC_OK) {

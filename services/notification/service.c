@@ -32,6 +32,8 @@ static svc_err_t http_new(const ntf_config_t *cfg, rs_http_client_t **out, char 
     o.name = "webhook";
     o.upstream.policy.attempt_timeout_ms = (uint32_t)cfg->attempt_timeout_ms;
     o.upstream.policy.max_attempts = (uint32_t)cfg->max_attempts;
+    o.upstream.breaker.failures = (uint32_t)cfg->breaker_failures;
+    o.upstream.breaker.cooldown_ms = (uint32_t)cfg->breaker_cooldown_ms;
     /* Every delivery thread has at most one request in flight. */
     o.max_in_flight = (uint32_t)cfg->workers;
     o.default_deadline_ms = (uint32_t)cfg->job_deadline_ms;

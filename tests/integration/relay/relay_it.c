@@ -326,7 +326,9 @@ int rly_it_http_get(int port, const char *path, char *out, size_t cap)
     if (fd < 0)
         return -1;
     setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof tv);
-    snprintf(req, sizeof req, "GET %s HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n", path);
+    /* It reads to EOF: a keep-alive server (the notify-sink) must close. */
+    snprintf(req, sizeof req, "GET %s HTTP/1.1\r\nHost: 127.0.0.1\r\nConnection: close\r\n\r\n",
+             path);
     if (connect(fd, (struct sockaddr *)&a, sizeof a) == 0 &&
         send(fd, req, strlen(req), MSG_NOSIGNAL) == (ssize_t)strlen(req)) {
         while (len + 1 < cap && (n = recv(fd, out + len, cap - 1 - len, 0)) > 0)
