@@ -204,7 +204,11 @@ wait_delivered() {
     pub=$(metric shopmicro_notification_jobs_published_total)
     del=$(metric shopmicro_notification_jobs_delivered_total)
     [[ -z $T_PUB ]] && (( ${pub%.*} >= target )) && T_PUB=$(since "$start")
-    if (( ${del%.*} >= target )); then T_DEL=$(since "$start"); break; fi
+    if (( ${del%.*} >= target )); then
+      T_DEL=$(since "$start")
+      [[ -n $T_PUB ]] || T_PUB=$T_DEL   # the last jobs were published and delivered between two reads
+      break
+    fi
     if awk -v a="$last" -v b="$EPOCHREALTIME" 'BEGIN { exit !(b - a >= 2) }'; then
       say "  $label $(since "$start") s: $pub published, $del delivered"
       last=$EPOCHREALTIME
