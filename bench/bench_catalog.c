@@ -33,6 +33,7 @@
 
 #include "rpc/rpc.h"
 #include "shopmicro/catalog/v1/catalog.pb-c.h"
+#include "bench_pct.h"
 
 #define METHOD(name) "/shopmicro.catalog.v1.CatalogService/" name
 #define N_STATUS     17
@@ -324,27 +325,6 @@ static void run_async(caller_t *callers)
     free(fl);
 }
 
-static int cmp_u64(const void *a, const void *b)
-{
-    uint64_t x = *(const uint64_t *)a, y = *(const uint64_t *)b;
-    return x < y ? -1 : x > y;
-}
-
-/* Nearest-rank percentile of sorted v. */
-static double pct_ms(const uint64_t *v, size_t n, double p)
-{
-    size_t k;
-
-    if (n == 0)
-        return 0;
-    k = (size_t)(p / 100.0 * (double)n + 0.999999);
-    if (k < 1)
-        k = 1;
-    if (k > n)
-        k = n;
-    return (double)v[k - 1] / 1e6;
-}
-
 static void usage(FILE *f)
 {
     fprintf(f,
@@ -440,14 +420,14 @@ static void report(const caller_t *callers)
         for (int s = 1; s < N_STATUS; s++)
             errors += callers[i].by_status[s];
     }
-    qsort(all, n_all, sizeof *all, cmp_u64);
+    qsort(all, n_all, sizeof *all, bench_cmp_u64);
     for (size_t i = 0; i < n_all; i++)
         sum_ms += (double)all[i] / 1e6;
 
     {
         double rate = (double)ok / g_o.seconds;
-        double p50 = pct_ms(all, n_all, 50), p90 = pct_ms(all, n_all, 90);
-        double p99 = pct_ms(all, n_all, 99), mx = n_all ? (double)all[n_all - 1] / 1e6 : 0;
+        double p50 = bench_pct_ms(all, n_all, 50), p90 = bench_pct_ms(all, n_all, 90);
+        double p99 = bench_pct_ms(all, n_all, 99), mx = n_all ? (double)all[n_all - 1] / 1e6 : 0;
         double mean = n_all ? sum_ms / (double)n_all : 0;
 
         printf("GetProduct: %" PRIu64 " successful calls in %.1f s = %.0f calls/s "

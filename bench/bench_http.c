@@ -39,6 +39,7 @@
 #include <time.h>
 
 #include <curl/curl.h>
+#include "bench_pct.h"
 
 #define MAX_CONNS     4096
 #define N_HTTP        600           /* HTTP statuses 0..599; 0 = no response */
@@ -485,27 +486,6 @@ static void run(void)
     free(cs);
 }
 
-static int cmp_u64(const void *a, const void *b)
-{
-    uint64_t x = *(const uint64_t *)a, y = *(const uint64_t *)b;
-    return x < y ? -1 : x > y;
-}
-
-/* Nearest-rank percentile of sorted v, in ms. */
-static double pct_ms(const uint64_t *v, size_t n, double p)
-{
-    size_t k;
-
-    if (n == 0)
-        return 0;
-    k = (size_t)(p / 100.0 * (double)n + 0.999999);
-    if (k < 1)
-        k = 1;
-    if (k > n)
-        k = n;
-    return (double)v[k - 1] / 1e6;
-}
-
 static uint64_t failures(const counts_t *k)
 {
     return k->requests - k->by_http[200];
@@ -670,13 +650,13 @@ int main(int argc, char **argv)
     if (g_ids_file != NULL && fclose(g_ids_file) != 0)
         die("cannot write %s", g_o.ids_out);
 
-    qsort(g_lat, g_n_lat, sizeof *g_lat, cmp_u64);
+    qsort(g_lat, g_n_lat, sizeof *g_lat, bench_cmp_u64);
     for (size_t i = 0; i < g_n_lat; i++)
         sum_ms += (double)g_lat[i] / 1e6;
     rate = (double)g_n_lat / g_o.seconds;
     {
-        double p50 = pct_ms(g_lat, g_n_lat, 50), p90 = pct_ms(g_lat, g_n_lat, 90);
-        double p99 = pct_ms(g_lat, g_n_lat, 99), mx = g_n_lat ? (double)g_lat[g_n_lat - 1] / 1e6 : 0;
+        double p50 = bench_pct_ms(g_lat, g_n_lat, 50), p90 = bench_pct_ms(g_lat, g_n_lat, 90);
+        double p99 = bench_pct_ms(g_lat, g_n_lat, 99), mx = g_n_lat ? (double)g_lat[g_n_lat - 1] / 1e6 : 0;
         double mean = g_n_lat ? sum_ms / (double)g_n_lat : 0;
         char all_list[512];
 

@@ -55,14 +55,15 @@
 
 #include <curl/curl.h>
 
+#include "bench_notify.h"
+#include "bench_pct.h"
 #include "config.h"
 #include "job.h"
 #include "kafka/kafka.h"
 #include "mq/mq.h"
 #include "shopmicro/events/v1/events.pb-c.h"
 
-static void die(const char *fmt, ...) __attribute__((format(printf, 1, 2), noreturn));
-static void die(const char *fmt, ...)
+void bn_die(const char *fmt, ...)
 {
     va_list ap;
 
@@ -169,13 +170,13 @@ static void event_make(event_t *e)
     m.order_id = e->order_id;
     m.confirmed_at = e->time;
     if (shopmicro__events__v1__order_confirmed__get_packed_size(&m) > sizeof e->value)
-        die("OrderConfirmed too large");
+        bn_die("OrderConfirmed too large");
     e->value_len = shopmicro__events__v1__order_confirmed__pack(&m, e->value);
     ce.id = e->id;
     ce.time = e->time;
     ce.request_id = e->order_id; /* any request id of the same size */
     if (kfk_ce_headers(&ce, e->h, &e->n_h, errbuf) != SVC_OK)
-        die("kfk_ce_headers: %s", errbuf);
+        bn_die("kfk_ce_headers: %s", errbuf);
 }
 
 /* The job's body, by the service's own code (malloc'd). */
@@ -187,7 +188,7 @@ static char *job_body(const event_t *e, size_t *len)
     char reason[KFK_REASON_LEN] = "", *body = NULL;
 
     if (ntf_job_from_record(&r, &body, len, reason) != NTF_JOB)
-        die("ntf_job_from_record: %s", reason);
+        bn_die("ntf_job_from_record: %s", reason);
     return body;
 }
 
@@ -214,7 +215,7 @@ static double publish_jobs(rmq_conn_t *c, const rmq_topology_t *t, long n)
         err = rmq_publish(c, t, &m, errbuf);
         free(body);
         if (err != SVC_OK)
-            die("rmq_publish (job %ld): %s", i + 1, errbuf);
+            bn_die("rmq_publish (job %ld): %s", i + 1, errbuf);
     }
     return now_s() - t0;
 }
@@ -290,7 +291,7 @@ static void bare_start(bare_t *b, pthread_t *th, int w)
 {
     for (int i = 0; i < w; i++)
         if (pthread_create(&th[i], NULL, bare_consumer, b) != 0)
-            die("pthread_create");
+            bn_die("pthread_create");
 }
 
 static void bare_join(bare_t *b, pthread_t *th, int w)
@@ -298,7 +299,7 @@ static void bare_join(bare_t *b, pthread_t *th, int w)
     for (int i = 0; i < w; i++)
         pthread_join(th[i], NULL);
     if (atomic_load(&b->failed))
-        die("%s", b->err);
+        bn_die("%s", b->err);
 }
 
 
@@ -314,17 +315,17 @@ static int cmd_bare(int port, const char *base, long n, int w, int prefetch)
     static bare_t b1, b2;
 
     if (w < 1 || w > 64)
-        die("--workers 1..64");
+        bn_die("--workers 1..64");
     rmq_conn_opts_init(&o);
     o.port = port;
     o.name = "bench-bare-publisher";
     if (rmq_conn_new(&o, &c, errbuf) != SVC_OK)
-        die("connect: %s", errbuf);
+        bn_die("connect: %s", errbuf);
     if (rmq_topology_declare(c, &t, errbuf) != SVC_OK)
-        die("declare %s: %s", base, errbuf);
+        bn_die("declare %s: %s", base, errbuf);
     rmq_topology_name(&t, RMQ_NAME_WORK, 0, work);
     if (rmq_queue_purge(c, work, NULL, errbuf) != SVC_OK)
-        die("purge %s: %s", work, errbuf);
+        bn_die("purge %s: %s", work, errbuf);
     printf("bare: %ld jobs of %zu bytes, %d consumers with prefetch %d, queue %s\n", n,
            sample_body_len(), w, prefetch, work);
     fflush(stdout);
@@ -333,7 +334,7 @@ static int cmd_bare(int port, const char *base, long n, int w, int prefetch)
     cpu0 = cpu_s();
     pub_s = publish_jobs(c, &t, n);
     if (rmq_queue_depth(c, work, &depth, NULL, errbuf) != SVC_OK || depth != (uint32_t)n)
-        die("after publishing %ld: %s holds %u (%s)", n, work, depth, errbuf);
+        bn_die("after publishing %ld: %s holds %u (%s)", n, work, depth, errbuf);
     printf("bare publish: %ld jobs in %.3f s: %.0f jobs/s (one confirm per job; bench CPU %.2f s)\n",
            n, pub_s, (double)n / pub_s, cpu_s() - cpu0);
     fflush(stdout);
@@ -393,13 +394,13 @@ static int cmd_enqueue(long n)
     double s;
 
     if (ntf_config_load(&cfg, errbuf) != SVC_OK)
-        die("NOTIFY_* settings: %s", errbuf);
+        bn_die("NOTIFY_* settings: %s", errbuf);
     ntf_config_conn_opts(&cfg, "bench-enqueue", &o);
     ntf_config_topology(&cfg, &t);
     if (rmq_conn_new(&o, &c, errbuf) != SVC_OK)
-        die("connect: %s", errbuf);
+        bn_die("connect: %s", errbuf);
     if (rmq_topology_declare(c, &t, errbuf) != SVC_OK)
-        die("declare %s: %s", cfg.queue_base, errbuf);
+        bn_die("declare %s: %s", cfg.queue_base, errbuf);
     s = publish_jobs(c, &t, n);
     rmq_conn_free(c);
     printf("enqueue: %ld jobs into %s.work in %.3f s: %.0f jobs/s\n", n, cfg.queue_base, s,
@@ -434,7 +435,7 @@ static int cmd_produce(const char *brokers, const char *topic, long n)
     o.client_id = "bench-notify";
     o.on_delivery = on_delivery;
     if (kfk_producer_new(&o, &p, errbuf) != SVC_OK)
-        die("producer: %s", errbuf);
+        bn_die("producer: %s", errbuf);
     t0 = now_s();
     for (long i = 0; i < n; i++) {
         event_t e;
@@ -447,13 +448,13 @@ static int cmd_produce(const char *brokers, const char *topic, long n)
         while ((err = kfk_produce(p, &m, errbuf)) == SVC_EEXHAUSTED)
             kfk_producer_poll(p, 10);
         if (err != SVC_OK)
-            die("kfk_produce: %s", errbuf);
+            bn_die("kfk_produce: %s", errbuf);
         kfk_producer_poll(p, 0);
     }
     left = kfk_producer_flush(p, 30000);
     kfk_producer_free(p, 5000);
     if (left > 0 || atomic_load(&produce_failed) > 0)
-        die("%d records not delivered, %ld failed", left, atomic_load(&produce_failed));
+        bn_die("%d records not delivered, %ld failed", left, atomic_load(&produce_failed));
     printf("RESULT produced=%ld produce_s=%.3f\n", n, now_s() - t0);
     return 0;
 }
@@ -479,28 +480,6 @@ static size_t on_body(char *data, size_t size, size_t nmemb, void *ud)
     return n;
 }
 
-static int cmp_dbl(const void *a, const void *b)
-{
-    double x = *(const double *)a, y = *(const double *)b;
-
-    return x < y ? -1 : x > y;
-}
-
-/* Nearest rank. */
-static double pct(const double *sorted, size_t n, double p)
-{
-    size_t k;
-
-    if (n == 0)
-        return 0;
-    k = (size_t)(p / 100.0 * (double)n + 0.999999);
-    if (k < 1)
-        k = 1;
-    if (k > n)
-        k = n;
-    return sorted[k - 1];
-}
-
 static int cmd_orders(const char *url, const char *product, double rate, double seconds,
                       const char *out_path)
 {
@@ -513,7 +492,7 @@ static int cmd_orders(const char *url, const char *product, double rate, double 
     struct curl_slist *hdrs = NULL;
 
     if (out == NULL || lat == NULL)
-        die("cannot write %s", out_path);
+        bn_die("cannot write %s", out_path);
     snprintf(endpoint, sizeof endpoint, "%s/v1/orders", url);
     snprintf(body, sizeof body,
              "{\"customer_id\":\"bench-notify\",\"items\":[{\"product_id\":\"%s\",\"quantity\":1}]}",
@@ -532,7 +511,7 @@ static int cmd_orders(const char *url, const char *product, double rate, double 
             req_t *r = calloc(1, sizeof *r);
 
             if (r == NULL || (r->easy = curl_easy_init()) == NULL)
-                die("out of memory");
+                bn_die("out of memory");
             curl_easy_setopt(r->easy, CURLOPT_URL, endpoint);
             curl_easy_setopt(r->easy, CURLOPT_POSTFIELDS, body);
             curl_easy_setopt(r->easy, CURLOPT_HTTPHEADER, hdrs);
@@ -576,208 +555,17 @@ static int cmd_orders(const char *url, const char *product, double rate, double 
         curl_multi_poll(multi, NULL, 0, wait < 1 ? 1 : wait > 50 ? 50 : (int)wait, NULL);
     }
     fclose(out);
-    qsort(lat, (size_t)ok, sizeof *lat, cmp_dbl);
+    qsort(lat, (size_t)ok, sizeof *lat, bench_cmp_double);
     printf("orders: %ld CreateOrder at %.0f/s over %.1f s: %ld answered 200, %ld failed; call p50 "
            "%.1f ms p99 %.1f ms\n",
-           sent, rate, now_s() - t0, ok, failed, pct(lat, (size_t)ok, 50), pct(lat, (size_t)ok, 99));
+           sent, rate, now_s() - t0, ok, failed, bench_pct(lat, (size_t)ok, 50), bench_pct(lat, (size_t)ok, 99));
     printf("RESULT orders=%ld ok=%ld failed=%ld call_p50_ms=%.1f call_p99_ms=%.1f\n", sent, ok,
-           failed, pct(lat, (size_t)ok, 50), pct(lat, (size_t)ok, 99));
+           failed, bench_pct(lat, (size_t)ok, 50), bench_pct(lat, (size_t)ok, 99));
     curl_slist_free_all(hdrs);
     curl_multi_cleanup(multi);
     curl_global_cleanup();
     free(lat);
     return 0;
-}
-
-/* ------------------------------------------------------------------------
- * The sink's log: "ts=YYYY-MM-DDTHH:MM:SS.mmmZ ... event_id=ID ... verdict=accepted"
- * ------------------------------------------------------------------------ */
-static bool log_delivery(const char *line, char id[64], int64_t *ms)
-{
-    const char *p, *e;
-    struct tm tm = {0};
-    int msec = 0;
-    size_t n;
-
-    if (strstr(line, "mod=notify-sink") == NULL || strstr(line, " verdict=accepted") == NULL ||
-        (p = strstr(line, " event_id=")) == NULL || strncmp(line, "ts=", 3) != 0)
-        return false;
-    p += 10;
-    e = strchr(p, ' ');
-    n = e != NULL ? (size_t)(e - p) : strlen(p);
-    if (n == 0 || n > 63)
-        return false;
-    memcpy(id, p, n);
-    id[n] = '\0';
-    if (sscanf(line + 3, "%d-%d-%dT%d:%d:%d.%dZ", &tm.tm_year, &tm.tm_mon, &tm.tm_mday,
-               &tm.tm_hour, &tm.tm_min, &tm.tm_sec, &msec) != 7)
-        return false;
-    tm.tm_year -= 1900;
-    tm.tm_mon -= 1;
-    *ms = (int64_t)timegm(&tm) * 1000 + msec;
-    return true;
-}
-
-static int cmd_sinklog(const char *path)
-{
-    FILE *f = fopen(path, "r");
-    char line[2048], id[64];
-    int64_t ms, first = 0, last = 0;
-    long n = 0;
-
-    if (f == NULL)
-        die("cannot read %s", path);
-    while (fgets(line, sizeof line, f) != NULL) {
-        if (!log_delivery(line, id, &ms))
-            continue;
-        if (n++ == 0)
-            first = ms;
-        last = ms;
-    }
-    fclose(f);
-    printf("RESULT accepted=%ld first_ms=%" PRId64 " last_ms=%" PRId64 " span_s=%.3f per_s=%.0f\n",
-           n, first, last, (double)(last - first) / 1000.0,
-           last > first ? (double)(n - 1) * 1000.0 / (double)(last - first) : 0.0);
-    return 0;
-}
-
-/* ------------------------------------------------------------------------
- * e2e: orders x outbox x sink log
- * ------------------------------------------------------------------------ */
-typedef struct ent {
-    char key[64];
-    int64_t a, b, c; /* per table */
-    char val[64];
-    bool used;
-} ent_t;
-
-typedef struct map {
-    ent_t *e;
-    size_t cap;
-} map_t;
-
-static uint64_t hash_str(const char *s)
-{
-    uint64_t h = 1469598103934665603ull;
-
-    for (; *s; s++)
-        h = (h ^ (unsigned char)*s) * 1099511628211ull;
-    return h;
-}
-
-static ent_t *map_get(map_t *m, const char *key, bool add)
-{
-    size_t i;
-
-    if (m->e == NULL) {
-        m->cap = 1 << 16;
-        if ((m->e = calloc(m->cap, sizeof *m->e)) == NULL)
-            die("out of memory");
-    }
-    for (i = hash_str(key) & (m->cap - 1);; i = (i + 1) & (m->cap - 1)) {
-        if (!m->e[i].used) {
-            if (!add)
-                return NULL;
-            m->e[i].used = true;
-            snprintf(m->e[i].key, sizeof m->e[i].key, "%s", key);
-            return &m->e[i];
-        }
-        if (strcmp(m->e[i].key, key) == 0)
-            return &m->e[i];
-    }
-}
-
-static void stat_line(const char *what, double *v, size_t n)
-{
-    qsort(v, n, sizeof *v, cmp_dbl);
-    printf("  %-40s p50 %7.1f  p90 %7.1f  p99 %7.1f  max %7.1f ms\n", what, pct(v, n, 50),
-           pct(v, n, 90), pct(v, n, 99), n ? v[n - 1] : 0.0);
-}
-
-static int cmd_e2e(const char *orders_path, const char *outbox_path, const char *log_path)
-{
-    static map_t orders, outbox, hooks;
-    char line[2048], id[64], ev[64];
-    FILE *f;
-    size_t n_orders = 0, n = 0, missing_event = 0, missing_hook = 0;
-    double *tot, *s1, *s2, *s3;
-    int64_t ms;
-
-    if ((f = fopen(orders_path, "r")) == NULL)
-        die("cannot read %s", orders_path);
-    while (fgets(line, sizeof line, f) != NULL) {
-        long long t200;
-        double call;
-        if (sscanf(line, "%63s %lld %lf", id, &t200, &call) != 3)
-            continue;
-        map_get(&orders, id, true)->a = t200;
-        n_orders++;
-    }
-    fclose(f);
-    if ((f = fopen(outbox_path, "r")) == NULL)
-        die("cannot read %s", outbox_path);
-    while (fgets(line, sizeof line, f) != NULL) {
-        double created, published;
-        ent_t *e;
-        if (sscanf(line, "%63s %63s %lf %lf", id, ev, &created, &published) != 4)
-            continue;
-        e = map_get(&outbox, id, true);
-        snprintf(e->val, sizeof e->val, "%s", ev);
-        e->a = (int64_t)(created + 0.5);
-        e->b = (int64_t)(published + 0.5);
-    }
-    fclose(f);
-    if ((f = fopen(log_path, "r")) == NULL)
-        die("cannot read %s", log_path);
-    while (fgets(line, sizeof line, f) != NULL) {
-        ent_t *e;
-        if (!log_delivery(line, id, &ms))
-            continue;
-        if ((e = map_get(&hooks, id, true))->a == 0)
-            e->a = ms;
-    }
-    fclose(f);
-    tot = calloc(n_orders + 1, sizeof *tot);
-    s1 = calloc(n_orders + 1, sizeof *s1);
-    s2 = calloc(n_orders + 1, sizeof *s2);
-    s3 = calloc(n_orders + 1, sizeof *s3);
-    if (!tot || !s1 || !s2 || !s3)
-        die("out of memory");
-    for (size_t i = 0; i < orders.cap; i++) {
-        ent_t *o = &orders.e[i], *x, *h;
-        if (!o->used)
-            continue;
-        if ((x = map_get(&outbox, o->key, false)) == NULL) {
-            missing_event++;
-            continue;
-        }
-        if ((h = map_get(&hooks, x->val, false)) == NULL) {
-            missing_hook++;
-            continue;
-        }
-        tot[n] = (double)(h->a - o->a);
-        s1[n] = (double)(x->a - o->a);
-        s2[n] = (double)(x->b - x->a);
-        s3[n] = (double)(h->a - x->b);
-        n++;
-    }
-    printf("e2e: %zu orders answered 200; %zu webhooks matched; %zu never confirmed (no "
-           "OrderConfirmed row); %zu confirmed but no webhook at the sink\n",
-           n_orders, n, missing_event, missing_hook);
-    stat_line("CreateOrder 200 -> webhook at the sink", tot, n);
-    printf("RESULT e2e_n=%zu e2e_p50_ms=%.0f e2e_p90_ms=%.0f e2e_p99_ms=%.0f e2e_max_ms=%.0f "
-           "unconfirmed=%zu undelivered=%zu\n",
-           n, pct(tot, n, 50), pct(tot, n, 90), pct(tot, n, 99), n ? tot[n - 1] : 0.0,
-           missing_event, missing_hook);
-    printf("  stages (each sorted on its own; they do not add up exactly):\n");
-    stat_line("200 -> OrderConfirmed row (the saga)", s1, n);
-    stat_line("row -> published to Kafka (relay)", s2, n);
-    stat_line("published -> webhook (notification)", s3, n);
-    free(tot);
-    free(s1);
-    free(s2);
-    free(s3);
-    return n > 0 && missing_event == 0 && missing_hook == 0 ? 0 : 1;
 }
 
 /* ------------------------------------------------------------------------
@@ -859,9 +647,9 @@ int main(int argc, char **argv)
     if (strcmp(mode, "orders") == 0 && url && product && out)
         return cmd_orders(url, product, (double)rate, (double)seconds, out);
     if (strcmp(mode, "sinklog") == 0 && log)
-        return cmd_sinklog(log);
+        return bn_cmd_sinklog(log);
     if (strcmp(mode, "e2e") == 0 && orders && outbox && log)
-        return cmd_e2e(orders, outbox, log);
+        return bn_cmd_e2e(orders, outbox, log);
     usage(stderr);
     return 2;
 }

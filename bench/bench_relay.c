@@ -38,6 +38,7 @@
 #include "events.h"
 #include "rpc/rpc.h"
 #include "shopmicro/order/v1/order.pb-c.h"
+#include "bench_pct.h"
 
 #define KEY_DELIM "~~relay-bench-key~~"
 #define MSG_DELIM "~~relay-bench-end~~\n"
@@ -405,18 +406,6 @@ static void *consumer_main(void *arg)
     return NULL;
 }
 
-static int cmp_u64(const void *a, const void *b)
-{
-    uint64_t x = *(const uint64_t *)a, y = *(const uint64_t *)b;
-    return x < y ? -1 : x > y;
-}
-
-static double pct_ms(const uint64_t *v, size_t n, double p)
-{
-    size_t i = (size_t)(p * (double)(n - 1) + 0.5);
-    return n ? (double)v[i < n ? i : n - 1] / 1e6 : 0;
-}
-
 static int cmd_latency(void)
 {
     pthread_t th[MAX_THREADS], cons;
@@ -478,27 +467,27 @@ static int cmd_latency(void)
     for (uint64_t i = (uint64_t)(g.o.rate * g.o.warmup); i < g.n_calls; i++)
         if (g.call_ns[i] > 0)
             calls[n_calls_ok++] = g.call_ns[i];
-    qsort(lat, n_lat, sizeof *lat, cmp_u64);
-    qsort(calls, n_calls_ok, sizeof *calls, cmp_u64);
+    qsort(lat, n_lat, sizeof *lat, bench_cmp_u64);
+    qsort(calls, n_calls_ok, sizeof *calls, bench_cmp_u64);
     printf("[latency] %" PRIu64 " calls in %.1f s (%.0f/s), %" PRIu64 " failed%s%s\n", g.n_calls,
            achieved, (double)g.n_calls / achieved, (uint64_t)atomic_load(&g.errors),
            g.last_error[0] ? ", last: " : "", g.last_error);
     printf("[latency] CreateOrder reply -> record read by the consumer, %zu orders after the "
            "warm-up: p50 %.2f ms  p90 %.2f ms  p99 %.2f ms  max %.2f ms  (%zu read before the "
            "reply arrived, counted 0; %zu never read)\n",
-           n_lat, pct_ms(lat, n_lat, 0.50), pct_ms(lat, n_lat, 0.90), pct_ms(lat, n_lat, 0.99),
+           n_lat, bench_pct_ms(lat, n_lat, 0.50), bench_pct_ms(lat, n_lat, 0.90), bench_pct_ms(lat, n_lat, 0.99),
            n_lat ? (double)lat[n_lat - 1] / 1e6 : 0, early, missing);
     printf("[latency] CreateOrder call (from its scheduled send): p50 %.2f ms  p99 %.2f ms  "
            "max %.2f ms\n",
-           pct_ms(calls, n_calls_ok, 0.50), pct_ms(calls, n_calls_ok, 0.99),
+           bench_pct_ms(calls, n_calls_ok, 0.50), bench_pct_ms(calls, n_calls_ok, 0.99),
            n_calls_ok ? (double)calls[n_calls_ok - 1] / 1e6 : 0);
     printf("RESULT calls=%" PRIu64 " errors=%" PRIu64 " rate=%.0f measured=%zu missing=%zu "
            "early=%zu p50_ms=%.2f p90_ms=%.2f p99_ms=%.2f max_ms=%.2f call_p50_ms=%.2f "
            "call_p99_ms=%.2f\n",
            g.n_calls, (uint64_t)atomic_load(&g.errors), (double)g.n_calls / achieved, n_lat,
-           missing, early, pct_ms(lat, n_lat, 0.50), pct_ms(lat, n_lat, 0.90),
-           pct_ms(lat, n_lat, 0.99), n_lat ? (double)lat[n_lat - 1] / 1e6 : 0,
-           pct_ms(calls, n_calls_ok, 0.50), pct_ms(calls, n_calls_ok, 0.99));
+           missing, early, bench_pct_ms(lat, n_lat, 0.50), bench_pct_ms(lat, n_lat, 0.90),
+           bench_pct_ms(lat, n_lat, 0.99), n_lat ? (double)lat[n_lat - 1] / 1e6 : 0,
+           bench_pct_ms(calls, n_calls_ok, 0.50), bench_pct_ms(calls, n_calls_ok, 0.99));
     rd_kafka_consumer_close(rk);
     rd_kafka_destroy(rk);
     grpc_channel_destroy(g.ch);

@@ -8,7 +8,8 @@
 if(TARGET notification_lib)
   find_package(CURL)
   if(CURL_FOUND)
-    add_executable(bench_notify ${CMAKE_CURRENT_LIST_DIR}/bench_notify.c)
+    add_executable(bench_notify ${CMAKE_CURRENT_LIST_DIR}/bench_notify.c
+                ${CMAKE_CURRENT_LIST_DIR}/bench_notify_e2e.c)
     target_link_libraries(bench_notify PRIVATE notification_lib CURL::libcurl Threads::Threads
                           svc_warnings)
   else()
