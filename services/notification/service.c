@@ -51,6 +51,8 @@ static void metrics(void *ctx, admin_buf_t *out)
     ntf_stats_render(&s->stats, s->cfg->tiers, s->cfg->n_tiers, out);
     if (rs_http_client_metrics(s->http, buf, sizeof buf, &len) == SVC_OK)
         admin_buf_printf(out, "%.*s", (int)len, buf);
+    else /* said on the page, not dropped: a scrape without them must show why */
+        admin_buf_printf(out, "# the webhook client's metrics do not fit in %zu bytes\n", sizeof buf);
     if (s->events != NULL && (text = kfk_worker_metrics_text(s->events,
                                                              "shopmicro_notification_consumer"))) {
         admin_buf_printf(out, "%s", text);
