@@ -47,17 +47,21 @@ static int start_sink(ntf_it_t *w)
 
 void ntf_it_svc_start(ntf_it_t *w)
 {
-    char e[8][160], errbuf[SVC_ERRBUF_LEN] = "";
-    const char *env[] = {e[0], e[1], e[2], e[3], e[4], e[5], e[6], e[7],
+    char e[4][160], errbuf[SVC_ERRBUF_LEN] = "";
+    const char *env[] = {e[0], e[1], e[2], e[3],
                          "NOTIFY_CONSUMER_GROUP=notification-it",
                          "NOTIFY_CONSUMER_SESSION_TIMEOUT_MS=6000",
+                         "NOTIFY_CONSUMER_BATCH_MAX=100",
+                         "NOTIFY_CONSUMER_COMMIT_INTERVAL_MS=200",
                          "NOTIFY_QUEUE_BASE=" NTF_IT_BASE,
                          "NOTIFY_RETRY_TIERS_MS=1000,2000,4000",
                          "NOTIFY_WORKERS=2",
+                         "NOTIFY_PREFETCH=4",
                          "NOTIFY_MAX_ATTEMPTS=4",
                          "NOTIFY_ATTEMPT_TIMEOUT_MS=1000",
                          "NOTIFY_JOB_DEADLINE_MS=5000",
                          "NOTIFY_WEBHOOK_BREAKER_COOLDOWN_MS=1500",
+                         "NOTIFY_LOG_LEVEL=info",
                          NULL};
     spawn_opts_t o;
 
@@ -67,10 +71,6 @@ void ntf_it_svc_start(ntf_it_t *w)
     snprintf(e[1], sizeof e[1], "NOTIFY_RABBITMQ_PORT=%d", w->rabbit.port);
     snprintf(e[2], sizeof e[2], "NOTIFY_WEBHOOK_URL=http://127.0.0.1:%d/webhooks", w->sink_port);
     snprintf(e[3], sizeof e[3], "NOTIFY_ADMIN_LISTEN=127.0.0.1:%d", w->admin_port);
-    snprintf(e[4], sizeof e[4], "NOTIFY_LOG_LEVEL=info");
-    snprintf(e[5], sizeof e[5], "NOTIFY_CONSUMER_BATCH_MAX=100");
-    snprintf(e[6], sizeof e[6], "NOTIFY_CONSUMER_COMMIT_INTERVAL_MS=200");
-    snprintf(e[7], sizeof e[7], "NOTIFY_PREFETCH=4");
     spawn_opts_init(&o);
     o.path = env_or_die("NOTIFICATION_BIN");
     o.env = env;
