@@ -240,7 +240,7 @@ typedef struct bare {
     atomic_int ready;       /* consumers connected */
     atomic_bool go;         /* consume (phase 2: start together) */
     _Atomic double last_ack;
-    char err[SVC_ERRBUF_LEN];
+    char err[SVC_ERRBUF_LEN + 32]; /* "rmq_consumer_...: " + the error */
     atomic_bool failed;
 } bare_t;
 
