@@ -24,6 +24,8 @@ static const svc_cfg_entry_t table[] = {
                         "the stock saga (OrderCreated in)"),
     {"CATALOG_ADMIN_LISTEN", SVC_CFG_STR, 1, 255, "127.0.0.1:9466", OFF(admin_listen),
      "admin HTTP host:port (/metrics /healthz /readyz of the stock saga); none: no port"},
+    {"CATALOG_FAULT_KNOBS", SVC_CFG_BOOL, 0, 0, "off", OFF(fault_knobs),
+     "TEST ONLY: fault knobs (latency, slot limit, errors) at /debug/fault of the admin port"},
 };
 
 svc_err_t cat_config_load(cat_config_t *c, char *errbuf)

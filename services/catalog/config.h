@@ -18,6 +18,7 @@ typedef struct cat_config {
     int64_t db_startup_wait_ms;
     kfk_worker_cfg_t saga; /* CATALOG_KAFKA_BROKERS, CATALOG_CONSUMER_* */
     char admin_listen[SVC_CFG_STR_MAX];
+    bool fault_knobs; /* test-only: /debug/fault on the admin port */
 } cat_config_t;
 
 /* Reads the environment. SVC_EINVAL with the reason in errbuf. */

@@ -106,14 +106,40 @@ static svc_err_t list_products(rpc_ctx_t *ctx, const ProtobufCMessage *in,
     return SVC_OK;
 }
 
+/* Every method runs inside the fault knobs (fault.h; a no-op unless a test
+ * turned them on), so a slot is held for the handler's whole run. */
+static svc_err_t with_faults(rpc_handler_fn h, rpc_ctx_t *ctx, const ProtobufCMessage *in,
+                             ProtobufCMessage **out, char *errbuf)
+{
+    const cat_app_t *app = rpc_ctx_app(ctx);
+    cat_fault_t *f = app != NULL ? app->fault : NULL;
+    cat_fault_pass_t pass;
+    svc_err_t err = cat_fault_enter(f, ctx, &pass, errbuf);
+
+    if (err == SVC_OK)
+        err = h(ctx, in, out, errbuf);
+    cat_fault_leave(f, &pass);
+    return err;
+}
+
+#define FAULTED(fn)                                                                            \
+    static svc_err_t fn##_faulted(rpc_ctx_t *ctx, const ProtobufCMessage *in,                  \
+                                  ProtobufCMessage **out, char *errbuf)                        \
+    {                                                                                          \
+        return with_faults(fn, ctx, in, out, errbuf);                                          \
+    }
+FAULTED(create_product)
+FAULTED(get_product)
+FAULTED(list_products)
+
 #define METHOD(name) "/shopmicro.catalog.v1.CatalogService/" name
 
 const rpc_method_t cat_methods[] = {
     {METHOD("CreateProduct"), &shopmicro__catalog__v1__create_product_request__descriptor,
-     create_product},
+     create_product_faulted},
     {METHOD("GetProduct"), &shopmicro__catalog__v1__get_product_request__descriptor,
-     get_product},
+     get_product_faulted},
     {METHOD("ListProducts"), &shopmicro__catalog__v1__list_products_request__descriptor,
-     list_products},
+     list_products_faulted},
 };
 const size_t cat_methods_count = SVC_COUNTOF(cat_methods);

@@ -12,7 +12,7 @@
 
 static void *worker_init(int index, void *app, char *errbuf)
 {
-    const cat_config_t *cfg = app;
+    const cat_config_t *cfg = ((const cat_app_t *)app)->cfg;
     cat_store_t *st = NULL;
 
     (void)index;
@@ -45,12 +45,55 @@ static svc_err_t migrate_with_wait(const cat_config_t *cfg, char *errbuf)
     return err;
 }
 
+/* What the admin port serves: the saga's page and readiness, and with the
+ * fault knobs on, their page too. */
+typedef struct admin_ctx {
+    cat_saga_t *saga;
+    cat_fault_t *fault;
+} admin_ctx_t;
+
+static void admin_metrics(void *ctx, admin_buf_t *out)
+{
+    const admin_ctx_t *a = ctx;
+
+    cat_saga_metrics(a->saga, out);
+    if (a->fault != NULL)
+        cat_fault_metrics(a->fault, out);
+}
+
+static bool admin_ready(void *ctx, admin_buf_t *out)
+{
+    return cat_saga_ready(((const admin_ctx_t *)ctx)->saga, out);
+}
+
+/* Bound before serving: a port in use is a start-up error, not a silent
+ * lack of metrics. */
+static svc_err_t admin_start(const cat_config_t *cfg, admin_ctx_t *a, admin_server_t **out,
+                             char *errbuf)
+{
+    admin_opts_t o;
+
+    admin_opts_init(&o);
+    o.listen = cfg->admin_listen;
+    o.metrics = admin_metrics;
+    o.ready = admin_ready;
+    o.ctx = a;
+    if (a->fault != NULL) {
+        o.debug = cat_fault_debug;
+        o.debug_ctx = a->fault;
+        svc_log_warn("catalog", "CATALOG_FAULT_KNOBS=on: test-only fault knobs at "
+                                "http://%s/debug/fault", cfg->admin_listen);
+    }
+    return admin_server_new(&o, out, errbuf);
+}
+
 int cat_server_run(const cat_config_t *cfg)
 {
     char errbuf[SVC_ERRBUF_LEN] = "";
     rpc_server_opts_t o;
     rpc_server_t *srv = NULL;
-    cat_saga_t *saga = NULL;
+    cat_app_t app = {cfg, NULL};
+    admin_ctx_t actx = {NULL, NULL};
     admin_server_t *admin = NULL;
     int status = 1;
 
@@ -58,12 +101,17 @@ int cat_server_run(const cat_config_t *cfg)
         svc_log_error("catalog", "cannot prepare the database: %s", errbuf);
         return 1;
     }
+    if (cfg->fault_knobs && cat_fault_new(&app.fault) != SVC_OK) {
+        svc_log_error("catalog", "fault knobs: out of memory");
+        return 1;
+    }
+    actx.fault = app.fault;
     rpc_server_opts_init(&o);
     o.listen = cfg->listen;
     o.workers = (int)cfg->workers;
     o.drain_ms = (int)cfg->drain_ms;
     o.log_module = "catalog";
-    o.app = (void *)cfg;
+    o.app = &app;
     o.worker_init = worker_init;
     o.worker_fini = worker_fini;
     if (rpc_server_new(&o, cat_methods, cat_methods_count, &srv, errbuf) != SVC_OK) {
@@ -72,14 +120,11 @@ int cat_server_run(const cat_config_t *cfg)
     }
     /* After migrations (its tables), before serving; stopped after the
      * drain, so an order's reservation in flight at SIGTERM finishes. */
-    if (cat_saga_start(cfg, &saga, errbuf) != SVC_OK) {
+    if (cat_saga_start(cfg, &actx.saga, errbuf) != SVC_OK) {
         svc_log_error("catalog", "stock saga: %s", errbuf);
         goto out;
     }
-    /* Bound before serving: a port in use is a start-up error, not a silent
-     * lack of metrics. */
-    if (admin_server_start(cfg->admin_listen, cat_saga_metrics, cat_saga_ready, saga, &admin,
-                           errbuf) != SVC_OK) {
+    if (admin_start(cfg, &actx, &admin, errbuf) != SVC_OK) {
         svc_log_error("catalog", "admin port %s: %s", cfg->admin_listen, errbuf);
         goto out;
     }
@@ -89,8 +134,9 @@ int cat_server_run(const cat_config_t *cfg)
     }
     status = 0;
 out:
-    admin_server_free(admin); /* first: its callbacks read the saga */
-    cat_saga_stop(saga);
+    admin_server_free(admin); /* first: its callbacks read the saga and the knobs */
+    cat_saga_stop(actx.saga);
     rpc_server_free(srv);
+    cat_fault_free(app.fault); /* after the server: its workers use it */
     return status;
 }

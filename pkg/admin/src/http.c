@@ -1,7 +1,8 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /*
  * http.c - the HTTP/1.1 this port understands: a GET of one of three paths,
- * no body. Pure functions over bytes, so the unit tests need no socket.
+ * no body; and, when the service installed a debug handler, GET, POST or PUT
+ * of /debug/... with a small Content-Length body. Pure functions over bytes, so the unit tests need no socket.
  */
 #include <stdarg.h>
 #include <stdio.h>
@@ -123,7 +124,8 @@ static bool is_tchar(char c)
 }
 
 /* Parses "METHOD SP /target SP HTTP/1.x" (line without CRLF). */
-static int parse_line(const char *line, size_t n, bool *is_get, const char **target, size_t *tlen)
+static int parse_line(const char *line, size_t n, admin__req_t *req, const char **target,
+                      size_t *tlen)
 {
     const char *sp1 = memchr(line, ' ', n), *sp2, *end = line + n;
 
@@ -141,16 +143,24 @@ static int parse_line(const char *line, size_t n, bool *is_get, const char **tar
     for (const char *p = sp1 + 1; p < sp2; p++)
         if ((unsigned char)*p <= 0x20 || (unsigned char)*p >= 0x7f)
             return 400;
-    *is_get = sp1 - line == 3 && memcmp(line, "GET", 3) == 0;
+    req->method = line;
+    req->method_len = (size_t)(sp1 - line);
     *target = sp1 + 1;
     *tlen = (size_t)(sp2 - sp1 - 1);
     return 0;
 }
 
-/* 413 when a header announces a body (a GET here never has one), 400 for a
- * header line without a colon. Names compare case-insensitively. */
-static int check_headers(const char *p, const char *end)
+static bool method_is(const admin__req_t *req, const char *m)
 {
+    return req->method_len == strlen(m) && memcmp(req->method, m, req->method_len) == 0;
+}
+
+/* 400 for a header line without a colon or a malformed Content-Length, 413
+ * for Transfer-Encoding (never accepted). *clen gets the Content-Length (0
+ * without one). Names compare case-insensitively. */
+static int check_headers(const char *p, const char *end, size_t max, size_t *clen)
+{
+    *clen = 0;
     while (p < end) {
         const char *eol = strstr(p, "\r\n"), *colon;
         size_t n = (size_t)(eol - p);
@@ -160,50 +170,108 @@ static int check_headers(const char *p, const char *end)
             return 400;
         if ((size_t)(colon - p) == 17 && strncasecmp(p, "transfer-encoding", 17) == 0)
             return 413;
-        if ((size_t)(colon - p) == 14 && strncasecmp(p, "content-length", 14) == 0 &&
-            strtoll(colon + 1, NULL, 10) != 0)
-            return 413;
+        if ((size_t)(colon - p) == 14 && strncasecmp(p, "content-length", 14) == 0) {
+            char *e;
+            unsigned long long v = strtoull(colon + 1, &e, 10);
+            while (*e == ' ' || *e == '\t')
+                e++;
+            if (e != eol)
+                return 400;
+            *clen = v > max ? max + 1 : (size_t)v;
+        }
         p = eol + 2;
     }
     return 0;
 }
 
-static int route_of(const char *target, size_t tlen, admin__route_t *route)
+/* Splits target into path and query (a scraper's query string changes
+ * nothing for the fixed routes). */
+static void split_target(const char *target, size_t tlen, admin__req_t *req)
 {
     const char *q = memchr(target, '?', tlen);
 
-    if (q != NULL) /* a scraper's query string changes nothing here */
-        tlen = (size_t)(q - target);
+    req->path = target;
+    req->path_len = q != NULL ? (size_t)(q - target) : tlen;
+    req->query = q != NULL ? q + 1 : NULL;
+    req->query_len = q != NULL ? tlen - req->path_len - 1 : 0;
+}
+
+static int route_of(admin__req_t *req)
+{
     for (size_t i = 0; i < SVC_COUNTOF(routes); i++) {
-        if (strlen(routes[i].path) == tlen && memcmp(routes[i].path, target, tlen) == 0) {
-            *route = routes[i].route;
+        if (strlen(routes[i].path) == req->path_len &&
+            memcmp(routes[i].path, req->path, req->path_len) == 0) {
+            req->route = routes[i].route;
             return 200;
         }
     }
     return 404;
 }
 
-int admin__parse(const char *buf, size_t len, size_t max, admin__route_t *route)
+static bool is_debug_path(const admin__req_t *req)
+{
+    return (req->path_len == 6 && memcmp(req->path, "/debug", 6) == 0) ||
+           (req->path_len > 6 && memcmp(req->path, "/debug/", 7) == 0);
+}
+
+/* A /debug request: GET (no body), POST or PUT (a body of clen bytes that
+ * must fit, with the head, in max). */
+static int debug_request(const char *body, size_t have, size_t head, size_t max, size_t clen,
+                         admin__req_t *req)
+{
+    if (!method_is(req, "GET") && !method_is(req, "POST") && !method_is(req, "PUT"))
+        return 405;
+    if (clen > 0 && method_is(req, "GET"))
+        return 413;
+    if (clen > max || head + clen > max)
+        return 413;
+    if (have < clen)
+        return 0;
+    req->route = ADMIN__DEBUG;
+    req->body = body;
+    req->body_len = clen;
+    return 200;
+}
+
+int admin__parse_req(const char *buf, size_t len, size_t max, bool debug, admin__req_t *req)
 {
     const char *eol, *end, *target = NULL;
-    size_t tlen = 0;
-    bool is_get = false;
+    size_t tlen = 0, clen = 0, head;
     int st;
 
+    memset(req, 0, sizeof *req);
     if (memchr(buf, '\0', len) != NULL) /* and strstr cannot skip one */
         return 400;
     end = strstr(buf, "\r\n\r\n");
     if (end == NULL)
         return len >= max ? 431 : 0;
-    if ((size_t)(end - buf) + 4 > max)
+    head = (size_t)(end - buf) + 4;
+    if (head > max)
         return 431;
     eol = strstr(buf, "\r\n");
-    st = parse_line(buf, (size_t)(eol - buf), &is_get, &target, &tlen);
+    st = parse_line(buf, (size_t)(eol - buf), req, &target, &tlen);
     if (st == 0)
-        st = check_headers(eol + 2, end + 2);
-    if (st == 0 && !is_get)
-        st = 405;
-    return st != 0 ? st : route_of(target, tlen, route);
+        st = check_headers(eol + 2, end + 2, max, &clen);
+    if (st != 0)
+        return st;
+    split_target(target, tlen, req);
+    if (debug && is_debug_path(req))
+        return debug_request(end + 4, len - head, head, max, clen, req);
+    if (clen > 0) /* a GET here never has a body */
+        return 413;
+    if (!method_is(req, "GET"))
+        return 405;
+    return route_of(req);
+}
+
+int admin__parse(const char *buf, size_t len, size_t max, admin__route_t *route)
+{
+    admin__req_t req;
+    int st = admin__parse_req(buf, len, max, false, &req);
+
+    if (st == 200)
+        *route = req.route;
+    return st;
 }
 
 /* ---- responses ---------------------------------------------------------- */

@@ -103,6 +103,32 @@ static void serve(admin_server_t *s, int fd, admin__route_t route)
     admin__buf_dispose(&body);
 }
 
+/* Runs the debug callback. The request's pieces are cut out of the
+ * connection's buffer in place: it is closed right after. */
+static void serve_debug(admin_server_t *s, int fd, admin__req_t *r)
+{
+    char method[8];
+    admin_request_t req;
+    admin_buf_t body;
+    int status;
+
+    snprintf(method, sizeof method, "%.*s", (int)r->method_len, r->method);
+    ((char *)r->path)[r->path_len] = '\0';
+    if (r->query != NULL)
+        ((char *)r->query)[r->query_len] = '\0';
+    req = (admin_request_t){method, r->path, r->query != NULL ? r->query : "",
+                            r->body != NULL ? r->body : "", r->body_len};
+    admin__buf_init(&body, s->o.max_response_bytes);
+    status = s->o.debug(s->o.debug_ctx, &req, &body);
+    if (status < 200 || status > 599)
+        status = 500;
+    if (body.overflow)
+        reply_text(s, fd, 500, "response too large\n");
+    else
+        reply(s, fd, status, "application/json", body.data ? body.data : "", body.len);
+    admin__buf_dispose(&body);
+}
+
 static void conn_close(conn_t *c)
 {
     close(c->fd);
@@ -125,7 +151,7 @@ static void conn_read(admin_server_t *s, conn_t *c)
 {
     size_t room = s->o.max_request_bytes - c->len;
     ssize_t n = recv(c->fd, c->buf + c->len, room, 0);
-    admin__route_t route = ADMIN__HEALTHZ;
+    admin__req_t req;
     int st;
 
     if (n <= 0) {
@@ -136,11 +162,13 @@ static void conn_read(admin_server_t *s, conn_t *c)
     }
     c->len += (size_t)n;
     c->buf[c->len] = '\0';
-    st = admin__parse(c->buf, c->len, s->o.max_request_bytes, &route);
+    st = admin__parse_req(c->buf, c->len, s->o.max_request_bytes, s->o.debug != NULL, &req);
     if (st == 0)
         return;
-    if (st == 200)
-        serve(s, c->fd, route);
+    if (st == 200 && req.route == ADMIN__DEBUG)
+        serve_debug(s, c->fd, &req);
+    else if (st == 200)
+        serve(s, c->fd, req.route);
     else
         reply_text(s, c->fd, st, status_text(st));
     conn_close(c);

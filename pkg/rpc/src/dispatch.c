@@ -4,7 +4,9 @@
  * deadline check, decoding, the handler call, and the handler's view of the
  * call (rpc_ctx_*).
  */
+#include <inttypes.h>
 #include <stdalign.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -225,6 +227,12 @@ void *rpc_ctx_app(rpc_ctx_t *c)
 void rpc_ctx_mark_dependency_failure(rpc_ctx_t *c)
 {
     c->dependency_failure = true;
+}
+
+void rpc_ctx_set_pushback_ms(rpc_ctx_t *c, uint32_t ms)
+{
+    snprintf(c->pushback, sizeof c->pushback, "%" PRIu32, ms);
+    c->has_pushback = true;
 }
 
 grpc_call *rpc_ctx_call(rpc_ctx_t *c)

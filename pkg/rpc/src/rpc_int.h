@@ -30,6 +30,8 @@ struct rpc_ctx {
     grpc_call *call;
     const grpc_metadata_array *md;
     bool dependency_failure;
+    bool has_pushback;      /* rpc_ctx_set_pushback_ms() was called ... */
+    char pushback[12];      /* ... with this value, in decimal          */
     rpc__arena_t arena;
 };
 

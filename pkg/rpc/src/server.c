@@ -50,6 +50,7 @@ typedef struct slot {
     svc_err_t err;
     uint64_t started_ns;
     char request_id[40];
+    grpc_metadata trailers[2]; /* of a failed reply; live until the batch completes */
     rpc_ctx_t ctx;
 } slot_t;
 
@@ -214,6 +215,25 @@ static grpc_metadata dependency_failure_md;
 /* Stands in for a path that is not in the table, for logs. */
 static const rpc_method_t unknown_method = {"(unknown method)", NULL, NULL};
 
+/* The trailers of a failed reply: the dependency-failure mark and the
+ * pushback hint, as the handler asked. The pushback value lives in the
+ * slot's ctx, which is not reused before the reply batch completes. */
+static size_t failure_trailers(slot_t *s)
+{
+    size_t n = 0;
+
+    if (s->err == SVC_OK)
+        return 0;
+    if (s->ctx.dependency_failure)
+        s->trailers[n++] = dependency_failure_md;
+    if (s->ctx.has_pushback) {
+        memset(&s->trailers[n], 0, sizeof s->trailers[n]);
+        s->trailers[n].key = grpc_slice_from_static_string("grpc-retry-pushback-ms");
+        s->trailers[n++].value = grpc_slice_from_static_string(s->ctx.pushback);
+    }
+    return n;
+}
+
 /* Runs the handler for a call whose request has been read (received is
  * false when the client went away first) and starts the reply batch. */
 static void serve(slot_t *s, bool received)
@@ -232,6 +252,7 @@ static void serve(slot_t *s, bool received)
     s->ctx.call = s->call;
     s->ctx.md = &s->md;
     s->ctx.dependency_failure = false;
+    s->ctx.has_pushback = false;
     take_request_id(s);
     svc_log_set_request_id(s->request_id);
 
@@ -270,10 +291,8 @@ static void serve(slot_t *s, bool received)
         ops[n++].data.send_message.send_message = s->reply;
     }
     ops[n].op = GRPC_OP_SEND_STATUS_FROM_SERVER;
-    if (s->err != SVC_OK && s->ctx.dependency_failure) {
-        ops[n].data.send_status_from_server.trailing_metadata_count = 1;
-        ops[n].data.send_status_from_server.trailing_metadata = &dependency_failure_md;
-    }
+    ops[n].data.send_status_from_server.trailing_metadata_count = failure_trailers(s);
+    ops[n].data.send_status_from_server.trailing_metadata = s->trailers;
     ops[n].data.send_status_from_server.status = (grpc_status_code)svc_err_to_grpc(s->err);
     ops[n++].data.send_status_from_server.status_details = s->err == SVC_OK ? NULL : &s->details;
     ops[n].op = GRPC_OP_RECV_CLOSE_ON_SERVER;

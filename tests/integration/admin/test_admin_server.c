@@ -165,6 +165,56 @@ static void free_with_clients_open(void **state)
     assert_int_equal(atomic_load(&fx.ready_calls), calls);
 }
 
+/* The debug hook: what it was given, and its status and body on the wire. */
+static char seen[256];
+
+static int debug(void *ctx, const admin_request_t *req, admin_buf_t *out)
+{
+    (void)ctx;
+    snprintf(seen, sizeof seen, "%s %s ?%s [%s] %zu", req->method, req->path, req->query,
+             req->body, req->body_len);
+    admin_buf_printf(out, "{\"path\":");
+    admin_buf_json_str(out, req->path);
+    admin_buf_printf(out, "}\n");
+    return strcmp(req->path, "/debug/bad") == 0 ? 400 : 200;
+}
+
+static void debug_hook(void **state)
+{
+    char errbuf[SVC_ERRBUF_LEN] = "", r[1024];
+    admin_opts_t o;
+
+    admin_opts_init(&o);
+    o.max_request_bytes = 512;
+    o.debug = debug;
+    assert_int_equal(admin_server_new(&o, &fx.s, errbuf), SVC_OK);
+    assert_int_equal(get("GET /debug/fault?a=1 HTTP/1.1\r\n\r\n", r, sizeof r), 200);
+    assert_string_equal(seen, "GET /debug/fault ?a=1 [] 0");
+    assert_non_null(strstr(r, "Content-Type: application/json\r\n"));
+    assert_non_null(strstr(r, "\r\n\r\n{\"path\":\"/debug/fault\"}\n"));
+    /* A body sent in two pieces is waited for. */
+    {
+        const char *head = "POST /debug/fault HTTP/1.1\r\nContent-Length: 13\r\n\r\nlatency",
+                   *rest = "_ms=20";
+        int fd = dial(), status = 0;
+        assert_int_equal(send(fd, head, strlen(head), MSG_NOSIGNAL), (ssize_t)strlen(head));
+        usleep(50 * 1000);
+        assert_int_equal(send(fd, rest, strlen(rest), MSG_NOSIGNAL), (ssize_t)strlen(rest));
+        read_all(fd, r, sizeof r);
+        sscanf(r, "HTTP/1.1 %d", &status);
+        assert_int_equal(status, 200);
+        assert_string_equal(seen, "POST /debug/fault ? [latency_ms=20] 13");
+    }
+    assert_int_equal(get("PUT /debug/bad HTTP/1.1\r\n\r\n", r, sizeof r), 400);
+    assert_int_equal(get("DELETE /debug/fault HTTP/1.1\r\n\r\n", r, sizeof r), 405);
+    assert_int_equal(get("GET /metrics HTTP/1.1\r\n\r\n", r, sizeof r), 200);
+    admin_server_free(fx.s);
+    /* Without a hook the family does not exist. */
+    start(4, 2000);
+    assert_int_equal(get("GET /debug/fault HTTP/1.1\r\n\r\n", r, sizeof r), 404);
+    admin_server_free(fx.s);
+}
+
 static void bad_address_fails_cleanly(void **state)
 {
     char errbuf[SVC_ERRBUF_LEN] = "";
@@ -194,6 +244,7 @@ int main(void)
         cmocka_unit_test(routes_and_statuses),
         cmocka_unit_test(connection_limit_then_timeout),
         cmocka_unit_test(free_with_clients_open),
+        cmocka_unit_test(debug_hook),
         cmocka_unit_test(bad_address_fails_cleanly),
     };
     return cmocka_run_group_tests_name("admin_server", tests, NULL, NULL);

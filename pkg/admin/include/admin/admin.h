@@ -15,6 +15,13 @@
  * another method 405, a head larger than max_request_bytes 431, a request
  * with a body 413, anything unparsable 400.
  *
+ * One optional route family for test and operator knobs: with a debug
+ * callback set, GET, POST and PUT of /debug and /debug/... go to it (other
+ * methods 405). GET carries no body; POST and PUT may carry one of
+ * Content-Length bytes (no chunked encoding), head and body together within
+ * max_request_bytes (else 413). The callback answers with a status and a JSON
+ * body. Without the callback those paths are 404, as before.
+ *
  * Threads: the callbacks run on the admin thread, one at a time, concurrently
  * with the service's own threads, so whatever they read must be atomics or
  * lock-protected. They must not block for long: a scrape waits on them.
@@ -52,6 +59,20 @@ typedef void (*admin_metrics_fn)(void *ctx, admin_buf_t *out);
 /* Writes the /readyz JSON body into out; true = ready (200), false = 503. */
 typedef bool (*admin_ready_fn)(void *ctx, admin_buf_t *out);
 
+/* A /debug request, as the debug callback sees it. Every string is
+ * NUL-terminated and borrowed for the duration of the callback. */
+typedef struct admin_request {
+    const char *method; /* "GET", "POST" or "PUT"                          */
+    const char *path;   /* "/debug" or "/debug/...", without the query      */
+    const char *query;  /* after '?', "" when none (not percent-decoded)    */
+    const char *body;   /* "" when none; may contain no NUL (else 400)      */
+    size_t body_len;
+} admin_request_t;
+
+/* Answers a /debug request: writes a JSON body into out and returns the HTTP
+ * status (200, 400, 404, ...; anything outside 200..599 becomes 500). */
+typedef int (*admin_debug_fn)(void *ctx, const admin_request_t *req, admin_buf_t *out);
+
 typedef struct admin_opts {
     const char *listen;         /* "host:port"; port 0 = the kernel picks;
                                    "none": no port (admin_server_new starts
@@ -62,7 +83,9 @@ typedef struct admin_opts {
     size_t max_response_bytes;  /* body built by a callback                    */
     admin_metrics_fn metrics;   /* NULL: /metrics is an empty page             */
     admin_ready_fn ready;       /* NULL: /readyz is always 200 {"status":"ok"} */
-    void *ctx;                  /* passed to both callbacks                    */
+    void *ctx;                  /* passed to metrics and ready                 */
+    admin_debug_fn debug;       /* NULL: /debug paths are 404                  */
+    void *debug_ctx;            /* passed to debug                             */
 } admin_opts_t;
 
 /* Fills the ADMIN_DEFAULT_* values and NULL callbacks. */

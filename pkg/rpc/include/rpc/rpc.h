@@ -142,6 +142,11 @@ svc_alloc_t rpc_ctx_allocator(rpc_ctx_t *c);
  * up" and does not retry what this service already retried. */
 #define RPC_DEPENDENCY_FAILURE_MD "shopmicro-dependency-failure"
 void rpc_ctx_mark_dependency_failure(rpc_ctx_t *c);
+/* Asks the client to wait ms before trying again (gRFC A6 trailer
+ * grpc-retry-pushback-ms on a failed reply; pkg/resilience honours it when
+ * it retries). Sent only when the handler returns an error; the last call
+ * wins. A load-shedding server answers SVC_EEXHAUSTED with it. */
+void rpc_ctx_set_pushback_ms(rpc_ctx_t *c, uint32_t ms);
 
 /* The underlying server call, for deadline/cancellation propagation to
  * outgoing calls (rpc_call_opts_t.parent). Valid until the handler returns. */

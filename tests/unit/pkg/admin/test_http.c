@@ -58,6 +58,51 @@ static void incomplete_then_too_large(void **state)
     assert_int_equal(admin__parse(big, 50, 100, &r), 0);
 }
 
+static int parse_debug(const char *req, admin__req_t *r)
+{
+    return admin__parse_req(req, strlen(req), 256, true, r);
+}
+
+/* The /debug family: GET, POST and PUT with a Content-Length body, only
+ * when the service asked for it; the fixed routes keep their rules. */
+static void debug_routes(void **state)
+{
+    admin__req_t r;
+    admin__route_t route;
+
+    (void)state;
+    assert_int_equal(parse("POST /debug/fault HTTP/1.1\r\n\r\n", &route), 405);
+    assert_int_equal(parse("GET /debug/fault HTTP/1.1\r\n\r\n", &route), 404);
+    assert_int_equal(parse_debug("GET /debug/fault?x=1 HTTP/1.1\r\n\r\n", &r), 200);
+    assert_int_equal(r.route, ADMIN__DEBUG);
+    assert_int_equal(r.path_len, 12);
+    assert_memory_equal(r.path, "/debug/fault", 12);
+    assert_int_equal(r.query_len, 3);
+    assert_memory_equal(r.query, "x=1", 3);
+    assert_int_equal(r.body_len, 0);
+    assert_int_equal(parse_debug("PUT /debug HTTP/1.1\r\nContent-Length: 9\r\n\r\nlatency=5", &r),
+                     200);
+    assert_int_equal(r.body_len, 9);
+    assert_memory_equal(r.body, "latency=5", 9);
+    assert_memory_equal(r.method, "PUT", 3);
+    /* The body has not all arrived yet: read more. */
+    assert_int_equal(parse_debug("POST /debug/x HTTP/1.1\r\nContent-Length: 9\r\n\r\nlat", &r),
+                     0);
+    assert_int_equal(parse_debug("POST /debug/x HTTP/1.1\r\nContent-Length: 999\r\n\r\n", &r),
+                     413);
+    assert_int_equal(parse_debug("GET /debug/x HTTP/1.1\r\nContent-Length: 2\r\n\r\nab", &r),
+                     413);
+    assert_int_equal(parse_debug("DELETE /debug/x HTTP/1.1\r\n\r\n", &r), 405);
+    assert_int_equal(parse_debug("POST /debug/x HTTP/1.1\r\nContent-Length: 2x\r\n\r\n", &r),
+                     400);
+    assert_int_equal(parse_debug("POST /debugx HTTP/1.1\r\n\r\n", &r), 405);
+    assert_int_equal(parse_debug("GET /debugx HTTP/1.1\r\n\r\n", &r), 404);
+    assert_int_equal(parse_debug("GET /metrics HTTP/1.1\r\n\r\n", &r), 200);
+    assert_int_equal(r.route, ADMIN__METRICS);
+    assert_int_equal(parse_debug("POST /metrics HTTP/1.1\r\nContent-Length: 1\r\n\r\nx", &r),
+                     413);
+}
+
 static void buffer_caps_and_escapes(void **state)
 {
     admin_buf_t b;
@@ -120,6 +165,7 @@ int main(void)
         cmocka_unit_test(routes_known_paths),
         cmocka_unit_test(statuses_for_bad_requests),
         cmocka_unit_test(incomplete_then_too_large),
+        cmocka_unit_test(debug_routes),
         cmocka_unit_test(buffer_caps_and_escapes),
         cmocka_unit_test(ready_one_and_listen_none),
         cmocka_unit_test(response_head),
