@@ -115,18 +115,39 @@ static void log_path(const char *p, size_t len, char *out, size_t cap)
     out[n] = '\0';
 }
 
+/*
+ * A 5xx line is written for the first request of its kind and then at most
+ * once a second with the count of those left out (svc/core.h, "Repeated
+ * lines"): in an outage every request fails the same way, and a line each
+ * would bury the breaker's transitions. The kind is the route, the status
+ * and why; the metrics count every request.
+ */
+static bool admit_5xx(const gw_entry_t *e, int status, uint64_t *left_out)
+{
+    char key[160];
+    const char *why = e->route != NULL && e->route->rpc != NULL && e->res != NULL
+                          ? rs_reason_name(e->res->reason)
+                      : e->grpc_code >= 0 ? svc_err_name(svc_err_from_grpc(e->grpc_code))
+                                          : "-";
+
+    snprintf(key, sizeof key, "%.*s %s %d %s", (int)(e->method_len > 16 ? 16 : e->method_len),
+             e->method, e->route != NULL ? e->route->pattern : "unmatched", status, why);
+    return svc_log_repeats_admit(svc_log_repeats_default(), SVC_LOG_WARN, ACCESS_MOD, key,
+                                 left_out);
+}
+
 /* Counts the answer and writes its access-log line (with the request id
  * the caller has set for this thread). Call just before sending. */
 static void account(const gw_entry_t *e, int status)
 {
-    uint64_t dur = svc_now_ns() - e->start_ns;
+    uint64_t dur = svc_now_ns() - e->start_ns, repeated = 0;
     size_t route = e->route != NULL ? (size_t)(e->route - gw_routes) : GW_METRICS_UNMATCHED;
     svc_log_level_t lvl = status >= 500 ? SVC_LOG_WARN : SVC_LOG_INFO;
     char path[LOG_PATH_MAX + 1], kv[768];
     int n;
 
     gw_metrics_end(e->loop->app->metrics, route, e->method, e->method_len, status, dur);
-    if (!svc_log_enabled(lvl))
+    if (!svc_log_enabled(lvl) || (status >= 500 && !admit_5xx(e, status, &repeated)))
         return;
     log_path(e->path, e->path_len, path, sizeof path);
     n = snprintf(kv, sizeof kv, " method=%.*s path=\"%s\" status=%d duration_ms=%.3f route=\"%s\"",
@@ -137,9 +158,11 @@ static void account(const gw_entry_t *e, int status)
                       svc_err_name(svc_err_from_grpc(e->grpc_code)));
     if (n > 0 && (size_t)n < sizeof kv && e->route != NULL && e->route->rpc != NULL &&
         e->res != NULL)
-        snprintf(kv + n, sizeof kv - (size_t)n, " upstream=%s reason=%s attempts=%u",
-                 gw_upstream_name(e->route->upstream), rs_reason_name(e->res->reason),
-                 e->res->attempts);
+        n += snprintf(kv + n, sizeof kv - (size_t)n, " upstream=%s reason=%s attempts=%u",
+                      gw_upstream_name(e->route->upstream), rs_reason_name(e->res->reason),
+                      e->res->attempts);
+    if (n > 0 && (size_t)n < sizeof kv && repeated > 0)
+        snprintf(kv + n, sizeof kv - (size_t)n, " repeated=%llu", (unsigned long long)repeated);
     svc_log_write(lvl, ACCESS_MOD, kv, "%.*s %s %d %.3fms", (int)e->method_len, e->method, path,
                   status, (double)dur / 1e6);
 }

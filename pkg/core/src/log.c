@@ -16,6 +16,7 @@
 #include <unistd.h>
 
 #include "svc/core.h"
+#include "log_internal.h"
 
 #define LINE_MAX_BYTES 4096
 
@@ -94,15 +95,22 @@ static size_t append_fmt(char *buf, size_t len, size_t cap, const char *fmt, ...
 
 void svc_log_write(svc_log_level_t lvl, const char *module, const char *kv, const char *fmt, ...)
 {
+    va_list ap;
+
+    va_start(ap, fmt);
+    svc__log_vwrite(lvl, module, kv, fmt, ap);
+    va_end(ap);
+}
+
+void svc__log_vwrite(svc_log_level_t lvl, const char *module, const char *kv, const char *fmt,
+                     va_list ap)
+{
     char line[LINE_MAX_BYTES], msg[LINE_MAX_BYTES / 2];
     struct timeval tv;
     struct tm tm;
     size_t len = 0;
-    va_list ap;
 
-    va_start(ap, fmt);
     vsnprintf(msg, sizeof msg, fmt, ap);
-    va_end(ap);
 
     gettimeofday(&tv, NULL);
     gmtime_r(&tv.tv_sec, &tm);

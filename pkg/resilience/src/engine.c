@@ -21,6 +21,7 @@
  * the deadline was near". The reason says why we stopped.
  */
 #include <stdio.h>
+#include <string.h>
 
 #include "internal.h"
 
@@ -88,13 +89,25 @@ bool rs_call_is_trial(const rs_call_t *c)
 static void log_call(const rs_call_t *c, svc_log_level_t lvl, const char *decision,
                      const char *why, svc_err_t err, const char *msg)
 {
-    char kv[KV_LEN];
+    char kv[KV_LEN], key[160];
 
     snprintf(kv, sizeof kv,
              " upstream=%s method=%s attempt=%u max_attempts=%u decision=%s reason=%s err=%s",
              c->up->name, c->path, c->attempts, c->max_attempts, decision, why,
              svc_err_name(err));
-    svc_log_write(lvl, RS__LOG_MODULE, kv, "%s", msg);
+    /* An outage makes every call fail alike: the first "fail" line of each
+     * upstream, method and cause is written, then one a second with the count
+     * left out (svc/core.h, "Repeated lines"). Retries are not limited: the
+     * retry budget already bounds them to a fraction of the calls, and each
+     * one is worth seeing. Nor are the breaker's transitions; the metrics
+     * count every decision. */
+    if (lvl < SVC_LOG_WARN || strcmp(decision, "fail") != 0) {
+        svc_log_write(lvl, RS__LOG_MODULE, kv, "%s", msg);
+        return;
+    }
+    snprintf(key, sizeof key, "%s %s %s %s %s", c->up->name, c->path, decision, why,
+             svc_err_name(err));
+    svc_log_write_repeat(lvl, RS__LOG_MODULE, key, kv, "%s", msg);
 }
 
 static const char *sep(const char *detail)

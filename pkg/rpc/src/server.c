@@ -316,10 +316,26 @@ static void log_access(const slot_t *s)
                               ? SVC_LOG_INFO
                               : SVC_LOG_WARN;
 
+    char key[160];
+    uint64_t repeated = 0;
+
     if (!svc_log_enabled(lvl))
         return;
-    snprintf(kv, sizeof kv, " method=%s code=%s duration_ms=%.3f client_cancelled=%d",
-             s->ctx.method->path, code, ms, s->cancelled);
+    /* A failing dependency fails every call the same way: the first line of
+     * each method and code, then one a second with the count (svc/core.h). */
+    if (lvl >= SVC_LOG_WARN) {
+        snprintf(key, sizeof key, "%s %s", s->ctx.method->path, code);
+        if (!svc_log_repeats_admit(svc_log_repeats_default(), lvl, s->w->srv->mod, key,
+                                   &repeated))
+            return;
+    }
+    if (repeated > 0)
+        snprintf(kv, sizeof kv,
+                 " method=%s code=%s duration_ms=%.3f client_cancelled=%d repeated=%llu",
+                 s->ctx.method->path, code, ms, s->cancelled, (unsigned long long)repeated);
+    else
+        snprintf(kv, sizeof kv, " method=%s code=%s duration_ms=%.3f client_cancelled=%d",
+                 s->ctx.method->path, code, ms, s->cancelled);
     svc_log_set_request_id(s->request_id);
     svc_log_write(lvl, s->w->srv->mod, kv, "%s %s %.3fms%s%.*s", s->ctx.method->path, code, ms,
                   s->err == SVC_OK ? "" : ": ",

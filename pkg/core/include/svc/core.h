@@ -176,6 +176,51 @@ void svc_log_write(svc_log_level_t lvl, const char *module, const char *kv, cons
 #define svc_log_warn(mod, ...)  SVC_LOG(SVC_LOG_WARN, mod, __VA_ARGS__)
 #define svc_log_error(mod, ...) SVC_LOG(SVC_LOG_ERROR, mod, __VA_ARGS__)
 
+/*
+ * Repeated lines. In an outage the same failure repeats once per request,
+ * and a line per request drowns what changed. A limiter lets the first line
+ * of each key through at once and then at most one per window; the line it
+ * lets through after a gap carries " repeated=N": how many lines of that key
+ * were left out since the previous one written. A key whose lines were left
+ * out and that has then gone quiet gets one summary line when the limiter is
+ * flushed ("left out N more lines like this one ...", with repeat_key=...),
+ * so every count reaches the log. Metrics still count every event.
+ *
+ * Keys are short strings naming what repeats (a route, status and reason);
+ * key and module are copied (up to 95 and 31 bytes). Thread-safe: one mutex per limiter, taken only by lines that
+ * would be written (warn and above in practice), never on the success path.
+ * The table has room for 64 keys; a key that finds no room is never left out.
+ */
+#define SVC_LOG_REPEAT_WINDOW_MS 1000
+
+typedef struct svc_log_repeats svc_log_repeats_t;
+
+/* window_ms 0 means SVC_LOG_REPEAT_WINDOW_MS; clock NULL: the monotonic clock.
+ * Returns NULL when out of memory. */
+svc_log_repeats_t *svc_log_repeats_new(uint32_t window_ms, const svc_clock_t *clock);
+/* Flushes what is left out (as svc_log_repeats_flush(r, true)), then frees. NULL is ignored. */
+void svc_log_repeats_free(svc_log_repeats_t *r);
+/* The process-wide limiter the svc_log_repeat_* helpers use. Never NULL. */
+svc_log_repeats_t *svc_log_repeats_default(void);
+
+/* Whether the line of `key` (to be written at lvl by module) is written now.
+ * When it is, *left_out (may be NULL) is the count of that key's lines left out
+ * since the previous one written, and the caller appends " repeated=N" when
+ * it is not 0. Also flushes the keys whose window has ended, at most once per
+ * window, so a busy process needs no timer to report its counts. */
+bool svc_log_repeats_admit(svc_log_repeats_t *r, svc_log_level_t lvl, const char *module,
+                           const char *key, uint64_t *left_out);
+/* Writes a summary line for each key with lines left out whose window has
+ * ended (every such key when `all`). A process with a periodic tick calls it
+ * there, so a quiet key's count is written within about a window. */
+void svc_log_repeats_flush(svc_log_repeats_t *r, bool all);
+
+/* svc_log_write through the default limiter: writes the line unless `key`
+ * has had one written in the last window; adds " repeated=N" to kv. */
+void svc_log_write_repeat(svc_log_level_t lvl, const char *module, const char *key,
+                          const char *kv, const char *fmt, ...)
+    __attribute__((format(printf, 5, 6)));
+
 /* ------------------------------------------------------------------------
  * Configuration
  *
