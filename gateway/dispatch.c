@@ -222,10 +222,13 @@ static void answer_upstream_error(const gw_entry_t *e, h2o_req_t *req, const rs_
         msg = note;
     }
     status = gw_http_status_from_grpc(code);
-    /* Retry-After only where waiting helps: the breaker's cooldown or a
-     * full bulkhead, never for an upstream that answered 503 itself. */
-    if (status == 503 &&
-        (res->reason == RS_REASON_BREAKER_OPEN || res->reason == RS_REASON_BULKHEAD_FULL))
+    /* Retry-After only where waiting helps: the breaker's cooldown, a full
+     * bulkhead, or the wait the upstream asked for when it refused (a shed
+     * load's pushback, order's breaker for catalog); never for an upstream
+     * that answered 503 without a hint. */
+    if ((status == 503 &&
+         (res->reason == RS_REASON_BREAKER_OPEN || res->reason == RS_REASON_BULKHEAD_FULL)) ||
+        ((status == 503 || status == 429) && res->retry_after_ms > 0))
         retry_after_s = gw_retry_after_seconds(res->retry_after_ms);
     answer_error(e, req, status, code, msg, retry_after_s);
 }

@@ -53,6 +53,7 @@ typedef struct latch {
     size_t pending;          /* accepted calls whose callback has not run */
     bool failed;             /* the first failure is in err/message */
     svc_err_t err;
+    uint32_t retry_after_ms; /* its wait hint (our breaker, catalog's pushback) */
     char message[SVC_ERRBUF_LEN];
 } latch_t;
 
@@ -83,12 +84,17 @@ static svc_err_t describe(const char *product_id, const rs_grpc_result_t *res, c
 
 /* Keeps the first failure only: later ones are usually the cancellations it
  * caused. Caller holds l->mu. */
-static void fail_locked(latch_t *l, svc_err_t err, const char *msg)
+static void fail_locked(latch_t *l, svc_err_t err, const char *msg, const rs_grpc_result_t *res)
 {
     if (l->failed)
         return;
     l->failed = true;
     l->err = err;
+    l->retry_after_ms = res != NULL ? res->retry_after_ms : 0;
+    /* A refusal of our own always says when to come back, if only "soon". */
+    if (res != NULL && l->retry_after_ms == 0 &&
+        (res->reason == RS_REASON_BREAKER_OPEN || res->reason == RS_REASON_BULKHEAD_FULL))
+        l->retry_after_ms = 1;
     snprintf(l->message, sizeof l->message, "%s", msg);
     pthread_cond_signal(&l->cv);
 }
@@ -115,7 +121,7 @@ static void on_priced(void *arg, const rs_grpc_result_t *res, ProtobufCMessage *
     if (err == SVC_OK)
         s->line->unit_price_cents = price;
     else
-        fail_locked(l, err, msg);
+        fail_locked(l, err, msg, res);
     /* The worker may return (and its stack vanish) as soon as it sees 0:
      * nothing of s or l is touched after the unlock. */
     if (--l->pending == 0)
@@ -158,7 +164,7 @@ static void wait_all(latch_t *l, slot_t *slots, size_t n, uint64_t deadline_ns)
         } else if (backstop != SVC_DEADLINE_NONE && !cancelled && svc_now_ns() >= backstop) {
             svc_log_error(LOG_MOD, "%zu GetProduct calls still running %d ms past their "
                           "deadline: cancelling them", l->pending, BACKSTOP_MS);
-            fail_locked(l, SVC_ETIMEDOUT, "pricing: deadline exceeded");
+            fail_locked(l, SVC_ETIMEDOUT, "pricing: deadline exceeded", NULL);
         } else if (backstop != SVC_DEADLINE_NONE && !cancelled) {
             struct timespec ts = to_timespec(backstop);
             pthread_cond_timedwait(&l->cv, &l->mu, &ts);
@@ -215,7 +221,7 @@ static size_t start_round(rs_grpc_client_t *cl, ord_line_t *lines, const size_t 
         }
         {
             char msg[SVC_ERRBUF_LEN] = "";
-            fail_locked(l, describe(line->product_id, &res, msg), msg);
+            fail_locked(l, describe(line->product_id, &res, msg), msg, &res);
         }
         pthread_mutex_unlock(&l->mu);
         break; /* the order fails anyway: start no more calls */
@@ -231,7 +237,7 @@ static void release_all(slot_t *slots, size_t n)
 }
 
 svc_err_t ord_price_lines(rs_grpc_client_t *cl, ord_line_t *lines, size_t n, uint64_t deadline_ns,
-                          char *errbuf)
+                          uint32_t *retry_after_ms, char *errbuf)
 {
     slot_t slots[ORD_MAX_ITEMS];
     size_t all[ORD_MAX_ITEMS], later[ORD_MAX_ITEMS], n_later = 0, used;
@@ -267,5 +273,6 @@ svc_err_t ord_price_lines(rs_grpc_client_t *cl, ord_line_t *lines, size_t n, uin
     pthread_mutex_destroy(&l.mu);
     if (l.failed)
         svc_errbuf_set(errbuf, "%s", l.message);
+    *retry_after_ms = l.failed ? l.retry_after_ms : 0;
     return l.failed ? l.err : SVC_OK;
 }

@@ -143,6 +143,7 @@ static svc_err_t create_order(rpc_ctx_t *ctx, const ProtobufCMessage *in, Protob
     ord_worker_t *w;
     ord_app_t *app;
     bool taken = false;
+    uint32_t retry_after_ms = 0;
     size_t n = 0;
     svc_err_t err;
 
@@ -166,12 +167,16 @@ static svc_err_t create_order(rpc_ctx_t *ctx, const ProtobufCMessage *in, Protob
     }
     /* Every price is known before the transaction begins, so a pricing
      * failure leaves nothing behind: no order, no item, no outbox row. */
-    err = ord_price_lines(app->catalog, lines, n, deadline, errbuf);
+    err = ord_price_lines(app->catalog, lines, n, deadline, &retry_after_ms, errbuf);
     if (err == SVC_EUNAVAIL || err == SVC_ETIMEDOUT) {
         /* Our catalog client has already retried and may have opened its
          * breaker; this service is fine. Saying so keeps the gateway from
-         * retrying again or opening its breaker for the order service. */
+         * retrying again or opening its breaker for the order service; the
+         * pushback tells it (and its client: HTTP Retry-After) when our
+         * breaker lets the catalog be tried again. */
         rpc_ctx_mark_dependency_failure(ctx);
+        if (retry_after_ms > 0)
+            rpc_ctx_set_pushback_ms(ctx, retry_after_ms);
     }
     if (err != SVC_OK)
         return err;

@@ -185,6 +185,17 @@ static void catalog_down_does_not_open_the_gateways_order_breaker(void **state)
         gw_assert_error(&r, 503, 14, "catalog unavailable");
         gw_res_free(&r);
     }
+    /* By now order's own breaker for the catalog is open: its refusal says
+     * when the catalog will be tried again (grpc-retry-pushback-ms), and the
+     * gateway passes that on as Retry-After. */
+    gw_call(h, t, "POST", "/v1/orders", body, NULL, &r);
+    gw_assert_error(&r, 503, 14, "circuit open");
+    {
+        char v[64];
+        assert_true(gw_res_header(&r, "Retry-After", v, sizeof v));
+        assert_true(atoi(v) >= 1 && atoi(v) <= 10);
+    }
+    gw_res_free(&r);
     gw_call(h, t, "GET", "/v1/orders/00000000-0000-4000-8000-000000000002", NULL, NULL, &r);
     gw_assert_error(&r, 404, 5, "order not found");
     gw_res_free(&r);

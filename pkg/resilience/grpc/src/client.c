@@ -156,7 +156,9 @@ void rs__result_fill(rs_grpc_client_t *cl, const rs_result_t *r, const char *las
     res->err = r->err;
     res->reason = r->reason;
     res->attempts = r->attempts;
-    res->retry_after_ms = 0;
+    /* The upstream's own hint (it shed the call: grpc-retry-pushback-ms), unless
+     * our breaker or bulkhead refused, whose own wait is what counts then. */
+    res->retry_after_ms = r->err != SVC_OK ? r->pushback_ms : 0;
     if (r->reason == RS_REASON_BREAKER_OPEN) {
         /* Before a retry the breaker may open too; either way the caller
          * learns when the next trial is due (HTTP Retry-After). */

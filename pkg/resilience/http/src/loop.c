@@ -37,7 +37,7 @@ static void finish(rs_http__job_t *j, svc_err_t err)
 {
     rs_http_client_t *cl = j->cl;
     rs_result_t rr = {err, err == SVC_ECANCELLED ? RS_REASON_CANCELLED : RS_REASON_NOT_RETRYABLE,
-                      0};
+                      0, 0};
 
     if (j->started)
         rs_call_finish(&j->call, &rr);

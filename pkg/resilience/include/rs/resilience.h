@@ -317,6 +317,9 @@ typedef struct rs_result {
     svc_err_t err;      /* SVC_OK or the error returned to the caller */
     rs_reason_t reason;
     uint32_t attempts;  /* attempts started; 0 when rejected at admission */
+    uint32_t pushback_ms; /* a failed call's last attempt came back with a server
+                             pushback of this many ms (> 0), e.g. a shed load's
+                             hint; 0: none. Callers pass it on (HTTP Retry-After) */
 } rs_result_t;
 
 struct rs__method; /* private */
@@ -335,6 +338,7 @@ typedef struct rs_call {
     uint8_t phase, verdict, trial, slot, idempotent;
     svc_err_t last_err, final_err;
     rs_reason_t reason;
+    uint32_t pushback_ms; /* the last attempt's pushback (> 0), else 0 */
 } rs_call_t;
 
 /*

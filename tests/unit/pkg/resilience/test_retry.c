@@ -370,6 +370,7 @@ static void pushback_is_honoured_never_shortened(void **state)
     res = run_with_pushback(t, 500, SVC_DEADLINE_NONE);
     assert_int_equal(res.reason, RS_REASON_RETRIED);
     assert_int_equal(t->slept_ns, MS(500)); /* longer than the backoff: wait it */
+    assert_int_equal(res.pushback_ms, 0);   /* the call succeeded: no hint to pass on */
     res = run_with_pushback(t, 30, SVC_DEADLINE_NONE);
     assert_int_equal(t->slept_ns, MS(100)); /* shorter: the backoff stands */
     now = atomic_load(&t->clock.now_ns);
@@ -377,9 +378,11 @@ static void pushback_is_honoured_never_shortened(void **state)
     assert_int_equal(res.reason, RS_REASON_DEADLINE); /* can't hold it: give up */
     assert_int_equal(res.err, SVC_EUNAVAIL);
     assert_int_equal(t->slept_ns, 0);
+    assert_int_equal(res.pushback_ms, 3000); /* the server's wait, for the caller's caller */
     res = run_with_pushback(t, RS_PUSHBACK_STOP, SVC_DEADLINE_NONE);
     assert_int_equal(res.reason, RS_REASON_PUSHBACK);
     assert_int_equal(res.attempts, 1);
+    assert_int_equal(res.pushback_ms, 0); /* "do not retry" says no when */
     res = run_with_pushback(t, -7, SVC_DEADLINE_NONE); /* any negative but -1 */
     assert_int_equal(res.reason, RS_REASON_PUSHBACK);
     res = run_with_pushback(t, RS_DEFAULT_MAX_PUSHBACK_MS + 1, SVC_DEADLINE_NONE);
