@@ -17,6 +17,7 @@ typedef struct gw_config {
     int64_t max_metadata_bytes; /* forwarded headers, as gRPC counts them */
     int64_t idle_timeout_ms;
     int64_t drain_ms;
+    int64_t malloc_arenas; /* 0: glibc's default */
     char log_level[SVC_CFG_STR_MAX];
     char lock_dir[SVC_CFG_STR_MAX]; /* "none": no lock file */
     int64_t attempt_timeout_ms;

@@ -31,4 +31,10 @@
  * drain could not finish. */
 int gw_server_run(const gw_config_t *cfg);
 
+/* Sets up glibc's malloc for the trim of freed memory (server.c, "Freed
+ * memory"): `arenas` arenas at most (GATEWAY_MALLOC_ARENAS; 0: glibc's
+ * default). Call before any thread exists, rpc_init() included: an arena
+ * limit is read once, when the second arena is made. */
+void gw_server_mem_setup(int64_t arenas);
+
 #endif
