@@ -27,6 +27,8 @@ BUILD_DIR=${SHOPMICRO_BENCH_BUILD_DIR:-$ROOT/build-bench}
 PG_PORT=${SHOPMICRO_PG_PORT:-25432}
 PG_BIN=${SHOPMICRO_PG_BIN:-/usr/lib/postgresql/15/bin}
 export SHOPMICRO_PG_PORT=$PG_PORT
+# shellcheck source=bench/lib.sh
+. "$ROOT/bench/lib.sh"   # say die pg_tool free_port port_open wait_port stop_pid
 
 WORKERS=4            # best of 2/3/4/6/8 on 2 cores, see docs/benchmarks.md
 THREADS=16
@@ -60,10 +62,6 @@ for w in "${WORKER_LIST[@]}" "$THREADS" "$SECONDS_RUN" "$PRODUCTS"; do
   [[ $w =~ ^[0-9]+$ ]] && (( w > 0 )) || { echo "run_catalog_bench: '$w' is not a positive integer" >&2; exit 2; }
 done
 
-say() { printf '[bench] %s\n' "$*"; }
-die() { printf '[bench] error: %s\n' "$*" >&2; exit 1; }
-
-pg_tool() { if [[ -x $PG_BIN/$1 ]]; then echo "$PG_BIN/$1"; else command -v "$1" || echo "$1"; fi; }
 PSQL=("$(pg_tool psql)" -X -q -v ON_ERROR_STOP=1 -h 127.0.0.1 -p "$PG_PORT" -U postgres)
 BENCH_DB="catalog_bench_$$"
 TMP=$(mktemp -d /tmp/catalog-bench.XXXXXX)
@@ -71,19 +69,7 @@ CAT_PID=""
 DB_CREATED=0
 
 stop_catalog() {
-  local i
-  [[ -n $CAT_PID ]] || return 0
-  if kill -TERM "$CAT_PID" 2>/dev/null; then
-    for (( i = 0; i < 100; i++ )); do
-      kill -0 "$CAT_PID" 2>/dev/null || break
-      sleep 0.1
-    done
-    if kill -0 "$CAT_PID" 2>/dev/null; then
-      say "catalog (pid $CAT_PID) ignored SIGTERM for 10 s: SIGKILL"
-      kill -KILL "$CAT_PID" 2>/dev/null || true
-    fi
-  fi
-  wait "$CAT_PID" 2>/dev/null || true
+  stop_pid "$CAT_PID" catalog
   CAT_PID=""
 }
 
@@ -109,12 +95,6 @@ cleanup() {
 }
 trap cleanup EXIT
 trap 'exit 130' INT TERM
-
-free_port() {
-  /usr/bin/python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])'
-}
-
-port_open() { (exec 3<>"/dev/tcp/127.0.0.1/$1") 2>/dev/null; }
 
 # Sessions of other clients on this Postgres (other test runs skew the figures).
 other_pg_sessions() {
@@ -176,19 +156,13 @@ cpu_since() {
 
 # start_catalog WORKERS: the real binary on a free port, against $BENCH_DB.
 start_catalog() {
-  local i
   CAT_PORT=$(free_port)
   CATALOG_LISTEN=127.0.0.1:$CAT_PORT \
   CATALOG_DB_DSN="host=127.0.0.1 port=$PG_PORT dbname=$BENCH_DB user=postgres" \
   CATALOG_LOG_LEVEL=warn CATALOG_WORKERS=$1 CATALOG_KAFKA_BROKERS=none CATALOG_ADMIN_LISTEN=none \
     "$BUILD_DIR/services/catalog/catalog" >>"$TMP/catalog.log" 2>&1 </dev/null &
   CAT_PID=$!
-  for (( i = 0; i < 150; i++ )); do
-    kill -0 "$CAT_PID" 2>/dev/null || die "catalog exited during start-up"
-    port_open "$CAT_PORT" && return 0
-    sleep 0.1
-  done
-  die "catalog does not accept TCP on 127.0.0.1:$CAT_PORT after 15 s"
+  wait_port "$CAT_PID" "$CAT_PORT" 15 catalog
 }
 
 echo "==== machine"
