@@ -475,19 +475,19 @@ static int cmd_latency(void)
     printf("[latency] CreateOrder reply -> record read by the consumer, %zu orders after the "
            "warm-up: p50 %.2f ms  p90 %.2f ms  p99 %.2f ms  max %.2f ms  (%zu read before the "
            "reply arrived, counted 0; %zu never read)\n",
-           n_lat, bench_pct_ms(lat, n_lat, 0.50), bench_pct_ms(lat, n_lat, 0.90), bench_pct_ms(lat, n_lat, 0.99),
+           n_lat, bench_pct_ms(lat, n_lat, 50), bench_pct_ms(lat, n_lat, 90), bench_pct_ms(lat, n_lat, 99),
            n_lat ? (double)lat[n_lat - 1] / 1e6 : 0, early, missing);
     printf("[latency] CreateOrder call (from its scheduled send): p50 %.2f ms  p99 %.2f ms  "
            "max %.2f ms\n",
-           bench_pct_ms(calls, n_calls_ok, 0.50), bench_pct_ms(calls, n_calls_ok, 0.99),
+           bench_pct_ms(calls, n_calls_ok, 50), bench_pct_ms(calls, n_calls_ok, 99),
            n_calls_ok ? (double)calls[n_calls_ok - 1] / 1e6 : 0);
     printf("RESULT calls=%" PRIu64 " errors=%" PRIu64 " rate=%.0f measured=%zu missing=%zu "
            "early=%zu p50_ms=%.2f p90_ms=%.2f p99_ms=%.2f max_ms=%.2f call_p50_ms=%.2f "
            "call_p99_ms=%.2f\n",
            g.n_calls, (uint64_t)atomic_load(&g.errors), (double)g.n_calls / achieved, n_lat,
-           missing, early, bench_pct_ms(lat, n_lat, 0.50), bench_pct_ms(lat, n_lat, 0.90),
-           bench_pct_ms(lat, n_lat, 0.99), n_lat ? (double)lat[n_lat - 1] / 1e6 : 0,
-           bench_pct_ms(calls, n_calls_ok, 0.50), bench_pct_ms(calls, n_calls_ok, 0.99));
+           missing, early, bench_pct_ms(lat, n_lat, 50), bench_pct_ms(lat, n_lat, 90),
+           bench_pct_ms(lat, n_lat, 99), n_lat ? (double)lat[n_lat - 1] / 1e6 : 0,
+           bench_pct_ms(calls, n_calls_ok, 50), bench_pct_ms(calls, n_calls_ok, 99));
     rd_kafka_consumer_close(rk);
     rd_kafka_destroy(rk);
     grpc_channel_destroy(g.ch);
