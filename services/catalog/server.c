@@ -26,25 +26,6 @@ static void worker_fini(void *state)
     cat_store_free(state);
 }
 
-/* The database may still be starting (compose, a reboot): wait for it a
- * bounded time rather than failing the first instant. */
-static svc_err_t migrate_with_wait(const cat_config_t *cfg, char *errbuf)
-{
-    uint64_t until = svc_now_ms() + (uint64_t)cfg->db_startup_wait_ms;
-    bool told = false;
-    svc_err_t err;
-
-    while ((err = cat_store_migrate(cfg->db_dsn, errbuf)) == SVC_EUNAVAIL &&
-           svc_now_ms() < until) {
-        if (!told)
-            svc_log_warn("catalog", "waiting up to %lld ms for the database: %s",
-                         (long long)cfg->db_startup_wait_ms, errbuf);
-        told = true;
-        nanosleep(&(struct timespec){0, 250 * 1000 * 1000}, NULL);
-    }
-    return err;
-}
-
 /* What the admin port serves: the saga's page and readiness, and with the
  * fault knobs on, their page too. */
 typedef struct admin_ctx {
@@ -97,7 +78,7 @@ int cat_server_run(const cat_config_t *cfg)
     admin_server_t *admin = NULL;
     int status = 1;
 
-    if (migrate_with_wait(cfg, errbuf) != SVC_OK) {
+    if (cat_store_migrate(cfg->db_dsn, cfg->db_startup_wait_ms, errbuf) != SVC_OK) {
         svc_log_error("catalog", "cannot prepare the database: %s", errbuf);
         return 1;
     }

@@ -44,9 +44,9 @@ void cat_store_free(cat_store_t *st)
     db_conn_free(st);
 }
 
-svc_err_t cat_store_migrate(const char *dsn, char *errbuf)
+svc_err_t cat_store_migrate(const char *dsn, int64_t wait_ms, char *errbuf)
 {
-    return db_migrate(dsn, cat_migrations, cat_migrations_count, "catalog", errbuf);
+    return db_migrate_wait(dsn, cat_migrations, cat_migrations_count, "catalog", wait_ms, errbuf);
 }
 
 /* Copies row `i` out of the result (whose memory dies with PQclear). */

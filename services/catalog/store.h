@@ -20,8 +20,9 @@ typedef struct db_conn cat_store_t;
 svc_err_t cat_store_new(const char *dsn, int statement_timeout_ms, cat_store_t **out,
                         char *errbuf);
 void cat_store_free(cat_store_t *st);
-/* Applies services/catalog/migrations/ (its own connection). */
-svc_err_t cat_store_migrate(const char *dsn, char *errbuf);
+/* Applies services/catalog/migrations/ (its own connection), waiting up to
+ * wait_ms for a database that is still starting (db_migrate_wait). */
+svc_err_t cat_store_migrate(const char *dsn, int64_t wait_ms, char *errbuf);
 
 /* Inserts a product; the database assigns id and created_at. */
 svc_err_t cat_store_create(cat_store_t *st, const char *name, const char *description,

@@ -47,25 +47,6 @@ static void worker_fini(void *state)
     free(w);
 }
 
-/* The database may still be starting (compose, a reboot): wait for it a
- * bounded time rather than failing the first instant. */
-static svc_err_t migrate_with_wait(const ord_config_t *cfg, char *errbuf)
-{
-    uint64_t until = svc_now_ms() + (uint64_t)cfg->db_startup_wait_ms;
-    bool told = false;
-    svc_err_t err;
-
-    while ((err = ord_store_migrate(cfg->db_dsn, errbuf)) == SVC_EUNAVAIL &&
-           svc_now_ms() < until) {
-        if (!told)
-            svc_log_warn("order", "waiting up to %lld ms for the database: %s",
-                         (long long)cfg->db_startup_wait_ms, errbuf);
-        told = true;
-        nanosleep(&(struct timespec){0, 250 * 1000 * 1000}, NULL);
-    }
-    return err;
-}
-
 /* Keys left from before a restart (or a long idle time) go at start-up, on
  * a connection of its own; the workers keep up from then on. */
 static void expire_at_startup(const ord_config_t *cfg)
@@ -153,7 +134,7 @@ int ord_server_run(const ord_config_t *cfg, rs_grpc_client_t *catalog)
     rpc_server_t *srv = NULL;
     int status = 1;
 
-    if (migrate_with_wait(cfg, errbuf) != SVC_OK) {
+    if (ord_store_migrate(cfg->db_dsn, cfg->db_startup_wait_ms, errbuf) != SVC_OK) {
         svc_log_error("order", "cannot prepare the database: %s", errbuf);
         return 1;
     }

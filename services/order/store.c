@@ -164,9 +164,9 @@ void ord_store_free(ord_store_t *st)
     db_conn_free(st);
 }
 
-svc_err_t ord_store_migrate(const char *dsn, char *errbuf)
+svc_err_t ord_store_migrate(const char *dsn, int64_t wait_ms, char *errbuf)
 {
-    return db_migrate(dsn, ord_migrations, ord_migrations_count, "order", errbuf);
+    return db_migrate_wait(dsn, ord_migrations, ord_migrations_count, "order", wait_ms, errbuf);
 }
 
 static ord_status_t status_from_text(const char *s)

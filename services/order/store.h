@@ -90,8 +90,9 @@ svc_err_t ord_store_new(const char *dsn, int statement_timeout_ms, ord_store_t *
                         char *errbuf);
 /* NULL-safe. */
 void ord_store_free(ord_store_t *st);
-/* Applies services/order/migrations/ (its own connection). */
-svc_err_t ord_store_migrate(const char *dsn, char *errbuf);
+/* Applies services/order/migrations/ (its own connection), waiting up to
+ * wait_ms for a database that is still starting (db_migrate_wait). */
+svc_err_t ord_store_migrate(const char *dsn, int64_t wait_ms, char *errbuf);
 
 /*
  * Looks up an idempotency key. On SVC_OK request_hash and *out describe the

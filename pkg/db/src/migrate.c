@@ -7,6 +7,7 @@
  */
 #include <stdio.h>
 #include <string.h>
+#include <time.h>
 
 #include "db/db.h"
 
@@ -126,5 +127,22 @@ svc_err_t db_migrate(const char *dsn, const db_migration_t *m, size_t n, const c
     }
     err = migrate_on(pg, m, n, module, errbuf);
     PQfinish(pg); /* also releases the advisory lock */
+    return err;
+}
+
+svc_err_t db_migrate_wait(const char *dsn, const db_migration_t *m, size_t n, const char *module,
+                          int64_t wait_ms, char *errbuf)
+{
+    uint64_t until = svc_now_ms() + (uint64_t)(wait_ms > 0 ? wait_ms : 0);
+    bool told = false;
+    svc_err_t err;
+
+    while ((err = db_migrate(dsn, m, n, module, errbuf)) == SVC_EUNAVAIL && svc_now_ms() < until) {
+        if (!told)
+            svc_log_warn(module, "waiting up to %lld ms for the database: %s", (long long)wait_ms,
+                         errbuf);
+        told = true;
+        nanosleep(&(struct timespec){0, 250 * 1000 * 1000}, NULL);
+    }
     return err;
 }

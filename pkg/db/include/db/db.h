@@ -115,6 +115,13 @@ bool db_conn_ok(const db_conn_t *c);
 svc_err_t db_migrate(const char *dsn, const db_migration_t *m, size_t n, const char *module,
                      char *errbuf);
 
+/* db_migrate at a service's start: the database may still be starting
+ * (compose, a reboot), so while it is unavailable (SVC_EUNAVAIL) this tries
+ * again every 250 ms for up to wait_ms, logging one warn line under module
+ * when it begins to wait. Returns the last attempt's result. */
+svc_err_t db_migrate_wait(const char *dsn, const db_migration_t *m, size_t n, const char *module,
+                          int64_t wait_ms, char *errbuf);
+
 /* Maps a failed result to an svc_err_t by SQLSTATE (exposed for tests). */
 svc_err_t db_err_from_sqlstate(const char *sqlstate);
 
