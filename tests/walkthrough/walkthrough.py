@@ -159,9 +159,10 @@ def walkthrough():
     # 2. stop catalog, 8 orders in a row: slow (retries) then fast (breaker open)
     log("step 2: stop catalog; 8 orders in a row")
     stack("stop", "catalog")
-    times, codes, bodies = [], [], []
+    times, codes, bodies, waits = [], [], [], []
     for i in range(8):
         st, hdrs, js, dt = req("POST", "/v1/orders", order_body)
+        waits.append(hdrs.get("Retry-After"))
         codes.append(st)
         times.append(dt)
         bodies.append(js)
@@ -185,6 +186,8 @@ def walkthrough():
     check(all("circuit open (reason=breaker-open attempts=0)" in t for t in texts[n_slow:]),
           f"orders {n_slow + 1}-8 say \"circuit open\" with no attempt")
     check(all("catalog unavailable" in t for t in texts), "all 8 say \"catalog unavailable\"")
+    check(all(w is not None and 1 <= int(w) <= 10 for w in waits[n_slow:]),
+          f"orders {n_slow + 1}-8 carry order's breaker cooldown as Retry-After 1-10 ({waits})")
     olog = read_log("order")
     n_retry = len(re.findall(r"GetProduct failed \(attempt [12]/3\), retrying in \d+ms", olog))
     check(n_retry >= 2 * n_slow, f"order.log: >= {2 * n_slow} \"retrying in\" lines (2 per retried order): {n_retry}")
