@@ -226,9 +226,7 @@ static void answer_upstream_error(const gw_entry_t *e, h2o_req_t *req, const rs_
      * bulkhead, or the wait the upstream asked for when it refused (a shed
      * load's pushback, order's breaker for catalog); never for an upstream
      * that answered 503 without a hint. */
-    if ((status == 503 &&
-         (res->reason == RS_REASON_BREAKER_OPEN || res->reason == RS_REASON_BULKHEAD_FULL)) ||
-        ((status == 503 || status == 429) && res->retry_after_ms > 0))
+    if ((status == 503 || status == 429) && res->retry_after_ms > 0)
         retry_after_s = gw_retry_after_seconds(res->retry_after_ms);
     answer_error(e, req, status, code, msg, retry_after_s);
 }

@@ -84,17 +84,13 @@ static svc_err_t describe(const char *product_id, const rs_grpc_result_t *res, c
 
 /* Keeps the first failure only: later ones are usually the cancellations it
  * caused. Caller holds l->mu. */
-static void fail_locked(latch_t *l, svc_err_t err, const char *msg, const rs_grpc_result_t *res)
+static void fail_locked(latch_t *l, svc_err_t err, const char *msg, uint32_t retry_after_ms)
 {
     if (l->failed)
         return;
     l->failed = true;
     l->err = err;
-    l->retry_after_ms = res != NULL ? res->retry_after_ms : 0;
-    /* A refusal of our own always says when to come back, if only "soon". */
-    if (res != NULL && l->retry_after_ms == 0 &&
-        (res->reason == RS_REASON_BREAKER_OPEN || res->reason == RS_REASON_BULKHEAD_FULL))
-        l->retry_after_ms = 1;
+    l->retry_after_ms = retry_after_ms;
     snprintf(l->message, sizeof l->message, "%s", msg);
     pthread_cond_signal(&l->cv);
 }
@@ -121,7 +117,7 @@ static void on_priced(void *arg, const rs_grpc_result_t *res, ProtobufCMessage *
     if (err == SVC_OK)
         s->line->unit_price_cents = price;
     else
-        fail_locked(l, err, msg, res);
+        fail_locked(l, err, msg, res->retry_after_ms);
     /* The worker may return (and its stack vanish) as soon as it sees 0:
      * nothing of s or l is touched after the unlock. */
     if (--l->pending == 0)
@@ -164,7 +160,7 @@ static void wait_all(latch_t *l, slot_t *slots, size_t n, uint64_t deadline_ns)
         } else if (backstop != SVC_DEADLINE_NONE && !cancelled && svc_now_ns() >= backstop) {
             svc_log_error(LOG_MOD, "%zu GetProduct calls still running %d ms past their "
                           "deadline: cancelling them", l->pending, BACKSTOP_MS);
-            fail_locked(l, SVC_ETIMEDOUT, "pricing: deadline exceeded", NULL);
+            fail_locked(l, SVC_ETIMEDOUT, "pricing: deadline exceeded", 0);
         } else if (backstop != SVC_DEADLINE_NONE && !cancelled) {
             struct timespec ts = to_timespec(backstop);
             pthread_cond_timedwait(&l->cv, &l->mu, &ts);
@@ -221,7 +217,7 @@ static size_t start_round(rs_grpc_client_t *cl, ord_line_t *lines, const size_t 
         }
         {
             char msg[SVC_ERRBUF_LEN] = "";
-            fail_locked(l, describe(line->product_id, &res, msg), msg, &res);
+            fail_locked(l, describe(line->product_id, &res, msg), msg, res.retry_after_ms);
         }
         pthread_mutex_unlock(&l->mu);
         break; /* the order fails anyway: start no more calls */

@@ -42,8 +42,7 @@ svc_err_t ord_catalog_new(const ord_config_t *cfg, rs_grpc_client_t **out, char 
  *
  * with a message naming the product, the resilience reason and the number of
  * attempts in errbuf, and in *retry_after_ms when to come back (our breaker's
- * cooldown, a full bulkhead, catalog's own pushback; at least 1 for a refusal
- * of ours), or 0. lines borrowed. Thread-safe.
+ * cooldown, a full bulkhead, catalog's own pushback), or 0. lines borrowed. Thread-safe.
  */
 svc_err_t ord_price_lines(rs_grpc_client_t *cl, ord_line_t *lines, size_t n, uint64_t deadline_ns,
                           uint32_t *retry_after_ms, char *errbuf);

@@ -410,9 +410,9 @@ rs_decision_t rs_call_end_attempt(rs_call_t *c, const rs_outcome_t *o)
     cls = rs__classify(o, own_timer, c->m->policy.retry_on);
     c->last_err = o->err;
     c->verdict = (uint8_t)cls.verdict;
-    c->pushback_ms = o->pushback_ms > 0 ? (uint32_t)(o->pushback_ms > UINT32_MAX ? UINT32_MAX
-                                                                                   : o->pushback_ms)
-                                        : 0;
+    c->pushback_ms = o->pushback_ms <= 0          ? 0
+                     : o->pushback_ms > UINT32_MAX ? UINT32_MAX
+                                                   : (uint32_t)o->pushback_ms;
     if (o->err == SVC_OK)
         return done(c);
     return decide_failure(c, o, cls);

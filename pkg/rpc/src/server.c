@@ -318,6 +318,7 @@ static void log_access(const slot_t *s)
 
     char key[160];
     uint64_t repeated = 0;
+    int n;
 
     if (!svc_log_enabled(lvl))
         return;
@@ -329,13 +330,10 @@ static void log_access(const slot_t *s)
                                    &repeated))
             return;
     }
-    if (repeated > 0)
-        snprintf(kv, sizeof kv,
-                 " method=%s code=%s duration_ms=%.3f client_cancelled=%d repeated=%llu",
-                 s->ctx.method->path, code, ms, s->cancelled, (unsigned long long)repeated);
-    else
-        snprintf(kv, sizeof kv, " method=%s code=%s duration_ms=%.3f client_cancelled=%d",
+    n = snprintf(kv, sizeof kv, " method=%s code=%s duration_ms=%.3f client_cancelled=%d",
                  s->ctx.method->path, code, ms, s->cancelled);
+    if (repeated > 0 && n > 0 && (size_t)n < sizeof kv)
+        snprintf(kv + n, sizeof kv - (size_t)n, " repeated=%llu", (unsigned long long)repeated);
     svc_log_set_request_id(s->request_id);
     svc_log_write(lvl, s->w->srv->mod, kv, "%s %s %.3fms%s%.*s", s->ctx.method->path, code, ms,
                   s->err == SVC_OK ? "" : ": ",

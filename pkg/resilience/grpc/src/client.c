@@ -161,8 +161,11 @@ void rs__result_fill(rs_grpc_client_t *cl, const rs_result_t *r, const char *las
     res->retry_after_ms = r->err != SVC_OK ? r->pushback_ms : 0;
     if (r->reason == RS_REASON_BREAKER_OPEN) {
         /* Before a retry the breaker may open too; either way the caller
-         * learns when the next trial is due (HTTP Retry-After). */
+         * learns when the next trial is due (HTTP Retry-After), at least
+         * 1 ms: a refusal always says when to come back. */
         res->retry_after_ms = rs_upstream_ms_until_trial(cl->up);
+        if (res->retry_after_ms == 0)
+            res->retry_after_ms = 1;
         if (r->attempts == 0 || last_message == NULL || last_message[0] == '\0')
             last_message = "circuit open";
     } else if (r->reason == RS_REASON_BULKHEAD_FULL) {

@@ -78,8 +78,8 @@ typedef struct rs_grpc_result {
     char message[SVC_ERRBUF_LEN];  /* the last real status message, or "circuit open" ... */
     rs_reason_t reason;            /* why the call ended                       */
     uint32_t attempts;             /* attempts made (0: rejected at admission) */
-    uint32_t retry_after_ms;       /* when to come back: breaker-open / bulkhead-full, or a
-                                      failed call's last grpc-retry-pushback-ms; 0: no hint */
+    uint32_t retry_after_ms;       /* when to come back: breaker-open (>= 1) / bulkhead-full,
+                                      or a failed call's last grpc-retry-pushback-ms; 0: no hint */
 } rs_grpc_result_t;
 
 /*
