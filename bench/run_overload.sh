@@ -5,13 +5,16 @@
 #
 # 1. deploy/local/stack.sh pg-up, builds catalog + bench_overload (RelWithDebInfo) in
 #    $SHOPMICRO_BENCH_BUILD_DIR (default build-bench/), a fresh database
-# 2. starts the real catalog with CATALOG_FAULT_KNOBS=on, 16 workers (so that the knobs'
-#    4 slots, not the worker pool, are the limit), log level error
+# 2. starts the real catalog with CATALOG_FAULT_KNOBS=on, 128 workers (so that the knobs'
+#    4 slots and queue of 100, not the worker pool, are the limit), log level error
 # 3. bench_overload at 50 originals/s, deadline 300 ms: naive, then guarded, through
-#    normal 30 s (20 ms a call) -> slow 60 s (120 ms) -> normal 60 s, 4 slots
-# 4. the kill run, naive then guarded: 60 s at 20 ms; catalog kill -9 at ~20 s,
+#    normal 30 s (20 ms a call) -> slow 60 s (120 ms) -> normal 60 s, 4 slots that
+#    reject at once
+# 4. the same pair again with the catalog queueing up to 100 calls for its slots (the
+#    dependency that builds a backlog)
+# 5. the kill run, naive then guarded: 60 s at 20 ms; catalog kill -9 at ~20 s,
 #    restarted ~20 s later (same ports; the generator re-applies the knobs)
-# 5. bench/overload/plot.py: docs/bench/overload_*.png and the headline figures
+# 6. bench/overload/plot.py: docs/bench/overload_*.png and the headline figures
 # --short: 5/10/10 s phases and a 30 s kill run (a check of the script, not figures).
 # CSVs and the run log (load average per run) go to --out (default docs/bench).
 set -euo pipefail
@@ -25,6 +28,7 @@ export SHOPMICRO_PG_PORT=$PG_PORT
 OUT=$ROOT/docs/bench
 PHASES=(--phase normal:30:20 --phase slow:60:120 --phase normal:60:20)
 KILL_S=60 KILL_AT=20 KILL_FOR=20
+QUEUE=100 WORKERS=128 # workers > 4 slots + the queue: a waiter holds a worker
 
 while (( $# > 0 )); do
   case $1 in
@@ -60,7 +64,7 @@ trap 'exit 130' INT TERM
 start_catalog() {
   CATALOG_LISTEN=127.0.0.1:$CAT_PORT CATALOG_ADMIN_LISTEN=127.0.0.1:$ADMIN_PORT \
   CATALOG_DB_DSN="host=127.0.0.1 port=$PG_PORT dbname=$DB user=postgres" \
-  CATALOG_LOG_LEVEL=error CATALOG_WORKERS=16 CATALOG_KAFKA_BROKERS=none CATALOG_FAULT_KNOBS=on \
+  CATALOG_LOG_LEVEL=error CATALOG_WORKERS=$WORKERS CATALOG_KAFKA_BROKERS=none CATALOG_FAULT_KNOBS=on \
     "$BUILD_DIR/services/catalog/catalog" >>"$TMP/catalog.log" 2>&1 </dev/null &
   CAT_PID=$!
   wait_port "$CAT_PID" "$CAT_PORT" 15 catalog
@@ -111,6 +115,10 @@ say "$(date -u +%FT%TZ) nproc $(nproc); catalog 127.0.0.1:$CAT_PORT, admin :$ADM
 for mode in naive guarded; do
   generate "$mode" "$mode" "${PHASES[@]}"
   finish "$mode"
+done
+for mode in naive guarded; do
+  generate "queue_$mode" "$mode" "${PHASES[@]}" --queue "$QUEUE"
+  finish "queue_$mode"
 done
 for mode in naive guarded; do kill_run "kill_$mode" "$mode"; done
 /usr/bin/python3 "$ROOT/bench/overload/plot.py" "$OUT" | tee "$OUT/overload_figures.txt"

@@ -5,7 +5,7 @@
  *
  *   bench_overload --target H:P --admin H:P --mode naive|guarded --csv FILE
  *                  [--phase NAME:SECONDS:LATENCY_MS ...] [--rate N] [--deadline-ms N]
- *                  [--slots N] [--pushback-ms N] [--bulkhead N]
+ *                  [--slots N] [--queue N] [--pushback-ms N] [--bulkhead N]
  *                  [--naive-attempts N] [--naive-backoff-ms N]
  */
 #include <stdio.h>
@@ -57,6 +57,7 @@ static const char *parse(int argc, char **argv, ov_opts_t *o)
         else if (strcmp(k, "--rate") == 0) o->rate = (int)num(v, "--rate", 1, 10000);
         else if (strcmp(k, "--deadline-ms") == 0) o->deadline_ms = (int)num(v, k, 1, 60000);
         else if (strcmp(k, "--slots") == 0) o->slots = (uint32_t)num(v, k, 0, 4096);
+        else if (strcmp(k, "--queue") == 0) o->queue = (uint32_t)num(v, k, 0, 4096);
         else if (strcmp(k, "--pushback-ms") == 0) o->pushback_ms = (uint32_t)num(v, k, 0, 60000);
         else if (strcmp(k, "--bulkhead") == 0) o->bulkhead = (uint32_t)num(v, k, 0, 100000);
         else if (strcmp(k, "--naive-attempts") == 0) o->naive_attempts = (int)num(v, k, 1, 10);

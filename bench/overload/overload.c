@@ -194,8 +194,8 @@ static bool apply_knobs(run_t *r, int second, int64_t *in_flight, int64_t *rejec
     char form[128];
     const ov_phase_t *ph = &r->o->phases[phase_of(r->o, second)];
 
-    snprintf(form, sizeof form, "latency_ms=%u&slots=%u&pushback_ms=%u&error_pct=0",
-             ph->latency_ms, r->o->slots, r->o->pushback_ms);
+    snprintf(form, sizeof form, "latency_ms=%u&slots=%u&pushback_ms=%u&queue=%u&error_pct=0",
+             ph->latency_ms, r->o->slots, r->o->pushback_ms, r->o->queue);
     return ov_knobs_set(r->o->admin, form, in_flight, rejected);
 }
 

@@ -52,6 +52,7 @@ typedef struct ov_opts {
     ov_phase_t phases[OV_MAX_PHASES];
     int n_phases;
     uint32_t slots, pushback_ms; /* catalog knobs in every phase */
+    uint32_t queue;         /* catalog knob: calls that wait for a slot (0: none) */
     int naive_attempts, naive_backoff_ms;
     uint32_t bulkhead;      /* guarded: max_concurrent */
 } ov_opts_t;

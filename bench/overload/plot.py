@@ -2,10 +2,11 @@
 # SPDX-License-Identifier: Apache-2.0
 """plot.py DIR: the overload experiment's plots and headline figures (docs/overload.md).
 
-Reads DIR/overload_{naive,guarded,kill_naive,kill_guarded}.csv (bench_overload's
-CSVs, one row per second of arrival), writes DIR/overload_slow.png and
-DIR/overload_kill.png with naive and guarded on the same axes, and prints the
-headline figures as a Markdown table. Every figure is computed from the CSVs.
+Reads DIR/overload_{naive,guarded,queue_naive,queue_guarded,kill_naive,kill_guarded}.csv
+(bench_overload's CSVs, one row per second of arrival; the queue and kill pairs
+are optional), writes DIR/overload_slow.png, overload_queue.png and
+overload_kill.png with naive and guarded on the same axes, and prints the
+headline figures as Markdown tables. Every figure is computed from the CSVs.
 """
 import csv
 import os
@@ -103,7 +104,7 @@ def shade(ax, rows):
             ax.axvspan(a, b, color="0.9", zorder=0)
 
 
-def plot_slow(runs, path):
+def plot_slow(runs, path, title):
     fig, axes = plt.subplots(4, 1, figsize=(10, 11), sharex=True)
     panels = [
         ("attempts", "attempts sent per s"),
@@ -122,7 +123,7 @@ def plot_slow(runs, path):
         ax.set_ylabel(label)
         ax.grid(alpha=0.3)
         ax.legend(loc="upper right", fontsize=8)
-    axes[0].set_title("50 GetProduct/s open loop; catalog 4 slots, 20 ms -> 120 ms (grey) -> 20 ms")
+    axes[0].set_title(title)
     axes[-1].set_xlabel("second of arrival")
     fig.tight_layout()
     fig.savefig(path, dpi=90)
@@ -160,21 +161,37 @@ def fmt(v, spec="{:.2f}"):
     return "never" if v is None else spec.format(v)
 
 
+SLOW_ROWS = [("amp", "attempts per original", "{:.2f}"),
+             ("goodput_pct", "goodput, % of originals", "{:.1f}"),
+             ("ok_per_s", "successes within deadline per s", "{:.1f}"),
+             ("p99", "p99 of successes, median over seconds (ms)", "{:.1f}"),
+             ("dep_rejected", "catalog slot rejections (RESOURCE_EXHAUSTED)", "{:.0f}"),
+             ("bulkhead", "client bulkhead rejections", "{:.0f}"),
+             ("budget", "retry-budget denials", "{:.0f}"),
+             ("backlog", "backlog after the slow phase (s)", "{:.0f}")]
+
+
+def slow_report(d, prefix, png, title, heading):
+    """One normal -> slow -> normal pair: its plot and its table."""
+    paths = {m: os.path.join(d, f"overload_{prefix}{m}.csv") for m in ("naive", "guarded")}
+    if not all(os.path.exists(p) for p in paths.values()):
+        return
+    runs = {m: load(p) for m, p in paths.items()}
+    plot_slow(runs, os.path.join(d, png), title)
+    f = {m: slow_figures(r) for m, r in runs.items()}
+    print(f"\n| {heading} | naive | guarded |\n|---|---|---|")
+    for key, label, spec in SLOW_ROWS:
+        print(f"| {label} | {fmt(f['naive'][key], spec)} | {fmt(f['guarded'][key], spec)} |")
+
+
 def main():
     d = sys.argv[1] if len(sys.argv) > 1 else "docs/bench"
-    slow = {m: load(os.path.join(d, f"overload_{m}.csv")) for m in ("naive", "guarded")}
-    plot_slow(slow, os.path.join(d, "overload_slow.png"))
-    print("| slow phase | naive | guarded |\n|---|---|---|")
-    f = {m: slow_figures(r) for m, r in slow.items()}
-    for key, label, spec in [("amp", "attempts per original", "{:.2f}"),
-                             ("goodput_pct", "goodput, % of originals", "{:.1f}"),
-                             ("ok_per_s", "successes within deadline per s", "{:.1f}"),
-                             ("p99", "p99 of successes, median over seconds (ms)", "{:.1f}"),
-                             ("dep_rejected", "catalog slot rejections (RESOURCE_EXHAUSTED)", "{:.0f}"),
-                             ("bulkhead", "client bulkhead rejections", "{:.0f}"),
-                             ("budget", "retry-budget denials", "{:.0f}"),
-                             ("backlog", "backlog after the slow phase (s)", "{:.0f}")]:
-        print(f"| {label} | {fmt(f['naive'][key], spec)} | {fmt(f['guarded'][key], spec)} |")
+    slow_report(d, "", "overload_slow.png",
+                "50 GetProduct/s open loop; catalog 4 slots, 20 ms -> 120 ms (grey) -> 20 ms",
+                "slow phase")
+    slow_report(d, "queue_", "overload_queue.png",
+                "the same, but the catalog queues up to 100 calls for its 4 slots",
+                "slow phase, catalog queueing")
     kpaths = {m: os.path.join(d, f"overload_kill_{m}.csv") for m in ("naive", "guarded")}
     if all(os.path.exists(p) for p in kpaths.values()):
         kill = {m: load(p) for m, p in kpaths.items()}

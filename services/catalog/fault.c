@@ -1,5 +1,6 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /* fault.c - the catalog's test-only fault knobs (see fault.h). */
+#include <pthread.h>
 #include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -10,10 +11,16 @@
 
 struct cat_fault {
     /* Settings: written by the admin thread, read by every worker. */
-    _Atomic uint32_t latency_ms, slots, pushback_ms, error_pct;
+    _Atomic uint32_t latency_ms, slots, pushback_ms, error_pct, queue;
     /* Counters: written by the workers, read by the admin thread. */
     _Atomic int64_t in_flight; /* calls between enter and leave       */
     _Atomic int64_t held;      /* of which hold a slot (<= slots)     */
+    _Atomic int64_t waiting;   /* of which wait in the queue          */
+    /* The queue: tickets in arrival order; only the waiter whose ticket is
+     * `head` may take a slot, so it is first come first served. */
+    pthread_mutex_t mu;
+    pthread_cond_t cv;
+    uint64_t tail, head; /* under mu */
     atomic_ullong calls, rejected, errors;
     atomic_ullong rng;         /* for error_pct; shared, contention is fine at test rates */
 };
@@ -25,13 +32,36 @@ svc_err_t cat_fault_new(cat_fault_t **out)
     *out = f;
     if (f == NULL)
         return SVC_ENOMEM;
+    if (pthread_mutex_init(&f->mu, NULL) != 0) {
+        free(f);
+        *out = NULL;
+        return SVC_ENOMEM;
+    }
+    if (pthread_cond_init(&f->cv, NULL) != 0) {
+        pthread_mutex_destroy(&f->mu);
+        free(f);
+        *out = NULL;
+        return SVC_ENOMEM;
+    }
     atomic_store(&f->rng, (unsigned long long)svc_now_ns() | 1u);
     return SVC_OK;
 }
 
 void cat_fault_free(cat_fault_t *f)
 {
+    if (f == NULL)
+        return;
+    pthread_cond_destroy(&f->cv);
+    pthread_mutex_destroy(&f->mu);
     free(f);
+}
+
+/* Every waiter re-checks: a slot came free, or the limit changed. */
+static void wake_waiters(cat_fault_t *f)
+{
+    pthread_mutex_lock(&f->mu);
+    pthread_cond_broadcast(&f->cv);
+    pthread_mutex_unlock(&f->mu);
 }
 
 svc_err_t cat_fault_set(cat_fault_t *f, const cat_fault_settings_t *s, char *errbuf)
@@ -40,17 +70,21 @@ svc_err_t cat_fault_set(cat_fault_t *f, const cat_fault_settings_t *s, char *err
                       : s->slots > CAT_FAULT_MAX_SLOTS             ? "slots"
                       : s->pushback_ms > CAT_FAULT_MAX_PUSHBACK_MS ? "pushback_ms"
                       : s->error_pct > 100                         ? "error_pct"
+                      : s->queue > CAT_FAULT_MAX_QUEUE             ? "queue"
                                                                    : NULL;
 
     if (bad != NULL) {
         svc_errbuf_set(errbuf, "%s out of range (latency_ms, pushback_ms <= 60000, slots <= %u, "
-                               "error_pct <= 100)", bad, CAT_FAULT_MAX_SLOTS);
+                               "error_pct <= 100, queue <= %u)", bad, CAT_FAULT_MAX_SLOTS,
+                       CAT_FAULT_MAX_QUEUE);
         return SVC_EINVAL;
     }
     atomic_store(&f->latency_ms, s->latency_ms);
     atomic_store(&f->slots, s->slots);
     atomic_store(&f->pushback_ms, s->pushback_ms);
     atomic_store(&f->error_pct, s->error_pct);
+    atomic_store(&f->queue, s->queue);
+    wake_waiters(f);
     return SVC_OK;
 }
 
@@ -60,6 +94,7 @@ void cat_fault_get(cat_fault_t *f, cat_fault_settings_t *s)
     s->slots = atomic_load(&f->slots);
     s->pushback_ms = atomic_load(&f->pushback_ms);
     s->error_pct = atomic_load(&f->error_pct);
+    s->queue = atomic_load(&f->queue);
 }
 
 /* A non-blocking P() on the counting semaphore whose size is the current
@@ -83,6 +118,50 @@ static void sleep_ms(uint32_t ms)
         ;
 }
 
+typedef enum { ADMIT_REJECT, ADMIT_SLOT, ADMIT_UNLIMITED } admit_t;
+
+/* Waits in the queue for a slot (or for the limit to be lifted). Rejects
+ * when `queue` calls already wait. Never looks at the call's deadline: see
+ * fault.h. The waiting count rises before the first take_slot so that a
+ * leaver who reads it as 0 is sure nobody can miss its wake-up. */
+static admit_t wait_for_slot(cat_fault_t *f, uint32_t queue)
+{
+    admit_t got = ADMIT_SLOT;
+    uint64_t ticket;
+
+    pthread_mutex_lock(&f->mu);
+    if (atomic_load(&f->waiting) >= (int64_t)queue) {
+        pthread_mutex_unlock(&f->mu);
+        return ADMIT_REJECT;
+    }
+    ticket = f->tail++;
+    atomic_fetch_add(&f->waiting, 1);
+    for (;;) {
+        uint32_t slots = atomic_load(&f->slots);
+        if (ticket == f->head && (slots == 0 || take_slot(f, slots))) {
+            got = slots == 0 ? ADMIT_UNLIMITED : ADMIT_SLOT;
+            break;
+        }
+        pthread_cond_wait(&f->cv, &f->mu);
+    }
+    f->head++;
+    atomic_fetch_sub(&f->waiting, 1);
+    pthread_cond_broadcast(&f->cv); /* the next ticket may go now */
+    pthread_mutex_unlock(&f->mu);
+    return got;
+}
+
+/* A slot at once, else the queue, else a rejection. Newcomers queue behind
+ * waiters instead of overtaking them. */
+static admit_t admit(cat_fault_t *f, uint32_t slots)
+{
+    uint32_t queue = atomic_load(&f->queue);
+
+    if ((queue == 0 || atomic_load(&f->waiting) == 0) && take_slot(f, slots))
+        return ADMIT_SLOT;
+    return queue == 0 ? ADMIT_REJECT : wait_for_slot(f, queue);
+}
+
 /* xorshift64 on a shared state; a lost update only repeats a number. */
 static uint32_t roll_pct(cat_fault_t *f)
 {
@@ -95,6 +174,18 @@ static uint32_t roll_pct(cat_fault_t *f)
     return (uint32_t)(x % 100);
 }
 
+static svc_err_t reject(cat_fault_t *f, rpc_ctx_t *ctx, uint32_t slots, char *errbuf)
+{
+    uint32_t pb = atomic_load(&f->pushback_ms);
+
+    atomic_fetch_add(&f->rejected, 1);
+    if (ctx != NULL)
+        rpc_ctx_set_pushback_ms(ctx, pb);
+    svc_errbuf_set(errbuf, "catalog overloaded: all %u slots busy (fault knob), retry in %u ms",
+                   slots, pb);
+    return SVC_EEXHAUSTED;
+}
+
 svc_err_t cat_fault_enter(cat_fault_t *f, rpc_ctx_t *ctx, cat_fault_pass_t *pass, char *errbuf)
 {
     uint32_t slots, latency, pct;
@@ -105,13 +196,11 @@ svc_err_t cat_fault_enter(cat_fault_t *f, rpc_ctx_t *ctx, cat_fault_pass_t *pass
     atomic_fetch_add(&f->in_flight, 1);
     atomic_fetch_add(&f->calls, 1);
     slots = atomic_load(&f->slots);
-    if (slots > 0 && !(pass->slot = take_slot(f, slots))) {
-        uint32_t pb = atomic_load(&f->pushback_ms);
-        atomic_fetch_add(&f->rejected, 1);
-        rpc_ctx_set_pushback_ms(ctx, pb);
-        svc_errbuf_set(errbuf, "catalog overloaded: all %u slots busy (fault knob), retry in %u ms",
-                       slots, pb);
-        return SVC_EEXHAUSTED;
+    if (slots > 0) {
+        admit_t a = admit(f, slots);
+        pass->slot = a == ADMIT_SLOT;
+        if (a == ADMIT_REJECT)
+            return reject(f, ctx, slots, errbuf);
     }
     latency = atomic_load(&f->latency_ms);
     if (latency > 0)
@@ -129,32 +218,51 @@ void cat_fault_leave(cat_fault_t *f, const cat_fault_pass_t *pass)
 {
     if (f == NULL)
         return;
-    if (pass->slot)
+    if (pass->slot) {
         atomic_fetch_sub(&f->held, 1);
+        if (atomic_load(&f->waiting) > 0)
+            wake_waiters(f);
+    }
     atomic_fetch_sub(&f->in_flight, 1);
+}
+
+void cat_fault_counts(cat_fault_t *f, cat_fault_counts_t *c)
+{
+    c->in_flight = atomic_load(&f->in_flight);
+    c->held = atomic_load(&f->held);
+    c->queued = atomic_load(&f->waiting);
+    c->calls = atomic_load(&f->calls);
+    c->rejected = atomic_load(&f->rejected);
+    c->errors = atomic_load(&f->errors);
 }
 
 void cat_fault_metrics(cat_fault_t *f, admin_buf_t *out)
 {
     cat_fault_settings_t s;
+    cat_fault_counts_t c;
 
     cat_fault_get(f, &s);
+    cat_fault_counts(f, &c);
     admin_buf_printf(out,
                      "# HELP shopmicro_catalog_fault_setting Test-only fault knobs (0 = off).\n"
                      "# TYPE shopmicro_catalog_fault_setting gauge\n"
                      "shopmicro_catalog_fault_setting{knob=\"latency_ms\"} %u\n"
                      "shopmicro_catalog_fault_setting{knob=\"slots\"} %u\n"
                      "shopmicro_catalog_fault_setting{knob=\"pushback_ms\"} %u\n"
-                     "shopmicro_catalog_fault_setting{knob=\"error_pct\"} %u\n",
-                     s.latency_ms, s.slots, s.pushback_ms, s.error_pct);
+                     "shopmicro_catalog_fault_setting{knob=\"error_pct\"} %u\n"
+                     "shopmicro_catalog_fault_setting{knob=\"queue\"} %u\n",
+                     s.latency_ms, s.slots, s.pushback_ms, s.error_pct, s.queue);
     admin_buf_printf(out,
                      "# HELP shopmicro_catalog_in_flight CatalogService calls being served now.\n"
                      "# TYPE shopmicro_catalog_in_flight gauge\n"
                      "shopmicro_catalog_in_flight %lld\n"
                      "# HELP shopmicro_catalog_fault_slots_held Calls holding a slot of the limit.\n"
                      "# TYPE shopmicro_catalog_fault_slots_held gauge\n"
-                     "shopmicro_catalog_fault_slots_held %lld\n",
-                     (long long)atomic_load(&f->in_flight), (long long)atomic_load(&f->held));
+                     "shopmicro_catalog_fault_slots_held %lld\n"
+                     "# HELP shopmicro_catalog_fault_queued Calls waiting for a slot.\n"
+                     "# TYPE shopmicro_catalog_fault_queued gauge\n"
+                     "shopmicro_catalog_fault_queued %lld\n",
+                     (long long)c.in_flight, (long long)c.held, (long long)c.queued);
     admin_buf_printf(out,
                      "# HELP shopmicro_catalog_calls_total CatalogService calls received.\n"
                      "# TYPE shopmicro_catalog_calls_total counter\n"
@@ -165,7 +273,8 @@ void cat_fault_metrics(cat_fault_t *f, admin_buf_t *out)
                      "# HELP shopmicro_catalog_fault_errors_total Injected UNAVAILABLE answers.\n"
                      "# TYPE shopmicro_catalog_fault_errors_total counter\n"
                      "shopmicro_catalog_fault_errors_total %llu\n",
-                     atomic_load(&f->calls), atomic_load(&f->rejected), atomic_load(&f->errors));
+                     (unsigned long long)c.calls, (unsigned long long)c.rejected,
+                     (unsigned long long)c.errors);
 }
 
 /* ---- the admin port's /debug/fault ------------------------------------ */
@@ -173,14 +282,17 @@ void cat_fault_metrics(cat_fault_t *f, admin_buf_t *out)
 static void state_json(cat_fault_t *f, admin_buf_t *out)
 {
     cat_fault_settings_t s;
+    cat_fault_counts_t c;
 
     cat_fault_get(f, &s);
+    cat_fault_counts(f, &c);
     admin_buf_printf(out,
                      "{\"latency_ms\":%u,\"slots\":%u,\"pushback_ms\":%u,\"error_pct\":%u,"
-                     "\"in_flight\":%lld,\"calls\":%llu,\"rejected\":%llu,\"errors\":%llu}\n",
-                     s.latency_ms, s.slots, s.pushback_ms, s.error_pct,
-                     (long long)atomic_load(&f->in_flight), atomic_load(&f->calls),
-                     atomic_load(&f->rejected), atomic_load(&f->errors));
+                     "\"queue\":%u,\"in_flight\":%lld,\"queued\":%lld,\"calls\":%llu,"
+                     "\"rejected\":%llu,\"errors\":%llu}\n",
+                     s.latency_ms, s.slots, s.pushback_ms, s.error_pct, s.queue,
+                     (long long)c.in_flight, (long long)c.queued, (unsigned long long)c.calls,
+                     (unsigned long long)c.rejected, (unsigned long long)c.errors);
 }
 
 /* One "key=value" of a form into s. false with the reason in errbuf. */
@@ -194,6 +306,7 @@ static bool apply_pair(const char *pair, size_t n, cat_fault_settings_t *s, char
         {"slots", offsetof(cat_fault_settings_t, slots)},
         {"pushback_ms", offsetof(cat_fault_settings_t, pushback_ms)},
         {"error_pct", offsetof(cat_fault_settings_t, error_pct)},
+        {"queue", offsetof(cat_fault_settings_t, queue)},
     };
     const char *eq = memchr(pair, '=', n);
     char val[16], *end;
@@ -221,7 +334,7 @@ static bool apply_pair(const char *pair, size_t n, cat_fault_settings_t *s, char
             return true;
         }
     }
-    svc_errbuf_set(errbuf, "unknown knob '%.*s' (latency_ms, slots, pushback_ms, error_pct, off)",
+    svc_errbuf_set(errbuf, "unknown knob '%.*s' (latency_ms, slots, pushback_ms, error_pct, queue, off)",
                    (int)(eq - pair > 40 ? 40 : eq - pair), pair);
     return false;
 }

@@ -6,8 +6,8 @@
  * through the naive client, then through the guarded one, 4 s each. Asserts
  * ratios only (attempts per original), never times, so that a noisy or
  * sanitizer-slowed machine does not change the verdict: naive retries every
- * rejection (> 2 attempts per original), guarded never retries a
- * RESOURCE_EXHAUSTED and its bulkhead keeps it at <= 1.2. Also checks the
+ * rejection (> 2 attempts per original), guarded's bulkhead (as many as
+ * the slots) keeps it from being shed at all and at <= 1.2. Also checks the
  * pushback trailer of a rejection on the wire.
  */
 #include <pthread.h>

@@ -43,6 +43,7 @@ typedef enum rs__cause {
     RS__CAUSE_HTTP_429,
     RS__CAUSE_HTTP_503,
     RS__CAUSE_HTTP_5XX, /* 500, 502, 504: opt-in (RS_RETRY_HTTP_5XX), for HTTP bindings */
+    RS__CAUSE_SHED,     /* gRPC RESOURCE_EXHAUSTED with a pushback hint (RS_RETRY_SHED) */
     RS__CAUSE_COUNT,
     RS__CAUSE_NONE = RS__CAUSE_COUNT,
 } rs__cause_t;

@@ -15,7 +15,7 @@
 #define PATH_MAX_LEN 255u
 
 static const char *const cause_names[RS__CAUSE_COUNT] = {
-    "unavailable", "attempt-timeout", "http-429", "http-503", "http-5xx"};
+    "unavailable", "attempt-timeout", "http-429", "http-503", "http-5xx", "shed"};
 
 const char *rs__cause_name(rs__cause_t c)
 {
@@ -86,6 +86,10 @@ rs__class_t rs__classify(const rs_outcome_t *o, bool per_attempt_timer, uint32_t
     default:
         break; /* a business answer: the upstream is up */
     }
+    /* The server answered (a success for the breaker) but said when to
+     * come back: the pushback it sent becomes the retry's delay. */
+    if (o->err == SVC_EEXHAUSTED && o->http_status == 0 && o->pushback_ms >= 0)
+        c.cause = RS__CAUSE_SHED;
     if (o->http_status == 429)
         c.cause = RS__CAUSE_HTTP_429;
     else if (o->http_status == 503)

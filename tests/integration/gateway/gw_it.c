@@ -127,13 +127,20 @@ svc_err_t gw_it_gateway_start(gw_it_t *t, const char *const *env, char *errbuf)
 
 int gw_it_setup_env(void **state, bool with_order, const char *const *gw_env)
 {
+    return gw_it_setup_envs(state, with_order, NULL, gw_env);
+}
+
+int gw_it_setup_envs(void **state, bool with_order, const char *const *cat_env,
+                     const char *const *gw_env)
+{
     char errbuf[SVC_ERRBUF_LEN] = "";
     gw_it_t *t = calloc(1, sizeof *t);
 
     *state = t;
     if (t == NULL)
         return -1;
-    if (cat_it_db_create(&t->cat, errbuf) != SVC_OK || cat_it_start(&t->cat, NULL, errbuf) != SVC_OK)
+    if (cat_it_db_create(&t->cat, errbuf) != SVC_OK ||
+        cat_it_start(&t->cat, cat_env, errbuf) != SVC_OK)
         goto fail;
     if (with_order) {
         if (order_start(t, errbuf) != SVC_OK)

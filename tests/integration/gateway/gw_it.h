@@ -39,6 +39,10 @@ bool gw_it_have_order(void);
  * override those). Returns 0/-1; *state gets a new gw_it_t.
  */
 int gw_it_setup_env(void **state, bool with_order, const char *const *gw_env);
+/* The same, with cat_env (NULL-terminated, may be NULL) added to the
+ * catalog's environment. */
+int gw_it_setup_envs(void **state, bool with_order, const char *const *cat_env,
+                     const char *const *gw_env);
 /* cmocka teardown: SIGTERM every process and require exit status 0 (so,
  * in sanitizer builds, no leak), drop the databases, free *state. */
 int gw_it_teardown(void **state);

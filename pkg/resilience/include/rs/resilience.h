@@ -94,12 +94,16 @@ typedef enum rs_jitter {
 #define RS_RETRY_ATTEMPT_TIMEOUT 0x2u /* the per-attempt timer fired (not the caller's deadline) */
 #define RS_RETRY_HTTP_429       0x4u /* HTTP Too Many Requests */
 #define RS_RETRY_HTTP_503       0x8u /* HTTP Service Unavailable */
-#define RS_RETRY_DEFAULT        0xfu /* all of the above */
+/* gRPC RESOURCE_EXHAUSTED that carries a grpc-retry-pushback-ms >= 0: the
+ * server shed the call and said when to come back (gRPC's 429 + Retry-After).
+ * Without the hint RESOURCE_EXHAUSTED is a quota answer and is not retried. */
+#define RS_RETRY_SHED           0x20u
+#define RS_RETRY_DEFAULT        0x2fu /* all of the above */
 /* HTTP 500, 502 and 504: the server (or a proxy) may have acted on the
  * request, so only for requests safe to repeat; not in RS_RETRY_DEFAULT (the
  * gRPC binding never sees an HTTP status). The HTTP binding sets it. */
 #define RS_RETRY_HTTP_5XX       0x10u
-#define RS_RETRY_ALL            0x1fu /* every bit above */
+#define RS_RETRY_ALL            0x3fu /* every bit above */
 
 /*
  * Retry and timeout knobs. In the upstream's default policy, a 0 field

@@ -197,6 +197,7 @@ static void outcome_classes(void **state)
         {SVC_EUNAVAIL, 429, false, RS__VERDICT_FAILURE, RS__CAUSE_HTTP_429},
         {SVC_EUNAVAIL, 502, false, RS__VERDICT_FAILURE, RS__CAUSE_NONE},
         {SVC_EEXHAUSTED, 429, false, RS__VERDICT_SUCCESS, RS__CAUSE_HTTP_429},
+        {SVC_EEXHAUSTED, 0, false, RS__VERDICT_SUCCESS, RS__CAUSE_NONE}, /* no pushback */
     };
 
     (void)state;
@@ -209,6 +210,22 @@ static void outcome_classes(void **state)
         assert_int_equal(c.verdict, rows[i].verdict);
         assert_int_equal(c.cause, rows[i].cause);
     }
+}
+
+/* gRPC RESOURCE_EXHAUSTED is retryable only with a pushback hint (>= 0). */
+static void shed_needs_a_pushback(void **state)
+{
+    rs_outcome_t o = rt_outcome(SVC_EEXHAUSTED);
+
+    (void)state;
+    o.pushback_ms = 0;
+    assert_int_equal(rs__classify(&o, false, RS_RETRY_DEFAULT).cause, RS__CAUSE_SHED);
+    assert_int_equal(rs__classify(&o, false, RS_RETRY_DEFAULT).verdict, RS__VERDICT_SUCCESS);
+    assert_int_equal(rs__classify(&o, false, RS_RETRY_DEFAULT & ~RS_RETRY_SHED).cause,
+                     RS__CAUSE_NONE);
+    o.pushback_ms = RS_PUSHBACK_STOP;
+    assert_int_equal(rs__classify(&o, false, RS_RETRY_DEFAULT).cause, RS__CAUSE_NONE);
+    assert_string_equal(rs__cause_name(RS__CAUSE_SHED), "shed");
 }
 
 /* 500, 502 and 504 are retried only when the policy opts in (the HTTP
@@ -255,6 +272,7 @@ int main(void)
         T(rows_inherit_what_they_do_not_set),
         T(the_by_name_rule),
         T(outcome_classes),
+        T(shed_needs_a_pushback),
         T(http_5xx_is_opt_in),
         T(names),
     };

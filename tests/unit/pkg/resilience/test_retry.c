@@ -390,6 +390,32 @@ static void pushback_is_honoured_never_shortened(void **state)
     assert_int_equal(t->slept_ns, 0);
 }
 
+/* A shed call (RESOURCE_EXHAUSTED with a pushback hint) is retried after
+ * the hint, like HTTP 429 + Retry-After, and never trips the breaker: the
+ * server answered. Without the hint it stays a quota answer (not retried,
+ * the "RESOURCE_EXHAUSTED" row above). */
+static void shed_with_pushback_is_retried_after_it(void **state)
+{
+    rt_t *t = *state;
+
+    t->opts.breaker.failures = 2;
+    rt_start(t);
+    for (int i = 0; i < 5; i++) {
+        rt_script_t s;
+        rs_result_t res;
+
+        rt_script_init(&s, t, SVC_OK, 2);
+        s.outcomes[0] = rt_outcome(SVC_EEXHAUSTED);
+        s.outcomes[0].pushback_ms = 400;
+        t->slept_ns = 0;
+        assert_int_equal(rt_run(t, GET_PRODUCT, SVC_DEADLINE_NONE, &s, &res), SVC_OK);
+        assert_int_equal(res.reason, RS_REASON_RETRIED);
+        assert_int_equal(res.attempts, 2);
+        assert_int_equal(t->slept_ns, MS(400));
+    }
+    assert_int_equal(rs_upstream_breaker_state(t->up), RS_BREAKER_CLOSED);
+}
+
 static void pushback_parsers(void **state)
 {
     (void)state;
@@ -542,6 +568,7 @@ int main(void)
         T(never_sleeps_past_the_deadline),
         T(deadline_sweep),
         T(pushback_is_honoured_never_shortened),
+        T(shed_with_pushback_is_retried_after_it),
         T(pushback_parsers),
         T(one_log_line_per_decision),
         T(happy_path_logs_nothing),
