@@ -277,6 +277,11 @@ static void an_absent_sink_is_reached_when_back(void **state)
     rs_http_result_t res;
 
     control(f, "away=2");
+    /* The sink closes its listener after it has answered the control
+     * request, on its next loop turn: wait for that (bounded) rather than
+     * race it. */
+    for (int i = 0; i < 200 && spawn_port_open("127.0.0.1", f->port); i++)
+        usleep(5 * 1000);
     assert_false(spawn_port_open("127.0.0.1", f->port));
     assert_int_equal(deliver(f, cl, &f->key, NULL, &res), SVC_OK);
     assert_true(res.attempts >= 2);
