@@ -46,3 +46,30 @@ stop_pid() {
 result_field() { sed -n "s/.* $2=\([^ ]*\).*/\1/p" <<<" ${1#RESULT}"; }
 
 loadavg() { cut -d' ' -f1-3 /proc/loadavg; }
+
+# proc_ticks PID...: "pid ticks" per live process: user+system CPU clock ticks
+# (all threads).
+proc_ticks() {
+  local p st
+  for p; do
+    st=$(cat "/proc/$p/stat" 2>/dev/null) || continue
+    st=${st##*) }
+    # after "comm)", field 1 is state; utime and stime are fields 12 and 13
+    awk -v p="$p" '{ print p, $12 + $13 }' <<<"$st"
+  done
+}
+
+# cpu_snap VAR: the machine's CPU counters from /proc/stat into VAR;
+# cpu_since VAR: how busy the machine has been since that snapshot.
+cpu_snap() { local l; read -r l </proc/stat; printf -v "$1" '%s' "${l#cpu }"; }
+cpu_since() {
+  local now
+  cpu_snap now
+  awk -v a="${!1}" -v b="$now" 'BEGIN {
+    split(a, x, " "); split(b, y, " ")
+    for (i = 1; i <= 8; i++) { d[i] = y[i] - x[i]; t += d[i] }
+    if (t <= 0) t = 1
+    printf "busy %.0f%% (user %.0f%%, sys+irq %.0f%%), idle %.0f%%, steal %.1f%%",
+      100 * (t - d[4] - d[5] - d[8]) / t, 100 * (d[1] + d[2]) / t,
+      100 * (d[3] + d[6] + d[7]) / t, 100 * (d[4] + d[5]) / t, 100 * d[8] / t }'
+}

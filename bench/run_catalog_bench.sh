@@ -28,7 +28,7 @@ PG_PORT=${SHOPMICRO_PG_PORT:-25432}
 PG_BIN=${SHOPMICRO_PG_BIN:-/usr/lib/postgresql/15/bin}
 export SHOPMICRO_PG_PORT=$PG_PORT
 # shellcheck source=bench/lib.sh
-. "$ROOT/bench/lib.sh"   # say die pg_tool free_port port_open wait_port stop_pid
+. "$ROOT/bench/lib.sh"   # say die pg_tool free_port port_open wait_port stop_pid proc_ticks cpu_*
 
 WORKERS=4            # best of 2/3/4/6/8 on 2 cores, see docs/benchmarks.md
 THREADS=16
@@ -102,18 +102,6 @@ other_pg_sessions() {
     AND pid <> pg_backend_pid() AND datname NOT IN ('$BENCH_DB', '$PGBENCH_DB')" 2>/dev/null || echo '?'
 }
 
-# proc_ticks PID...: "pid ticks" per live process: user+system CPU clock ticks
-# (all threads).
-proc_ticks() {
-  local p st
-  for p; do
-    st=$(cat "/proc/$p/stat" 2>/dev/null) || continue
-    st=${st##*) }
-    # after "comm)", field 1 is state; utime and stime are fields 12 and 13
-    awk -v p="$p" '{ print p, $12 + $13 }' <<<"$st"
-  done
-}
-
 # watch_cpu DB DELAY WINDOW PID...: after DELAY s, measures for WINDOW s how
 # busy the machine was and how much of it the benchmark's own processes (PIDs
 # plus the Postgres backends of DB) used; the rest was somebody else's.
@@ -136,22 +124,6 @@ watch_cpu() {
       n = split(a, x, "\n"); for (i = 1; i <= n; i++) { split(x[i], f, " "); s[f[1]] = f[2] }
       n = split(b, y, "\n"); for (i = 1; i <= n; i++) { split(y[i], f, " "); if (f[1] in s) d += f[2] - s[f[1]] }
       printf "%.2f", d / hz / w }') of $(nproc) cores"
-}
-
-# cpu_snap VAR: the aggregate "cpu" line of /proc/stat; cpu_since VAR: how the
-# machine's CPU time went since then (the figures mean little when other work
-# ran meanwhile or the hypervisor stole time).
-cpu_snap() { local l; read -r l </proc/stat; printf -v "$1" '%s' "${l#cpu }"; }
-cpu_since() {
-  local now
-  cpu_snap now
-  awk -v a="${!1}" -v b="$now" 'BEGIN {
-    split(a, x, " "); split(b, y, " ")
-    for (i = 1; i <= 8; i++) { d[i] = y[i] - x[i]; t += d[i] }
-    if (t <= 0) t = 1
-    printf "busy %.0f%% (user %.0f%%, sys+irq %.0f%%), idle %.0f%%, steal %.1f%%",
-      100 * (t - d[4] - d[5] - d[8]) / t, 100 * (d[1] + d[2]) / t,
-      100 * (d[3] + d[6] + d[7]) / t, 100 * (d[4] + d[5]) / t, 100 * d[8] / t }'
 }
 
 # start_catalog WORKERS: the real binary on a free port, against $BENCH_DB.

@@ -62,6 +62,8 @@ ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd -P)
 BUILD_DIR=${SHOPMICRO_BENCH_BUILD_DIR:-$ROOT/build-bench}
 PG_PORT=${SHOPMICRO_PG_PORT:-25432}
 PG_BIN=${SHOPMICRO_PG_BIN:-/usr/lib/postgresql/15/bin}
+# shellcheck source=bench/lib.sh
+. "$ROOT/bench/lib.sh"   # say die pg_tool free_port port_open proc_ticks cpu_snap cpu_since ...
 export SHOPMICRO_PG_PORT=$PG_PORT
 LUA="$ROOT/bench/wrk/get_product.lua"
 
@@ -140,10 +142,6 @@ if (( CONNS > 0 )) && (( $(ulimit -n) < CONNS + 64 )); then
 fi
 command -v wrk >/dev/null || { echo "run_gateway_bench: wrk is not installed (apt-get install wrk; deploy/local/packages.txt)" >&2; exit 1; }
 
-say() { printf '[bench] %s\n' "$*"; }
-die() { printf '[bench] error: %s\n' "$*" >&2; exit 1; }
-
-pg_tool() { if [[ -x $PG_BIN/$1 ]]; then echo "$PG_BIN/$1"; else command -v "$1" || echo "$1"; fi; }
 PSQL=("$(pg_tool psql)" -X -q -v ON_ERROR_STOP=1 -h 127.0.0.1 -p "$PG_PORT" -U postgres)
 BENCH_DB="gateway_bench_$$"
 TMP=$(mktemp -d /tmp/gateway-bench.XXXXXX)
@@ -199,25 +197,9 @@ cleanup() {
 trap cleanup EXIT
 trap 'exit 130' INT TERM
 
-free_port() {
-  /usr/bin/python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])'
-}
-
-port_open() { (exec 3<>"/dev/tcp/127.0.0.1/$1") 2>/dev/null; }
-
 other_pg_sessions() {
   "${PSQL[@]}" -d postgres -tAc "SELECT count(*) FROM pg_stat_activity WHERE backend_type = 'client backend'
     AND pid <> pg_backend_pid() AND datname NOT IN ('$BENCH_DB', '$PGBENCH_DB')" 2>/dev/null || echo '?'
-}
-
-# proc_ticks PID...: "pid ticks" (user+system clock ticks, all threads) per live process.
-proc_ticks() {
-  local p st
-  for p; do
-    st=$(cat "/proc/$p/stat" 2>/dev/null) || continue
-    st=${st##*) }
-    awk -v p="$p" '{ print p, $12 + $13 }' <<<"$st"
-  done
 }
 
 # proc_cs PID...: "pid switches" per live process: voluntary + involuntary
@@ -228,19 +210,6 @@ proc_cs() {
     cat /proc/"$p"/task/*/status 2>/dev/null |
       awk -v p="$p" '/^(non)?voluntary_ctxt_switches:/ { n += $2 } END { if (NR) print p, n }'
   done
-}
-
-cpu_snap() { local l; read -r l </proc/stat; printf -v "$1" '%s' "${l#cpu }"; }
-cpu_since() {
-  local now
-  cpu_snap now
-  awk -v a="${!1}" -v b="$now" 'BEGIN {
-    split(a, x, " "); split(b, y, " ")
-    for (i = 1; i <= 8; i++) { d[i] = y[i] - x[i]; t += d[i] }
-    if (t <= 0) t = 1
-    printf "busy %.0f%% (user %.0f%%, sys+irq %.0f%%), idle %.0f%%, steal %.1f%%",
-      100 * (t - d[4] - d[5] - d[8]) / t, 100 * (d[1] + d[2]) / t,
-      100 * (d[3] + d[6] + d[7]) / t, 100 * (d[4] + d[5]) / t, 100 * d[8] / t }'
 }
 
 # watch_cpu DB DELAY WINDOW NAME=PID...: after DELAY s, for WINDOW s: how busy
@@ -282,9 +251,6 @@ watch_cpu() {
     for (i = 1; i <= k; i++) out = out sprintf("%s%s %.0f", i > 1 ? ", " : "", nm[i], (pd[i] in d) ? d[pd[i]] / w : 0)
     printf "[bench] context switches per second (all threads): %s\n", out }'
 }
-
-# result_field LINE KEY: the value of key=value in a RESULT line.
-result_field() { sed -n "s/.* $2=\([^ ]*\).*/\1/p" <<<" ${1#RESULT}"; }
 
 # start_wrk LABEL SECONDS [ENV=VALUE...]: wrk against the gateway with the
 # GetProduct script in the background (output in $TMP/wrk-LABEL.log), and the

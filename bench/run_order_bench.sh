@@ -35,6 +35,8 @@ ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd -P)
 BUILD_DIR=${SHOPMICRO_BENCH_BUILD_DIR:-$ROOT/build-bench}
 PG_PORT=${SHOPMICRO_PG_PORT:-25432}
 PG_BIN=${SHOPMICRO_PG_BIN:-/usr/lib/postgresql/15/bin}
+# shellcheck source=bench/lib.sh
+. "$ROOT/bench/lib.sh"   # say die pg_tool free_port port_open proc_ticks cpu_snap cpu_since ...
 PG_WAIT_S=${SHOPMICRO_PG_WAIT_S:-600}
 export SHOPMICRO_PG_PORT=$PG_PORT
 
@@ -71,10 +73,6 @@ for w in "$CONNS" "$SECONDS_RUN" "$PRODUCTS" ${ORDER_WORKERS:+"$ORDER_WORKERS"} 
 done
 (( PRODUCTS >= ITEMS )) || { echo "run_order_bench: --products must be at least $ITEMS" >&2; exit 2; }
 
-say() { printf '[bench] %s\n' "$*"; }
-die() { printf '[bench] error: %s\n' "$*" >&2; exit 1; }
-
-pg_tool() { if [[ -x $PG_BIN/$1 ]]; then echo "$PG_BIN/$1"; else command -v "$1" || echo "$1"; fi; }
 PSQL=("$(pg_tool psql)" -X -q -v ON_ERROR_STOP=1 -h 127.0.0.1 -p "$PG_PORT" -U postgres)
 CAT_DB="order_bench_cat_$$"
 ORD_DB="order_bench_ord_$$"
@@ -139,12 +137,6 @@ cleanup() {
 trap cleanup EXIT
 trap 'exit 130' INT TERM
 
-free_port() {
-  /usr/bin/python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])'
-}
-
-port_open() { (exec 3<>"/dev/tcp/127.0.0.1/$1") 2>/dev/null; }
-
 create_db() {
   "${PSQL[@]}" -d postgres -c "CREATE DATABASE \"$1\""
   DBS+=("$1")
@@ -154,32 +146,6 @@ create_db() {
 other_pg_sessions() {
   "${PSQL[@]}" -d postgres -tAc "SELECT count(*) FROM pg_stat_activity WHERE backend_type = 'client backend'
     AND pid <> pg_backend_pid() AND datname NOT LIKE 'order\_bench\_%\_$$'" 2>/dev/null || echo '?'
-}
-
-# proc_ticks PID...: "pid ticks" per live process: user+system CPU clock ticks (all threads).
-proc_ticks() {
-  local p st
-  for p; do
-    st=$(cat "/proc/$p/stat" 2>/dev/null) || continue
-    st=${st##*) }
-    # after "comm)", field 1 is state; utime and stime are fields 12 and 13
-    awk -v p="$p" '{ print p, $12 + $13 }' <<<"$st"
-  done
-}
-
-# cpu_snap VAR: the aggregate "cpu" line of /proc/stat; cpu_since VAR: how the
-# machine's CPU time went since then.
-cpu_snap() { local l; read -r l </proc/stat; printf -v "$1" '%s' "${l#cpu }"; }
-cpu_since() {
-  local now
-  cpu_snap now
-  awk -v a="${!1}" -v b="$now" 'BEGIN {
-    split(a, x, " "); split(b, y, " ")
-    for (i = 1; i <= 8; i++) { d[i] = y[i] - x[i]; t += d[i] }
-    if (t <= 0) t = 1
-    printf "busy %.0f%% (user %.0f%%, sys+irq %.0f%%), idle %.0f%%, steal %.1f%%",
-      100 * (t - d[4] - d[5] - d[8]) / t, 100 * (d[1] + d[2]) / t,
-      100 * (d[3] + d[6] + d[7]) / t, 100 * (d[4] + d[5]) / t, 100 * d[8] / t }'
 }
 
 # watch_cpu LABEL=DB[,LABEL=DB...] DELAY WINDOW LABEL=PID...: after DELAY s,
