@@ -61,9 +61,8 @@ set -euo pipefail
 ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd -P)
 BUILD_DIR=${SHOPMICRO_BENCH_BUILD_DIR:-$ROOT/build-bench}
 PG_PORT=${SHOPMICRO_PG_PORT:-25432}
-PG_BIN=${SHOPMICRO_PG_BIN:-/usr/lib/postgresql/15/bin}
 # shellcheck source=bench/lib.sh
-. "$ROOT/bench/lib.sh"   # say die pg_tool free_port port_open proc_ticks cpu_snap cpu_since ...
+. "$ROOT/bench/lib.sh"
 export SHOPMICRO_PG_PORT=$PG_PORT
 LUA="$ROOT/bench/wrk/get_product.lua"
 
@@ -93,8 +92,6 @@ CONNS_STEP=5
 MEMORY_ONLY=0
 GW_BIN=""
 
-usage() { sed -n '2,57p' "${BASH_SOURCE[0]}" | sed 's/^# \{0,1\}//'; }
-
 while (( $# > 0 )); do
   case $1 in
     --seconds)        SECONDS_RUN=${2:?}; shift 2 ;;
@@ -111,18 +108,15 @@ while (( $# > 0 )); do
     --reinit-pgbench) REINIT_PGBENCH=1; shift ;;
     --pg-wait)        PG_WAIT=${2:?}; shift 2 ;;
     --perf-out)       PERF_OUT=${2:?}; shift 2 ;;
-    --gateway-env)    [[ ${2:?} == GATEWAY_*=* ]] || { echo "run_gateway_bench: --gateway-env wants GATEWAY_NAME=VALUE" >&2; exit 2; }
+    --gateway-env)    [[ ${2:?} == GATEWAY_*=* ]] || arg_error "--gateway-env wants GATEWAY_NAME=VALUE"
                       GW_EXTRA_ENV+=("$2"); shift 2 ;;
     -h|--help)        usage; exit 0 ;;
-    *) printf 'run_gateway_bench: unknown argument %s\n' "$1" >&2; usage >&2; exit 2 ;;
+    *) unknown_arg "$1" ;;
   esac
 done
-for v in "$SECONDS_RUN" "$CONNECTIONS" "$WRK_THREADS" "$PRODUCTS"; do
-  # shellcheck disable=SC2015
-  [[ $v =~ ^[0-9]+$ ]] && (( v > 0 )) || { echo "run_gateway_bench: '$v' is not a positive integer" >&2; exit 2; }
-done
+need_positive "$SECONDS_RUN" "$CONNECTIONS" "$WRK_THREADS" "$PRODUCTS"
 for v in "$RSS_MINUTES" "$PG_WAIT" "$CONNS" "$CONNS_HOLD" "$CONNS_AFTER"; do
-  [[ $v =~ ^[0-9]+$ ]] || { echo "run_gateway_bench: '$v' is not a non-negative integer" >&2; exit 2; }
+  [[ $v =~ ^[0-9]+$ ]] || arg_error "'$v' is not a non-negative integer"
 done
 if [[ -n $PERF_OUT ]]; then
   command -v perf >/dev/null || { echo "run_gateway_bench: --perf-out needs perf (linux-perf)" >&2; exit 1; }
@@ -142,115 +136,36 @@ if (( CONNS > 0 )) && (( $(ulimit -n) < CONNS + 64 )); then
 fi
 command -v wrk >/dev/null || { echo "run_gateway_bench: wrk is not installed (apt-get install wrk; deploy/local/packages.txt)" >&2; exit 1; }
 
-PSQL=("$(pg_tool psql)" -X -q -v ON_ERROR_STOP=1 -h 127.0.0.1 -p "$PG_PORT" -U postgres)
+pg_clients "$PG_PORT"
 BENCH_DB="gateway_bench_$$"
+OWN_DBS=("$BENCH_DB" "$PGBENCH_DB")   # not "other sessions"
 TMP=$(mktemp -d /tmp/gateway-bench.XXXXXX)
 CAT_PID="" GW_PID=""
 DB_CREATED=0
 
-# stop_proc NAME PIDVAR: SIGTERM, wait up to 15 s, then SIGKILL; prints the
-# exit status. Returns 1 when it did not exit 0 by itself.
+# stop_proc NAME PIDVAR: stop_pid with 15 s of grace, PIDVAR emptied; returns 1, saying so, when
+# it did not exit 0 by itself (the gateway must).
 stop_proc() {
-  local name=$1 var=$2 pid i rc=0
-  pid=${!var}
-  [[ -n $pid ]] || return 0
-  if kill -TERM "$pid" 2>/dev/null; then
-    for (( i = 0; i < 150; i++ )); do
-      kill -0 "$pid" 2>/dev/null || break
-      sleep 0.1
-    done
-    if kill -0 "$pid" 2>/dev/null; then
-      say "$name (pid $pid) ignored SIGTERM for 15 s: SIGKILL"
-      kill -KILL "$pid" 2>/dev/null || true
-    fi
-  fi
-  wait "$pid" 2>/dev/null || rc=$?
+  local name=$1 var=$2 pid=${!2} rc=0
+  stop_pid "$pid" "$name" 15 || rc=$?
   printf -v "$var" '%s' ""
   (( rc == 0 )) || { say "$name (pid $pid) exited with status $rc"; return 1; }
-  return 0
 }
 
+# cleanup RC: the phase's processes, the gateway and the catalog stopped, the bench database dropped.
+# shellcheck disable=SC2317  # invoked by on_exit
 cleanup() {
-  local rc=$? p
-  trap - EXIT INT TERM
-  set +e   # clean up as much as possible, whatever fails
-  for p in ${wrk_pid:-} ${watch_pid:-} ${pgb_pid:-} ${perf_pids:-}; do   # interrupted mid-phase
-    kill -TERM "$p" 2>/dev/null && wait "$p" 2>/dev/null
-    true
-  done
+  # shellcheck disable=SC2086  # perf_pids is a list
+  end_pids "${wrk_pid:-}" "${watch_pid:-}" "${run_pid:-}" ${perf_pids:-}
   stop_proc gateway GW_PID
   stop_proc catalog CAT_PID
   if (( DB_CREATED )); then
     "${PSQL[@]}" -d postgres -c "DROP DATABASE IF EXISTS \"$BENCH_DB\" WITH (FORCE)" ||
       say "warning: could not drop database $BENCH_DB"
   fi
-  if (( rc != 0 )); then
-    for p in gateway catalog; do
-      [[ -s $TMP/$p.log ]] || continue
-      say "last lines of the $p log:"
-      tail -n 20 "$TMP/$p.log" | sed 's/^/    /' >&2
-    done
-  fi
-  rm -rf "$TMP"
-  exit "$rc"
+  (( $1 == 0 )) || tail_logs 20 "$TMP" gateway catalog
 }
-trap cleanup EXIT
-trap 'exit 130' INT TERM
-
-other_pg_sessions() {
-  "${PSQL[@]}" -d postgres -tAc "SELECT count(*) FROM pg_stat_activity WHERE backend_type = 'client backend'
-    AND pid <> pg_backend_pid() AND datname NOT IN ('$BENCH_DB', '$PGBENCH_DB')" 2>/dev/null || echo '?'
-}
-
-# proc_cs PID...: "pid switches" per live process: voluntary + involuntary
-# context switches, summed over its threads.
-proc_cs() {
-  local p
-  for p; do
-    cat /proc/"$p"/task/*/status 2>/dev/null |
-      awk -v p="$p" '/^(non)?voluntary_ctxt_switches:/ { n += $2 } END { if (NR) print p, n }'
-  done
-}
-
-# watch_cpu DB DELAY WINDOW NAME=PID...: after DELAY s, for WINDOW s: how busy
-# the machine was, and the cores used by each named process and by the
-# Postgres backends of DB (the rest was somebody else's work).
-watch_cpu() {
-  # shellcheck disable=SC2034  # c0 is read through ${!1} in cpu_since
-  local db=$1 delay=$2 window=$3 c0 t0 t1 s0 s1 hz np
-  shift 3
-  sleep "$delay"
-  local -a names=() pids=()
-  for np; do names+=("${np%%=*}"); pids+=("${np#*=}"); done
-  local -a pg=()
-  mapfile -t pg < <("${PSQL[@]}" -d postgres -tAc \
-    "SELECT pid FROM pg_stat_activity WHERE datname = '$db' AND pid <> pg_backend_pid()")
-  hz=$(getconf CLK_TCK)
-  cpu_snap c0
-  t0=$(proc_ticks "${pids[@]}" "${pg[@]}")
-  s0=$(proc_cs "${pids[@]}")
-  sleep "$window"
-  t1=$(proc_ticks "${pids[@]}" "${pg[@]}")
-  s1=$(proc_cs "${pids[@]}")
-  awk -v hz="$hz" -v w="$window" -v a="$t0" -v b="$t1" -v names="${names[*]}" \
-      -v pids="${pids[*]}" -v machine="$(cpu_since c0)" -v ncpu="$(nproc)" 'BEGIN {
-    n = split(a, x, "\n"); for (i = 1; i <= n; i++) { split(x[i], f, " "); s[f[1]] = f[2] }
-    n = split(b, y, "\n"); for (i = 1; i <= n; i++) { split(y[i], f, " "); if (f[1] in s) d[f[1]] = f[2] - s[f[1]] }
-    k = split(names, nm, " "); split(pids, pd, " ")
-    out = ""
-    for (i = 1; i <= k; i++) { c = (pd[i] in d) ? d[pd[i]] / hz / w : 0; named[pd[i]] = 1; tot += c
-      out = out sprintf("%s %.2f, ", nm[i], c) }
-    for (p in d) if (!(p in named)) pgc += d[p] / hz / w
-    tot += pgc
-    printf "[bench] machine CPU: %s; the benchmark'"'"'s own processes: %.2f of %d cores (%spostgres %.2f)\n",
-      machine, tot, ncpu, out, pgc }'
-  awk -v w="$window" -v a="$s0" -v b="$s1" -v names="${names[*]}" -v pids="${pids[*]}" 'BEGIN {
-    n = split(a, x, "\n"); for (i = 1; i <= n; i++) { split(x[i], f, " "); s[f[1]] = f[2] }
-    n = split(b, y, "\n"); for (i = 1; i <= n; i++) { split(y[i], f, " "); if (f[1] in s) d[f[1]] = f[2] - s[f[1]] }
-    k = split(names, nm, " "); split(pids, pd, " ")
-    for (i = 1; i <= k; i++) out = out sprintf("%s%s %.0f", i > 1 ? ", " : "", nm[i], (pd[i] in d) ? d[pd[i]] / w : 0)
-    printf "[bench] context switches per second (all threads): %s\n", out }'
-}
+on_exit cleanup
 
 # start_wrk LABEL SECONDS [ENV=VALUE...]: wrk against the gateway with the
 # GetProduct script in the background (output in $TMP/wrk-LABEL.log), and the
@@ -265,7 +180,7 @@ start_wrk() {
   wrk_pid=$!
   : >"$TMP/watch-$label.log"
   if (( secs >= 4 )); then
-    watch_cpu "$BENCH_DB" 1 $((secs - 2)) wrk="$wrk_pid" gateway="$GW_PID" ${CAT_PID:+catalog="$CAT_PID"} \
+    watch_cpu named "postgres=$BENCH_DB" 1 $((secs - 2)) wrk="$wrk_pid" gateway="$GW_PID" ${CAT_PID:+catalog="$CAT_PID"} \
       >"$TMP/watch-$label.log" &
     watch_pid=$!
   fi
@@ -282,23 +197,7 @@ finish_wrk() {
 
 run_wrk() { start_wrk "$@"; finish_wrk; }
 
-start_catalog() {
-  local i
-  CATALOG_LISTEN=127.0.0.1:$CAT_PORT \
-  CATALOG_DB_DSN="host=127.0.0.1 port=$PG_PORT dbname=$BENCH_DB user=postgres" \
-  CATALOG_LOG_LEVEL=warn CATALOG_WORKERS=$CATALOG_WORKERS CATALOG_KAFKA_BROKERS=none CATALOG_ADMIN_LISTEN=none \
-    "$BUILD_DIR/services/catalog/catalog" >>"$TMP/catalog.log" 2>&1 </dev/null &
-  CAT_PID=$!
-  for (( i = 0; i < 150; i++ )); do
-    kill -0 "$CAT_PID" 2>/dev/null || die "catalog exited during start-up"
-    port_open "$CAT_PORT" && return 0
-    sleep 0.1
-  done
-  die "catalog does not accept TCP on 127.0.0.1:$CAT_PORT after 15 s"
-}
-
 start_gateway() {
-  local i
   GW_PORT=$(free_port)
   GW_URL=http://127.0.0.1:$GW_PORT
   GATEWAY_LISTEN=127.0.0.1:$GW_PORT GATEWAY_CATALOG_ADDR=127.0.0.1:$CAT_PORT \
@@ -306,51 +205,31 @@ start_gateway() {
     env ${GW_EXTRA_ENV[@]+"${GW_EXTRA_ENV[@]}"} \
     "${GW_BIN:-$BUILD_DIR/gateway/gateway}" >>"$TMP/gateway.log" 2>&1 </dev/null &
   GW_PID=$!
-  for (( i = 0; i < 150; i++ )); do
-    kill -0 "$GW_PID" 2>/dev/null || die "gateway exited during start-up"
-    port_open "$GW_PORT" && return 0
-    sleep 0.1
-  done
-  die "gateway does not accept TCP on 127.0.0.1:$GW_PORT after 15 s"
+  wait_port GW_PID "$GW_PORT" 15 gateway
 }
 
 rss_kb() { awk '/^VmRSS:/ { print $2 }' "/proc/$1/status" 2>/dev/null || echo 0; }
 hwm_kb() { awk '/^VmHWM:/ { print $2 }' "/proc/$1/status" 2>/dev/null || echo 0; }
-# ratio A B: A/B with two decimals.
-ratio() { awk -v a="$1" -v b="$2" 'BEGIN { if (b > 0) printf "%.2f", a / b; else print "?" }'; }
 # sockets_of PID: how many of its descriptors are sockets.
 sockets_of() { find "/proc/$1/fd" -mindepth 1 -maxdepth 1 -lname 'socket:*' 2>/dev/null | wc -l; }
 
-echo "==== machine"
-say "nproc: $(nproc)  ($(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2- | sed 's/^ *//'))"
-say "loadavg before the run: $(cut -d' ' -f1-3 /proc/loadavg)"
+say_machine
 say "$(wrk --version 2>&1 | head -n1 | sed 's/ Copyright.*//')"
 
 echo "==== postgres"
-pg_deadline=$((SECONDS + PG_WAIT))
-until "$ROOT/deploy/local/stack.sh" pg-up >"$TMP/pg-up.log" 2>&1; do
-  cat "$TMP/pg-up.log"
-  grep -q 'in use by another process' "$TMP/pg-up.log" || die "pg-up failed"
-  (( SECONDS < pg_deadline )) || die "port $PG_PORT still held by another cluster after $PG_WAIT s"
-  say "port $PG_PORT is held by another cluster (another checkout's CI?): retrying in 15 s"
-  sleep 15
-done
-cat "$TMP/pg-up.log"
-PG_STARTED=$("${PSQL[@]}" -d postgres -tAc "SELECT pg_postmaster_start_time()")
+pg_up_waiting "$PG_WAIT"
+PG_STARTED=$(pg_start_time)
 
 echo "==== build ($BUILD_DIR, RelWithDebInfo)"
-cmake -S "$ROOT" -B "$BUILD_DIR" -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo >"$TMP/cmake.log" 2>&1 ||
-  { cat "$TMP/cmake.log" >&2; die "cmake configure failed"; }
 targets=(catalog)
 [[ -n $GW_BIN ]] || targets+=(gateway)
-ninja -C "$BUILD_DIR" "${targets[@]}" >"$TMP/ninja.log" 2>&1 ||
-  { cat "$TMP/ninja.log" >&2; die "build failed"; }
+bench_build "${targets[@]}"
 
 echo "==== stack on database $BENCH_DB"
 "${PSQL[@]}" -d postgres -c "CREATE DATABASE \"$BENCH_DB\""
 DB_CREATED=1
 CAT_PORT=$(free_port)
-start_catalog
+catalog_start "$BENCH_DB" CATALOG_LOG_LEVEL=warn CATALOG_WORKERS="$CATALOG_WORKERS" CATALOG_ADMIN_LISTEN=none
 start_gateway
 say "catalog pid $CAT_PID on 127.0.0.1:$CAT_PORT (CATALOG_WORKERS=$CATALOG_WORKERS, log level warn)"
 say "gateway pid $GW_PID on $GW_URL (GATEWAY_THREADS=$(nproc), log level warn${GW_EXTRA_ENV[*]:+; then }${GW_EXTRA_ENV[*]:-})${GW_BIN:+; binary $GW_BIN}"
@@ -376,7 +255,7 @@ sample_id=$(head -n1 "$TMP/ids.txt")
 say "sample: GET /v1/products/$sample_id -> $(curl -s "$GW_URL/v1/products/$sample_id")"
 
 echo "==== wrk: GET /v1/products/{id}, -t$WRK_THREADS -c$CONNECTIONS, ${WARMUP} s warm-up + $SECONDS_RUN s"
-say "other sessions on this Postgres: $(other_pg_sessions); loadavg $(cut -d' ' -f1 /proc/loadavg)"
+say "other sessions on this Postgres: $(other_pg_sessions "${OWN_DBS[@]}"); loadavg $(load1)"
 run_wrk warmup "$WARMUP"
 say "warm-up: $(result_field "$WRK_RESULT" requests) requests, $(result_field "$WRK_RESULT" non2xx) non-2xx"
 say "wrk -t$WRK_THREADS -c$CONNECTIONS -d${SECONDS_RUN}s --timeout 5s -s bench/wrk/get_product.lua $GW_URL"
@@ -395,7 +274,7 @@ perf_pids=""
 sed -n '1,/^RESULT/p' "$TMP/wrk-main.log"
 cat "$TMP/watch-main.log"
 MAIN=$WRK_RESULT
-MAIN_OWN=$(sed -n "s/.*own processes: \([0-9.]*\) of.*/\1/p" "$TMP/watch-main.log")
+MAIN_OWN=$(own_cores "$TMP/watch-main.log")
 MAIN_BAD=$(( $(result_field "$MAIN" non2xx) + $(result_field "$MAIN" connect_err) + $(result_field "$MAIN" read_err) + $(result_field "$MAIN" write_err) + $(result_field "$MAIN" timeouts) ))
 say "gateway VmRSS after the throughput phase: $(rss_kb "$GW_PID") kB"
 
@@ -517,7 +396,7 @@ print("CONNS n=%d warm_kb=%d open_kb=%d peak_kb=%d closed_kb=%d after_kb=%d afte
 EOF
   grep -v '^CONNS ' "$TMP/conns.log"
   CONNS_LINE=$(grep '^CONNS ' "$TMP/conns.log") || die "the connections phase printed no CONNS line"
-  cf() { sed -n "s/.* $1=\([^ ]*\).*/\1/p" <<<" ${CONNS_LINE#CONNS}"; }
+  cf() { result_field "${CONNS_LINE#CONNS}" "$1"; }
   # The gateway's own account of its trims (log level info or debug only).
   grep 'returned freed heap' "$TMP/gateway.log" | tail -n +$((trims_before + 1)) |
     sed 's/.*msg="\([^"]*\)".*/[bench] gateway: \1/' || true
@@ -534,37 +413,11 @@ fi
 PGB_TPS=""
 if (( ! MEMORY_ONLY )); then
 echo "==== pgbench (database $PGBENCH_DB, scale $PGBENCH_SCALE)"
-PGB=("$(pg_tool pgbench)" -h 127.0.0.1 -p "$PG_PORT" -U postgres)
-have_pgb=$("${PSQL[@]}" -d postgres -tAc "SELECT 1 FROM pg_database WHERE datname = '$PGBENCH_DB'")
-if [[ -n $have_pgb ]] && (( ! REINIT_PGBENCH )); then
-  rows=$("${PSQL[@]}" -d "$PGBENCH_DB" -tAc "SELECT count(*) FROM pgbench_accounts" 2>/dev/null || echo 0)
-  (( rows == PGBENCH_SCALE * 100000 )) || have_pgb=""
-fi
-if [[ -z $have_pgb ]] || (( REINIT_PGBENCH )); then
-  have_pgb=$("${PSQL[@]}" -d postgres -tAc "SELECT 1 FROM pg_database WHERE datname = '$PGBENCH_DB'")
-  say "initialising: pgbench -i -s $PGBENCH_SCALE $PGBENCH_DB"
-  [[ -z $have_pgb ]] || "${PSQL[@]}" -d postgres -c "DROP DATABASE \"$PGBENCH_DB\" WITH (FORCE)"
-  "${PSQL[@]}" -d postgres -c "CREATE DATABASE \"$PGBENCH_DB\""
-  "${PGB[@]}" -i -q -s "$PGBENCH_SCALE" "$PGBENCH_DB" >"$TMP/pgbench-init.log" 2>&1 ||
-    { cat "$TMP/pgbench-init.log" >&2; die "pgbench -i failed"; }
-else
-  say "reusing $PGBENCH_DB (already initialised at scale $PGBENCH_SCALE)"
-fi
-say "pgbench -S -M prepared -c 4 -j 2 -T $SECONDS_RUN -h 127.0.0.1 -p $PG_PORT $PGBENCH_DB"
-say "other sessions on this Postgres: $(other_pg_sessions); loadavg $(cut -d' ' -f1 /proc/loadavg)"
-"${PGB[@]}" -S -M prepared -c 4 -j 2 -T "$SECONDS_RUN" "$PGBENCH_DB" >"$TMP/pgbench.log" 2>&1 &
-pgb_pid=$!
-watch_cpu "$PGBENCH_DB" 1 $((SECONDS_RUN > 3 ? SECONDS_RUN - 2 : 1)) pgbench="$pgb_pid" >"$TMP/watch.log" &
-watch_pid=$!
-wait "$pgb_pid" || { cat "$TMP/pgbench.log"; die "pgbench failed"; }
-pgb_pid=""
-wait "$watch_pid" || true
-watch_pid=""
+pgbench_ref_db "$PGBENCH_DB" "$PGBENCH_SCALE" "$REINIT_PGBENCH"
+pgbench_run -S "$PGBENCH_DB" "$SECONDS_RUN" 1 $((SECONDS_RUN > 3 ? SECONDS_RUN - 2 : 1)) named
 grep -E '^(number of transactions actually processed|latency average|tps)' "$TMP/pgbench.log"
 cat "$TMP/watch.log"
-PGB_OWN=$(sed -n "s/.*own processes: \([0-9.]*\) of.*/\1/p" "$TMP/watch.log")
-PGB_TPS=$(sed -n 's/^tps = \([0-9.]*\).*without initial connection time.*/\1/p' "$TMP/pgbench.log")
-[[ -n $PGB_TPS ]] || die "no tps line in the pgbench output"
+pgbench_results
 fi
 
 RSS_SUMMARY=""
@@ -649,22 +502,21 @@ if stop_proc gateway GW_PID; then say "gateway exited 0 after SIGTERM"; else GW_
 echo "==== summary"
 RPS=$(result_field "$MAIN" rps)
 P99=$(result_field "$MAIN" p99_ms)
-MET_P99=$(awk -v p="$P99" -v t="$TARGET_P99_MS" 'BEGIN { print (p <= t) ? "met" : "NOT met" }')
+MET_P99=$(goal_met "$P99" '<=' "$TARGET_P99_MS")
 printf 'nproc                    %s\n' "$(nproc)"
 printf 'gateway GetProduct       %s req/s  p50 %s ms  p99 %s ms  (wrk -t%s -c%s -d%ss; %s requests, %s failed)\n' \
   "$RPS" "$(result_field "$MAIN" p50_ms)" "$P99" "$WRK_THREADS" "$CONNECTIONS" "$SECONDS_RUN" \
   "$(result_field "$MAIN" requests)" "$MAIN_BAD"
 if [[ -n $PGB_TPS ]]; then
-  RATIO=$(awk -v a="$RPS" -v b="$PGB_TPS" 'BEGIN { printf "%.3f", a / b }')
-  MET_RATIO=$(awk -v r="$RATIO" -v t="$TARGET_RATIO" 'BEGIN { print (r >= t) ? "met" : "NOT met" }')
+  RATIO=$(ratio "$RPS" "$PGB_TPS" 3)
+  MET_RATIO=$(goal_met "$RATIO" '>=' "$TARGET_RATIO")
   printf 'pgbench -S -M prepared   %.0f tps  (-c 4 -j 2 -T %s, TCP 127.0.0.1)\n' "$PGB_TPS" "$SECONDS_RUN"
   printf 'ratio gateway/pgbench    %s  (target >= %s: %s)\n' "$RATIO" "$TARGET_RATIO" "$MET_RATIO"
 fi
 printf 'p99                      %s ms  (target <= %s ms: %s)\n' "$P99" "$TARGET_P99_MS" "$MET_P99"
 if [[ -n ${MAIN_OWN:-} && -n ${PGB_OWN:-} ]]; then
   printf 'cores used by the run    gateway phase %s, pgbench phase %s (of %s)\n' "$MAIN_OWN" "$PGB_OWN" "$(nproc)"
-  printf 'ratio per CPU-second     %s\n' "$(awk -v a="$RPS" -v ca="$MAIN_OWN" -v b="$PGB_TPS" -v cb="$PGB_OWN" \
-    'BEGIN { if (ca > 0 && cb > 0) printf "%.3f", (a / ca) / (b / cb); else print "?" }')"
+  printf 'ratio per CPU-second     %s\n' "$(per_cpu_ratio "$RPS" "$MAIN_OWN" "$PGB_TPS" "$PGB_OWN")"
 fi
 # CPU and context switches per request of each process in the throughput
 # phase, from its watch_cpu report.
@@ -690,7 +542,7 @@ if [[ -n $BREAKER ]]; then
   BP99=$(result_field "$BREAKER" p99_ms)
   printf 'breaker open (503)       %s req/s  p50 %s ms  p99 %s ms  (target p99 <= %s ms: %s; responses: %s)\n' \
     "$(result_field "$BREAKER" rps)" "$(result_field "$BREAKER" p50_ms)" "$BP99" "$TARGET_BREAKER_P99_MS" \
-    "$(awk -v p="$BP99" -v t="$TARGET_BREAKER_P99_MS" 'BEGIN { print (p <= t) ? "met" : "NOT met" }')" \
+    "$(goal_met "$BP99" '<=' "$TARGET_BREAKER_P99_MS")" \
     "${BREAKER_STATUSES:-?}"
 fi
 if [[ -n $CONNS_SUMMARY ]]; then
@@ -702,9 +554,7 @@ fi
 if (( MAIN_BAD > 0 )); then
   printf 'WARNING                  %s requests failed in the throughput phase: the figures are suspect\n' "$MAIN_BAD"
 fi
-if [[ $("${PSQL[@]}" -d postgres -tAc "SELECT pg_postmaster_start_time()") != "$PG_STARTED" ]]; then
-  printf 'WARNING                  Postgres was restarted during the run (by another test?): the figures are suspect\n'
-fi
+warn_if_pg_restarted 25
 if (( ${GW_EXIT_BAD:-0} )); then
   printf 'WARNING                  the gateway did not exit 0 after SIGTERM\n'
   exit 1

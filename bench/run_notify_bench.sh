@@ -38,6 +38,8 @@ set -euo pipefail
 
 ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd -P)
 STACK=$ROOT/deploy/local/stack.sh
+# shellcheck source=bench/lib.sh
+. "$ROOT/bench/lib.sh"
 
 ARGS=("$@")
 BUILD_DIR=$(realpath -m -- "${SHOPMICRO_BENCH_BUILD_DIR:-$ROOT/build-bench}")
@@ -50,8 +52,6 @@ PREFETCH=4
 TOPIC=shopmicro.orders.v1
 SERVICE_ENV=()
 
-usage() { sed -n '2,37p' "${BASH_SOURCE[0]}" | sed 's/^# \{0,1\}//'; }
-
 while (( $# > 0 )); do
   case $1 in
     --jobs)    JOBS=${2:?}; shift 2 ;;
@@ -60,32 +60,22 @@ while (( $# > 0 )); do
     --no-e2e)  E2E=0; shift ;;
     --service-env) SERVICE_ENV+=("${2:?}"); shift 2 ;;
     -h|--help) usage; exit 0 ;;
-    *) printf 'run_notify_bench: unknown argument %s\n' "$1" >&2; usage >&2; exit 2 ;;
+    *) unknown_arg "$1" ;;
   esac
 done
-for w in "$JOBS" "$RATE" "$SECONDS_RUN"; do
-  # shellcheck disable=SC2015
-  [[ $w =~ ^[0-9]+$ ]] && (( w > 0 )) || { echo "run_notify_bench: '$w' is not a positive integer" >&2; exit 2; }
-done
+need_positive "$JOBS" "$RATE" "$SECONDS_RUN"
+need_env NOTIFY --service-env ${SERVICE_ENV[@]+"${SERVICE_ENV[@]}"}
 for kv in "${SERVICE_ENV[@]}"; do
-  [[ $kv =~ ^NOTIFY_[A-Z_]+=.*$ ]] || { echo "run_notify_bench: --service-env '$kv' is not NOTIFY_NAME=VALUE" >&2; exit 2; }
   case $kv in NOTIFY_WORKERS=*) WORKERS=${kv#*=} ;; NOTIFY_PREFETCH=*) PREFETCH=${kv#*=} ;; esac
 done
-(( JOBS <= 9000 )) || { echo "run_notify_bench: --jobs at most 9000 (the sink keeps 10000 records)" >&2; exit 2; }
+(( JOBS <= 9000 )) || arg_error "--jobs at most 9000 (the sink keeps 10000 records)"
 
 # Arguments are checked first; then the run goes on in a test stack of its own.
 if [[ -z ${NOTIFY_BENCH_IN_TEST_ENV:-} ]]; then
   NOTIFY_BENCH_IN_TEST_ENV=1 exec "$STACK" test-env "$ROOT/bench/run_notify_bench.sh" ${ARGS[@]+"${ARGS[@]}"}
 fi
 
-say() { printf '[bench] %s\n' "$*"; }
-die() { printf '[bench] error: %s\n' "$*" >&2; exit 1; }
-since() { awk -v a="$1" -v b="$EPOCHREALTIME" 'BEGIN { printf "%.3f", b - a }'; }
-load1() { cut -d' ' -f1 /proc/loadavg; }
-
-PSQL=(psql -X -q -v ON_ERROR_STOP=1 -h 127.0.0.1 -p "$SHOPMICRO_PG_PORT" -U postgres)
-[[ -x /usr/lib/postgresql/15/bin/psql ]] && PSQL[0]=/usr/lib/postgresql/15/bin/psql
-sql() { "${PSQL[@]}" -d "$1" -tAc "$2"; }
+pg_clients "$SHOPMICRO_PG_PORT"
 BROKERS=127.0.0.1:$SHOPMICRO_KAFKA_PORT
 ADMIN=127.0.0.1:$SHOPMICRO_NOTIFY_ADMIN_PORT
 SINK=127.0.0.1:$SHOPMICRO_NOTIFY_SINK_PORT
@@ -101,72 +91,30 @@ for kv in "${SERVICE_ENV[@]}"; do export "${kv?}"; done
 export CATALOG_LOG_LEVEL=warn ORDER_LOG_LEVEL=warn RELAY_LOG_LEVEL=warn GATEWAY_LOG_LEVEL=warn
 
 ALL_SERVICES=(gateway relay-catalog relay order catalog notification notify-sink)
-# shellcheck disable=SC2317  # invoked by the EXIT trap
+# cleanup RC: the services and the brokers stopped; on a failure, what their logs said last.
+# shellcheck disable=SC2317  # invoked by on_exit
 cleanup() {
-  local rc=$?
-  trap - EXIT INT TERM
-  set +e
-  (( rc == 0 )) || say "exiting with status $rc: stopping the services and the brokers"
-  [[ -n ${bg_pid:-} ]] && kill -TERM "$bg_pid" 2>/dev/null
+  (( $1 == 0 )) || say "exiting with status $1: stopping the services and the brokers"
+  end_pids ${bg_pid:+"$bg_pid"}
   "$STACK" stop "${ALL_SERVICES[@]}" rabbitmq kafka >"$TMP/stop.log" 2>&1 || cat "$TMP/stop.log"
-  if (( rc != 0 )); then
-    for n in notification notify-sink order catalog relay gateway; do
-      [[ -s $SHOPMICRO_RUN_DIR/logs/$n.log ]] || continue
-      say "last lines of the $n log:"
-      tail -n 8 "$SHOPMICRO_RUN_DIR/logs/$n.log" | sed 's/^/    /' >&2
-    done
-  fi
-  rm -rf "$TMP"
-  exit "$rc"
+  (( $1 == 0 )) || tail_logs 8 "$SHOPMICRO_RUN_DIR/logs" notification notify-sink order catalog relay gateway
 }
-trap cleanup EXIT
-trap 'exit 130' INT TERM
+on_exit cleanup
 
-# ---- CPU per process: "name ticks" lines; a delta over a phase says where the time went.
-proc_ticks() { sed 's/^.*) //' "/proc/$1/stat" 2>/dev/null | awk -v kids="${2:-0}" '{ t = $12 + $13; if (kids) t += $14 + $15; print t }'; }
-cpu_snapshot() {
-  local n pid t kid
-  for n in notification notify-sink rabbitmq kafka catalog order relay relay-catalog gateway; do
-    pid=$(head -n1 "$SHOPMICRO_RUN_DIR/$n.pid" 2>/dev/null) || continue
-    t=$(proc_ticks "$pid") && [[ -n $t ]] && printf '%s %s\n' "$n" "$t"
-  done
-  pid=$(head -n1 "$SHOPMICRO_RUN_DIR/pg/data/postmaster.pid" 2>/dev/null) || pid=""
-  if [[ -n $pid ]] && t=$(proc_ticks "$pid" 1) && [[ -n $t ]]; then
-    for kid in $(source "$ROOT/deploy/local/lib/common.sh" && child_pids "$pid"); do
-      t=$(( t + $(proc_ticks "$kid" || echo 0) ))
-    done
-    printf 'postgres %s\n' "$t"
-  fi
-  awk '/^cpu / { print "machine", $2 + $3 + $4 + $7 + $8 }' /proc/stat
-}
-# cpu_used BEFORE AFTER SECONDS: "notification 0.93 notify-sink 0.31 ... cores; machine busy N %"
-# (CPU-seconds per second of the phase = cores used; only processes that used >= 0.01).
-cpu_used() {
-  awk -v s="$3" -v hz="$(getconf CLK_TCK)" -v cores="$(nproc)" '
-    FNR == NR { a[$1] = $2; next }
-    { d = ($2 - a[$1]) / hz / s   # a process started during the phase counts from 0
-                if ($1 == "machine") busy = d / cores * 100
-                else if (d >= 0.01) { printf "%s%s %.2f", sep, $1, d; sep = "  " } }
-    END { printf " cores; the machine busy %.0f %% of its %d cores\n", busy, cores }' \
-    <(printf '%s\n' "$1") <(printf '%s\n' "$2")
-}
+# cpu_snapshot: "name ticks" lines of every process of the run; a delta over a phase says where
+# the time went.
+cpu_snapshot() { stack_cpu_snapshot notification notify-sink rabbitmq kafka catalog order relay relay-catalog gateway; }
 
 metric() {  # metric NAME: its value on the notification service's /metrics (0 when absent)
   curl -s --max-time 2 "http://$ADMIN/metrics" | awk -v n="$1" '$1 == n { print $2; f = 1 } END { if (!f) print 0 }'
 }
-result() { sed -n "s/.* $2=\([^ ]*\).*/\1/p" <<<" $1"; }   # result "RESULT a=1 b=2" b -> 2
 
-echo "==== machine"
-say "nproc: $(nproc)  ($(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2- | sed 's/^ *//'))"
-say "loadavg before the run: $(cut -d' ' -f1-3 /proc/loadavg)"
-say "tree: $(git -C "$ROOT" rev-parse --short HEAD 2>/dev/null || echo '?')$(git -C "$ROOT" diff --quiet HEAD -- 2>/dev/null || printf ' + uncommitted changes in: %s' "$(git -C "$ROOT" diff --name-only HEAD -- | tr '\n' ' ')")"
+say_machine
+say_tree
 T_RUN=$EPOCHREALTIME
 
 echo "==== build ($BUILD_DIR, RelWithDebInfo)"
-cmake -S "$ROOT" -B "$BUILD_DIR" -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo >"$TMP/cmake.log" 2>&1 ||
-  { cat "$TMP/cmake.log" >&2; die "cmake configure failed"; }
-ninja -C "$BUILD_DIR" catalog order relay gateway notify-sink notification bench_notify >"$TMP/ninja.log" 2>&1 ||
-  { cat "$TMP/ninja.log" >&2; die "build failed"; }
+bench_build catalog order relay gateway notify-sink notification bench_notify
 BENCH=$BUILD_DIR/bench/bench_notify
 
 echo "==== brokers (run folder $SHOPMICRO_RUN_DIR)"
@@ -176,13 +124,13 @@ bg_pid=$!
 "$STACK" start rabbitmq || die "rabbitmq did not start"
 wait "$bg_pid" || { bg_pid=""; cat "$TMP/kafka-start.log"; die "kafka did not start"; }
 bg_pid=""
-say "kafka on $BROKERS and rabbitmq on 127.0.0.1:$SHOPMICRO_RABBITMQ_PORT up in $(since "$t0") s"
+say "kafka on $BROKERS and rabbitmq on 127.0.0.1:$SHOPMICRO_RABBITMQ_PORT up in $(since "$t0" 3) s"
 
 echo "==== 1. bare loop: pkg/mq only, base bench.bare, $JOBS jobs, $WORKERS consumers, prefetch $PREFETCH; loadavg $(load1)"
 c0=$(cpu_snapshot) t0=$EPOCHREALTIME
 "$BENCH" bare --port "$SHOPMICRO_RABBITMQ_PORT" --base bench.bare --jobs "$JOBS" \
   --workers "$WORKERS" --prefetch "$PREFETCH" | tee "$TMP/bare.log" || die "bench_notify bare failed"
-CPU_BARE=$(cpu_used "$c0" "$(cpu_snapshot)" "$(since "$t0")")
+CPU_BARE=$(cpu_report cores "$c0" "$(cpu_snapshot)" "$(since "$t0" 3)")
 BARE=$(grep '^RESULT ' "$TMP/bare.log") || die "bench_notify bare printed no RESULT line"
 say "cpu (whole bare step, bench_notify itself not listed): $CPU_BARE"
 
@@ -203,14 +151,14 @@ wait_delivered() {
   while :; do
     pub=$(metric shopmicro_notification_jobs_published_total)
     del=$(metric shopmicro_notification_jobs_delivered_total)
-    [[ -z $T_PUB ]] && (( ${pub%.*} >= target )) && T_PUB=$(since "$start")
+    [[ -z $T_PUB ]] && (( ${pub%.*} >= target )) && T_PUB=$(since "$start" 3)
     if (( ${del%.*} >= target )); then
-      T_DEL=$(since "$start")
+      T_DEL=$(since "$start" 3)
       [[ -n $T_PUB ]] || T_PUB=$T_DEL   # the last jobs were published and delivered between two reads
       break
     fi
     if awk -v a="$last" -v b="$EPOCHREALTIME" 'BEGIN { exit !(b - a >= 2) }'; then
-      say "  $label $(since "$start") s: $pub published, $del delivered"
+      say "  $label $(since "$start" 3) s: $pub published, $del delivered"
       last=$EPOCHREALTIME
     fi
     awk -v a="$start" -v b="$EPOCHREALTIME" 'BEGIN { exit !(b - a > 120) }' &&
@@ -236,17 +184,17 @@ from=$(wc -l <"$SINK_LOG")
 c0=$(cpu_snapshot) t0=$EPOCHREALTIME
 "$BENCH" produce --brokers "$BROKERS" --topic "$TOPIC" --events "$JOBS" >"$TMP/produce.log" ||
   { cat "$TMP/produce.log"; die "bench_notify produce failed"; }
-T_PRODUCED=$(since "$t0")
+T_PRODUCED=$(since "$t0" 3)
 say "  $JOBS records on the topic after $T_PRODUCED s"
 wait_delivered "$JOBS" "$t0" pipeline
-CPU_PIPE=$(cpu_used "$c0" "$(cpu_snapshot)" "$T_DEL")
+CPU_PIPE=$(cpu_report cores "$c0" "$(cpu_snapshot)" "$T_DEL")
 PIPE_PUB_S=$T_PUB PIPE_DEL_S=$T_DEL
 sink_phase_log "$from" "$TMP/sink-pipe.log"
 SINK_PIPE=$("$BENCH" sinklog --log "$TMP/sink-pipe.log")
-(( $(result "$SINK_PIPE" accepted) == JOBS )) || die "pipeline: the sink accepted $(result "$SINK_PIPE" accepted), not $JOBS"
+(( $(result_field "$SINK_PIPE" accepted) == JOBS )) || die "pipeline: the sink accepted $(result_field "$SINK_PIPE" accepted), not $JOBS"
 PIPE_PUB_RATE=$(awk -v n="$JOBS" -v s="$PIPE_PUB_S" 'BEGIN { printf "%.0f", n / s }')
 PIPE_DEL_RATE=$(awk -v n="$JOBS" -v s="$PIPE_DEL_S" 'BEGIN { printf "%.0f", n / s }')
-say "pipeline: $JOBS published in $PIPE_PUB_S s ($PIPE_PUB_RATE jobs/s), delivered in $PIPE_DEL_S s ($PIPE_DEL_RATE jobs/s) from the first record; at the sink $(result "$SINK_PIPE" per_s) jobs/s first to last"
+say "pipeline: $JOBS published in $PIPE_PUB_S s ($PIPE_PUB_RATE jobs/s), delivered in $PIPE_DEL_S s ($PIPE_DEL_RATE jobs/s) from the first record; at the sink $(result_field "$SINK_PIPE" per_s) jobs/s first to last"
 say "cpu: $CPU_PIPE"
 check_counts pipeline
 
@@ -259,13 +207,13 @@ NOTIFY_RABBITMQ_PORT=$SHOPMICRO_RABBITMQ_PORT "$BENCH" enqueue --jobs "$JOBS" | 
 c0=$(cpu_snapshot) t0=$EPOCHREALTIME
 "$STACK" start notification >/dev/null || die "notification did not start again"
 wait_delivered "$JOBS" "$t0" pre-queued
-CPU_PREQ=$(cpu_used "$c0" "$(cpu_snapshot)" "$T_DEL")
+CPU_PREQ=$(cpu_report cores "$c0" "$(cpu_snapshot)" "$T_DEL")
 PREQ_DEL_S=$T_DEL
 sink_phase_log "$from" "$TMP/sink-preq.log"
 SINK_PREQ=$("$BENCH" sinklog --log "$TMP/sink-preq.log")
-(( $(result "$SINK_PREQ" accepted) == JOBS )) || die "pre-queued: the sink accepted $(result "$SINK_PREQ" accepted), not $JOBS"
-PREQ_RATE=$(result "$SINK_PREQ" per_s)
-say "pre-queued: $JOBS delivered $PREQ_DEL_S s after the start command; at the sink ${PREQ_RATE} jobs/s from the first to the last ($(result "$SINK_PREQ" span_s) s)"
+(( $(result_field "$SINK_PREQ" accepted) == JOBS )) || die "pre-queued: the sink accepted $(result_field "$SINK_PREQ" accepted), not $JOBS"
+PREQ_RATE=$(result_field "$SINK_PREQ" per_s)
+say "pre-queued: $JOBS delivered $PREQ_DEL_S s after the start command; at the sink ${PREQ_RATE} jobs/s from the first to the last ($(result_field "$SINK_PREQ" span_s) s)"
 say "cpu (the service's start included): $CPU_PREQ"
 check_counts pre-queued
 
@@ -288,13 +236,13 @@ if (( E2E )); then
     awk -v a="$t0" -v b="$EPOCHREALTIME" 'BEGIN { exit !(b - a > 60) }' && die "the warm-up order's webhook did not arrive in 60 s"
     sleep 0.1
   done
-  say "warm-up order's webhook arrived $(since "$t0") s after it was placed; loadavg $(load1)"
+  say "warm-up order's webhook arrived $(since "$t0" 3) s after it was placed; loadavg $(load1)"
   from=$(wc -l <"$SINK_LOG")
   c0=$(cpu_snapshot) t0=$EPOCHREALTIME
   "$BENCH" orders --url "$GW" --product "$PRODUCT" --rate "$RATE" --seconds "$SECONDS_RUN" \
     --out "$TMP/orders.txt" | tee "$TMP/orders.log" || die "bench_notify orders failed"
   ORDERS=$(grep '^RESULT ' "$TMP/orders.log")
-  OK=$(result "$ORDERS" ok)
+  OK=$(result_field "$ORDERS" ok)
   # Every confirmed order's webhook (plus the warm-up's), at most 60 s.
   while :; do
     got=$(curl -s "http://$SINK/metrics" | awk '$1 == "shopmicro_notify_sink_recorded" { print $2 }')
@@ -303,7 +251,7 @@ if (( E2E )); then
       say "warning: $(( ${got:-0} - 1 )) of $OK webhooks after 60 s"; break; }
     sleep 0.2
   done
-  CPU_E2E=$(cpu_used "$c0" "$(cpu_snapshot)" "$(since "$t0")")
+  CPU_E2E=$(cpu_report cores "$c0" "$(cpu_snapshot)" "$(since "$t0" 3)")
   sql orders "SELECT aggregate_id, id,
                      round(extract(epoch FROM created_at) * 1000, 3),
                      coalesce(round(extract(epoch FROM published_at) * 1000, 3), 0)
@@ -316,23 +264,22 @@ if (( E2E )); then
 fi
 
 # ---- summary
-r() { result "$BARE" "$1"; }
-ratio() { awk -v a="$1" -v b="$2" 'BEGIN { printf "%.2f", a / b }'; }
-echo "==== summary ($JOBS jobs per step; nproc $(nproc); loadavg after the run $(cut -d' ' -f1-3 /proc/loadavg); $(since "$T_RUN") s in all)"
+r() { result_field "$BARE" "$1"; }
+echo "==== summary ($JOBS jobs per step; nproc $(nproc); loadavg after the run $(loadavg); $(since "$T_RUN" 3) s in all)"
 printf '%-58s %10s %10s %7s\n' "" "service" "bare" "ratio"
 printf '%-58s %10s %10s %7s\n' "publish (service: Kafka record -> confirmed job)" "$PIPE_PUB_RATE" "$(r bare_publish_per_s)" "$(ratio "$PIPE_PUB_RATE" "$(r bare_publish_per_s)")"
 printf '%-58s %10s %10s %7s\n' "deliver pre-queued jobs (service: webhook + ack)" "$PREQ_RATE" "$(r bare_consume_per_s)" "$(ratio "$PREQ_RATE" "$(r bare_consume_per_s)")"
 printf '%-58s %10s %10s %7s\n' "pipeline (service: record -> webhook; bare: pub+consume)" "$PIPE_DEL_RATE" "$(r bare_combined_per_s)" "$(ratio "$PIPE_DEL_RATE" "$(r bare_combined_per_s)")"
 printf '  (jobs/s; body %s bytes; %s workers, prefetch %s%s; bare publish into its own queue, enqueue into the service'"'"'s: %s jobs/s)\n' \
-  "$(r body_bytes)" "$WORKERS" "$PREFETCH" "${SERVICE_ENV[*]:+; ${SERVICE_ENV[*]}}" "$(result "$(grep '^RESULT ' "$TMP/enqueue.log")" enqueue_per_s)"
+  "$(r body_bytes)" "$WORKERS" "$PREFETCH" "${SERVICE_ENV[*]:+; ${SERVICE_ENV[*]}}" "$(result_field "$(grep '^RESULT ' "$TMP/enqueue.log")" enqueue_per_s)"
 printf 'cpu, bare step (bench_notify itself not listed): %s\n' "$CPU_BARE"
 printf 'cpu, pipeline:   %s\n' "$CPU_PIPE"
 printf 'cpu, pre-queued: %s\n' "$CPU_PREQ"
 if (( E2E )); then
   printf 'CreateOrder 200 -> webhook at the sink: p50 %s ms  p90 %s ms  p99 %s ms  max %s ms  (%s orders at %s/s for %s s; %s failed calls; CreateOrder call p50 %s ms p99 %s ms)\n' \
-    "$(result "$E2E_R" e2e_p50_ms)" "$(result "$E2E_R" e2e_p90_ms)" "$(result "$E2E_R" e2e_p99_ms)" \
-    "$(result "$E2E_R" e2e_max_ms)" "$(result "$E2E_R" e2e_n)" "$RATE" "$SECONDS_RUN" \
-    "$(result "$ORDERS" failed)" "$(result "$ORDERS" call_p50_ms)" "$(result "$ORDERS" call_p99_ms)"
+    "$(result_field "$E2E_R" e2e_p50_ms)" "$(result_field "$E2E_R" e2e_p90_ms)" "$(result_field "$E2E_R" e2e_p99_ms)" \
+    "$(result_field "$E2E_R" e2e_max_ms)" "$(result_field "$E2E_R" e2e_n)" "$RATE" "$SECONDS_RUN" \
+    "$(result_field "$ORDERS" failed)" "$(result_field "$ORDERS" call_p50_ms)" "$(result_field "$ORDERS" call_p99_ms)"
   sed -n '/stages/,$p' "$TMP/e2e.log"
   printf 'cpu, end to end: %s\n' "$CPU_E2E"
 fi

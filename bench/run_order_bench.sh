@@ -34,9 +34,8 @@ set -euo pipefail
 ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd -P)
 BUILD_DIR=${SHOPMICRO_BENCH_BUILD_DIR:-$ROOT/build-bench}
 PG_PORT=${SHOPMICRO_PG_PORT:-25432}
-PG_BIN=${SHOPMICRO_PG_BIN:-/usr/lib/postgresql/15/bin}
 # shellcheck source=bench/lib.sh
-. "$ROOT/bench/lib.sh"   # say die pg_tool free_port port_open proc_ticks cpu_snap cpu_since ...
+. "$ROOT/bench/lib.sh"
 PG_WAIT_S=${SHOPMICRO_PG_WAIT_S:-600}
 export SHOPMICRO_PG_PORT=$PG_PORT
 
@@ -51,8 +50,6 @@ IDEM=0
 PGBENCH_SCALE=10
 TARGET_RATIO=0.20    # proposed from the first runs (median), see docs/benchmarks.md
 
-usage() { sed -n '2,31p' "${BASH_SOURCE[0]}" | sed 's/^# \{0,1\}//'; }
-
 while (( $# > 0 )); do
   case $1 in
     --connections)      CONNS=${2:?}; shift 2 ;;
@@ -63,41 +60,28 @@ while (( $# > 0 )); do
     --gateway-threads)  GATEWAY_THREADS=${2:?}; shift 2 ;;
     --idempotency-keys) IDEM=1; shift ;;
     -h|--help)          usage; exit 0 ;;
-    *) printf 'run_order_bench: unknown argument %s\n' "$1" >&2; usage >&2; exit 2 ;;
+    *) unknown_arg "$1" ;;
   esac
 done
-for w in "$CONNS" "$SECONDS_RUN" "$PRODUCTS" ${ORDER_WORKERS:+"$ORDER_WORKERS"} \
-         ${CATALOG_WORKERS:+"$CATALOG_WORKERS"} ${GATEWAY_THREADS:+"$GATEWAY_THREADS"}; do
-  # shellcheck disable=SC2015
-  [[ $w =~ ^[0-9]+$ ]] && (( w > 0 )) || { echo "run_order_bench: '$w' is not a positive integer" >&2; exit 2; }
-done
-(( PRODUCTS >= ITEMS )) || { echo "run_order_bench: --products must be at least $ITEMS" >&2; exit 2; }
+need_positive "$CONNS" "$SECONDS_RUN" "$PRODUCTS" ${ORDER_WORKERS:+"$ORDER_WORKERS"} \
+  ${CATALOG_WORKERS:+"$CATALOG_WORKERS"} ${GATEWAY_THREADS:+"$GATEWAY_THREADS"}
+(( PRODUCTS >= ITEMS )) || arg_error "--products must be at least $ITEMS"
 
-PSQL=("$(pg_tool psql)" -X -q -v ON_ERROR_STOP=1 -h 127.0.0.1 -p "$PG_PORT" -U postgres)
+pg_clients "$PG_PORT"
 CAT_DB="order_bench_cat_$$"
 ORD_DB="order_bench_ord_$$"
 PGB_DB="order_bench_pgb_$$"
+OWN_DBS=("$CAT_DB" "$ORD_DB" "$PGB_DB")   # not "other sessions"
 DBS=()                       # databases created by this run, dropped on exit
 TMP=$(mktemp -d /tmp/order-bench.XXXXXX)
 declare -A SVC_PID=() SVC_PORT=()
 SVC_ORDER=()                 # start order; stopped in reverse
 
-# stop_service NAME: SIGTERM (the services drain for up to 10 s), SIGKILL after 15 s.
+# stop_service NAME: stop_pid with 15 s of grace (the services drain for up to 10 s); a service
+# that did not exit 0 is shown with its last log lines.
 stop_service() {
-  local name=$1 pid i st=0
-  pid=${SVC_PID[$name]:-}
-  [[ -n $pid ]] || return 0
-  if kill -TERM "$pid" 2>/dev/null; then
-    for (( i = 0; i < 150; i++ )); do
-      kill -0 "$pid" 2>/dev/null || break
-      sleep 0.1
-    done
-    if kill -0 "$pid" 2>/dev/null; then
-      say "$name (pid $pid) ignored SIGTERM for 15 s: SIGKILL"
-      kill -KILL "$pid" 2>/dev/null || true
-    fi
-  fi
-  wait "$pid" 2>/dev/null || st=$?
+  local name=$1 pid=${SVC_PID[$1]:-} st=0
+  stop_pid "$pid" "$name" 15 || st=$?
   (( st == 0 )) || say "warning: $name (pid $pid) exited with status $st (log: last lines below)"
   (( st == 0 )) || tail -n 5 "$TMP/$name.log" | sed 's/^/    /'
   SVC_PID[$name]=""
@@ -108,85 +92,24 @@ stop_services() {
   for (( i = ${#SVC_ORDER[@]} - 1; i >= 0; i-- )); do stop_service "${SVC_ORDER[i]}"; done
 }
 
-# shellcheck disable=SC2317  # invoked by the EXIT trap
+# cleanup RC: the phase's processes and the services stopped, the databases dropped.
+# shellcheck disable=SC2317  # invoked by on_exit
 cleanup() {
-  local rc=$? p db n
-  trap - EXIT INT TERM
-  set +e   # clean up as much as possible, whatever fails
-  (( rc == 0 )) || say "exiting with status $rc: stopping the services, dropping the databases"
-  for p in ${bench_pid:-} ${watch_pid:-} ${pgb_pid:-}; do   # interrupted mid-phase
-    kill -TERM "$p" 2>/dev/null && wait "$p" 2>/dev/null
-    true
-  done
+  local db
+  (( $1 == 0 )) || say "exiting with status $1: stopping the services, dropping the databases"
+  end_pids "${run_pid:-}" "${watch_pid:-}"
   stop_services
   for db in "${DBS[@]}"; do
     "${PSQL[@]}" -d postgres -c "DROP DATABASE IF EXISTS \"$db\" WITH (FORCE)" ||
       say "warning: could not drop database $db"
   done
-  if (( rc != 0 )); then
-    for n in "${SVC_ORDER[@]}"; do
-      if [[ -s $TMP/$n.log ]]; then
-        say "last lines of the $n log:"
-        tail -n 15 "$TMP/$n.log" | sed 's/^/    /' >&2
-      fi
-    done
-  fi
-  rm -rf "$TMP"
-  exit "$rc"
+  (( $1 == 0 )) || tail_logs 15 "$TMP" "${SVC_ORDER[@]}"
 }
-trap cleanup EXIT
-trap 'exit 130' INT TERM
+on_exit cleanup
 
 create_db() {
   "${PSQL[@]}" -d postgres -c "CREATE DATABASE \"$1\""
   DBS+=("$1")
-}
-
-# Sessions of other clients on this Postgres (other test runs skew the figures).
-other_pg_sessions() {
-  "${PSQL[@]}" -d postgres -tAc "SELECT count(*) FROM pg_stat_activity WHERE backend_type = 'client backend'
-    AND pid <> pg_backend_pid() AND datname NOT LIKE 'order\_bench\_%\_$$'" 2>/dev/null || echo '?'
-}
-
-# watch_cpu LABEL=DB[,LABEL=DB...] DELAY WINDOW LABEL=PID...: after DELAY s,
-# measures for WINDOW s how busy the machine was and how many cores the
-# benchmark's own processes (the PIDs, plus the Postgres backends of each
-# database DB, labelled LABEL) used, in total and each; the rest was somebody
-# else's.
-watch_cpu() {
-  # shellcheck disable=SC2034  # c0 is read through ${!1} in cpu_since
-  local dbs=$1 delay=$2 window=$3 c0 t0 t1 hz lp="" a p d spec
-  shift 3
-  sleep "$delay"
-  local -a pids=()
-  for a; do pids+=("${a#*=}"); lp+="${a#*=} ${a%%=*}"$'\n'; done
-  IFS=',' read -r -a spec <<<"$dbs"
-  local -A dblabel=()
-  for a in "${spec[@]}"; do dblabel[${a#*=}]=${a%%=*}; done
-  # One query for all databases: the window must end before the load does.
-  while IFS='|' read -r p d; do
-    [[ -n $p ]] && { pids+=("$p"); lp+="$p ${dblabel[$d]:-postgres}"$'\n'; }
-  done < <("${PSQL[@]}" -d postgres -tAc "SELECT pid, datname FROM pg_stat_activity
-    WHERE datname = ANY (string_to_array('$(printf '%s,' "${!dblabel[@]}")', ',')) AND pid <> pg_backend_pid()")
-  hz=$(getconf CLK_TCK)
-  cpu_snap c0
-  t0=$(proc_ticks "${pids[@]}")
-  sleep "$window"
-  t1=$(proc_ticks "${pids[@]}")
-  # Only processes alive at both ends count (one that ended took its ticks along).
-  say "machine CPU: $(cpu_since c0); the benchmark's own processes: $(awk -v hz="$hz" -v w="$window" \
-    -v a="$t0" -v b="$t1" -v l="$lp" 'BEGIN {
-      n = split(l, x, "\n"); for (i = 1; i <= n; i++) { split(x[i], f, " "); if (f[1] != "") lab[f[1]] = f[2] }
-      n = split(a, x, "\n"); for (i = 1; i <= n; i++) { split(x[i], f, " "); s[f[1]] = f[2] }
-      n = split(b, y, "\n"); for (i = 1; i <= n; i++) {
-        split(y[i], f, " "); if (!(f[1] in s)) continue
-        dd = f[2] - s[f[1]]; d += dd; L = lab[f[1]]
-        if (!(L in per)) order[++m] = L
-        per[L] += dd
-      }
-      printf "%.2f", d / hz / w
-      if (m > 1) { printf " ("; for (i = 1; i <= m; i++) printf "%s%s %.2f", (i > 1 ? ", " : ""), order[i], per[order[i]] / hz / w; printf ")" }
-    }') of $(nproc) cores"
 }
 
 # cpu_window SECONDS: how long watch_cpu measures, so that it ends before the
@@ -197,7 +120,7 @@ cpu_window() { awk -v s="$1" 'BEGIN { print (s > 3) ? s - 2 : s / 2 }'; }
 # start_service NAME BINARY VAR=VALUE...: the real binary on a free port
 # (NAME_LISTEN is set by the caller through @PORT@ in a value); waits for TCP.
 start_service() {
-  local name=$1 bin=$2 i port
+  local name=$1 bin=$2 port
   shift 2
   port=$(free_port)
   local -a env=()
@@ -206,51 +129,20 @@ start_service() {
   SVC_PID[$name]=$!
   SVC_PORT[$name]=$port
   SVC_ORDER+=("$name")
-  for (( i = 0; i < 150; i++ )); do
-    kill -0 "${SVC_PID[$name]}" 2>/dev/null || { SVC_PID[$name]=""; die "$name exited during start-up"; }
-    port_open "$port" && { say "$name pid ${SVC_PID[$name]} on 127.0.0.1:$port"; return 0; }
-    sleep 0.1
-  done
-  die "$name does not accept TCP on 127.0.0.1:$port after 15 s"
+  wait_port "SVC_PID[$name]" "$port" 15 "$name"
+  say "$name pid ${SVC_PID[$name]} on 127.0.0.1:$port"
 }
 
-# pg_up_waiting: stack.sh pg-up; while another checkout's cluster (or a
-# concurrent pg-up) holds the port, retry every 15 s for up to PG_WAIT_S.
-pg_up_waiting() {
-  local t0=$SECONDS out
-  while :; do
-    if out=$("$ROOT/deploy/local/stack.sh" pg-up 2>&1); then
-      printf '%s\n' "$out"
-      return 0
-    fi
-    if grep -q 'in use by another process\|timed out waiting for' <<<"$out" &&
-       (( SECONDS - t0 + 15 <= PG_WAIT_S )); then
-      say "port $PG_PORT is busy ($(grep -m1 -o 'in use by another process\|timed out waiting for[^:]*' <<<"$out")); retrying in 15 s ($(( SECONDS - t0 )) of $PG_WAIT_S s waited)"
-      sleep 15
-      continue
-    fi
-    printf '%s\n' "$out" >&2
-    die "deploy/local/stack.sh pg-up failed"
-  done
-}
-
-result_field() { sed -n "s/.* $1=\([^ ]*\).*/\1/p" <<<" $2"; }
-
-echo "==== machine"
-say "nproc: $(nproc)  ($(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2- | sed 's/^ *//'))"
-say "loadavg before the run: $(cut -d' ' -f1-3 /proc/loadavg)"
-say "tree: $(git -C "$ROOT" rev-parse --short HEAD 2>/dev/null || echo '?')$(git -C "$ROOT" diff --quiet HEAD -- 2>/dev/null || printf ' + uncommitted changes in: %s' "$(git -C "$ROOT" diff --name-only HEAD -- | tr '\n' ' ')")"
+say_machine
+say_tree
 
 echo "==== postgres"
-pg_up_waiting
-PG_STARTED=$("${PSQL[@]}" -d postgres -tAc "SELECT pg_postmaster_start_time()")
-say "postgres $("${PSQL[@]}" -d postgres -tAc "SHOW server_version"); synchronous_commit=$("${PSQL[@]}" -d postgres -tAc "SHOW synchronous_commit") fsync=$("${PSQL[@]}" -d postgres -tAc "SHOW fsync")"
+pg_up_waiting "$PG_WAIT_S"
+PG_STARTED=$(pg_start_time)
+say "postgres $(sql postgres "SHOW server_version"); synchronous_commit=$(sql postgres "SHOW synchronous_commit") fsync=$(sql postgres "SHOW fsync")"
 
 echo "==== build ($BUILD_DIR, RelWithDebInfo)"
-cmake -S "$ROOT" -B "$BUILD_DIR" -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo >"$TMP/cmake.log" 2>&1 ||
-  { cat "$TMP/cmake.log" >&2; die "cmake configure failed"; }
-ninja -C "$BUILD_DIR" catalog order gateway bench_http >"$TMP/ninja.log" 2>&1 ||
-  { cat "$TMP/ninja.log" >&2; die "build failed"; }
+bench_build catalog order gateway bench_http
 BENCH="$BUILD_DIR/bench/bench_http"
 
 echo "==== services (fresh databases $CAT_DB, $ORD_DB)"
@@ -281,31 +173,24 @@ sed 's/^/[bench] /' "$TMP/seed.log"
 "${PSQL[@]}" -d postgres -c "CHECKPOINT"
 
 echo "==== bench_http: POST /v1/orders, $CONNS connections, $ITEMS items per order, $SECONDS_RUN s"
-say "other sessions on this Postgres: $(other_pg_sessions); loadavg $(cut -d' ' -f1 /proc/loadavg)"
+say "other sessions on this Postgres: $(other_pg_sessions "${OWN_DBS[@]}"); loadavg $(load1)"
 bench_args=(--url "$URL" --connections "$CONNS" --seconds "$SECONDS_RUN" --items "$ITEMS"
             --ids-out "$TMP/ids.txt")
 (( IDEM )) && bench_args+=(--idempotency-keys)
 say "bench_http ${bench_args[*]}"
-"$BENCH" "${bench_args[@]}" >"$TMP/bench.log" 2>&1 &
-bench_pid=$!
-watch_cpu "pg-catalog=$CAT_DB,pg-orders=$ORD_DB" 1.5 "$(cpu_window "$SECONDS_RUN")" "bench_http=$bench_pid" \
-  "gateway=${SVC_PID[gateway]}" "order=${SVC_PID[order]}" "catalog=${SVC_PID[catalog]}" >"$TMP/watch.log" &
-watch_pid=$!
-wait "$bench_pid" || { cat "$TMP/bench.log"; die "bench_http failed"; }
-bench_pid=""
-wait "$watch_pid" || true
-watch_pid=""
+watched_run bench_http "$TMP/bench.log" split "pg-catalog=$CAT_DB,pg-orders=$ORD_DB" 1.5 "$(cpu_window "$SECONDS_RUN")" \
+  "gateway=${SVC_PID[gateway]}" "order=${SVC_PID[order]}" "catalog=${SVC_PID[catalog]}" -- "$BENCH" "${bench_args[@]}"
 cat "$TMP/bench.log" "$TMP/watch.log"
-ORD_OWN=$(sed -n 's/.*own processes: \([0-9.]*\) .*of.*/\1/p' "$TMP/watch.log")
+ORD_OWN=$(own_cores "$TMP/watch.log")
 ORD_SPLIT=$(sed -n 's/.*own processes: [0-9.]* (\(.*\)) of.*/\1/p' "$TMP/watch.log")
 LINE=$(grep '^RESULT ' "$TMP/bench.log") || die "bench_http printed no RESULT line"
-RATE=$(result_field orders_per_s "$LINE")
-P50=$(result_field p50_ms "$LINE")
-P99=$(result_field p99_ms "$LINE")
-ERRS=$(result_field errors "$LINE")
-BY_STATUS=$(result_field failed_by_status "$LINE")
-OK_TOTAL=$(result_field ok_total "$LINE")
-REQ_TOTAL=$(result_field requests_total "$LINE")
+RATE=$(result_field "$LINE" orders_per_s)
+P50=$(result_field "$LINE" p50_ms)
+P99=$(result_field "$LINE" p99_ms)
+ERRS=$(result_field "$LINE" errors)
+BY_STATUS=$(result_field "$LINE" failed_by_status)
+OK_TOTAL=$(result_field "$LINE" ok_total)
+REQ_TOTAL=$(result_field "$LINE" requests_total)
 FAILED_TOTAL=$(( REQ_TOTAL - OK_TOTAL ))
 
 echo "==== check: the orders database against the $OK_TOTAL HTTP 200 responses"
@@ -358,46 +243,32 @@ fi
 say "check $CHECK"
 
 echo "==== pgbench (fresh database $PGB_DB, scale $PGBENCH_SCALE)"
-PGB=("$(pg_tool pgbench)" -h 127.0.0.1 -p "$PG_PORT" -U postgres)
 create_db "$PGB_DB"
 t0=$SECONDS
-"${PGB[@]}" -i -q -s "$PGBENCH_SCALE" "$PGB_DB" >"$TMP/pgbench-init.log" 2>&1 ||
-  { cat "$TMP/pgbench-init.log" >&2; die "pgbench -i failed"; }
+pgbench_init "$PGB_DB" "$PGBENCH_SCALE"
 say "pgbench -i -q -s $PGBENCH_SCALE took $(( SECONDS - t0 )) s"
 "${PSQL[@]}" -d postgres -c "CHECKPOINT"
-say "pgbench -N -M prepared -c 4 -j 2 -T $SECONDS_RUN -h 127.0.0.1 -p $PG_PORT $PGB_DB"
-say "other sessions on this Postgres: $(other_pg_sessions); loadavg $(cut -d' ' -f1 /proc/loadavg)"
-"${PGB[@]}" -N -M prepared -c 4 -j 2 -T "$SECONDS_RUN" "$PGB_DB" >"$TMP/pgbench.log" 2>&1 &
-pgb_pid=$!
-watch_cpu "postgres=$PGB_DB" "$( (( SECONDS_RUN > 3 )) && echo 1 || echo 0.3)" "$(cpu_window "$SECONDS_RUN")" "pgbench=$pgb_pid" >"$TMP/watch.log" &
-watch_pid=$!
-wait "$pgb_pid" || { cat "$TMP/pgbench.log"; die "pgbench failed"; }
-pgb_pid=""
-wait "$watch_pid" || true
-watch_pid=""
+pgbench_run -N "$PGB_DB" "$SECONDS_RUN" "$( (( SECONDS_RUN > 3 )) && echo 1 || echo 0.3)" "$(cpu_window "$SECONDS_RUN")" split
 grep -E '^(transaction type|scaling factor|query mode|number of (clients|threads)|number of (transactions actually processed|failed)|latency average|tps)' \
   "$TMP/pgbench.log" || cat "$TMP/pgbench.log"
 cat "$TMP/watch.log"
-PGB_OWN=$(sed -n 's/.*own processes: \([0-9.]*\) .*of.*/\1/p' "$TMP/watch.log")
+pgbench_results
 PGB_SPLIT=$(sed -n 's/.*own processes: [0-9.]* (\(.*\)) of.*/\1/p' "$TMP/watch.log")
-PGB_TPS=$(sed -n 's/^tps = \([0-9.]*\).*without initial connection time.*/\1/p' "$TMP/pgbench.log")
-[[ -n $PGB_TPS ]] || die "no tps line in the pgbench output"
 
 echo "==== summary"
-RATIO=$(awk -v a="$RATE" -v b="$PGB_TPS" 'BEGIN { printf "%.3f", a / b }')
+RATIO=$(ratio "$RATE" "$PGB_TPS" 3)
 printf 'nproc                      %s\n' "$(nproc)"
 printf 'CreateOrder via gateway    %s orders/s  p50 %s ms  p99 %s ms  (%s connections, %s items, %s s; failed %s: %s)\n' \
   "$RATE" "$P50" "$P99" "$CONNS" "$ITEMS" "$SECONDS_RUN" "$ERRS" "$BY_STATUS"
 printf 'pgbench -N -M prepared     %.0f tps  (-c 4 -j 2 -T %s, scale %s, TCP 127.0.0.1)\n' \
   "$PGB_TPS" "$SECONDS_RUN" "$PGBENCH_SCALE"
-MET=$(awk -v r="$RATIO" -v t="$TARGET_RATIO" 'BEGIN { print (r >= t) ? "met" : "NOT met" }')
+MET=$(goal_met "$RATIO" '>=' "$TARGET_RATIO")
 printf 'ratio ours/pgbench         %s  (proposed target >= %s: %s)\n' "$RATIO" "$TARGET_RATIO" "$MET"
 if [[ -n ${ORD_OWN:-} && -n ${PGB_OWN:-} ]]; then
   printf 'cores used by the run      order phase %s (%s), pgbench phase %s (%s) of %s\n' \
     "$ORD_OWN" "${ORD_SPLIT:-?}" "$PGB_OWN" "${PGB_SPLIT:-?}" "$(nproc)"
   printf 'ratio per CPU-second       %s  (orders per core-second of client+gateway+order+catalog+Postgres vs pgbench)\n' \
-    "$(awk -v a="$RATE" -v ca="$ORD_OWN" -v b="$PGB_TPS" -v cb="$PGB_OWN" \
-      'BEGIN { if (ca > 0 && cb > 0) printf "%.3f", (a / ca) / (b / cb); else print "?" }')"
+    "$(per_cpu_ratio "$RATE" "$ORD_OWN" "$PGB_TPS" "$PGB_OWN")"
 fi
 # CPU per order / per pgbench transaction, by process: where the time goes.
 per_op() {  # per_op TOTAL_CORES "label c, label c" RATE
@@ -412,9 +283,7 @@ if [[ -n ${ORD_OWN:-} && -n ${PGB_OWN:-} ]]; then
 fi
 printf 'database check             %s\n' "$CHECK"
 rc=0
-if [[ $("${PSQL[@]}" -d postgres -tAc "SELECT pg_postmaster_start_time()") != "$PG_STARTED" ]]; then
-  printf 'WARNING                    Postgres was restarted during the run (by another test?): the figures are suspect\n'
-fi
+warn_if_pg_restarted 27
 if (( ERRS > 0 )); then
   printf 'WARNING                    %s requests failed in the measured window: the figures are suspect\n' "$ERRS"
 fi

@@ -35,39 +35,29 @@ while (( $# > 0 )); do
     --short) PHASES=(--phase normal:5:20 --phase slow:10:120 --phase normal:10:20)
              KILL_S=30 KILL_AT=8 KILL_FOR=8; shift ;;
     --out)   OUT=${2:?}; shift 2 ;;
-    -h|--help) sed -n '2,19p' "${BASH_SOURCE[0]}" | sed 's/^# \{0,1\}//'; exit 0 ;;
+    -h|--help) usage; exit 0 ;;
     *) die "unknown argument $1" ;;
   esac
 done
 mkdir -p "$OUT"
-PSQL=("$(pg_tool psql)" -X -q -v ON_ERROR_STOP=1 -h 127.0.0.1 -p "$PG_PORT" -U postgres)
+pg_clients "$PG_PORT"
 DB="overload_bench_$$"
 TMP=$(mktemp -d /tmp/overload-bench.XXXXXX)
 CAT_PID="" DB_CREATED=0 GEN_PID=""
 
+# cleanup RC: the generator and the catalog stopped, the database dropped.
+# shellcheck disable=SC2317  # invoked by on_exit
 cleanup() {
-  local rc=$?
-  trap - EXIT INT TERM
-  set +e
-  [[ -n $GEN_PID ]] && kill -TERM "$GEN_PID" 2>/dev/null && wait "$GEN_PID" 2>/dev/null
+  end_pids "$GEN_PID"
   stop_pid "$CAT_PID" catalog
   (( DB_CREATED )) && "${PSQL[@]}" -d postgres -c "DROP DATABASE IF EXISTS \"$DB\" WITH (FORCE)"
-  if (( rc != 0 )) && [[ -s $TMP/catalog.log ]]; then
-    say "last lines of the catalog log:"; tail -n 20 "$TMP/catalog.log" | sed 's/^/    /' >&2
-  fi
-  rm -rf "$TMP"
-  exit "$rc"
+  (( $1 == 0 )) || tail_logs 20 "$TMP" catalog
 }
-trap cleanup EXIT
-trap 'exit 130' INT TERM
+on_exit cleanup
 
 start_catalog() {
-  CATALOG_LISTEN=127.0.0.1:$CAT_PORT CATALOG_ADMIN_LISTEN=127.0.0.1:$ADMIN_PORT \
-  CATALOG_DB_DSN="host=127.0.0.1 port=$PG_PORT dbname=$DB user=postgres" \
-  CATALOG_LOG_LEVEL=error CATALOG_WORKERS=$WORKERS CATALOG_KAFKA_BROKERS=none CATALOG_FAULT_KNOBS=on \
-    "$BUILD_DIR/services/catalog/catalog" >>"$TMP/catalog.log" 2>&1 </dev/null &
-  CAT_PID=$!
-  wait_port "$CAT_PID" "$CAT_PORT" 15 catalog
+  catalog_start "$DB" CATALOG_ADMIN_LISTEN="127.0.0.1:$ADMIN_PORT" CATALOG_LOG_LEVEL=error \
+    CATALOG_WORKERS="$WORKERS" CATALOG_FAULT_KNOBS=on
 }
 
 # generate NAME MODE ARGS...: one bench_overload run into $OUT/overload_NAME.csv.
@@ -102,10 +92,7 @@ kill_run() {
 
 say "nproc $(nproc); loadavg $(loadavg)"
 "$ROOT/deploy/local/stack.sh" pg-up
-cmake -S "$ROOT" -B "$BUILD_DIR" -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo >"$TMP/cmake.log" 2>&1 ||
-  { cat "$TMP/cmake.log" >&2; die "cmake configure failed"; }
-ninja -C "$BUILD_DIR" catalog bench_overload >"$TMP/ninja.log" 2>&1 ||
-  { cat "$TMP/ninja.log" >&2; die "build failed"; }
+bench_build catalog bench_overload
 "${PSQL[@]}" -d postgres -c "CREATE DATABASE \"$DB\""
 DB_CREATED=1
 CAT_PORT=$(free_port) ADMIN_PORT=$(free_port)

@@ -40,6 +40,8 @@ set -euo pipefail
 
 ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd -P)
 STACK=$ROOT/deploy/local/stack.sh
+# shellcheck source=bench/lib.sh
+. "$ROOT/bench/lib.sh"
 
 if [[ -z ${RELAY_BENCH_IN_TEST_ENV:-} ]]; then
   RELAY_BENCH_IN_TEST_ENV=1 exec "$STACK" test-env "$ROOT/bench/run_relay_bench.sh" "$@"
@@ -53,15 +55,12 @@ RELAY_ENV=()
 DRAIN_ONLY=0
 COMPARE_DIR=""
 SAGA_RATES=""
-SAGA_P99_MS=100
 TARGET_RATIO=0.5
 TARGET_P99_MS=25
 KCAT_TOPIC=bench.kcat.v1
 TOPIC=shopmicro.orders.v1
 KEY_DELIM='~~relay-bench-key~~'        # bench_relay.c's KEY_DELIM and MSG_DELIM
 MSG_DELIM=$'~~relay-bench-end~~\n'
-
-usage() { sed -n '2,43p' "${BASH_SOURCE[0]}" | sed 's/^# \{0,1\}//'; }
 
 while (( $# > 0 )); do
   case $1 in
@@ -73,24 +72,13 @@ while (( $# > 0 )); do
     --compare) COMPARE_DIR=$(realpath -m -- "${2:?}"); shift 2 ;;
     --saga)    SAGA_RATES=${2:?}; shift 2 ;;
     -h|--help)   usage; exit 0 ;;
-    *) printf 'run_relay_bench: unknown argument %s\n' "$1" >&2; usage >&2; exit 2 ;;
+    *) unknown_arg "$1" ;;
   esac
 done
-for w in "$ROWS" "$RATE" "$SECONDS_RUN"; do
-  # shellcheck disable=SC2015
-  [[ $w =~ ^[0-9]+$ ]] && (( w > 0 )) || { echo "run_relay_bench: '$w' is not a positive integer" >&2; exit 2; }
-done
-for kv in "${RELAY_ENV[@]}"; do
-  [[ $kv =~ ^RELAY_[A-Z_]+=.*$ ]] || { echo "run_relay_bench: --relay-env '$kv' is not RELAY_NAME=VALUE" >&2; exit 2; }
-done
+need_positive "$ROWS" "$RATE" "$SECONDS_RUN"
+need_env RELAY --relay-env ${RELAY_ENV[@]+"${RELAY_ENV[@]}"}
 
-say() { printf '[bench] %s\n' "$*"; }
-die() { printf '[bench] error: %s\n' "$*" >&2; exit 1; }
-now() { printf '%s' "$EPOCHREALTIME"; }
-since() { awk -v a="$1" -v b="$EPOCHREALTIME" 'BEGIN { printf "%.2f", b - a }'; }
-
-PSQL=(psql -X -q -v ON_ERROR_STOP=1 -h 127.0.0.1 -p "$SHOPMICRO_PG_PORT" -U postgres)
-[[ -x /usr/lib/postgresql/15/bin/psql ]] && PSQL[0]=/usr/lib/postgresql/15/bin/psql
+pg_clients "$SHOPMICRO_PG_PORT"
 BROKERS=127.0.0.1:$SHOPMICRO_KAFKA_PORT
 TMP=$(mktemp -d /tmp/relay-bench.XXXXXX)
 export SHOPMICRO_BUILD_DIR=$BUILD_DIR
@@ -98,45 +86,29 @@ export SHOPMICRO_KAFKA_LIB_CACHE=${SHOPMICRO_KAFKA_LIB_CACHE:-$BUILD_DIR/kafka-l
 # The services' environment (stack.sh start passes its own on top): no line per call or batch.
 export CATALOG_LOG_LEVEL=warn ORDER_LOG_LEVEL=warn RELAY_LOG_LEVEL=warn
 
-# shellcheck disable=SC2317  # invoked by the EXIT trap
+# cleanup RC: the relays, the services and the broker stopped; on a failure, what their logs
+# said last.
+# shellcheck disable=SC2317  # invoked by on_exit
 cleanup() {
-  local rc=$?
-  trap - EXIT INT TERM
-  set +e
-  (( rc == 0 )) || say "exiting with status $rc: stopping the relay, the services and the broker"
-  [[ -n ${lat_pid:-} ]] && kill -TERM "$lat_pid" 2>/dev/null
+  (( $1 == 0 )) || say "exiting with status $1: stopping the relay, the services and the broker"
+  end_pids ${lat_pid:+"$lat_pid"}
   "$STACK" stop relay relay-catalog order catalog kafka >"$TMP/stop.log" 2>&1 || cat "$TMP/stop.log"
-  if (( rc != 0 )); then
-    for n in relay order catalog; do
-      [[ -s $SHOPMICRO_RUN_DIR/logs/$n.log ]] || continue
-      say "last lines of the $n log:"
-      tail -n 10 "$SHOPMICRO_RUN_DIR/logs/$n.log" | sed 's/^/    /' >&2
-    done
-  fi
-  rm -rf "$TMP"
-  exit "$rc"
+  (( $1 == 0 )) || tail_logs 10 "$SHOPMICRO_RUN_DIR/logs" relay order catalog
 }
-trap cleanup EXIT
-trap 'exit 130' INT TERM
+on_exit cleanup
 
-sql() { "${PSQL[@]}" -d "$1" -tAc "$2"; }
 unpublished() { sql orders "SELECT count(*) FROM outbox WHERE published_at IS NULL"; }
 
-echo "==== machine"
-say "nproc: $(nproc)  ($(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2- | sed 's/^ *//'))"
-say "loadavg before the run: $(cut -d' ' -f1-3 /proc/loadavg)"
-say "tree: $(git -C "$ROOT" rev-parse --short HEAD 2>/dev/null || echo '?')$(git -C "$ROOT" diff --quiet HEAD -- 2>/dev/null || printf ' + uncommitted changes in: %s' "$(git -C "$ROOT" diff --name-only HEAD -- | tr '\n' ' ')")"
+say_machine
+say_tree
 say "postgres $(sql postgres "SHOW server_version") on 127.0.0.1:$SHOPMICRO_PG_PORT; synchronous_commit=$(sql postgres "SHOW synchronous_commit") fsync=$(sql postgres "SHOW fsync")"
 
 echo "==== build ($BUILD_DIR, RelWithDebInfo)"
-cmake -S "$ROOT" -B "$BUILD_DIR" -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo >"$TMP/cmake.log" 2>&1 ||
-  { cat "$TMP/cmake.log" >&2; die "cmake configure failed"; }
-ninja -C "$BUILD_DIR" catalog order relay bench_relay >"$TMP/ninja.log" 2>&1 ||
-  { cat "$TMP/ninja.log" >&2; die "build failed"; }
+bench_build catalog order relay bench_relay
 BENCH=$BUILD_DIR/bench/bench_relay
 
 echo "==== broker and services (run folder $SHOPMICRO_RUN_DIR)"
-t0=$(now)
+t0=$EPOCHREALTIME
 "$STACK" start kafka || die "kafka.sh start failed"
 say "broker up on $BROKERS in $(since "$t0") s"
 "$STACK" start catalog order || die "the services did not start"
@@ -161,8 +133,8 @@ drain() {
   sql orders "VACUUM ANALYZE outbox" >/dev/null
   sql postgres "CHECKPOINT" >/dev/null
   (( $(unpublished) == ROWS )) || die "the outbox does not hold $ROWS unpublished rows"
-  say "relay $label ($dir/services/relay/relay), settings: defaults${RELAY_ENV[*]:+ and ${RELAY_ENV[*]}}; loadavg $(cut -d' ' -f1 /proc/loadavg)"
-  t0=$(now)
+  say "relay $label ($dir/services/relay/relay), settings: defaults${RELAY_ENV[*]:+ and ${RELAY_ENV[*]}}; loadavg $(load1)"
+  t0=$EPOCHREALTIME
   SHOPMICRO_BUILD_DIR=$dir "$STACK" start relay >"$TMP/relay-start.log" 2>&1 ||
     { cat "$TMP/relay-start.log"; die "the relay did not start"; }
   last=$t0
@@ -205,7 +177,7 @@ latency() {
   "$STACK" stop relay >/dev/null
   SHOPMICRO_BUILD_DIR=$dir "$STACK" start relay >"$TMP/relay-start.log" 2>&1 ||
     { cat "$TMP/relay-start.log"; die "the relay did not start"; }
-  say "relay $label ($dir/services/relay/relay); loadavg $(cut -d' ' -f1 /proc/loadavg)"
+  say "relay $label ($dir/services/relay/relay); loadavg $(load1)"
   "$BENCH" latency --order "127.0.0.1:$SHOPMICRO_ORDER_PORT" --brokers "$BROKERS" --topic "$TOPIC" \
     --product "$PRODUCT_A" --product "$PRODUCT_B" --rate "${LAT_RATE:-$RATE}" --seconds "$SECONDS_RUN" \
     ${LAT_ARGS[@]+"${LAT_ARGS[@]}"} >"$TMP/latency.log" 2>&1 &
@@ -214,47 +186,20 @@ latency() {
   wait "$lat_pid" || rc=$?
   cpu1=$(cpu_snapshot)
   (( rc == 0 || ${LAT_TOLERANT:-0} )) || { cat "$TMP/latency.log"; die "bench_relay latency failed (failed calls or unread records)"; }
-  lat_pid=""""
+  lat_pid=""
   cat "$TMP/latency.log"
   LAT[$label]=$(grep '^RESULT ' "$TMP/latency.log") || die "bench_relay printed no RESULT line"
-  CPU[$label]=$(cpu_per_order "$cpu0" "$cpu1" "$(field "$label" calls)" "$(since "$t_cpu")")
+  CPU[$label]=$(cpu_report per-order "$cpu0" "$cpu1" "$(since "$t_cpu")" "$(field "$label" calls)")
   say "cpu $label: ${CPU[$label]}"
   (( $(unpublished) == 0 )) || say "warning: $(unpublished) rows still unpublished after the latency run"
 }
-field() { sed -n "s/.* $2=\([^ ]*\).*/\1/p" <<<" ${LAT[$1]}"; }
+# field LABEL KEY: KEY of latency run LABEL's RESULT line.
+field() { result_field "${LAT[$1]}" "$2"; }
 
-# CPU of each process of the run, in clock ticks (utime + stime; for Postgres the postmaster,
-# its backends, and the backends that exited), and the machine's busy ticks (all its cores;
-# other work on the machine included): one "name ticks" line each. A delta over a latency run
+# cpu_snapshot: "name ticks" lines of every process of the run; a delta over a latency run
 # divided by its orders is each process's CPU per order, which says where a saturated machine
 # spends its time.
-proc_ticks() { sed 's/^.*) //' "/proc/$1/stat" 2>/dev/null | awk -v kids="${2:-0}" '{ t = $12 + $13; if (kids) t += $14 + $15; print t }'; }
-cpu_snapshot() {
-  local n pid t kid
-  for n in order catalog relay relay-catalog kafka; do
-    pid=$(head -n1 "$SHOPMICRO_RUN_DIR/$n.pid" 2>/dev/null) || continue
-    t=$(proc_ticks "$pid") && [[ -n $t ]] && printf '%s %s\n' "$n" "$t"
-  done
-  pid=$(head -n1 "$SHOPMICRO_RUN_DIR/pg/data/postmaster.pid" 2>/dev/null) || pid=""
-  if [[ -n $pid ]] && t=$(proc_ticks "$pid" 1) && [[ -n $t ]]; then
-    for kid in $(source "$ROOT/deploy/local/lib/common.sh" && child_pids "$pid"); do
-      t=$(( t + $(proc_ticks "$kid" || echo 0) ))
-    done
-    printf 'postgres %s\n' "$t"
-  fi
-  awk '/^cpu / { print "machine", $2 + $3 + $4 + $7 + $8 }' /proc/stat
-}
-# cpu_per_order BEFORE AFTER ORDERS SECONDS: "order 0.41 catalog 0.22 ... ms per order; the
-# machine busy N % of its cores".
-cpu_per_order() {
-  awk -v n="$3" -v s="$4" -v hz="$(getconf CLK_TCK)" -v cores="$(nproc)" '
-    FNR == NR { a[$1] = $2; next }
-    ($1 in a) { d = ($2 - a[$1]) * 1000 / hz
-                if ($1 == "machine") busy = d / (s * 1000 * cores) * 100
-                else { printf "%s%s %.2f", sep, $1, n ? d / n : 0; sep = "  "; tot += d } }
-    END { printf "  (sum %.2f) ms CPU per order; the machine busy %.0f %% of its %d cores\n", n ? tot / n : 0, busy, cores }' \
-    <(printf '%s\n' "$1") <(printf '%s\n' "$2")
-}
+cpu_snapshot() { stack_cpu_snapshot order catalog relay relay-catalog kafka; }
 
 if [[ -n $SAGA_RATES ]]; then
   echo "==== the stock saga: both relays; CreateOrder -> OrderConfirmed at: $SAGA_RATES orders/s"
@@ -270,7 +215,7 @@ if [[ -n $SAGA_RATES ]]; then
     (( sustained )) && best=$r
   done
   echo "==== summary: the stock saga"
-  printf 'nproc                       %s; loadavg after the run %s\n' "$(nproc)" "$(cut -d' ' -f1-3 /proc/loadavg)"
+  printf 'nproc                       %s; loadavg after the run %s\n' "$(nproc)" "$(loadavg)"
   for r in $SAGA_RATES; do
     printf 'CreateOrder -> OrderConfirmed at %4s/s: p50 %s ms  p90 %s ms  p99 %s ms  max %s ms  (%s orders, %s/s reached, %s failed, %s never confirmed)\n' \
       "$r" "$(field "saga-$r" p50_ms)" "$(field "saga-$r" p90_ms)" "$(field "saga-$r" p99_ms)" \
@@ -295,13 +240,14 @@ done
 
 echo "==== kcat -P: the same $ROWS keys and values to a fresh topic $KCAT_TOPIC ($PARTS partitions)"
 # The topic, by kafka.sh's own function (TopicCommand), in this run folder.
+# shellcheck disable=SC1090  # stack.sh, checked on its own
 (source "$STACK" && kafka_paths && kafka_create_topic "$KCAT_TOPIC" "$PARTS") || die "cannot create $KCAT_TOPIC"
 HDRS=(-H ce_specversion=1.0 -H ce_id=0b7c6f1e-3a52-4d7e-9a44-5f0e2b8c9d11
       -H ce_type=shopmicro.order.v1.OrderCreated -H ce_source=/shopmicro/order
       -H ce_time=2026-12-03T12:00:00.000000Z -H content-type=application/protobuf
       -H x-request-id=6f2d3c1a-8b4e-4f5a-9c7d-1e2f3a4b5c6d)
-say "loadavg $(cut -d' ' -f1 /proc/loadavg)"
-t0=$(now)
+say "loadavg $(load1)"
+t0=$EPOCHREALTIME
 kcat -P -b "$BROKERS" -t "$KCAT_TOPIC" -K "$KEY_DELIM" -D "$MSG_DELIM" -l "$TMP/kcat.in" "${HDRS[@]}" \
   -X enable.idempotence=true -X acks=all -X linger.ms=5 >"$TMP/kcat.log" 2>&1 ||
   { cat "$TMP/kcat.log"; die "kcat -P failed"; }
@@ -323,19 +269,19 @@ else
 fi
 
 echo "==== summary"
-printf 'nproc                       %s; loadavg after the run %s\n' "$(nproc)" "$(cut -d' ' -f1-3 /proc/loadavg)"
+printf 'nproc                       %s; loadavg after the run %s\n' "$(nproc)" "$(loadavg)"
 printf 'kcat -P, same payloads      %s events/s  (%s records in %s s)\n' "$KCAT_RATE" "$ROWS" "$KCAT_S"
 for l in "${LABELS[@]}"; do
-  ratio=$(awk -v a="${DRAIN_RATE[$l]}" -v b="$KCAT_RATE" 'BEGIN { printf "%.2f", a / b }')
+  ratio=$(ratio "${DRAIN_RATE[$l]}" "$KCAT_RATE")
   printf 'relay drain %-15s %s events/s  (%s rows in %s s, %s batches); ratio to kcat %s (goal >= %s: %s)\n' \
     "$l" "${DRAIN_RATE[$l]}" "$ROWS" "${DRAIN_S[$l]}" "${BATCHES[$l]}" "$ratio" "$TARGET_RATIO" \
-    "$(awk -v r="$ratio" -v t="$TARGET_RATIO" 'BEGIN { print (r >= t) ? "met" : "NOT met" }')"
+    "$(goal_met "$ratio" '>=' "$TARGET_RATIO")"
   [[ -z ${PHASES[$l]} ]] || printf '  phases                    %s\n' "${PHASES[$l]}"
 done
 for l in "${LAT_LABELS[@]}"; do
   printf 'commit-to-visible %-9s p50 %s ms  p90 %s ms  p99 %s ms  max %s ms  (%s orders at %s/s, %s failed; p99 goal <= %s ms: %s)\n' \
     "$l" "$(field "$l" p50_ms)" "$(field "$l" p90_ms)" "$(field "$l" p99_ms)" "$(field "$l" max_ms)" \
     "$(field "$l" measured)" "$(field "$l" rate)" "$(field "$l" errors)" "$TARGET_P99_MS" \
-    "$(awk -v p="$(field "$l" p99_ms)" -v t="$TARGET_P99_MS" 'BEGIN { print (p <= t) ? "met" : "NOT met" }')"
+    "$(goal_met "$(field "$l" p99_ms)" '<=' "$TARGET_P99_MS")"
   printf '  CreateOrder call          p50 %s ms  p99 %s ms\n' "$(field "$l" call_p50_ms)" "$(field "$l" call_p99_ms)"
 done
