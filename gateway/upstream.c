@@ -103,6 +103,20 @@ const char *gw_upstream_unknown_outcome(gw_upstream_id_t id)
     return unknown_outcome[id];
 }
 
+bool gw_upstream_unavailable(const rs_grpc_result_t *res)
+{
+    switch (res->reason) {
+    case RS_REASON_BREAKER_OPEN:
+    case RS_REASON_BULKHEAD_FULL:
+        return true;
+    case RS_REASON_CANCELLED:
+        return false;
+    default:
+        break;
+    }
+    return res->err == SVC_EUNAVAIL || res->err == SVC_ETIMEDOUT;
+}
+
 /* Runs on the client's thread: it must not block and must not touch the
  * request, which belongs to a loop thread. Everything the loop needs is in
  * c; the loop's receiver does the rest. */

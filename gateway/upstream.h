@@ -40,6 +40,21 @@ const char *gw_upstream_target(const gw_upstreams_t *u, gw_upstream_id_t id);
 const char *gw_upstream_unknown_outcome(gw_upstream_id_t id);
 
 /*
+ * Whether a failed call failed because its upstream is unavailable rather
+ * than because of what was asked - the failures a stale answer may stand in
+ * for (docs/gateway.md, "Stale reads"):
+ *   - refused before it was sent: breaker open, bulkhead full;
+ *   - UNAVAILABLE or DEADLINE_EXCEEDED after its attempts (attempts used
+ *     up, retry budget out, no time for another, not retryable), the
+ *     upstream's own UNAVAILABLE (its database down) included.
+ * Never: a verdict of the upstream (NOT_FOUND, INVALID_ARGUMENT, ...), a
+ * shed or quota answer (RESOURCE_EXHAUSTED: 429 tells the client to slow
+ * down), a call the caller or the drain cancelled, our own out-of-memory.
+ * Pure.
+ */
+bool gw_upstream_unavailable(const rs_grpc_result_t *res);
+
+/*
  * One call in flight. Embed it in the request's state; fill rx before
  * gw_upstream_call. When the call is over, on the client's thread, res and
  * resp are filled and msg is sent to rx: the receiver (on its loop) then
