@@ -47,6 +47,22 @@ static const svc_cfg_entry_t table[] = {
      "how long a breaker stays open before one trial call"},
     {"GATEWAY_MAX_CONCURRENT", SVC_CFG_INT, 0, 1000000, "0", OFF(max_concurrent),
      "bulkhead: calls in flight per upstream (0 = unlimited); a full one answers 503"},
+    /* Stale reads (docs/gateway.md): on by default because the catalog's
+     * answers change rarely and the order service prices every order from
+     * the catalog itself, so a stale product page can mislead a reader for
+     * at most the bound, never an order. 30 s spans a catalog restart and a
+     * breaker cooldown (10 s) with its trial; an outage longer than that
+     * gets 503s again rather than ever older answers. */
+    {"GATEWAY_STALE_READS", SVC_CFG_BOOL, 0, 0, "on", OFF(stale_reads),
+     "answer the catalog's GETs with their last 200 (marked stale) while the catalog is "
+     "unavailable (on | off)"},
+    {"GATEWAY_STALE_MAX_AGE_MS", SVC_CFG_INT, 1, 86400000, "30000", OFF(stale_max_age_ms),
+     "the oldest answer served stale; older ones are dropped"},
+    {"GATEWAY_STALE_MAX_ENTRIES", SVC_CFG_INT, 1, 1000000, "4096", OFF(stale_max_entries),
+     "answers kept for stale reads at most (when full, the one refreshed longest ago goes)"},
+    {"GATEWAY_STALE_MAX_BYTES", SVC_CFG_INT, 65536, 1073741824, "8388608", OFF(stale_max_bytes),
+     "memory for those answers at most (keys, bodies, 96 bytes each); one answer over an "
+     "eighth of it is not kept"},
 };
 
 svc_err_t gw_config_load(gw_config_t *c, const char *(*getenv_fn)(const char *name),

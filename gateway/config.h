@@ -3,6 +3,7 @@
 #ifndef GW_CONFIG_H
 #define GW_CONFIG_H
 
+#include <stdbool.h>
 #include <stdio.h>
 
 #include "svc/core.h"
@@ -27,6 +28,10 @@ typedef struct gw_config {
     int64_t breaker_failures;
     int64_t breaker_cooldown_ms;
     int64_t max_concurrent;
+    bool stale_reads; /* docs/gateway.md, "Stale reads" */
+    int64_t stale_max_age_ms;
+    int64_t stale_max_entries;
+    int64_t stale_max_bytes;
 } gw_config_t;
 
 /* Reads the environment (getenv_fn NULL: getenv; tests inject). SVC_EINVAL

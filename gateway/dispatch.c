@@ -43,6 +43,8 @@ typedef struct gw_pending {
     bool drain_cancelled;
     char id[GW_REQUEST_ID_MAX + 1];
     char path[LOG_PATH_MAX + 1];
+    size_t key_len; /* the stale cache's key (gw_cache_key); 0: not a stale-read route */
+    char key[];
 } gw_pending_t;
 
 /* What an access-log line says about a request. */
@@ -56,6 +58,8 @@ typedef struct gw_entry {
     uint64_t start_ns;
     const rs_grpc_result_t *res; /* upstream routes only */
     int grpc_code;               /* -1: none (success of a local route) */
+    bool stale;                  /* answered from the stale cache ... */
+    uint64_t age_ms;             /* ... with an answer this old */
 } gw_entry_t;
 
 static gw_loop_t *loop_of(h2o_req_t *req)
@@ -95,7 +99,7 @@ static gw_entry_t entry_of(gw_loop_t *l, h2o_req_t *req, int grpc_code)
     size_t path_len = req->input.query_at != SIZE_MAX ? req->input.query_at : req->input.path.len;
 
     return (gw_entry_t){l, NULL, req->input.method.base, req->input.method.len,
-                        req->input.path.base, path_len, svc_now_ns(), NULL, grpc_code};
+                        req->input.path.base, path_len, svc_now_ns(), NULL, grpc_code, false, 0};
 }
 
 /* Copies a path for a log line: printable ASCII only, quotes escaped as %22. */
@@ -161,6 +165,9 @@ static void account(const gw_entry_t *e, int status)
         n += snprintf(kv + n, sizeof kv - (size_t)n, " upstream=%s reason=%s attempts=%u",
                       gw_upstream_name(e->route->upstream), rs_reason_name(e->res->reason),
                       e->res->attempts);
+    if (n > 0 && (size_t)n < sizeof kv && e->stale)
+        n += snprintf(kv + n, sizeof kv - (size_t)n, " stale=true age_ms=%llu",
+                      (unsigned long long)e->age_ms);
     if (n > 0 && (size_t)n < sizeof kv && repeated > 0)
         snprintf(kv + n, sizeof kv - (size_t)n, " repeated=%llu", (unsigned long long)repeated);
     svc_log_write(lvl, ACCESS_MOD, kv, "%.*s %s %d %.3fms", (int)e->method_len, e->method, path,
@@ -199,20 +206,26 @@ static bool outcome_unknown(const gw_route_t *r, const rs_grpc_result_t *res,
            res->reason == RS_REASON_DEADLINE;
 }
 
+/* The gRPC code a failed call is answered with. */
+static int failure_code(const rs_grpc_result_t *res)
+{
+    if (res->err == SVC_ENOMEM)
+        return 13; /* ours, not the upstream's RESOURCE_EXHAUSTED */
+    if (res->reason == RS_REASON_BULKHEAD_FULL)
+        return 14; /* the upstream is unavailable to this request: 503 */
+    return svc_err_to_grpc(res->err);
+}
+
 /* An upstream call that failed, synchronously (breaker open, bulkhead
  * full, deadline too short) or after its attempts. */
 static void answer_upstream_error(const gw_entry_t *e, h2o_req_t *req, const rs_grpc_result_t *res,
                                   bool drain_cancelled)
 {
-    int code = svc_err_to_grpc(res->err), status;
+    int code = failure_code(res), status;
     const char *msg = res->message[0] != '\0' ? res->message : svc_strerror(res->err);
     uint32_t retry_after_s = 0;
     char note[2 * SVC_ERRBUF_LEN];
 
-    if (res->err == SVC_ENOMEM)
-        code = 13; /* ours, not the upstream's RESOURCE_EXHAUSTED */
-    if (res->reason == RS_REASON_BULKHEAD_FULL)
-        code = 14; /* the upstream is unavailable to this request: 503 */
     if (drain_cancelled) {
         code = 14;
         msg = "the gateway is shutting down";
@@ -231,7 +244,100 @@ static void answer_upstream_error(const gw_entry_t *e, h2o_req_t *req, const rs_
     answer_error(e, req, status, code, msg, retry_after_s);
 }
 
-static void answer_ok(const gw_entry_t *e, h2o_req_t *req, const ProtobufCMessage *resp)
+/* ------------------------------------------------------------------------
+ * Stale reads (docs/gateway.md, "Stale reads")
+ * ------------------------------------------------------------------------ */
+
+static void add_header(h2o_req_t *req, const char *lower, const char *name, const char *value,
+                       size_t len)
+{
+    /* h2o keeps pointers to both: the value goes into the request's pool. */
+    h2o_iovec_t v = h2o_strdup(&req->pool, value, len);
+
+    h2o_add_header_by_str(&req->pool, &req->res.headers, lower, strlen(lower), 1, name, v.base,
+                          v.len);
+}
+
+/* One warn line per stale answer, through the repeated-line limiter: the
+ * first of each route and reason at once, then one a second with the count
+ * of those left out (svc/core.h, "Repeated lines"). */
+static void log_stale(const gw_entry_t *e, const rs_grpc_result_t *res, int code, uint64_t age_ms)
+{
+    char key[96], kv[512], path[LOG_PATH_MAX + 1];
+    const char *upstream = gw_upstream_name(e->route->upstream);
+
+    log_path(e->path, e->path_len, path, sizeof path);
+    snprintf(key, sizeof key, "stale %s %s %s", e->route->method, e->route->pattern,
+             rs_reason_name(res->reason));
+    snprintf(kv, sizeof kv,
+             " path=\"%s\" route=\"%s\" upstream=%s reason=%s grpc_code=%s age_ms=%llu "
+             "max_age_ms=%lld",
+             path, e->route->pattern, upstream, rs_reason_name(res->reason),
+             svc_err_name(svc_err_from_grpc(code)), (unsigned long long)age_ms,
+             (long long)e->loop->app->cfg->stale_max_age_ms);
+    svc_log_write_repeat(SVC_LOG_WARN, LOG_MOD, key, kv,
+                         "served a stale answer (%llu ms old): %s unavailable (%s)",
+                         (unsigned long long)age_ms, upstream,
+                         res->message[0] != '\0' ? res->message : rs_reason_text(res->reason));
+}
+
+/*
+ * The call failed because its upstream is unavailable: answer with the
+ * last 200 of the same request if one at most GATEWAY_STALE_MAX_AGE_MS old
+ * is stored. The body is exactly what was sent then (grpc-gateway's
+ * message shape is kept); the headers say it is stale:
+ *
+ *   Age: <seconds since it was stored>                       RFC 9111 §5.1
+ *   Cache-Status: shopmicro-gateway; fwd=stale; fwd-status=<503|504>;
+ *                 detail=<rs reason>                         RFC 9211
+ *   Warning: 110 - "Response is Stale"                       RFC 7234 §5.5.1
+ *   X-Shopmicro-Stale: true                                  the documented field
+ *
+ * fwd=stale: a response was stored but stale (its freshness is always 0:
+ * nothing is ever served from here while the upstream answers), so the
+ * request went on; fwd-status is what the gateway would have answered
+ * without the cache. false: nothing to serve, answer the failure.
+ */
+static bool answer_stale(const gw_entry_t *e, h2o_req_t *req, const rs_grpc_result_t *res,
+                         const char *key, size_t key_len)
+{
+    gw_app_t *app = e->loop->app;
+    size_t route = (size_t)(e->route - gw_routes);
+    gw_entry_t with_stale = *e;
+    gw_cache_hit_t hit;
+    char v[128];
+    int code, n;
+
+    if (key_len == 0 || app->stale == NULL || !gw_upstream_unavailable(res))
+        return false;
+    if (!gw_cache_get(app->stale, key, key_len, &hit)) {
+        gw_metrics_stale(app->metrics, route, false);
+        return false;
+    }
+    code = failure_code(res);
+    add_header(req, "grpc-metadata-content-type", "Grpc-Metadata-Content-Type",
+               H2O_STRLIT("application/grpc"));
+    n = snprintf(v, sizeof v, "%llu", (unsigned long long)(hit.age_ms / 1000));
+    add_header(req, "age", "Age", v, (size_t)n);
+    n = snprintf(v, sizeof v, "shopmicro-gateway; fwd=stale; fwd-status=%d; detail=%s",
+                 gw_http_status_from_grpc(code), rs_reason_name(res->reason));
+    add_header(req, "cache-status", "Cache-Status", v, (size_t)n);
+    add_header(req, "warning", "Warning", H2O_STRLIT("110 - \"Response is Stale\""));
+    add_header(req, "x-shopmicro-stale", "X-Shopmicro-Stale", H2O_STRLIT("true"));
+    with_stale.res = res;
+    with_stale.grpc_code = code; /* the access line says what the upstream did */
+    with_stale.stale = true;
+    with_stale.age_ms = hit.age_ms;
+    account(&with_stale, 200);
+    gw_metrics_stale(app->metrics, route, true);
+    log_stale(e, res, code, hit.age_ms);
+    gw_http_send(req, 200, "application/json", hit.body, hit.len); /* copies the body */
+    gw_cache_release(app->stale, &hit);
+    return true;
+}
+
+static void answer_ok(const gw_entry_t *e, h2o_req_t *req, const ProtobufCMessage *resp,
+                      const char *key, size_t key_len)
 {
     char errbuf[SVC_ERRBUF_LEN] = "", *json = NULL;
     size_t len = 0;
@@ -248,6 +354,9 @@ static void answer_ok(const gw_entry_t *e, h2o_req_t *req, const ProtobufCMessag
      * grpc-gateway forwards; clients may look for it. */
     h2o_add_header_by_str(&req->pool, &req->res.headers, H2O_STRLIT("grpc-metadata-content-type"),
                           0, "Grpc-Metadata-Content-Type", H2O_STRLIT("application/grpc"));
+    /* Kept for an outage: the body exactly as it is sent now. */
+    if (key_len > 0 && e->loop->app->stale != NULL)
+        (void)gw_cache_put(e->loop->app->stale, key, key_len, json, len);
     account(e, 200);
     gw_http_send(req, 200, "application/json", json, len);
     pbj_free(NULL, json);
@@ -260,7 +369,7 @@ static void answer_ok(const gw_entry_t *e, h2o_req_t *req, const ProtobufCMessag
 static gw_entry_t pending_entry(gw_pending_t *p)
 {
     return (gw_entry_t){p->loop, p->route, p->route->method, strlen(p->route->method), p->path,
-                        strlen(p->path), p->start_ns, &p->call.res, -1};
+                        strlen(p->path), p->start_ns, &p->call.res, -1, false, 0};
 }
 
 /* The client is gone: cancel its upstream call; no answer can be sent. */
@@ -350,8 +459,8 @@ static void complete(gw_loop_t *l, gw_pending_t *p)
             req->http1_is_persistent = 0;
         svc_log_set_request_id(p->id);
         if (p->call.res.err == SVC_OK && p->call.resp != NULL)
-            answer_ok(&e, req, p->call.resp);
-        else
+            answer_ok(&e, req, p->call.resp, p->key, p->key_len);
+        else if (p->drain_cancelled || !answer_stale(&e, req, &p->call.res, p->key, p->key_len))
             answer_upstream_error(&e, req, &p->call.res, p->drain_cancelled);
         svc_log_set_request_id(NULL);
     }
@@ -407,9 +516,10 @@ static void forward(gw_loop_t *l, h2o_req_t *req, const gw_match_t *m, const gw_
     rpc_md_t *md;
     gw_pending_t *p;
     const char *query = NULL;
-    size_t query_len = 0;
+    size_t query_len = 0, key_len = 0;
     svc_err_t err;
     int status;
+    char key[GW_CACHE_KEY_MAX + 1];
 
     memset(&o, 0, sizeof o);
     if (!deadline_of(l, req, e->start_ns, &o.deadline_ns, errbuf)) {
@@ -445,7 +555,12 @@ static void forward(gw_loop_t *l, h2o_req_t *req, const gw_match_t *m, const gw_
                      err == SVC_EINVAL ? errbuf : svc_strerror(err), 0);
         return;
     }
-    p = calloc(1, sizeof *p);
+    /* The key is made of the request as received, before the call: its
+     * answer is stored under it, or looked up if the call fails. */
+    if (r->stale == GW_STALE_OK && l->app->stale != NULL)
+        key_len = gw_cache_key(r->method, strlen(r->method), e->path, e->path_len, query,
+                               query_len, key, sizeof key);
+    p = calloc(1, sizeof *p + key_len + 1);
     if (p == NULL) {
         pbj_message_free(msg, NULL);
         answer_error(e, req, 0, 13, "out of memory", 0);
@@ -458,12 +573,15 @@ static void forward(gw_loop_t *l, h2o_req_t *req, const gw_match_t *m, const gw_
     p->start_ns = e->start_ns;
     snprintf(p->id, sizeof p->id, "%s", id);
     snprintf(p->path, sizeof p->path, "%.*s", (int)e->path_len, e->path);
+    p->key_len = key_len;
+    memcpy(p->key, key, key_len);
     err = gw_upstream_call(l->app->ups, r, msg, &o, &p->call);
     pbj_message_free(msg, NULL);
     if (err != SVC_OK) {
         gw_entry_t with_res = *e;
         with_res.res = &p->call.res;
-        answer_upstream_error(&with_res, req, &p->call.res, false);
+        if (!answer_stale(&with_res, req, &p->call.res, p->key, p->key_len))
+            answer_upstream_error(&with_res, req, &p->call.res, false);
         free(p);
         return;
     }

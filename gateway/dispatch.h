@@ -9,6 +9,12 @@
  *   (completion handed back to this loop) -> JSON or error body ->
  *   one access-log line and the metrics.
  *
+ * Stale reads (docs/gateway.md): on a GW_STALE_OK route a 200's JSON is
+ * stored in the app's stale cache under the request's key, and a failure
+ * that gw_upstream_unavailable() calls an outage is answered with the
+ * stored body instead, if one at most GATEWAY_STALE_MAX_AGE_MS old is
+ * there: 200, the same body, and the stale headers.
+ *
  * Threads: everything here runs on the h2o loop thread that owns the
  * request, except the upstream's done callback (upstream.c), which only
  * posts a message to the loop's receiver. A client that goes away cancels
@@ -27,13 +33,16 @@
 
 #include "config.h"
 #include "metrics.h"
+#include "stale_cache.h"
 #include "upstream.h"
 
-/* What every loop shares. Read-only once serving, except `draining`. */
+/* What every loop shares. Read-only once serving, except `draining` (and
+ * what the stale cache and the metrics guard themselves). */
 typedef struct gw_app {
     const gw_config_t *cfg;
     gw_upstreams_t *ups;
     gw_metrics_t *metrics;
+    gw_cache_t *stale; /* NULL: GATEWAY_STALE_READS=off; shared by the loops, thread-safe */
     atomic_bool draining; /* shutdown begun: /readyz answers 503 */
 } gw_app_t;
 

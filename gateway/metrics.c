@@ -32,6 +32,7 @@ struct gw_metrics {
     size_t n_routes; /* + 1 for "unmatched" */
     _Atomic uint64_t *requests; /* [route][method][code] */
     hist_t *hist;               /* [route][method] */
+    _Atomic uint64_t *stale;    /* [route][served, missed] */
     _Atomic int64_t in_flight;
 };
 
@@ -46,7 +47,8 @@ svc_err_t gw_metrics_new(const char *const *labels, size_t n_routes, gw_metrics_
     m->n_routes = n_routes;
     m->requests = calloc(rows * N_METHODS * N_CODES, sizeof *m->requests);
     m->hist = calloc(rows * N_METHODS, sizeof *m->hist);
-    if (m->requests == NULL || m->hist == NULL) {
+    m->stale = calloc(rows * 2, sizeof *m->stale);
+    if (m->requests == NULL || m->hist == NULL || m->stale == NULL) {
         gw_metrics_free(m);
         return SVC_ENOMEM;
     }
@@ -60,6 +62,7 @@ void gw_metrics_free(gw_metrics_t *m)
         return;
     free(m->requests);
     free(m->hist);
+    free(m->stale);
     free(m);
 }
 
@@ -100,6 +103,13 @@ void gw_metrics_end(gw_metrics_t *m, size_t route, const char *method, size_t me
     atomic_fetch_add_explicit(&h->bucket[b], 1, memory_order_relaxed);
     atomic_fetch_add_explicit(&h->sum_ns, duration_ns, memory_order_relaxed);
     atomic_fetch_add_explicit(&h->count, 1, memory_order_relaxed);
+}
+
+void gw_metrics_stale(gw_metrics_t *m, size_t route, bool served)
+{
+    size_t r = route < m->n_routes ? route : m->n_routes;
+
+    atomic_fetch_add_explicit(&m->stale[r * 2 + (served ? 0 : 1)], 1, memory_order_relaxed);
 }
 
 /* A growable text buffer; `err` sticks once an allocation failed. */
@@ -147,7 +157,49 @@ static const char *route_label(const gw_metrics_t *m, size_t r)
     return r < m->n_routes ? m->labels[r] : "unmatched";
 }
 
-svc_err_t gw_metrics_render(const gw_metrics_t *m, char **buf, size_t *len)
+static void render_stale(const gw_metrics_t *m, const gw_cache_stats_t *cache, out_t *o)
+{
+    static const char *const name[2] = {"gateway_stale_answers_total", "gateway_stale_misses_total"};
+    static const char *const help[2] = {
+        "Answers served from the stale cache because the upstream was unavailable, by route.",
+        "Availability failures of a stale-read route with no usable answer in the cache "
+        "(answered as failures), by route."};
+    size_t rows = m->n_routes + 1;
+
+    for (int k = 0; k < 2; k++) {
+        put(o, "# HELP %s %s\n# TYPE %s counter\n", name[k], help[k], name[k]);
+        for (size_t r = 0; r < rows; r++) {
+            uint64_t v = atomic_load_explicit(&m->stale[r * 2 + (size_t)k], memory_order_relaxed);
+            if (v > 0)
+                put(o, "%s{route=\"%s\"} %llu\n", name[k], route_label(m, r),
+                    (unsigned long long)v);
+        }
+    }
+    if (cache == NULL)
+        return;
+    put(o,
+        "# HELP gateway_stale_cache_entries Answers kept for stale reads.\n"
+        "# TYPE gateway_stale_cache_entries gauge\ngateway_stale_cache_entries %llu\n"
+        "# HELP gateway_stale_cache_bytes Memory those answers take (keys, bodies, overhead).\n"
+        "# TYPE gateway_stale_cache_bytes gauge\ngateway_stale_cache_bytes %llu\n"
+        "# HELP gateway_stale_cache_evictions_total Answers dropped to make room "
+        "(GATEWAY_STALE_MAX_ENTRIES, GATEWAY_STALE_MAX_BYTES).\n"
+        "# TYPE gateway_stale_cache_evictions_total counter\n"
+        "gateway_stale_cache_evictions_total %llu\n"
+        "# HELP gateway_stale_cache_expired_total Answers dropped because they passed "
+        "GATEWAY_STALE_MAX_AGE_MS.\n"
+        "# TYPE gateway_stale_cache_expired_total counter\n"
+        "gateway_stale_cache_expired_total %llu\n"
+        "# HELP gateway_stale_cache_max_age_seconds The oldest answer served stale.\n"
+        "# TYPE gateway_stale_cache_max_age_seconds gauge\n"
+        "gateway_stale_cache_max_age_seconds %.3f\n",
+        (unsigned long long)cache->entries, (unsigned long long)cache->bytes,
+        (unsigned long long)cache->evictions, (unsigned long long)cache->expired,
+        (double)cache->max_age_ms / 1000.0);
+}
+
+svc_err_t gw_metrics_render(const gw_metrics_t *m, const gw_cache_stats_t *cache, char **buf,
+                            size_t *len)
 {
     out_t o = {buf, len, 0, SVC_OK};
     size_t rows = m->n_routes + 1;
@@ -208,5 +260,6 @@ svc_err_t gw_metrics_render(const gw_metrics_t *m, char **buf, size_t *len)
     put(&o, "# HELP gateway_http_in_flight Requests received and not yet answered.\n"
             "# TYPE gateway_http_in_flight gauge\ngateway_http_in_flight %lld\n",
         (long long)atomic_load_explicit(&m->in_flight, memory_order_relaxed));
+    render_stale(m, cache, &o);
     return o.err;
 }

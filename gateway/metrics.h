@@ -5,6 +5,17 @@
  *   gateway_http_requests_total{route,method,code}            counter
  *   gateway_http_request_duration_seconds{route,method}       histogram
  *   gateway_http_in_flight                                    gauge
+ *   gateway_stale_answers_total{route}                        counter
+ *   gateway_stale_misses_total{route}                         counter
+ *   gateway_stale_cache_entries, gateway_stale_cache_bytes    gauges
+ *   gateway_stale_cache_evictions_total                       counter
+ *   gateway_stale_cache_expired_total                         counter
+ *   gateway_stale_cache_max_age_seconds                       gauge
+ *
+ * (docs/gateway.md, "Stale reads": an answer served from the stale cache
+ * for an upstream that was unavailable; a miss is such a failure with no
+ * usable answer stored, answered as the failure it was. The cache series
+ * appear only with GATEWAY_STALE_READS on.)
  *
  * route is the matched template ("/v1/products/{id}") or "unmatched";
  * method one of GET POST PUT DELETE PATCH HEAD OPTIONS OTHER; code the HTTP
@@ -18,9 +29,11 @@
 #ifndef GW_METRICS_H
 #define GW_METRICS_H
 
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 
+#include "stale_cache.h"
 #include "svc/core.h"
 
 typedef struct gw_metrics gw_metrics_t;
@@ -39,8 +52,14 @@ void gw_metrics_begin(gw_metrics_t *m);
 void gw_metrics_end(gw_metrics_t *m, size_t route, const char *method, size_t method_len,
                     int status, uint64_t duration_ns);
 
+/* An availability failure of route was answered from the stale cache
+ * (served) or found nothing usable there (!served). */
+void gw_metrics_stale(gw_metrics_t *m, size_t route, bool served);
+
 /* Appends the text to *buf (a malloc'd buffer of *len bytes, NUL-terminated;
- * *buf may start NULL), growing it. SVC_ENOMEM (the buffer is left valid). */
-svc_err_t gw_metrics_render(const gw_metrics_t *m, char **buf, size_t *len);
+ * *buf may start NULL), growing it; with the stale cache's figures when
+ * cache is not NULL. SVC_ENOMEM (the buffer is left valid). */
+svc_err_t gw_metrics_render(const gw_metrics_t *m, const gw_cache_stats_t *cache, char **buf,
+                            size_t *len);
 
 #endif

@@ -88,11 +88,14 @@ void gw_ops_metrics(struct gw_app *app, h2o_mem_pool_t *pool, gw_reply_t *out)
     rs_upstream_t *ups[GW_UPSTREAM_COUNT];
     char *text = NULL;
     size_t len = 0, need = 0;
+    gw_cache_stats_t cache;
     svc_err_t err;
 
     for (int id = 0; id < GW_UPSTREAM_COUNT; id++)
         ups[id] = rs_grpc_client_upstream(gw_upstream_client(app->ups, (gw_upstream_id_t)id));
-    err = gw_metrics_render(app->metrics, &text, &len);
+    if (app->stale != NULL)
+        gw_cache_stats(app->stale, &cache);
+    err = gw_metrics_render(app->metrics, app->stale != NULL ? &cache : NULL, &text, &len);
     if (err == SVC_OK)
         err = rs_metrics_render(ups, GW_UPSTREAM_COUNT, NULL, 0, &need);
     if (err == SVC_OK || err == SVC_ERANGE) {

@@ -17,12 +17,12 @@
 
 /* clang-format off */
 const gw_route_t gw_routes[] = {
-    /* method  template              upstream + rpc          request                                   response                                      body         retries */
-    {"POST", "/v1/products",      CATALOG(CreateProduct), MSG(catalog, create_product_request), MSG(catalog, product),                GW_BODY_ALL,  RS_NOT_IDEMPOTENT, NULL},
-    {"GET",  "/v1/products",      CATALOG(ListProducts),  MSG(catalog, list_products_request),  MSG(catalog, list_products_response), GW_BODY_NONE, RS_IDEMPOTENT,     NULL},
-    {"GET",  "/v1/products/{id}", CATALOG(GetProduct),    MSG(catalog, get_product_request),    MSG(catalog, product),                GW_BODY_NONE, RS_IDEMPOTENT,     NULL},
-    {"POST", "/v1/orders",        ORDER(CreateOrder),     MSG(order, create_order_request),     MSG(order, create_order_response),    GW_BODY_ALL,  RS_NOT_IDEMPOTENT, NULL},
-    {"GET",  "/v1/orders/{id}",   ORDER(GetOrder),        MSG(order, get_order_request),        MSG(order, order),                    GW_BODY_NONE, RS_IDEMPOTENT,     NULL},
+    /* method  template              upstream + rpc          request                                   response                                      body         retries            served stale */
+    {"POST", "/v1/products",      CATALOG(CreateProduct), MSG(catalog, create_product_request), MSG(catalog, product),                GW_BODY_ALL,  RS_NOT_IDEMPOTENT, GW_STALE_NEVER, NULL},
+    {"GET",  "/v1/products",      CATALOG(ListProducts),  MSG(catalog, list_products_request),  MSG(catalog, list_products_response), GW_BODY_NONE, RS_IDEMPOTENT,     GW_STALE_OK,    NULL},
+    {"GET",  "/v1/products/{id}", CATALOG(GetProduct),    MSG(catalog, get_product_request),    MSG(catalog, product),                GW_BODY_NONE, RS_IDEMPOTENT,     GW_STALE_OK,    NULL},
+    {"POST", "/v1/orders",        ORDER(CreateOrder),     MSG(order, create_order_request),     MSG(order, create_order_response),    GW_BODY_ALL,  RS_NOT_IDEMPOTENT, GW_STALE_NEVER, NULL},
+    {"GET",  "/v1/orders/{id}",   ORDER(GetOrder),        MSG(order, get_order_request),        MSG(order, order),                    GW_BODY_NONE, RS_IDEMPOTENT,     GW_STALE_NEVER, NULL},
     /* operations endpoints (local) */
     {"GET",  "/healthz", .local = gw_ops_healthz},
     {"GET",  "/readyz",  .local = gw_ops_readyz},
@@ -216,6 +216,16 @@ static svc_err_t validate_row(const gw_route_t *r, size_t row, char *errbuf)
                            row, r->method, r->pattern != NULL ? r->pattern : "?");
             return SVC_EINVAL;
         }
+    }
+    /* A stale answer stands in for a read only: a write must reach the
+     * upstream or fail, and a body would be part of what was asked. */
+    if (r->stale != GW_STALE_NEVER &&
+        (r->stale != GW_STALE_OK || r->rpc == NULL || strcmp(r->method, "GET") != 0 ||
+         r->idempotency != RS_IDEMPOTENT || r->body != GW_BODY_NONE)) {
+        svc_errbuf_set(errbuf, "route %zu (%s %s): only an idempotent GET without a body may be "
+                               "served stale",
+                       row, r->method, r->pattern != NULL ? r->pattern : "?");
+        return SVC_EINVAL;
     }
     return validate_template(r, row, errbuf);
 }

@@ -37,6 +37,21 @@ typedef enum gw_body {
     GW_BODY_ALL,  /* body: "*": the JSON body is the request; the query is ignored */
 } gw_body_t;
 
+/*
+ * Whether the route's last answer may stand in for one the upstream cannot
+ * give (docs/gateway.md, "Stale reads"). GW_STALE_OK only for a GET that is
+ * RS_IDEMPOTENT with GW_BODY_NONE (gw_routes_validate checks), and only
+ * where that is honest: the answer must not depend on who asks (the cache
+ * is shared by every client and keyed by the request alone, not by its
+ * Authorization), and an answer some seconds old must still be useful.
+ * The catalog's reads qualify; an order's status does not (a client polling
+ * it would see PENDING after it was confirmed).
+ */
+typedef enum gw_stale {
+    GW_STALE_NEVER, /* a failure is answered as such */
+    GW_STALE_OK,    /* an availability failure may be answered from the stale cache */
+} gw_stale_t;
+
 /* What a local route answers. body is borrowed and must live until the
  * request's pool is cleared (allocate it there). */
 typedef struct gw_reply {
@@ -60,6 +75,7 @@ typedef struct gw_route {
     const ProtobufCMessageDescriptor *request, *response;
     gw_body_t body;
     rs_idempotency_t idempotency; /* RS_IDEMPOTENT (may be retried) / RS_NOT_IDEMPOTENT */
+    gw_stale_t stale;
     /* local routes (rpc == NULL) */
     gw_local_fn local;
 } gw_route_t;
@@ -107,7 +123,8 @@ gw_match_result_t gw_route_match(const gw_route_t *routes, size_t n, const char 
  * Checks a table once at start-up: templates well formed, at most
  * GW_MAX_PATH_VARS variables each naming a field of the request message,
  * gRPC rows complete (upstream, rpc, messages, body kind, idempotency
- * declared), local rows with a function, no two rows with the same method
+ * declared), GW_STALE_OK only on GET rows that are idempotent and have no
+ * body, local rows with a function, no two rows with the same method
  * and template. SVC_EINVAL with the row and the reason in errbuf.
  */
 svc_err_t gw_routes_validate(const gw_route_t *routes, size_t n, char *errbuf);

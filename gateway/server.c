@@ -4,7 +4,8 @@
  *
  * Each loop thread owns its h2o context, evloop, listener and connections;
  * the only things the threads share are the read-only h2o configuration,
- * the upstream clients (thread-safe) and the metrics (atomics). The main
+ * the upstream clients (thread-safe), the metrics (atomics) and the stale
+ * cache (its own mutex, stale_cache.h). The main
  * thread starts, signals and joins them, and in between gives memory the
  * loops have freed back to the kernel ("Freed memory" below).
  */
@@ -565,8 +566,9 @@ static void mem_check(gw_server_t *s, gw_mem_t *m)
  * The process
  * ------------------------------------------------------------------------ */
 
-/* Waits for SIGTERM/SIGINT, checking memory once per GW_MEM_CHECK_MS and
- * writing the counts of repeated 5xx lines whose key has gone quiet. */
+/* Waits for SIGTERM/SIGINT, checking memory once per GW_MEM_CHECK_MS,
+ * dropping stale answers past their bound and writing the counts of
+ * repeated 5xx lines whose key has gone quiet. */
 static void wait_for_signal(gw_server_t *s)
 {
     const struct timespec tick = {GW_MEM_CHECK_MS / 1000, (GW_MEM_CHECK_MS % 1000) * 1000000L};
@@ -586,6 +588,10 @@ static void wait_for_signal(gw_server_t *s)
         if (sig >= 0)
             break;
         if (errno == EAGAIN) {
+            /* Expired stale answers first, so that the memory check
+             * below can give their pages back. */
+            if (s->app.stale != NULL)
+                gw_cache_expire(s->app.stale);
             mem_check(s, &mem);
             svc_log_repeats_flush(svc_log_repeats_default(), false);
         }
@@ -626,6 +632,19 @@ static svc_err_t start(gw_server_t *s, char *errbuf)
     err = gw_metrics_new(s->labels, gw_n_routes, &s->app.metrics);
     if (err != SVC_OK)
         return err;
+    if (s->cfg->stale_reads) {
+        gw_cache_opts_t co;
+
+        gw_cache_opts_init(&co);
+        co.max_age_ms = (uint64_t)s->cfg->stale_max_age_ms;
+        co.max_entries = (size_t)s->cfg->stale_max_entries;
+        co.max_bytes = (size_t)s->cfg->stale_max_bytes;
+        err = gw_cache_new(&co, &s->app.stale);
+        if (err != SVC_OK) {
+            svc_errbuf_set(errbuf, "cannot make the stale-read cache: %s", svc_strerror(err));
+            return err;
+        }
+    }
 
     h2o_config_init(&s->conf);
     s->conf_inited = true;
@@ -680,6 +699,7 @@ static void cleanup(gw_server_t *s, bool loops_clean)
     if (loops_clean) {
         gw_upstreams_free(s->app.ups);
         gw_metrics_free(s->app.metrics);
+        gw_cache_free(s->app.stale);
         if (s->conf_inited)
             h2o_config_dispose(&s->conf);
         free(s->threads);

@@ -215,6 +215,40 @@ int gw_it_teardown(void **state)
     return rc != 0 ? -1 : 0;
 }
 
+void gw_it_catalog_kill(gw_it_t *t)
+{
+    spawn_signal(t->cat.proc, SIGKILL);
+    spawn_wait_exit(t->cat.proc, it_ms(5000), NULL);
+    spawn_free(t->cat.proc);
+    t->cat.proc = NULL;
+}
+
+svc_err_t gw_it_catalog_restart(gw_it_t *t, char *errbuf)
+{
+    char listen[64], dsn[PGTEST_DSN_MAX + 32];
+    const char *env[] = {listen, dsn, "CATALOG_LOG_LEVEL=info", NULL};
+    spawn_opts_t o;
+    svc_err_t err;
+
+    snprintf(listen, sizeof listen, "CATALOG_LISTEN=%s", t->cat.addr);
+    snprintf(dsn, sizeof dsn, "CATALOG_DB_DSN=%s", t->cat.db.dsn);
+    spawn_opts_init(&o);
+    o.path = cat_it_binary();
+    o.env = env;
+    err = spawn_start(&o, &t->cat.proc, errbuf);
+    if (err != SVC_OK)
+        return err;
+    /* The port was ours a moment ago; nothing else should have taken it. */
+    err = spawn_log_wait(t->cat.proc, "listening on", it_ms(IT_START_MS));
+    if (err != SVC_OK) {
+        svc_errbuf_set(errbuf, "the catalog did not start again on %s; log %s", t->cat.addr,
+                       spawn_log_path(t->cat.proc));
+        spawn_log_dump(t->cat.proc, 30);
+        return err;
+    }
+    return spawn_wait_port(t->cat.proc, "127.0.0.1", t->cat.port, it_ms(2000), errbuf);
+}
+
 /* True when every thread of pid is in state 'T' (signal stop). */
 static bool all_threads_stopped(pid_t pid)
 {

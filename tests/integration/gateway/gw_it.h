@@ -57,6 +57,13 @@ svc_err_t gw_it_gateway_start(gw_it_t *t, const char *const *env, char *errbuf);
  * bound (its log is dumped otherwise). Safe when it is not running. */
 int gw_it_gateway_stop(gw_it_t *t);
 
+/* kill -9 the catalog and reap it (t->cat.proc becomes NULL: the teardown
+ * expects no exit status from it). Its channel and database stay. */
+void gw_it_catalog_kill(gw_it_t *t);
+/* Starts the catalog again on the address the gateway knows (t->cat.addr)
+ * and the same database; waits until it listens. */
+svc_err_t gw_it_catalog_restart(gw_it_t *t, char *errbuf);
+
 /* SIGSTOP p and wait (bounded) until every one of its threads has stopped,
  * so that nothing it was doing can still answer afterwards. */
 void gw_it_freeze(spawn_proc_t *p);

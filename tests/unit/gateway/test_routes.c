@@ -163,21 +163,23 @@ static void expect_invalid(const gw_route_t *row, const char *part)
 
 static void validation_rejects_bad_rows(void **state)
 {
-    static const gw_route_t no_slash = {"GET", "v1/x", GET_PRODUCT, GW_BODY_NONE, RS_IDEMPOTENT, NULL};
+    static const gw_route_t no_slash = {"GET",          "v1/x",        GET_PRODUCT,
+                                        GW_BODY_NONE,   RS_IDEMPOTENT, GW_STALE_NEVER,
+                                        NULL};
     static const gw_route_t open_brace = {"GET", "/v1/{id", GET_PRODUCT, GW_BODY_NONE,
-                                          RS_IDEMPOTENT, NULL};
+                                          RS_IDEMPOTENT, GW_STALE_NEVER, NULL};
     static const gw_route_t empty_var = {"GET", "/v1/{}", GET_PRODUCT, GW_BODY_NONE,
-                                         RS_IDEMPOTENT, NULL};
+                                         RS_IDEMPOTENT, GW_STALE_NEVER, NULL};
     static const gw_route_t deep_var = {"GET", "/v1/{id=**}", GET_PRODUCT, GW_BODY_NONE,
-                                        RS_IDEMPOTENT, NULL};
+                                        RS_IDEMPOTENT, GW_STALE_NEVER, NULL};
     static const gw_route_t empty_seg = {"GET", "/v1//x", GET_PRODUCT, GW_BODY_NONE,
-                                         RS_IDEMPOTENT, NULL};
+                                         RS_IDEMPOTENT, GW_STALE_NEVER, NULL};
     static const gw_route_t mixed = {"GET", "/v1/x{id}", GET_PRODUCT, GW_BODY_NONE,
-                                     RS_IDEMPOTENT, NULL};
+                                     RS_IDEMPOTENT, GW_STALE_NEVER, NULL};
     static const gw_route_t no_field = {"GET", "/v1/{sku}", GET_PRODUCT, GW_BODY_NONE,
-                                        RS_IDEMPOTENT, NULL};
+                                        RS_IDEMPOTENT, GW_STALE_NEVER, NULL};
     static const gw_route_t undeclared = {"GET", "/v1/{id}", GET_PRODUCT, GW_BODY_NONE,
-                                          RS_IDEMPOTENCY_BY_NAME, NULL};
+                                          RS_IDEMPOTENCY_BY_NAME, GW_STALE_NEVER, NULL};
     static const gw_route_t no_handler = {"GET", "/x", .local = NULL};
     static const gw_route_t no_method = {"", "/x", .local = (gw_local_fn)1};
     static const gw_route_t local_var = {"GET", "/x/{id}", .local = (gw_local_fn)1};
@@ -196,15 +198,63 @@ static void validation_rejects_bad_rows(void **state)
     expect_invalid(&local_var, "names no scalar field");
 }
 
+/* Only an idempotent GET without a body may be answered from the stale
+ * cache: never a write, never a local route. */
+static void validation_limits_stale_to_reads(void **state)
+{
+    static const gw_route_t post = {"POST", "/v1/{id}", GET_PRODUCT, GW_BODY_ALL,
+                                    RS_NOT_IDEMPOTENT, GW_STALE_OK, NULL};
+    static const gw_route_t body = {"GET", "/v1/{id}", GET_PRODUCT, GW_BODY_ALL, RS_IDEMPOTENT,
+                                    GW_STALE_OK, NULL};
+    static const gw_route_t not_idem = {"GET", "/v1/{id}", GET_PRODUCT, GW_BODY_NONE,
+                                        RS_NOT_IDEMPOTENT, GW_STALE_OK, NULL};
+    static const gw_route_t local = {"GET", "/x", .stale = GW_STALE_OK, .local = (gw_local_fn)1};
+    static const gw_route_t bad_value = {"GET", "/v1/{id}", GET_PRODUCT, GW_BODY_NONE,
+                                         RS_IDEMPOTENT, (gw_stale_t)7, NULL};
+    static const gw_route_t ok = {"GET", "/v1/{id}", GET_PRODUCT, GW_BODY_NONE, RS_IDEMPOTENT,
+                                  GW_STALE_OK, NULL};
+    char errbuf[SVC_ERRBUF_LEN] = "";
+
+    (void)state;
+    expect_invalid(&post, "served stale");
+    expect_invalid(&body, "served stale");
+    expect_invalid(&not_idem, "served stale");
+    expect_invalid(&local, "served stale");
+    expect_invalid(&bad_value, "served stale");
+    assert_int_equal(gw_routes_validate(&ok, 1, errbuf), SVC_OK);
+}
+
+/* The table itself: the catalog's two reads, nothing else. */
+static void table_serves_only_catalog_reads_stale(void **state)
+{
+    char errbuf[SVC_ERRBUF_LEN] = "";
+    size_t n = 0;
+
+    (void)state;
+    assert_int_equal(gw_routes_validate(gw_routes, gw_n_routes, errbuf), SVC_OK);
+    for (size_t i = 0; i < gw_n_routes; i++) {
+        if (gw_routes[i].stale != GW_STALE_OK)
+            continue;
+        n++;
+        assert_string_equal(gw_routes[i].method, "GET");
+        assert_int_equal(gw_routes[i].upstream, GW_UPSTREAM_CATALOG);
+    }
+    assert_int_equal(n, 2);
+    assert_int_equal(route_of("GET", "/v1/products")->stale, GW_STALE_OK);
+    assert_int_equal(route_of("GET", "/v1/products/x")->stale, GW_STALE_OK);
+    assert_int_equal(route_of("POST", "/v1/products")->stale, GW_STALE_NEVER);
+    assert_int_equal(route_of("GET", "/v1/orders/x")->stale, GW_STALE_NEVER);
+}
+
 static void validation_rejects_duplicates(void **state)
 {
     static const gw_route_t t[] = {
-        {"GET", "/v1/{id}", GET_PRODUCT, GW_BODY_NONE, RS_IDEMPOTENT, NULL},
-        {"GET", "/v1/{id}", GET_PRODUCT, GW_BODY_NONE, RS_IDEMPOTENT, NULL},
+        {"GET", "/v1/{id}", GET_PRODUCT, GW_BODY_NONE, RS_IDEMPOTENT, GW_STALE_NEVER, NULL},
+        {"GET", "/v1/{id}", GET_PRODUCT, GW_BODY_NONE, RS_IDEMPOTENT, GW_STALE_NEVER, NULL},
     };
     static const gw_route_t ok[] = {
-        {"GET", "/v1/{id=*}", GET_PRODUCT, GW_BODY_NONE, RS_IDEMPOTENT, NULL},
-        {"POST", "/v1/{id}", GET_PRODUCT, GW_BODY_ALL, RS_NOT_IDEMPOTENT, NULL},
+        {"GET", "/v1/{id=*}", GET_PRODUCT, GW_BODY_NONE, RS_IDEMPOTENT, GW_STALE_NEVER, NULL},
+        {"POST", "/v1/{id}", GET_PRODUCT, GW_BODY_ALL, RS_NOT_IDEMPOTENT, GW_STALE_NEVER, NULL},
     };
     char errbuf[SVC_ERRBUF_LEN] = "";
 
@@ -402,6 +452,8 @@ int main(void)
         cmocka_unit_test(not_found_vs_wrong_method),
         cmocka_unit_test(later_rows_win),
         cmocka_unit_test(validation_rejects_bad_rows),
+        cmocka_unit_test(validation_limits_stale_to_reads),
+        cmocka_unit_test(table_serves_only_catalog_reads_stale),
         cmocka_unit_test(validation_rejects_duplicates),
         cmocka_unit_test(query_fills_list_request),
         cmocka_unit_test(query_errors_are_400),
