@@ -225,14 +225,23 @@ def walkthrough():
     st, _, _, _ = req("GET", f"/v1/products/{pid}")
     check(st == 200, f"GET of the real product still 200 ({st})")
 
-    # 5. pause catalog: a GET with Grpc-Timeout: 2S -> 504 at ~2 s
+    # 5. pause catalog: a GET with Grpc-Timeout: 2S -> 504 at ~2 s for a product the gateway has
+    # never read; the mug, read in step 4, is answered from the stale cache (200 + the stale headers)
     log("step 5: pause catalog; GET with Grpc-Timeout: 2S")
     stack("pause", "catalog")
     try:
-        st, _, js, dt = req("GET", f"/v1/products/{pid}", headers={"Grpc-Timeout": "2S"})
-        log(f"  GET: {st} {dt * 1000:.0f} ms {json.dumps(js)}")
+        st, _, js, dt = req("GET", f"/v1/products/{spoon['id']}", headers={"Grpc-Timeout": "2S"})
+        log(f"  GET spoon: {st} {dt * 1000:.0f} ms {json.dumps(js)}")
         check(st == 504, f"GET while catalog is paused -> 504 ({st})")
         check(1.9 <= dt <= 2.6, f"... at about 2 s ({dt:.3f} s)")
+        st, hs, js, dt = req("GET", f"/v1/products/{pid}", headers={"Grpc-Timeout": "2S"})
+        hs = {k.lower(): v for k, v in hs.items()}
+        stale = {k: hs.get(k) for k in ("x-shopmicro-stale", "warning", "cache-status", "age")}
+        log(f"  GET mug: {st} {dt * 1000:.0f} ms {stale} {json.dumps(js)}")
+        check(st == 200 and isinstance(js, dict) and js.get("id") == pid and hs.get("x-shopmicro-stale") == "true",
+              f"GET of the mug read before -> 200 marked stale ({st} {stale})")
+        check((hs.get("cache-status") or "").startswith("shopmicro-gateway; fwd=stale; fwd-status=504"),
+              f"... Cache-Status says it stands in for a 504 ({hs.get('cache-status')})")
     finally:
         stack("resume", "catalog")
     ok = wait_for(lambda: req("GET", f"/v1/products/{pid}")[0] == 200, 5, 0.2)
