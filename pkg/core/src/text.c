@@ -1,5 +1,7 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /* text.c - result memory and the text checks of svc/core.h. */
+#include <stdarg.h>
+#include <stdio.h>
 #include <string.h>
 
 #include "svc/core.h"
@@ -62,4 +64,17 @@ bool svc_idempotency_key_valid(const char *s, size_t len)
 {
     return len >= SVC_IDEMPOTENCY_KEY_MIN && len <= SVC_IDEMPOTENCY_KEY_MAX &&
            svc_idempotency_key_bad_byte(s, len) == len;
+}
+
+void svc_text_printf(svc_text_t *t, const char *fmt, ...)
+{
+    size_t room = t->len < t->cap ? t->cap - t->len : 0;
+    va_list ap;
+    int n;
+
+    va_start(ap, fmt);
+    n = vsnprintf(room > 0 ? t->buf + t->len : NULL, room, fmt, ap);
+    va_end(ap);
+    if (n > 0)
+        t->len += (size_t)n;
 }

@@ -9,7 +9,6 @@
  * label value, so rate() works from the first scrape; methods outside the
  * table share the label method="other", which bounds cardinality.
  */
-#include <stdarg.h>
 #include <string.h>
 
 #include "internal.h"
@@ -89,25 +88,9 @@ static void snapshot(const rs_upstream_t *u, size_t mi, snap_t *out)
 
 /* ---- writing: snprintf semantics over the whole page --------------------- */
 
-typedef struct out {
-    char *buf;
-    size_t cap, len;
-} out_t;
-
-static void put(out_t *o, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
-
-static void put(out_t *o, const char *fmt, ...)
-{
-    size_t room = o->len < o->cap ? o->cap - o->len : 0;
-    va_list ap;
-    int n;
-
-    va_start(ap, fmt);
-    n = vsnprintf(room > 0 ? o->buf + o->len : NULL, room, fmt, ap);
-    va_end(ap);
-    if (n > 0)
-        o->len += (size_t)n;
-}
+/* snprintf semantics over the whole page (svc/core.h). */
+typedef svc_text_t out_t;
+#define put svc_text_printf
 
 static void family(out_t *o, const char *name, const char *type, const char *help)
 {

@@ -29,8 +29,10 @@
 #include <grpc/grpc_security.h>
 #include <grpc/support/log.h>
 
+#include "builtin.h"
 #include "rpc_int.h"
 #include "sock.h"
+#include "stats.h"
 
 typedef enum { SLOT_IDLE, SLOT_WAIT_CALL, SLOT_RECV_MESSAGE, SLOT_REPLYING } slot_state_t;
 
@@ -80,6 +82,10 @@ struct rpc_server {
     pthread_cond_t cv;
     int n_ready, n_failed;
     char init_err[SVC_ERRBUF_LEN];
+
+    rpc__stats_t *stats;          /* shards: one per worker, then the built-ins' */
+    rpc__stats_method_t *rows;    /* the stats rows: the table, then the built-ins */
+    rpc__builtin_t *builtin;
 
     atomic_bool stopping;
     atomic_bool stop_requested;
@@ -149,6 +155,14 @@ static void arm(slot_t *s)
     }
 }
 
+/* The call's row in the stats: its method's, or the unknown one. */
+static size_t stats_row(const slot_t *s)
+{
+    const rpc_server_t *srv = s->w->srv;
+
+    return s->method != NULL ? (size_t)(s->method - srv->methods) : rpc__stats_unknown(srv->stats);
+}
+
 /* A call arrived: find its method and read the request message. */
 static void receive(slot_t *s)
 {
@@ -163,6 +177,7 @@ static void receive(slot_t *s)
     memcpy(path, GRPC_SLICE_START_PTR(s->details_in.method), n);
     path[n] = '\0';
     s->method = rpc__method_find(srv->methods, srv->n_methods, path);
+    rpc__stats_started(srv->stats, (size_t)s->w->index, stats_row(s));
     memset(&op, 0, sizeof op);
     op.op = GRPC_OP_RECV_MESSAGE;
     op.data.recv_message.recv_message = &s->payload;
@@ -345,6 +360,8 @@ static void log_access(const slot_t *s)
 static void finish(slot_t *s)
 {
     atomic_fetch_sub(&s->w->srv->in_flight, 1);
+    rpc__stats_handled(s->w->srv->stats, (size_t)s->w->index, stats_row(s),
+                       svc_err_to_grpc(s->err), svc_now_ns() - s->started_ns);
     log_access(s);
     grpc_slice_unref(s->details);
     grpc_byte_buffer_destroy(s->reply);
@@ -478,6 +495,37 @@ static svc_err_t create_workers(rpc_server_t *s, char *errbuf)
     return SVC_OK;
 }
 
+static svc_err_t create_stats(rpc_server_t *s)
+{
+    size_t n = s->n_methods + RPC__BUILTIN_COUNT;
+
+    s->rows = calloc(n, sizeof *s->rows);
+    if (s->rows == NULL)
+        return SVC_ENOMEM;
+    for (size_t i = 0; i < s->n_methods; i++)
+        s->rows[i] = (rpc__stats_method_t){s->methods[i].path, "unary"};
+    memcpy(&s->rows[s->n_methods], rpc__builtin_methods, sizeof rpc__builtin_methods);
+    s->stats = rpc__stats_new(s->rows, n, (size_t)s->o.workers + 1);
+    return s->stats != NULL ? SVC_OK : SVC_ENOMEM;
+}
+
+static svc_err_t create_builtin(rpc_server_t *s, char *errbuf)
+{
+    rpc__builtin_opts_t bo = {
+        .server = s->server,
+        .o = &s->o,
+        .methods = s->methods,
+        .n_methods = s->n_methods,
+        .stats = s->stats,
+        .shard = (size_t)s->o.workers,
+        .first_row = s->n_methods,
+        .stopping = &s->stopping,
+        .mod = s->mod,
+    };
+
+    return rpc__builtin_new(&bo, &s->builtin, errbuf);
+}
+
 svc_err_t rpc_server_new(const rpc_server_opts_t *o, const rpc_method_t *methods, size_t n,
                          rpc_server_t **out, char *errbuf)
 {
@@ -503,7 +551,13 @@ svc_err_t rpc_server_new(const rpc_server_opts_t *o, const rpc_method_t *methods
     err = rpc__methods_validate(methods, n, errbuf);
     if (err != SVC_OK)
         goto fail;
+    err = create_stats(s);
+    if (err != SVC_OK)
+        goto fail;
     err = create_grpc_server(s, errbuf);
+    if (err != SVC_OK)
+        goto fail;
+    err = create_builtin(s, errbuf);
     if (err != SVC_OK)
         goto fail;
     err = create_workers(s, errbuf);
@@ -638,6 +692,10 @@ svc_err_t rpc_server_run(rpc_server_t *s, char *errbuf)
         return SVC_EUNAVAIL;
     }
     grpc_server_start(s->server);
+    if (rpc__builtin_start(s->builtin, errbuf) != SVC_OK) {
+        rpc_server_stop(s); /* no probes: do not serve half a server */
+        svc_log_error(s->mod, "%s", errbuf);
+    }
     for (int i = 0; i < s->n_workers; i++)
         arm(&s->workers[i].slot);
     svc_log_info(s->mod, "listening on %s (port %d) with %d workers", s->o.listen, s->port,
@@ -646,6 +704,7 @@ svc_err_t rpc_server_run(rpc_server_t *s, char *errbuf)
     wait_for_stop(s);
     clean = drain(s);
     stop_workers(s, started, true);
+    rpc__builtin_join(s->builtin);
     svc_log_info(s->mod, "stopped%s", clean ? " after a clean drain" : " (calls were cancelled)");
     return SVC_OK;
 }
@@ -664,6 +723,7 @@ void rpc_server_free(rpc_server_t *s)
         }
         grpc_server_destroy(s->server);
     }
+    rpc__builtin_free(s->builtin);
     for (int i = 0; i < s->n_workers; i++) {
         worker_t *w = &s->workers[i];
         grpc_completion_queue_shutdown(w->cq);
@@ -682,7 +742,21 @@ void rpc_server_free(rpc_server_t *s)
         grpc_completion_queue_destroy(s->shutdown_cq);
     }
     free(s->workers);
+    rpc__stats_free(s->stats);
+    free(s->rows);
     pthread_cond_destroy(&s->cv);
     pthread_mutex_destroy(&s->mu);
     free(s);
+}
+
+svc_err_t rpc_server_metrics_render(const rpc_server_t *s, char *buf, size_t cap, size_t *len)
+{
+    svc_text_t t = {buf, cap, 0};
+
+    if (cap > 0)
+        buf[0] = '\0';
+    rpc__stats_render(s->stats, atomic_load(&s->in_flight), &t);
+    if (len != NULL)
+        *len = t.len;
+    return t.len < cap ? SVC_OK : SVC_ERANGE;
 }

@@ -77,6 +77,16 @@ typedef struct svc_alloc {
     void *ctx;
 } svc_alloc_t;
 
+/* Text into a caller's buffer with snprintf semantics over the whole text:
+ * len counts every byte asked for, also past cap, so one pass with cap 0
+ * sizes the buffer (the metrics renderers' contract). buf stays
+ * NUL-terminated while cap > 0. */
+typedef struct svc_text {
+    char *buf;
+    size_t cap, len;
+} svc_text_t;
+void svc_text_printf(svc_text_t *t, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+
 /* Copies s into memory from a; NULL when a is exhausted. */
 char *svc_alloc_strdup(const svc_alloc_t *a, const char *s);
 /* Characters (code points) of NUL-terminated UTF-8 text; -1 when it is not

@@ -52,6 +52,28 @@ typedef struct rpc_ctx rpc_ctx_t;
 typedef svc_err_t (*rpc_handler_fn)(rpc_ctx_t *ctx, const ProtobufCMessage *req,
                                     ProtobufCMessage **resp, char *errbuf);
 
+/*
+ * Built-in services. Besides its method table every server answers
+ *   grpc.health.v1.Health/Check and /Watch (the standard health protocol:
+ *     grpc_health_probe, Kubernetes gRPC probes, Envoy), for service "" and
+ *     for each service of the table; another name is NOT_FOUND (Check) or
+ *     SERVICE_UNKNOWN (Watch). Watch sends the status at once and again on
+ *     every change (health is asked once a second while someone watches);
+ *     from SIGTERM on every status is NOT_SERVING and watches end.
+ *   grpc.reflection.v1alpha.ServerReflection/ServerReflectionInfo (when
+ *     descriptor_set is set): list_services, file_by_filename and
+ *     file_containing_symbol, so `grpcurl list` works without .proto files.
+ * They run on a thread of their own, never on a worker, so a server whose
+ * workers are all busy still answers its probes. At most
+ * RPC_BUILTIN_MAX_CALLS of their calls at once; more get RESOURCE_EXHAUSTED.
+ *
+ * The health callback runs on that thread: it may block briefly (a database
+ * ping with a short timeout) but holds up every other built-in call while it
+ * does. true = SERVING; why (cap bytes) may say what is wrong, for the log.
+ */
+#define RPC_BUILTIN_MAX_CALLS 32
+typedef bool (*rpc_health_fn)(void *ctx, char *why, size_t cap);
+
 typedef struct rpc_method {
     const char *path;                          /* "/pkg.Service/Method"             */
     const ProtobufCMessageDescriptor *request; /* decodes the request             */
@@ -74,6 +96,15 @@ typedef struct rpc_server_opts {
      * worker_init returning NULL stops start-up with an error. Optional. */
     void *(*worker_init)(int worker_index, void *app, char *errbuf);
     void (*worker_fini)(void *worker_state);
+    /* grpc.health.v1.Health (Check, Watch): is the server able to do its job
+     * now? NULL: SERVING whenever the server runs. See "Built-in services". */
+    rpc_health_fn health;
+    void *health_ctx;           /* borrowed; passed to health                   */
+    /* A serialized google.protobuf.FileDescriptorSet of the services served
+     * (with imports; shopmicro/descriptors.h), for server reflection. Borrowed,
+     * must outlive the server. NULL: no reflection service. */
+    const unsigned char *descriptor_set;
+    size_t descriptor_set_len;
 } rpc_server_opts_t;
 
 void rpc_server_opts_init(rpc_server_opts_t *o);
@@ -98,6 +129,16 @@ svc_err_t rpc_server_run(rpc_server_t *s, char *errbuf);
 void rpc_server_stop(rpc_server_t *s);
 /* NULL-safe. The server must not be running. */
 void rpc_server_free(rpc_server_t *s);
+
+/*
+ * The server's metrics in Prometheus text format (docs/operations.md lists
+ * them; the names are go-grpc-prometheus's, so dashboards made for it work):
+ * grpc_server_started_total, grpc_server_handled_total by grpc_code and
+ * grpc_server_handling_seconds (histogram) by grpc_service and grpc_method,
+ * and shopmicro_rpc_server_in_flight. Same contract as rs_metrics_render:
+ * *len the full length, SVC_ERANGE when cut. Thread-safe, lock-free reads.
+ */
+svc_err_t rpc_server_metrics_render(const rpc_server_t *s, char *buf, size_t cap, size_t *len);
 
 /* The call's deadline on the monotonic clock (ns); SVC_DEADLINE_NONE if none. */
 uint64_t rpc_ctx_deadline(const rpc_ctx_t *c);
