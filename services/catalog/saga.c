@@ -330,14 +330,15 @@ void cat_saga_metrics(void *ctx, admin_buf_t *out)
     free(text);
 }
 
-bool cat_saga_ready(void *ctx, admin_buf_t *out)
+void cat_saga_check(const cat_saga_t *s, admin_check_t *c)
 {
-    cat_saga_t *s = ctx;
-    char why[SVC_ERRBUF_LEN] = "";
-
-    if (s == NULL)
-        return admin_ready_one(out, "saga_consumer", true, "off (CATALOG_KAFKA_BROKERS=none)");
-    return admin_ready_one(out, "saga_consumer", kfk_worker_healthy(s->w, why, sizeof why), why);
+    c->name = "saga_consumer";
+    if (s == NULL) {
+        c->ok = true;
+        snprintf(c->detail, sizeof c->detail, "off (CATALOG_KAFKA_BROKERS=none)");
+        return;
+    }
+    c->ok = kfk_worker_healthy(s->w, c->detail, sizeof c->detail);
 }
 
 void cat_saga_stop(cat_saga_t *s)

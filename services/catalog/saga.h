@@ -40,14 +40,15 @@ svc_err_t cat_saga_start(const cat_config_t *cfg, cat_saga_t **out, char *errbuf
  * later), then frees. NULL-safe. */
 void cat_saga_stop(cat_saga_t *s);
 
-/* The admin port's callbacks (pkg/admin; ctx a cat_saga_t, NULL when the
+/* The admin port's part (pkg/ops; s / ctx a cat_saga_t, NULL when the
  * saga is off): /metrics gets the consumer's metrics under
  * shopmicro_catalog_saga_consumer_* and the decisions under
- * shopmicro_catalog_saga_{reserved,rejected}_total; /readyz is 503 while
+ * shopmicro_catalog_saga_{reserved,rejected}_total; the check fails while
  * the consumer's last poll failed (broker gone, database down). Run on the
- * admin thread: they read only atomics and the worker's guarded state. */
+ * admin and health threads: they read only atomics and the worker's
+ * guarded state. */
 void cat_saga_metrics(void *ctx, admin_buf_t *out);
-bool cat_saga_ready(void *ctx, admin_buf_t *out);
+void cat_saga_check(const cat_saga_t *s, admin_check_t *c);
 
 /* The handler and its transaction, for tests: ctx is a cat_saga_t. The
  * handler writes only inside begin .. commit. */

@@ -7,6 +7,8 @@
 #include <time.h>
 
 #include "catalog.h"
+#include "ops/ops.h"
+#include "shopmicro/descriptors.h"
 #include "saga.h"
 #include "store.h"
 
@@ -26,8 +28,8 @@ static void worker_fini(void *state)
     cat_store_free(state);
 }
 
-/* What the admin port serves: the saga's page and readiness, and with the
- * fault knobs on, their page too. */
+/* The service's own part of the admin port: the saga's page and check,
+ * and with the fault knobs on, their page too. */
 typedef struct admin_ctx {
     cat_saga_t *saga;
     cat_fault_t *fault;
@@ -42,30 +44,29 @@ static void admin_metrics(void *ctx, admin_buf_t *out)
         cat_fault_metrics(a->fault, out);
 }
 
-static bool admin_ready(void *ctx, admin_buf_t *out)
+static void admin_check(void *ctx, admin_check_t *c)
 {
-    return cat_saga_ready(((const admin_ctx_t *)ctx)->saga, out);
+    cat_saga_check(((const admin_ctx_t *)ctx)->saga, c);
 }
 
-/* Bound before serving: a port in use is a start-up error, not a silent
- * lack of metrics. */
-static svc_err_t admin_start(const cat_config_t *cfg, admin_ctx_t *a, admin_server_t **out,
-                             char *errbuf)
+static svc_err_t ops_create(const cat_config_t *cfg, admin_ctx_t *a, ops_t **out, char *errbuf)
 {
-    admin_opts_t o;
+    ops_opts_t o = {
+        .service = "catalog",
+        .admin_listen = cfg->admin_listen,
+        .db_dsn = cfg->db_dsn,
+        .metrics = admin_metrics,
+        .check = admin_check,
+        .ctx = a,
+    };
 
-    admin_opts_init(&o);
-    o.listen = cfg->admin_listen;
-    o.metrics = admin_metrics;
-    o.ready = admin_ready;
-    o.ctx = a;
     if (a->fault != NULL) {
         o.debug = cat_fault_debug;
         o.debug_ctx = a->fault;
         svc_log_warn("catalog", "CATALOG_FAULT_KNOBS=on: test-only fault knobs at "
                                 "http://%s/debug/fault", cfg->admin_listen);
     }
-    return admin_server_new(&o, out, errbuf);
+    return ops_new(&o, out, errbuf);
 }
 
 int cat_server_run(const cat_config_t *cfg)
@@ -75,7 +76,7 @@ int cat_server_run(const cat_config_t *cfg)
     rpc_server_t *srv = NULL;
     cat_app_t app = {cfg, NULL};
     admin_ctx_t actx = {NULL, NULL};
-    admin_server_t *admin = NULL;
+    ops_t *ops = NULL;
     int status = 1;
 
     if (cat_store_migrate(cfg->db_dsn, cfg->db_startup_wait_ms, errbuf) != SVC_OK) {
@@ -87,7 +88,14 @@ int cat_server_run(const cat_config_t *cfg)
         return 1;
     }
     actx.fault = app.fault;
+    if (ops_create(cfg, &actx, &ops, errbuf) != SVC_OK) {
+        svc_log_error("catalog", "%s", errbuf);
+        goto out;
+    }
     rpc_server_opts_init(&o);
+    ops_rpc_opts(ops, &o);
+    o.descriptor_set = shopmicro_catalog_descriptor_set;
+    o.descriptor_set_len = shopmicro_catalog_descriptor_set_len;
     o.listen = cfg->listen;
     o.workers = (int)cfg->workers;
     o.drain_ms = (int)cfg->drain_ms;
@@ -99,13 +107,16 @@ int cat_server_run(const cat_config_t *cfg)
         svc_log_error("catalog", "%s", errbuf);
         goto out;
     }
+    ops_set_server(ops, srv);
     /* After migrations (its tables), before serving; stopped after the
      * drain, so an order's reservation in flight at SIGTERM finishes. */
     if (cat_saga_start(cfg, &actx.saga, errbuf) != SVC_OK) {
         svc_log_error("catalog", "stock saga: %s", errbuf);
         goto out;
     }
-    if (admin_start(cfg, &actx, &admin, errbuf) != SVC_OK) {
+    /* Bound before serving: a port in use is a start-up error, not a silent
+     * lack of metrics. */
+    if (ops_start(ops, errbuf) != SVC_OK) {
         svc_log_error("catalog", "admin port %s: %s", cfg->admin_listen, errbuf);
         goto out;
     }
@@ -115,7 +126,7 @@ int cat_server_run(const cat_config_t *cfg)
     }
     status = 0;
 out:
-    admin_server_free(admin); /* first: its callbacks read the saga and the knobs */
+    ops_free(ops); /* first: its callbacks read the saga, the knobs and the server */
     cat_saga_stop(actx.saga);
     rpc_server_free(srv);
     cat_fault_free(app.fault); /* after the server: its workers use it */

@@ -6,11 +6,14 @@
  * saga's consumer (saga.h, kafka/worker.h) runs beside the gRPC workers on a
  * thread and a store of its own, from before serving until after the drain.
  */
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
 
 #include "admin/admin.h"
+#include "ops/ops.h"
+#include "shopmicro/descriptors.h"
 #include "kafka/worker.h"
 #include "order.h"
 #include "saga.h"
@@ -105,15 +108,17 @@ static void saga_metrics(void *ctx, admin_buf_t *out)
     free(text);
 }
 
-static bool saga_ready(void *ctx, admin_buf_t *out)
+static void saga_check(void *ctx, admin_check_t *c)
 {
     saga_run_t *s = ctx;
-    char why[SVC_ERRBUF_LEN] = "";
 
-    if (s->worker == NULL)
-        return admin_ready_one(out, "saga_consumer", true, "off (ORDER_KAFKA_BROKERS=none)");
-    return admin_ready_one(out, "saga_consumer", kfk_worker_healthy(s->worker, why, sizeof why),
-                           why);
+    c->name = "saga_consumer";
+    if (s->worker == NULL) {
+        c->ok = true;
+        snprintf(c->detail, sizeof c->detail, "off (ORDER_KAFKA_BROKERS=none)");
+        return;
+    }
+    c->ok = kfk_worker_healthy(s->worker, c->detail, sizeof c->detail);
 }
 
 /* After the gRPC drain: the event in hand commits (or is handed again to
@@ -127,7 +132,18 @@ static void saga_stop(saga_run_t *s)
 int ord_server_run(const ord_config_t *cfg, rs_grpc_client_t *catalog)
 {
     saga_run_t saga = {0};
-    admin_server_t *admin = NULL;
+    rs_upstream_t *upstreams[] = {rs_grpc_client_upstream(catalog)};
+    ops_opts_t oo = {
+        .service = "order",
+        .admin_listen = cfg->admin_listen,
+        .db_dsn = cfg->db_dsn,
+        .upstreams = upstreams,
+        .n_upstreams = SVC_COUNTOF(upstreams),
+        .metrics = saga_metrics,
+        .check = saga_check,
+        .ctx = &saga,
+    };
+    ops_t *ops = NULL;
     char errbuf[SVC_ERRBUF_LEN] = "";
     ord_app_t app = {cfg, catalog};
     rpc_server_opts_t o;
@@ -139,7 +155,14 @@ int ord_server_run(const ord_config_t *cfg, rs_grpc_client_t *catalog)
         return 1;
     }
     expire_at_startup(cfg);
+    if (ops_new(&oo, &ops, errbuf) != SVC_OK) {
+        svc_log_error("order", "%s", errbuf);
+        return 1;
+    }
     rpc_server_opts_init(&o);
+    ops_rpc_opts(ops, &o);
+    o.descriptor_set = shopmicro_order_descriptor_set;
+    o.descriptor_set_len = shopmicro_order_descriptor_set_len;
     o.listen = cfg->listen;
     o.workers = (int)cfg->workers;
     o.drain_ms = (int)cfg->drain_ms;
@@ -151,13 +174,13 @@ int ord_server_run(const ord_config_t *cfg, rs_grpc_client_t *catalog)
         svc_log_error("order", "%s", errbuf);
         goto out;
     }
+    ops_set_server(ops, srv);
     if (saga_start(cfg, &saga, errbuf) != SVC_OK) {
         svc_log_error("order", "saga consumer: %s", errbuf);
         goto out;
     }
     /* Bound before serving: a port in use is a start-up error. */
-    if (admin_server_start(cfg->admin_listen, saga_metrics, saga_ready, &saga, &admin, errbuf) !=
-        SVC_OK) {
+    if (ops_start(ops, errbuf) != SVC_OK) {
         svc_log_error("order", "admin port %s: %s", cfg->admin_listen, errbuf);
         goto out;
     }
@@ -167,7 +190,7 @@ int ord_server_run(const ord_config_t *cfg, rs_grpc_client_t *catalog)
     }
     status = 0;
 out:
-    admin_server_free(admin); /* first: its callbacks read the saga */
+    ops_free(ops); /* first: its callbacks read the saga and the server */
     saga_stop(&saga);
     rpc_server_free(srv);
     return status;

@@ -53,7 +53,7 @@ def scaled(seconds):
 class Fixture:
     """A fresh database, the catalog process on it, and a channel + stub."""
 
-    def __init__(self, catalog_bin, proto_dir):
+    def __init__(self, catalog_bin, proto_dir, extra_env=None):
         self.catalog_bin = catalog_bin
         self.proto_dir = proto_dir
         self.pg_port = os.environ.get("SHOPMICRO_PG_PORT") or "25432"
@@ -66,6 +66,8 @@ class Fixture:
         self.log_path = os.path.join(self.tmp, "catalog.log")
         self.log_file = None
         self.port = None
+        self.admin_port = None
+        self.extra_env = dict(extra_env or {})
         self.channel = None
         self.stub = None
         self.pb = None
@@ -73,12 +75,14 @@ class Fixture:
         self.exit_status = None
 
     # -- protobuf stubs ------------------------------------------------------
-    def generate_stubs(self):
+    def generate_stubs(self, extra_protos=()):
+        """Stubs of catalog.proto and extra_protos (paths under proto/), importable
+        by their packages' paths."""
         out = os.path.join(self.tmp, "gen")
         os.mkdir(out)
         cmd = [sys.executable, "-m", "grpc_tools.protoc", "-I", self.proto_dir,
                "--python_out=" + out, "--grpc_python_out=" + out,
-               "shopmicro/catalog/v1/catalog.proto"]
+               "shopmicro/catalog/v1/catalog.proto"] + list(extra_protos)
         r = subprocess.run(cmd, capture_output=True, text=True)
         if r.returncode != 0:
             raise RuntimeError("grpc_tools.protoc failed (%d): %s" % (r.returncode, r.stderr))
@@ -119,17 +123,21 @@ class Fixture:
             "CATALOG_LOG_LEVEL": "info",   # access lines carry req=<x-request-id>
             "CATALOG_WORKERS": "4",
             "CATALOG_DRAIN_MS": "5000",
+            "CATALOG_ADMIN_LISTEN": "127.0.0.1:0",   # never a running stack's port
         })
+        env.update(self.extra_env)
         self.log_file = open(self.log_path, "wb")  # pylint: disable=consider-using-with
         self.proc = subprocess.Popen(  # pylint: disable=consider-using-with
             [self.catalog_bin], env=env, stdin=subprocess.DEVNULL,
             stdout=self.log_file, stderr=subprocess.STDOUT)
         until = time.monotonic() + scaled(20)
-        pat = re.compile(r'listening on \S+ \(port (\d+)\)')
+        pat = re.compile(r'msg="listening on \S+ \(port (\d+)\)')
         while time.monotonic() < until:
             m = pat.search(self.log())
             if m:
                 self.port = int(m.group(1))
+                a = re.search(r'admin port bound to \S+ \(port (\d+)\)', self.log())
+                self.admin_port = int(a.group(1)) if a else None
                 break
             if self.proc.poll() is not None:
                 raise RuntimeError("catalog exited with status %s during start-up:\n%s"

@@ -96,14 +96,50 @@ void admin_buf_json_str(admin_buf_t *b, const char *s)
     append(b, "\"", 1);
 }
 
+bool admin_ready_write(admin_buf_t *out, const admin_check_t *checks, size_t n)
+{
+    bool ok = true;
+
+    for (size_t i = 0; i < n; i++)
+        ok = ok && checks[i].ok;
+    admin_buf_printf(out, "{\"status\":\"%s\",\"checks\":[", ok ? "ok" : "unavailable");
+    for (size_t i = 0; i < n; i++) {
+        admin_buf_printf(out, "%s{\"name\":", i > 0 ? "," : "");
+        admin_buf_json_str(out, checks[i].name);
+        admin_buf_printf(out, ",\"ok\":%s,\"detail\":", checks[i].ok ? "true" : "false");
+        admin_buf_json_str(out, checks[i].detail);
+        admin_buf_printf(out, "}");
+    }
+    admin_buf_printf(out, "]}");
+    return ok;
+}
+
 bool admin_ready_one(admin_buf_t *out, const char *name, bool ok, const char *detail)
 {
-    admin_buf_printf(out, "{\"status\":\"%s\",\"checks\":[{\"name\":", ok ? "ok" : "unavailable");
-    admin_buf_json_str(out, name);
-    admin_buf_printf(out, ",\"ok\":%s,\"detail\":", ok ? "true" : "false");
-    admin_buf_json_str(out, detail != NULL ? detail : "");
-    admin_buf_printf(out, "}]}");
-    return ok;
+    admin_check_t c = {name, ok, ""};
+
+    snprintf(c.detail, sizeof c.detail, "%s", detail != NULL ? detail : "");
+    return admin_ready_write(out, &c, 1);
+}
+
+void admin_buf_render(admin_buf_t *b, admin_render_fn fn, const void *arg)
+{
+    size_t need = 0;
+
+    for (int tries = 0; tries < 3; tries++) {
+        size_t got = 0;
+        (void)fn(arg, NULL, 0, &need);
+        if (!reserve(b, need + 64)) { /* a little room for what appears meanwhile */
+            b->overflow = true;
+            return;
+        }
+        if (fn(arg, b->data + b->len, b->cap - b->len, &got) == SVC_OK) {
+            b->len += got;
+            return;
+        }
+        b->data[b->len] = '\0';
+    }
+    b->overflow = true;
 }
 
 /* ---- requests ----------------------------------------------------------- */

@@ -333,6 +333,9 @@ svc_err_t admin_server_new(const admin_opts_t *o, admin_server_t **out, char *er
         admin_server_free(s);
         return err;
     }
+    svc_log_info(o->log_module != NULL ? o->log_module : "admin",
+                 "admin port bound to %s (port %d): /healthz /readyz /metrics", o->listen,
+                 s->port);
     *out = s;
     return SVC_OK;
 }

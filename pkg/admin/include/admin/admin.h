@@ -49,10 +49,26 @@ void admin_buf_printf(admin_buf_t *b, const char *fmt, ...) __attribute__((forma
 /* Appends s as a JSON string literal, quotes included. */
 void admin_buf_json_str(admin_buf_t *b, const char *s);
 
-/* A whole /readyz body with one check, {"status":"ok"|"unavailable",
- * "checks":[{"name":..,"ok":..,"detail":..}]}; returns ok (the callback's
- * answer). */
+/* One thing a service needs to do its job, as /readyz reports it. */
+typedef struct admin_check {
+    const char *name;              /* "database", "saga_consumer", ...     */
+    bool ok;
+    char detail[SVC_ERRBUF_LEN];   /* what is wrong, or what it is          */
+} admin_check_t;
+
+/* A whole /readyz body, {"status":"ok"|"unavailable","checks":[{"name":..,
+ * "ok":..,"detail":..},...]}; returns true when every check is ok (the
+ * callback's answer). */
+bool admin_ready_write(admin_buf_t *out, const admin_check_t *checks, size_t n);
+/* admin_ready_write with one check. */
 bool admin_ready_one(admin_buf_t *out, const char *name, bool ok, const char *detail);
+/* A renderer with snprintf's contract (rs_metrics_render, rpc_server_
+ * metrics_render behind a one-line adapter): the text into buf (cap bytes,
+ * NUL-terminated), the full length into *len. */
+typedef svc_err_t (*admin_render_fn)(const void *arg, char *buf, size_t cap, size_t *len);
+/* Appends what fn renders (sized first, then rendered in place; a page that
+ * grew in between is sized again). */
+void admin_buf_render(admin_buf_t *b, admin_render_fn fn, const void *arg);
 
 /* Writes the Prometheus text page into out. */
 typedef void (*admin_metrics_fn)(void *ctx, admin_buf_t *out);
@@ -86,6 +102,7 @@ typedef struct admin_opts {
     void *ctx;                  /* passed to metrics and ready                 */
     admin_debug_fn debug;       /* NULL: /debug paths are 404                  */
     void *debug_ctx;            /* passed to debug                             */
+    const char *log_module;     /* of the start-up line; NULL: "admin"         */
 } admin_opts_t;
 
 /* Fills the ADMIN_DEFAULT_* values and NULL callbacks. */

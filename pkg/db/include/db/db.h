@@ -122,6 +122,23 @@ svc_err_t db_migrate(const char *dsn, const db_migration_t *m, size_t n, const c
 svc_err_t db_migrate_wait(const char *dsn, const db_migration_t *m, size_t n, const char *module,
                           int64_t wait_ms, char *errbuf);
 
+/*
+ * A readiness probe: "can this service reach its database now?", asked by
+ * the threads that report health (the admin port's /readyz, pkg/rpc's
+ * grpc.health.v1). One connection of its own behind a mutex, SELECT 1 with
+ * a DB_PROBE_TIMEOUT_MS deadline; an answer is reused for DB_PROBE_CACHE_MS
+ * so that a probe flood does not load the database. Thread-safe.
+ */
+#define DB_PROBE_TIMEOUT_MS 1000
+#define DB_PROBE_CACHE_MS   500
+typedef struct db_probe db_probe_t;
+/* Connects lazily (the first check). *out owned by caller. */
+svc_err_t db_probe_new(const char *dsn, const char *application_name, db_probe_t **out,
+                       char *errbuf);
+void db_probe_free(db_probe_t *p); /* NULL-safe */
+/* True when reachable; detail (cap bytes) says what is wrong, or "reachable". */
+bool db_probe_check(db_probe_t *p, char *detail, size_t cap);
+
 /* Maps a failed result to an svc_err_t by SQLSTATE (exposed for tests). */
 svc_err_t db_err_from_sqlstate(const char *sqlstate);
 
