@@ -1,8 +1,10 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /* probe.c - the database readiness probe (see db_probe_* in db/db.h). */
+#include <ctype.h>
 #include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 
 #include "db/db.h"
 
@@ -67,6 +69,9 @@ bool db_probe_check(db_probe_t *p, char *detail, size_t cap)
             snprintf(p->detail, sizeof p->detail, "reachable");
         else
             snprintf(p->detail, sizeof p->detail, "%s: %s", svc_err_name(err), errbuf);
+        /* libpq ends its messages with a newline; a JSON detail should not */
+        for (size_t n = strlen(p->detail); n > 0 && isspace((unsigned char)p->detail[n - 1]);)
+            p->detail[--n] = '\0';
         p->asked_ns = svc_now_ns();
     }
     ok = p->ok;
