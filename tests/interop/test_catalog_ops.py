@@ -271,6 +271,21 @@ class Metrics(unittest.TestCase):
         self.assertGreaterEqual(int(line[0].split()[-1]), 3)
         self.assertIn('grpc_server_handling_seconds_bucket{%s,le="+Inf"}' % labels, body)
         self.assertIn("shopmicro_db_up 1", body)
+        self.assertRegex(body, r'shopmicro_db_connections_open [1-9]')
+
+    def test_metrics_count_database_statements(self):
+        def created():
+            _, body = admin_get("/metrics")
+            for ln in body.splitlines():
+                if ln.startswith('shopmicro_db_queries_total{statement="cat_create",outcome="OK"}'):
+                    return int(ln.split()[-1])
+            self.fail("no cat_create OK series:\n" + body[:3000])
+        before = created()
+        G.stub.CreateProduct(G.pb.CreateProductRequest(name="Counted", price_cents=1, stock=1),
+                             timeout=scaled(5))
+        self.assertEqual(created(), before + 1)
+        _, body = admin_get("/metrics")
+        self.assertIn('shopmicro_db_query_seconds_bucket{statement="cat_create",le="+Inf"}', body)
         self.assertRegex(body, r'grpc_server_started_total\{grpc_type="unary",'
                                r'grpc_service="grpc.health.v1.Health",grpc_method="Check"\} \d+')
 

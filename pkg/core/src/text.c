@@ -78,3 +78,20 @@ void svc_text_printf(svc_text_t *t, const char *fmt, ...)
     if (n > 0)
         t->len += (size_t)n;
 }
+
+const uint64_t svc_latency_bounds_ns[SVC_LATENCY_BUCKETS] = {
+    1000000ull,    2500000ull,    5000000ull,     10000000ull,  25000000ull,
+    50000000ull,   100000000ull,  250000000ull,   500000000ull, 1000000000ull,
+    2500000000ull, 5000000000ull, 10000000000ull};
+const char *const svc_latency_le[SVC_LATENCY_BUCKETS] = {
+    "0.001", "0.0025", "0.005", "0.01", "0.025", "0.05", "0.1",
+    "0.25",  "0.5",    "1",     "2.5",  "5",     "10"};
+
+unsigned svc_latency_bucket(uint64_t ns)
+{
+    unsigned b = 0;
+
+    while (b < SVC_LATENCY_BUCKETS && ns > svc_latency_bounds_ns[b])
+        b++;
+    return b;
+}

@@ -16,6 +16,7 @@
 #include <string.h>
 
 #include "db/db.h"
+#include "stats.h"
 
 struct db_conn {
     PGconn *pg;
@@ -23,6 +24,8 @@ struct db_conn {
     char *dsn;
     char *app_name;
     char options[64];
+    size_t *rows;    /* each statement's stats row */
+    bool counted;    /* pg is open and counted in db__stats_open */
 };
 
 void db_opts_init(db_opts_t *o)
@@ -43,10 +46,13 @@ svc_err_t db_conn_new(const db_opts_t *o, db_conn_t **out, char *errbuf)
     c->o = *o;
     c->dsn = strdup(o->dsn != NULL ? o->dsn : "");
     c->app_name = strdup(o->application_name != NULL ? o->application_name : "shopmicro");
-    if (c->dsn == NULL || c->app_name == NULL) {
+    c->rows = calloc(o->n_stmts + 1, sizeof *c->rows);
+    if (c->dsn == NULL || c->app_name == NULL || c->rows == NULL) {
         db_conn_free(c);
         return SVC_ENOMEM;
     }
+    for (size_t i = 0; i < o->n_stmts; i++)
+        c->rows[i] = db__stats_intern(o->stmts[i].name);
     snprintf(c->options, sizeof c->options, "-c statement_timeout=%d", o->statement_timeout_ms);
     *out = c;
     return SVC_OK;
@@ -54,6 +60,9 @@ svc_err_t db_conn_new(const db_opts_t *o, db_conn_t **out, char *errbuf)
 
 static void drop(db_conn_t *c)
 {
+    if (c->counted)
+        db__stats_open(-1);
+    c->counted = false;
     PQfinish(c->pg);
     c->pg = NULL;
 }
@@ -65,6 +74,7 @@ void db_conn_free(db_conn_t *c)
     drop(c);
     free(c->dsn);
     free(c->app_name);
+    free(c->rows);
     free(c);
 }
 
@@ -117,6 +127,7 @@ static svc_err_t connect_by(db_conn_t *c, uint64_t deadline_ns, char *errbuf)
         if (w == -1) {
             svc_errbuf_set(errbuf, "database unavailable: connect timed out");
             drop(c);
+            db__stats_connect(false);
             return limit == deadline_ns ? SVC_ETIMEDOUT : SVC_EUNAVAIL;
         }
         st = PQconnectPoll(c->pg);
@@ -124,8 +135,12 @@ static svc_err_t connect_by(db_conn_t *c, uint64_t deadline_ns, char *errbuf)
     if (st == PGRES_POLLING_FAILED) {
         svc_errbuf_set(errbuf, "database unavailable: %s", PQerrorMessage(c->pg));
         drop(c);
+        db__stats_connect(false);
         return SVC_EUNAVAIL;
     }
+    db__stats_connect(true);
+    db__stats_open(1);
+    c->counted = true;
     return SVC_OK;
 }
 
@@ -249,8 +264,8 @@ static svc_err_t exec_once(db_conn_t *c, size_t idx, const char *const *params,
     return await_result(c, deadline_ns, res, errbuf);
 }
 
-svc_err_t db_exec(db_conn_t *c, size_t idx, const char *const *params, uint64_t deadline_ns,
-                  PGresult **res, char *errbuf)
+static svc_err_t exec_checked(db_conn_t *c, size_t idx, const char *const *params,
+                              uint64_t deadline_ns, PGresult **res, char *errbuf)
 {
     uint64_t backstop;
     bool was_idle;
@@ -280,6 +295,17 @@ svc_err_t db_exec(db_conn_t *c, size_t idx, const char *const *params, uint64_t 
         err = exec_once(c, idx, params, deadline_ns, res, errbuf);
     if (err == SVC_EUNAVAIL && c->pg != NULL && PQstatus(c->pg) == CONNECTION_BAD)
         drop(c);
+    return err;
+}
+
+svc_err_t db_exec(db_conn_t *c, size_t idx, const char *const *params, uint64_t deadline_ns,
+                  PGresult **res, char *errbuf)
+{
+    uint64_t t0 = svc_now_ns();
+    svc_err_t err = exec_checked(c, idx, params, deadline_ns, res, errbuf);
+
+    if (idx < c->o.n_stmts)
+        db__stats_query(c->rows[idx], err, svc_now_ns() - t0);
     return err;
 }
 

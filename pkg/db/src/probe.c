@@ -68,7 +68,7 @@ bool db_probe_check(db_probe_t *p, char *detail, size_t cap)
         if (p->ok)
             snprintf(p->detail, sizeof p->detail, "reachable");
         else
-            snprintf(p->detail, sizeof p->detail, "%s: %s", svc_err_name(err), errbuf);
+            snprintf(p->detail, sizeof p->detail, "%s: %.200s", svc_err_name(err), errbuf);
         /* libpq ends its messages with a newline; a JSON detail should not */
         for (size_t n = strlen(p->detail); n > 0 && isspace((unsigned char)p->detail[n - 1]);)
             p->detail[--n] = '\0';

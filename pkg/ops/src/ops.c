@@ -134,6 +134,12 @@ static svc_err_t render_upstreams(const void *arg, char *buf, size_t cap, size_t
     return rs_metrics_render(ops->o.upstreams, ops->o.n_upstreams, buf, cap, len);
 }
 
+static svc_err_t render_db(const void *arg, char *buf, size_t cap, size_t *len)
+{
+    (void)arg;
+    return db_metrics_render(buf, cap, len);
+}
+
 static void admin_metrics(void *ctx, admin_buf_t *out)
 {
     ops_t *ops = ctx;
@@ -144,11 +150,13 @@ static void admin_metrics(void *ctx, admin_buf_t *out)
         admin_buf_render(out, render_rpc, srv);
     if (ops->o.n_upstreams > 0)
         admin_buf_render(out, render_upstreams, ops);
-    if (ops->probe != NULL)
+    if (ops->probe != NULL) {
+        admin_buf_render(out, render_db, NULL);
         admin_buf_printf(out,
                          "# HELP shopmicro_db_up Whether the database answered the readiness "
                          "probe (SELECT 1).\n# TYPE shopmicro_db_up gauge\nshopmicro_db_up %d\n",
                          db_probe_check(ops->probe, detail, sizeof detail) ? 1 : 0);
+    }
     if (ops->o.metrics != NULL)
         ops->o.metrics(ops->o.ctx, out);
 }

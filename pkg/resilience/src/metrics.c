@@ -15,13 +15,8 @@
 
 #define PREFIX "shopmicro_resilience_"
 
-static const uint64_t hist_bounds_ns[RS__HIST_N] = {
-    1000000ull,   2500000ull,   5000000ull,    10000000ull,  25000000ull,
-    50000000ull,  100000000ull, 250000000ull,  500000000ull, 1000000000ull,
-    2500000000ull, 5000000000ull, 10000000000ull};
-static const char *const hist_le[RS__HIST_N] = {"0.001", "0.0025", "0.005", "0.01", "0.025",
-                                                "0.05",  "0.1",    "0.25",  "0.5",  "1",
-                                                "2.5",   "5",      "10"};
+_Static_assert(RS__HIST_N == SVC_LATENCY_BUCKETS, "svc/core.h's buckets");
+#define hist_le svc_latency_le
 
 /* The reasons for which a retry can be refused, and a call rejected. */
 static const rs_reason_t denial_reasons[] = {
@@ -42,14 +37,12 @@ rs__mstats_t *rs__stats(const rs_upstream_t *u, const struct rs__method *m)
 
 void rs__stats_settle(rs__mstats_t *s, rs_reason_t reason, bool attempted, uint64_t ns)
 {
-    unsigned i = 0;
+    unsigned i = svc_latency_bucket(ns);
 
     if (reason != RS_REASON_OK)
         atomic_fetch_add_explicit(&s->calls[reason], 1, memory_order_relaxed);
     if (!attempted)
         return;
-    while (i < RS__HIST_N && ns > hist_bounds_ns[i])
-        i++;
     atomic_fetch_add_explicit(reason == RS_REASON_OK ? &s->hist_ok[i] : &s->hist[i], 1,
                               memory_order_relaxed);
     atomic_fetch_add_explicit(&s->hist_sum_ns, ns, memory_order_relaxed);

@@ -8,17 +8,8 @@
 #include "stats.h"
 
 #define N_CODES  17 /* gRPC status codes 0..16 */
-#define N_BOUNDS 13
+#define N_BOUNDS SVC_LATENCY_BUCKETS /* svc/core.h: the same as every other histogram */
 
-/* Seconds, as the gateway's and pkg/resilience's histograms, so that one
- * dashboard can put a hop's server and client latency on the same axis. */
-static const uint64_t bounds_ns[N_BOUNDS] = {
-    1000000ull,   2500000ull,    5000000ull,     10000000ull,  25000000ull,
-    50000000ull,  100000000ull,  250000000ull,   500000000ull, 1000000000ull,
-    2500000000ull, 5000000000ull, 10000000000ull};
-static const char *const bounds_le[N_BOUNDS] = {"0.001", "0.0025", "0.005", "0.01", "0.025",
-                                                "0.05",  "0.1",    "0.25",  "0.5",  "1",
-                                                "2.5",   "5",      "10"};
 static const char *const code_names[N_CODES] = {
     "OK",       "Canceled",           "Unknown",           "InvalidArgument",
     "DeadlineExceeded", "NotFound",   "AlreadyExists",     "PermissionDenied",
@@ -75,14 +66,11 @@ void rpc__stats_handled(rpc__stats_t *st, size_t shard, size_t method, int grpc_
                         uint64_t ns)
 {
     cell_t *c = cell(st, shard, method);
-    unsigned b = 0;
 
     if (grpc_code < 0 || grpc_code >= N_CODES)
         grpc_code = 2; /* UNKNOWN */
-    while (b < N_BOUNDS && ns > bounds_ns[b])
-        b++;
     atomic_fetch_add_explicit(&c->handled[grpc_code], 1, memory_order_relaxed);
-    atomic_fetch_add_explicit(&c->bucket[b], 1, memory_order_relaxed);
+    atomic_fetch_add_explicit(&c->bucket[svc_latency_bucket(ns)], 1, memory_order_relaxed);
     atomic_fetch_add_explicit(&c->sum_ns, ns, memory_order_relaxed);
 }
 
@@ -166,7 +154,7 @@ static void put_histograms(const rpc__stats_t *st, svc_text_t *o)
         for (int b = 0; b <= N_BOUNDS; b++) {
             cum += c.bucket[b];
             svc_text_printf(o, "grpc_server_handling_seconds_bucket{%s,le=\"%s\"} %llu\n", labels,
-                            b < N_BOUNDS ? bounds_le[b] : "+Inf", (unsigned long long)cum);
+                            b < N_BOUNDS ? svc_latency_le[b] : "+Inf", (unsigned long long)cum);
         }
         svc_text_printf(o, "grpc_server_handling_seconds_sum{%s} %.6f\n", labels,
                         (double)c.sum_ns / 1e9);

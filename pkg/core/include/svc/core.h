@@ -87,6 +87,17 @@ typedef struct svc_text {
 } svc_text_t;
 void svc_text_printf(svc_text_t *t, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 
+/* The latency histogram buckets every ShopMicro metric uses (Prometheus'
+ * defaults plus 1 ms and 2.5 ms), so that one dashboard can put a hop's
+ * client, server and database latency on the same axis: upper bounds in ns
+ * and as their le="..." labels. */
+#define SVC_LATENCY_BUCKETS 13
+extern const uint64_t svc_latency_bounds_ns[SVC_LATENCY_BUCKETS];
+extern const char *const svc_latency_le[SVC_LATENCY_BUCKETS];
+/* The bucket of a duration: 0..SVC_LATENCY_BUCKETS-1, or SVC_LATENCY_BUCKETS
+ * for +Inf. */
+unsigned svc_latency_bucket(uint64_t ns);
+
 /* Copies s into memory from a; NULL when a is exhausted. */
 char *svc_alloc_strdup(const svc_alloc_t *a, const char *s);
 /* Characters (code points) of NUL-terminated UTF-8 text; -1 when it is not

@@ -139,6 +139,16 @@ void db_probe_free(db_probe_t *p); /* NULL-safe */
 /* True when reachable; detail (cap bytes) says what is wrong, or "reachable". */
 bool db_probe_check(db_probe_t *p, char *detail, size_t cap);
 
+/*
+ * The process's database metrics in Prometheus text (docs/operations.md):
+ * shopmicro_db_queries_total{statement,outcome}, shopmicro_db_query_seconds
+ * {statement} (histogram), shopmicro_db_connects_total{result} and
+ * shopmicro_db_connections_open, over every connection of the process.
+ * Contract of rs_metrics_render (*len the full length, SVC_ERANGE when cut).
+ * Thread-safe.
+ */
+svc_err_t db_metrics_render(char *buf, size_t cap, size_t *len);
+
 /* Maps a failed result to an svc_err_t by SQLSTATE (exposed for tests). */
 svc_err_t db_err_from_sqlstate(const char *sqlstate);
 
