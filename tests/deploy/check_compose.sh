@@ -11,7 +11,8 @@
 #    - every long-running service has a healthcheck and `restart: unless-stopped`;
 #    - every depends_on has a condition: service_healthy on a service that has a healthcheck,
 #      or service_completed_successfully on a one-shot service (`restart: "no"`);
-#    - the services built here all use one image built from one Dockerfile;
+#    - the services built here all use one image built from one Dockerfile, and their healthchecks
+#      run its `healthcheck` probe (gRPC health or GET /readyz), never a bare TCP connect;
 #    - the gateway publishes 8080, and every *_DB_DSN names host=postgres;
 #    - rabbitmq runs the official management image with a rabbitmq-diagnostics healthcheck, a fixed
 #      hostname and a named volume on /var/lib/rabbitmq.
@@ -122,7 +123,10 @@ for name, s in sorted(svcs.items()):
             check(one_shot(target), f"{name} -> {dep}: service_completed_successfully on a one-shot service")
         else:
             check(False, f"{name} -> {dep}: condition is {cond}, expected service_healthy or service_completed_successfully")
-    if "build" in s:
+    if "build" in s:  # ours: the healthcheck asks the service, it does not test a connect
+        hc = " ".join(str(x) for x in (s.get("healthcheck") or {}).get("test") or [])
+        check(hc.startswith("CMD healthcheck grpc ") or hc.startswith("CMD healthcheck http "),
+              f"{name}: healthcheck runs the image's healthcheck probe ({hc})")
         b = s["build"]
         images.setdefault((s.get("image"), b.get("context"), b.get("dockerfile")), []).append(name)
     env = s.get("environment") or {}

@@ -18,6 +18,8 @@ real catalog binary on a fresh database (the fixture of test_catalog_interop.py)
     message, nested enum), file_by_filename, errors for unknown names, several
     questions on one stream; then a GetProduct call built only from what
     reflection returned (as grpcurl does it);
+  * tools/healthcheck, the compose healthchecks' probe, against the same catalog
+    (HEALTHCHECK_BIN, set by ctest);
   * the admin port: /metrics has the grpc_server_* series with the calls made,
     /readyz names its checks.
 
@@ -48,6 +50,7 @@ G = None
 HEALTH = "grpc/health/v1/health.proto"
 REFLECTION = "grpc/reflection/v1alpha/reflection.proto"
 CATALOG_SERVICE = "shopmicro.catalog.v1.CatalogService"
+HEALTHCHECK = os.environ.get("HEALTHCHECK_BIN")  # tools/healthcheck, from ctest
 
 
 def scaled(s):
@@ -158,6 +161,14 @@ class Health(unittest.TestCase):
         finally:
             w.cancel()
 
+    def wait_serving(self):
+        """After the database is back: until Check says SERVING again (the probe's
+        answer is reused for 0.5 s, the server's for up to 1 s), at most 10 s."""
+        deadline = time.monotonic() + scaled(10)
+        while self.check("") != G.hpb.HealthCheckResponse.SERVING:
+            self.assertLess(time.monotonic(), deadline, "still NOT_SERVING 10 s after recovery")
+            time.sleep(0.1)
+
     def set_db_reachable(self, reachable):
         G.psql('ALTER DATABASE "%s" ALLOW_CONNECTIONS %s' % (G.db, "true" if reachable else "false"))
         if not reachable:  # the probe's open session too (the workers' may stay)
@@ -181,8 +192,37 @@ class Health(unittest.TestCase):
         finally:
             self.set_db_reachable(True)
             w.cancel()
+        self.wait_serving()
         status, body = admin_get("/readyz")
         self.assertEqual(status, 200, body)
+
+    def probe(self, *args):
+        """tools/healthcheck (the compose healthchecks' probe): (exit status, its line)."""
+        r = subprocess.run([HEALTHCHECK, "--timeout-ms", "2000"] + list(args),
+                           capture_output=True, text=True, timeout=scaled(10), check=False)
+        return r.returncode, r.stdout.strip()
+
+    @unittest.skipUnless(HEALTHCHECK, "HEALTHCHECK_BIN not set (ctest sets it)")
+    def test_healthcheck_probe(self):
+        grpc_addr, admin = "127.0.0.1:%d" % G.port, "127.0.0.1:%d" % G.admin_port
+        self.assertEqual(self.probe("grpc", grpc_addr), (0, "SERVING"))
+        self.assertEqual(self.probe("grpc", grpc_addr, CATALOG_SERVICE), (0, "SERVING"))
+        self.assertEqual(self.probe("grpc", grpc_addr, "no.such.Service")[0], 1)
+        self.assertEqual(self.probe("http", admin, "/readyz"), (0, "HTTP/1.1 200 OK"))
+        self.assertEqual(self.probe("http", admin, "/nope")[0], 1)
+        self.assertEqual(self.probe("grpc", "127.0.0.1:1")[0], 1)
+        self.assertEqual(self.probe("bogus")[0], 2)
+        try:
+            self.set_db_reachable(False)
+            deadline = time.monotonic() + scaled(10)
+            while self.probe("grpc", grpc_addr)[0] == 0 and time.monotonic() < deadline:
+                time.sleep(0.2)
+            self.assertEqual(self.probe("grpc", grpc_addr), (1, "NOT_SERVING"))
+            self.assertEqual(self.probe("http", admin, "/readyz")[0], 1)
+        finally:
+            self.set_db_reachable(True)
+        self.wait_serving()
+        self.assertEqual(self.probe("grpc", grpc_addr), (0, "SERVING"))
 
 
 class Reflection(unittest.TestCase):
