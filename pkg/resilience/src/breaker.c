@@ -155,6 +155,8 @@ static void transition(rs__breaker_t *b, rs_breaker_state_t to, uint64_t now, co
     } while (!atomic_compare_exchange_weak_explicit(&b->word, &old, next, memory_order_release,
                                                     memory_order_relaxed));
     atomic_fetch_add_explicit(&b->transitions[from][to], 1, memory_order_relaxed);
+    if (b->journal != NULL)
+        rs__journal_transition(b->journal, from, to, why, now);
     report(b, from, to, why);
 }
 

@@ -57,13 +57,21 @@ bool rs__budget_withdraw(rs__budget_t *b, uint64_t now_ns)
     return false;
 }
 
+bool rs__budget_read(const rs__budget_t *b, uint64_t now_ns, uint64_t *allowance_out,
+                     uint64_t *used)
+{
+    if (b->retries.bucket_ns == 0)
+        return false;
+    *allowance_out = allowance(b, now_ns);
+    *used = rs__window_sum(&b->retries, now_ns);
+    return true;
+}
+
 uint64_t rs__budget_remaining(const rs__budget_t *b, uint64_t now_ns)
 {
     uint64_t allowed, used;
 
-    if (b->retries.bucket_ns == 0)
+    if (!rs__budget_read(b, now_ns, &allowed, &used))
         return UINT64_MAX;
-    allowed = allowance(b, now_ns);
-    used = rs__window_sum(&b->retries, now_ns);
     return used < allowed ? allowed - used : 0;
 }

@@ -183,6 +183,28 @@ static void log_success(const rs_call_t *c)
     log_call(c, SVC_LOG_INFO, "done", rs_reason_name(c->reason), SVC_OK, msg);
 }
 
+/* ---- the journal: the live page's last decisions (journal.c) -------------- */
+
+/* Every decision the log would show at warn or info, and the rejections: the
+ * business answers and cancellations that fail_level() sends to debug are
+ * left out here too, so a storm of 404s cannot push the outage off the
+ * page. */
+static void journal(const rs_call_t *c, rs__decided_t kind, unsigned why, svc_err_t err,
+                    uint32_t delay_ms, const char *detail, uint64_t now)
+{
+    rs__decision_rec_t d = {.at_ns = now,
+                            .method = c->m->index,
+                            .attempt = c->attempts,
+                            .max_attempts = c->max_attempts,
+                            .delay_ms = delay_ms,
+                            .err = err,
+                            .kind = (uint8_t)kind,
+                            .why = (uint8_t)why};
+
+    rs__journal_text(d.detail, sizeof d.detail, detail);
+    rs__journal_decision(&c->up->journal, &d);
+}
+
 /* ---- settling: the one exit of every admitted call ----------------------- */
 
 static void settle(rs_call_t *c, rs_reason_t reason, svc_err_t err, uint64_t now)
@@ -211,6 +233,7 @@ static svc_err_t reject(rs_call_t *c, rs_reason_t reason, svc_err_t err)
     c->phase = PH_SETTLED;
     atomic_fetch_add_explicit(&s->rejected[reason], 1, memory_order_relaxed);
     rs__stats_settle(s, reason, false, 0);
+    journal(c, RS__DECIDED_REJECT, reason, err, 0, NULL, rs__now(c->up));
     log_reject(c);
     return err;
 }
@@ -224,6 +247,8 @@ static rs_decision_t fail(rs_call_t *c, rs_reason_t reason, bool denied, uint64_
     if (denied)
         atomic_fetch_add_explicit(&c->stats->denied[reason], 1, memory_order_relaxed);
     settle(c, reason, c->last_err, now);
+    if (fail_level(reason) >= SVC_LOG_WARN)
+        journal(c, RS__DECIDED_FAIL, reason, c->last_err, 0, detail, now);
     log_fail(c, detail);
     return d;
 }
@@ -322,15 +347,18 @@ svc_err_t rs_call_attempt(rs_call_t *c, uint64_t *attempt_deadline_ns)
 static rs_decision_t done(rs_call_t *c)
 {
     rs_decision_t d = {RS_DONE, 0, c->attempts > 1 ? RS_REASON_RETRIED : RS_REASON_OK, SVC_OK};
+    uint64_t now = rs__now(c->up);
 
-    settle(c, d.reason, SVC_OK, rs__now(c->up));
-    if (d.reason == RS_REASON_RETRIED)
+    settle(c, d.reason, SVC_OK, now);
+    if (d.reason == RS_REASON_RETRIED) {
+        journal(c, RS__DECIDED_DONE, d.reason, SVC_OK, 0, NULL, now);
         log_success(c);
+    }
     return d;
 }
 
 static rs_decision_t retry(rs_call_t *c, rs__cause_t cause, uint32_t delay_ms,
-                           const char *detail)
+                           const char *detail, uint64_t now)
 {
     rs_decision_t d = {RS_RETRY, delay_ms, RS_REASON_RETRIED, c->last_err};
 
@@ -342,6 +370,7 @@ static rs_decision_t retry(rs_call_t *c, rs__cause_t cause, uint32_t delay_ms,
     }
     atomic_fetch_add_explicit(&c->stats->retries[cause], 1, memory_order_relaxed);
     c->phase = PH_WAITING;
+    journal(c, RS__DECIDED_RETRY, cause, c->last_err, delay_ms, detail, now);
     log_retry(c, cause, delay_ms, detail);
     return d;
 }
@@ -390,7 +419,7 @@ static rs_decision_t decide_failure(rs_call_t *c, const rs_outcome_t *o, rs__cla
     /* Last, because it is the only check that spends something. */
     if (!rs__budget_withdraw(&u->budget, now))
         return fail(c, RS_REASON_BUDGET_EXHAUSTED, true, now, o->detail);
-    return retry(c, cls.cause, delay_ms, o->detail);
+    return retry(c, cls.cause, delay_ms, o->detail, now);
 }
 
 rs_decision_t rs_call_end_attempt(rs_call_t *c, const rs_outcome_t *o)

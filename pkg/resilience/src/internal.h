@@ -12,6 +12,8 @@
  *   engine.c    the decision engine (rs_call_*)
  *   driver.c    rs_call_run(), the blocking driver built on the engine
  *   metrics.c   counters and the Prometheus renderer
+ *   journal.c   the last decisions and transitions, for the live page
+ *   snapshot.c  rs_snapshot_json(), that page's feed
  *   upstream.c  options, validation, rs_upstream_new/free
  *
  * Unit tests may include this header to reach rs__ functions directly.
@@ -118,6 +120,7 @@ typedef struct rs__breaker {
     rs_random_t random;
     rs_transition_fn on_transition;
     void *on_transition_ctx;
+    struct rs__journal *journal; /* the upstream's: every transition goes in */
 } rs__breaker_t;
 
 typedef enum rs__admit {
@@ -149,6 +152,10 @@ void rs__budget_dispose(rs__budget_t *b);
 void rs__budget_deposit(rs__budget_t *b, uint64_t now_ns);
 bool rs__budget_withdraw(rs__budget_t *b, uint64_t now_ns);
 uint64_t rs__budget_remaining(const rs__budget_t *b, uint64_t now_ns);
+/* The allowance now and the retries spent in the window; false when no
+ * budget is configured (both left untouched). */
+bool rs__budget_read(const rs__budget_t *b, uint64_t now_ns, uint64_t *allowance,
+                     uint64_t *used);
 
 /* ---- bulkhead.c -------------------------------------------------------- */
 typedef struct rs__gauge_shard {
@@ -202,6 +209,96 @@ rs__mstats_t *rs__stats(const rs_upstream_t *u, const struct rs__method *m);
  * duration `ns` since the first attempt started. */
 void rs__stats_settle(rs__mstats_t *s, rs_reason_t reason, bool attempted, uint64_t ns);
 
+/* One upstream's counters over every method and shard (lock-free reads, as
+ * for the Prometheus page). */
+typedef struct rs__totals {
+    uint64_t calls;     /* settled, every result */
+    uint64_t originals; /* settled calls that made at least one attempt */
+    uint64_t attempts;  /* attempts started */
+    uint64_t retries;   /* retries scheduled */
+    uint64_t rejected;  /* refused at admission */
+} rs__totals_t;
+
+void rs__stats_totals(const rs_upstream_t *u, rs__totals_t *out);
+
+/* ---- journal.c --------------------------------------------------------- */
+/* Ring sizes of the live page (docs/resilience.md, "The live page"): enough
+ * for what led up to a trip and a few cooldown cycles; the page keeps what
+ * it has seen, so a ring only has to outlast one poll. */
+#define RS__JOURNAL_DECISIONS 32u
+#define RS__JOURNAL_TRANSITIONS 16u
+#define RS__JOURNAL_DETAIL_LEN 128u /* the transport's text, cut and ASCII-only */
+#define RS__JOURNAL_WHY_LEN 96u     /* "after 5 consecutive failures" */
+
+typedef enum rs__decided {
+    RS__DECIDED_RETRY,  /* why: rs__cause_t */
+    RS__DECIDED_DONE,   /* a success after retries; why: RS_REASON_RETRIED */
+    RS__DECIDED_FAIL,   /* gave up; why: rs_reason_t */
+    RS__DECIDED_REJECT, /* refused at admission; why: rs_reason_t */
+} rs__decided_t;
+
+/* One decision, or a run of identical ones folded together (an open
+ * breaker rejects every call alike: one row "x 500", not 32 rows). */
+typedef struct rs__decision_rec {
+    uint64_t seq;     /* 1, 2, ... per upstream; 0: an empty slot */
+    uint64_t at_ns;   /* the last of the run, upstream clock */
+    uint32_t repeat;  /* decisions in the run, >= 1 */
+    uint32_t method;  /* row of the method table (n_methods: "other") */
+    uint32_t attempt, max_attempts;
+    uint32_t delay_ms; /* retries */
+    svc_err_t err;
+    uint8_t kind;     /* rs__decided_t */
+    uint8_t why;
+    char detail[RS__JOURNAL_DETAIL_LEN];
+} rs__decision_rec_t;
+
+typedef struct rs__transition_rec {
+    uint64_t seq;   /* 1, 2, ...; 0: an empty slot */
+    uint64_t at_ns; /* upstream clock */
+    uint8_t from, to;
+    char why[RS__JOURNAL_WHY_LEN];
+} rs__transition_rec_t;
+
+/* What the renderer copies out in one go. */
+typedef struct rs__journal_data {
+    uint64_t decisions;   /* every decision recorded, folded ones included */
+    uint64_t records;     /* decision records written (the last seq) */
+    uint64_t transitions; /* transition records written */
+    rs__decision_rec_t d[RS__JOURNAL_DECISIONS];     /* ring: seq - 1 mod size */
+    rs__transition_rec_t t[RS__JOURNAL_TRANSITIONS];
+} rs__journal_data_t;
+
+typedef struct rs__journal {
+    /* Held only to copy a record in or the rings out: no I/O, no
+     * allocation, no other lock inside. */
+    _Alignas(RS__CACHELINE) pthread_mutex_t lock;
+    bool lock_ready;
+    _Atomic uint64_t dropped; /* decisions lost to a busy lock */
+    rs__journal_data_t data;  /* under lock */
+} rs__journal_t;
+
+svc_err_t rs__journal_init(rs__journal_t *j);
+void rs__journal_dispose(rs__journal_t *j);
+/* Copies text into out (cap bytes, NUL-terminated): printable ASCII kept,
+ * any other byte '?', cut to fit; NULL gives "". So the feed can show it as
+ * a JSON string with only '"' and '\\' to escape. */
+void rs__journal_text(char *out, size_t cap, const char *text);
+/* Records d (seq and repeat are the journal's). Takes the lock only if it
+ * is free: a decision that finds it busy is counted in `dropped`, so a
+ * failing call never waits for the page. */
+void rs__journal_decision(rs__journal_t *j, const rs__decision_rec_t *d);
+/* Records a transition; always (they are rare, and the timeline needs every
+ * one). Called with the breaker's lock held. */
+void rs__journal_transition(rs__journal_t *j, rs_breaker_state_t from, rs_breaker_state_t to,
+                            const char *why, uint64_t now_ns);
+/* Copies the rings out (the lock for one memcpy). */
+void rs__journal_read(rs__journal_t *j, rs__journal_data_t *out);
+
+/* ---- snapshot.c -------------------------------------------------------- */
+/* rs_snapshot_json() with the wall clock given (tests). */
+svc_err_t rs__snapshot_json_at(rs_upstream_t *const *ups, size_t n, uint64_t wall_ms, char *buf,
+                               size_t cap, size_t *len);
+
 /* ---- upstream.c: the object everything above hangs off ----------------- */
 struct rs_upstream {
     rs__breaker_t breaker;
@@ -216,6 +313,7 @@ struct rs_upstream {
     rs_random_t random;
     rs_sleep_fn sleep;
     void *sleep_ctx;
+    rs__journal_t journal;      /* the live page's rings (journal.c) */
 };
 
 static inline uint64_t rs__now(const rs_upstream_t *u)

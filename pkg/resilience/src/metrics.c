@@ -79,6 +79,25 @@ static void snapshot(const rs_upstream_t *u, size_t mi, snap_t *out)
     }
 }
 
+void rs__stats_totals(const rs_upstream_t *u, rs__totals_t *out)
+{
+    snap_t s;
+
+    memset(out, 0, sizeof *out);
+    for (size_t mi = 0; mi <= u->n_methods; mi++) {
+        snapshot(u, mi, &s);
+        for (unsigned r = 0; r < RS__REASON_COUNT; r++) {
+            out->calls += s.calls[r];
+            out->rejected += s.rejected[r];
+        }
+        for (unsigned c = 0; c < RS__CAUSE_COUNT; c++)
+            out->retries += s.retries[c];
+        for (unsigned h = 0; h <= RS__HIST_N; h++)
+            out->originals += s.hist[h]; /* a call is in the histogram iff it was attempted */
+        out->attempts += s.attempts;
+    }
+}
+
 /* ---- writing: snprintf semantics over the whole page --------------------- */
 
 /* snprintf semantics over the whole page (svc/core.h). */

@@ -127,7 +127,10 @@ svc_err_t rs_upstream_new(const rs_upstream_opts_t *o, rs_upstream_t **out, char
     if (err == SVC_OK)
         err = alloc_stats(u);
     if (err == SVC_OK)
+        err = rs__journal_init(&u->journal);
+    if (err == SVC_OK)
         err = rs__breaker_init(&u->breaker, &r, u->name);
+    u->breaker.journal = &u->journal;
     if (err == SVC_OK)
         err = rs__budget_init(&u->budget, &r.budget);
     if (err != SVC_OK)
@@ -146,6 +149,7 @@ void rs_upstream_free(rs_upstream_t *u)
         return;
     rs__budget_dispose(&u->budget);
     rs__breaker_dispose(&u->breaker);
+    rs__journal_dispose(&u->journal);
     free(u->stats);
     rs__methods_free(u);
     free(u);

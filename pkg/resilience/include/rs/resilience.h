@@ -453,4 +453,21 @@ int64_t rs_pushback_parse_retry_after(const char *value, size_t len, int64_t now
 RS_MUST_USE svc_err_t rs_metrics_render(rs_upstream_t *const *ups, size_t n, char *buf, size_t cap,
                                         size_t *len);
 
+/* ------------------------------------------------------------------------
+ * The live page's feed (docs/resilience.md, "The live page").
+ * ------------------------------------------------------------------------ */
+
+/*
+ * Renders n upstreams as one JSON object {"now_ms":..,"upstreams":[..]}:
+ * per upstream its breaker state with the last transitions (from, to, why,
+ * when), call totals (calls, originals, attempts, retries, rejected), the
+ * retry budget, the bulkhead and the last decisions (retry, fail, reject,
+ * done after retries: method, reason, attempt, error, detail). Same contract
+ * as rs_metrics_render(): *len is the full length, SVC_ERANGE when cut (a
+ * cut document is not valid JSON: size again). Thread-safe; it waits at most
+ * for a memcpy of another thread's, and a call never waits for it.
+ */
+RS_MUST_USE svc_err_t rs_snapshot_json(rs_upstream_t *const *ups, size_t n, char *buf, size_t cap,
+                                       size_t *len);
+
 #endif /* RS_RESILIENCE_H */
