@@ -5,7 +5,9 @@
 
 # ---- messages and arguments
 
+# say MSG...: a line of the script's own, told apart from the tools' output it shows.
 say() { printf '[bench] %s\n' "$*"; }
+# die MSG...: the error on stderr and exit 1; the scripts' EXIT trap (on_exit) cleans up.
 die() { printf '[bench] error: %s\n' "$*" >&2; exit 1; }
 
 # usage: the calling script's header comment (from its line 2 to the first line that is not a
@@ -48,6 +50,8 @@ say_tree() {
   say "tree: $(git -C "$ROOT" rev-parse --short HEAD 2>/dev/null || echo '?')$(git -C "$ROOT" diff --quiet HEAD -- 2>/dev/null || printf ' + uncommitted changes in: %s' "$(git -C "$ROOT" diff --name-only HEAD -- | tr '\n' ' ')")"
 }
 
+# loadavg, load1: the 1/5/15-minute load averages, the 1-minute one; printed beside each phase
+# because other work on a 2-core machine moves the figures.
 loadavg() { cut -d' ' -f1-3 /proc/loadavg; }
 load1() { cut -d' ' -f1 /proc/loadavg; }
 
@@ -82,10 +86,13 @@ bench_build() {
     { cat "$TMP/ninja.log" >&2; die "build failed"; }
 }
 
+# free_port: a TCP port of 127.0.0.1 that is free now (the kernel's choice), for a binary that
+# is started next; every run gets its own, so runs beside other checkouts do not collide.
 free_port() {
   /usr/bin/python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])'
 }
 
+# port_open PORT: true when something accepts TCP on 127.0.0.1:PORT.
 port_open() { (exec 3<>"/dev/tcp/127.0.0.1/$1") 2>/dev/null; }
 
 # wait_port PIDVAR PORT SECONDS WHAT: until PORT accepts; dies if the process whose pid is in
@@ -169,7 +176,6 @@ pg_tool() {
 # over TCP to the Postgres on 127.0.0.1:PORT.
 pg_clients() {
   PSQL=("$(pg_tool psql)" -X -q -v ON_ERROR_STOP=1 -h 127.0.0.1 -p "$1" -U postgres)
-  # shellcheck disable=SC2034  # used by the scripts and pgbench_*
   PGB=("$(pg_tool pgbench)" -h 127.0.0.1 -p "$1" -U postgres)
 }
 
