@@ -379,6 +379,9 @@ kafka_wait_closed() {
 # The verbs
 
 kafka_start() { kafka_paths; kafka_lock; kafka_start_locked; kafka_unlock; }
+# The jars only (once), and their folder on stdout: deploy/compose/local/prepare.sh builds its
+# Kafka stand-in image from them.
+kafka_fetch() { kafka_paths; kafka_fetch_jars >&2; printf '%s\n' "$KAFKA_JARS"; }
 
 # SIGTERM: a controlled shutdown (~2.5 s), SIGKILL after SERVICE_STOP_TIMEOUT s (stack.sh's
 # svc_kill, which also continues a paused broker so that it handles the SIGTERM).
@@ -477,7 +480,7 @@ kafka_logs() {
 
 kafka_usage() {
   cat <<EOF
-usage: deploy/local/kafka.sh start|stop|restart|kill|pause|resume|status|logs
+usage: deploy/local/kafka.sh start|stop|restart|kill|pause|resume|status|logs|fetch
 
   start    fetch the jars (once), format the storage (once), start the broker on
            127.0.0.1:\$SHOPMICRO_KAFKA_PORT (19092), create the topics, wait until it accepts a
@@ -488,6 +491,7 @@ usage: deploy/local/kafka.sh start|stop|restart|kill|pause|resume|status|logs
   pause    SIGSTOP: a hung broker;  resume: SIGCONT
   status   running/paused/stopped, pid, port, RSS, log
   logs     follow its log (tail -F)
+  fetch    only fetch the jars (once); prints their folder
 Run folder: \$SHOPMICRO_RUN_DIR (default .run). See docs/events.md.
 EOF
 }
@@ -502,6 +506,7 @@ kafka_main() {
     resume)  kafka_resume ;;
     status)  kafka_status_line ;;
     logs)    kafka_logs ;;
+    fetch)   kafka_fetch ;;
     -h|--help|help) kafka_usage ;;
     *)       kafka_usage >&2; exit 2 ;;
   esac

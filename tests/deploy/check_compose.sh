@@ -52,6 +52,14 @@ for tool in "${tools[@]}"; do
     printf '%s\n' "$out" | sed 's/^/      /'
     FAILS=$((FAILS + 1))
   fi
+  # The override for machines without a registry must merge with it cleanly, too.
+  if out=$("${cmd[@]}" -f "$FILE" -f "${FILE%/*}/compose.local.yaml" config -q 2>&1); then
+    echo "ok:   $tool -f docker-compose.yml -f compose.local.yaml config -q"
+  else
+    echo "FAIL: $tool rejects docker-compose.yml + compose.local.yaml:"
+    printf '%s\n' "$out" | sed 's/^/      /'
+    FAILS=$((FAILS + 1))
+  fi
 done
 
 # Environment variable names that each binary documents (`--help` lists "  NAME (default: ...)").
