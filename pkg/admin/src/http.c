@@ -327,13 +327,24 @@ static const char *reason(int status)
     }
 }
 
-void admin__response(admin_buf_t *out, int status, const char *ctype, const char *body,
-                     size_t body_len)
+void admin__response_with(admin_buf_t *out, int status, const char *ctype, const char *headers,
+                          const char *body, size_t body_len)
 {
     admin_buf_printf(out,
                      "HTTP/1.1 %d %s\r\nContent-Type: %s\r\nContent-Length: %zu\r\n"
-                     "Cache-Control: no-store\r\n%sConnection: close\r\n\r\n",
+                     "Cache-Control: no-store\r\n%s%sConnection: close\r\n\r\n",
                      status, reason(status), ctype, body_len,
-                     status == 405 ? "Allow: GET\r\n" : "");
+                     status == 405 ? "Allow: GET\r\n" : "", headers);
     append(out, body, body_len);
+}
+
+void admin__response(admin_buf_t *out, int status, const char *ctype, const char *body,
+                     size_t body_len)
+{
+    admin__response_with(out, status, ctype, "", body, body_len);
+}
+
+void admin_buf_allow_any_origin(admin_buf_t *b)
+{
+    b->any_origin = true;
 }

@@ -10,6 +10,7 @@ struct admin_buf {
     char *data;
     size_t len, cap, max;
     bool overflow; /* a write went past max, or out of memory */
+    bool any_origin; /* admin_buf_allow_any_origin() */
 };
 
 void admin__buf_init(admin_buf_t *b, size_t max);
@@ -37,5 +38,8 @@ int admin__parse(const char *buf, size_t len, size_t max, admin__route_t *route)
 /* Renders the whole response (status line, headers, body) into out. */
 void admin__response(admin_buf_t *out, int status, const char *ctype, const char *body,
                      size_t body_len);
+/* The same with more header lines (each ending in CRLF; "" for none). */
+void admin__response_with(admin_buf_t *out, int status, const char *ctype, const char *headers,
+                          const char *body, size_t body_len);
 
 #endif

@@ -58,13 +58,13 @@ static void send_all(int fd, const char *p, size_t n)
     }
 }
 
-static void reply(admin_server_t *s, int fd, int status, const char *ctype, const char *body,
-                  size_t n)
+static void reply(admin_server_t *s, int fd, int status, const char *ctype, const char *headers,
+                  const char *body, size_t n)
 {
     admin_buf_t out;
 
     admin__buf_init(&out, n + 512);
-    admin__response(&out, status, ctype, body, n);
+    admin__response_with(&out, status, ctype, headers, body, n);
     if (!out.overflow)
         send_all(fd, out.data, out.len);
     admin__buf_dispose(&out);
@@ -72,7 +72,7 @@ static void reply(admin_server_t *s, int fd, int status, const char *ctype, cons
 
 static void reply_text(admin_server_t *s, int fd, int status, const char *text)
 {
-    reply(s, fd, status, "text/plain; charset=utf-8", text, strlen(text));
+    reply(s, fd, status, "text/plain; charset=utf-8", "", text, strlen(text));
 }
 
 /* Runs the route's callback and answers. */
@@ -98,7 +98,7 @@ static void serve(admin_server_t *s, int fd, admin__route_t route)
         if (body.overflow)
             reply_text(s, fd, 500, "response too large\n");
         else
-            reply(s, fd, status, ctype, body.data ? body.data : "", body.len);
+            reply(s, fd, status, ctype, "", body.data ? body.data : "", body.len);
     }
     admin__buf_dispose(&body);
 }
@@ -125,7 +125,9 @@ static void serve_debug(admin_server_t *s, int fd, admin__req_t *r)
     if (body.overflow)
         reply_text(s, fd, 500, "response too large\n");
     else
-        reply(s, fd, status, "application/json", body.data ? body.data : "", body.len);
+        reply(s, fd, status, "application/json",
+              body.any_origin ? "Access-Control-Allow-Origin: *\r\n" : "",
+              body.data ? body.data : "", body.len);
     admin__buf_dispose(&body);
 }
 

@@ -161,6 +161,47 @@ static void admin_metrics(void *ctx, admin_buf_t *out)
         ops->o.metrics(ops->o.ctx, out);
 }
 
+/* ---- /debug: the live resilience feed, then the service's own routes ---- */
+
+static svc_err_t render_snapshot(const void *arg, char *buf, size_t cap, size_t *len)
+{
+    const ops_t *ops = arg;
+
+    return rs_snapshot_json(ops->o.upstreams, ops->o.n_upstreams, buf, cap, len);
+}
+
+/* The gateway's page polls this from the gateway's origin, so it carries
+ * Access-Control-Allow-Origin: *. It is read-only and says no more than
+ * /metrics does; the service's own /debug routes (catalog's fault knobs)
+ * do not get the header. */
+static int resilience_feed(const ops_t *ops, const admin_request_t *req, admin_buf_t *out)
+{
+    if (strcmp(req->method, "GET") != 0) {
+        admin_buf_printf(out, "{\"error\":\"%s is read-only: GET it\"}\n", OPS_RESILIENCE_FEED);
+        return 405;
+    }
+    admin_buf_allow_any_origin(out);
+    admin_buf_printf(out, "{\"service\":");
+    admin_buf_json_str(out, ops->service);
+    admin_buf_printf(out, ",\"resilience\":");
+    admin_buf_render(out, render_snapshot, ops);
+    admin_buf_printf(out, "}\n");
+    return 200;
+}
+
+static int admin_debug(void *ctx, const admin_request_t *req, admin_buf_t *out)
+{
+    const ops_t *ops = ctx;
+
+    if (strcmp(req->path, OPS_RESILIENCE_FEED) == 0)
+        return resilience_feed(ops, req, out);
+    if (ops->o.debug != NULL)
+        return ops->o.debug(ops->o.debug_ctx, req, out);
+    admin_buf_printf(out, "{\"error\":\"not found: this port's debug page is %s\"}\n",
+                     OPS_RESILIENCE_FEED);
+    return 404;
+}
+
 svc_err_t ops_start(ops_t *ops, char *errbuf)
 {
     admin_opts_t o;
@@ -170,8 +211,8 @@ svc_err_t ops_start(ops_t *ops, char *errbuf)
     o.metrics = admin_metrics;
     o.ready = admin_ready;
     o.ctx = ops;
-    o.debug = ops->o.debug;
-    o.debug_ctx = ops->o.debug_ctx;
+    o.debug = admin_debug;
+    o.debug_ctx = ops;
     o.log_module = ops->service;
     return admin_server_new(&o, &ops->admin, errbuf);
 }

@@ -48,6 +48,10 @@ typedef struct admin_buf admin_buf_t;
 void admin_buf_printf(admin_buf_t *b, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 /* Appends s as a JSON string literal, quotes included. */
 void admin_buf_json_str(admin_buf_t *b, const char *s);
+/* A /debug answer that a page of any origin may read: it is sent with
+ * Access-Control-Allow-Origin: * (for read-only JSON that a browser page on
+ * another port polls, such as pkg/ops' /debug/resilience.json). */
+void admin_buf_allow_any_origin(admin_buf_t *b);
 
 /* One thing a service needs to do its job, as /readyz reports it. */
 typedef struct admin_check {

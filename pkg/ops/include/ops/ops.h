@@ -11,6 +11,13 @@
  *               GET /metrics  the server's RPC metrics (pkg/rpc), each
  *                             upstream's resilience metrics (pkg/resilience),
  *                             the database probe, and the service's own page
+ *               GET /debug/resilience.json
+ *                             the live resilience page's feed of this
+ *                             process's upstreams (rs_snapshot_json), with
+ *                             Access-Control-Allow-Origin: * so that the
+ *                             gateway's page may poll it
+ *               /debug/...    any other debug path: the service's own
+ *                             callback (catalog's fault knobs), else 404
  *   gRPC        grpc.health.v1.Health: SERVING while the database answers
  *               (ops_health is the server's rpc_health_fn). Not the other
  *               checks: with an upstream's breaker open its calls already
@@ -42,9 +49,13 @@ typedef struct ops_opts {
     admin_metrics_fn metrics;     /* the service's own page; NULL: none            */
     ops_check_fn check;           /* the service's own check; NULL: none           */
     void *ctx;                    /* for metrics and check                         */
-    admin_debug_fn debug;         /* /debug routes (admin.h); NULL: none           */
+    admin_debug_fn debug;         /* /debug routes (admin.h) other than the feed;
+                                     NULL: none                                    */
     void *debug_ctx;
 } ops_opts_t;
+
+/* The feed's path on the admin port (docs/resilience.md, "The live page"). */
+#define OPS_RESILIENCE_FEED "/debug/resilience.json"
 
 typedef struct ops ops_t;
 
