@@ -3,6 +3,7 @@
 #include <unistd.h>
 
 #include "config.h"
+#include "resilience.h"
 
 #define OFF(f) SVC_CFG_OFF(gw_config_t, f)
 
@@ -63,6 +64,14 @@ static const svc_cfg_entry_t table[] = {
     {"GATEWAY_STALE_MAX_BYTES", SVC_CFG_INT, 65536, 1073741824, "8388608", OFF(stale_max_bytes),
      "memory for those answers at most (keys, bodies, 96 bytes each); one answer over an "
      "eighth of it is not kept"},
+    /* The live resilience page (docs/gateway.md): the default is the local
+     * stack's order admin port (deploy/local, ORDER_ADMIN_LISTEN), where the
+     * order service's own catalog breaker lives. */
+    {"GATEWAY_RESILIENCE_PEERS", SVC_CFG_STR, 0, 511, "order=http://127.0.0.1:9467",
+     OFF(resilience_peers),
+     "admin ports whose /debug/resilience.json the page /debug/resilience shows beside the "
+     "gateway's own upstreams: name=http://host:port,... as the browser reaches them "
+     "(none = the gateway's only)"},
 };
 
 svc_err_t gw_config_load(gw_config_t *c, const char *(*getenv_fn)(const char *name),
@@ -78,6 +87,9 @@ svc_err_t gw_config_load(gw_config_t *c, const char *(*getenv_fn)(const char *na
                        (long long)c->backoff_cap_ms, (long long)c->backoff_base_ms);
         return SVC_EINVAL;
     }
+    err = gw_resilience_peers_check(c->resilience_peers, errbuf);
+    if (err != SVC_OK)
+        return err;
     if (c->threads == 0) {
         long n = sysconf(_SC_NPROCESSORS_ONLN);
         c->threads = n >= 1 ? (n > 256 ? 256 : n) : 1;

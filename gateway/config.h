@@ -32,6 +32,7 @@ typedef struct gw_config {
     int64_t stale_max_age_ms;
     int64_t stale_max_entries;
     int64_t stale_max_bytes;
+    char resilience_peers[SVC_CFG_STR_MAX]; /* the live page's other feeds (resilience.h) */
 } gw_config_t;
 
 /* Reads the environment (getenv_fn NULL: getenv; tests inject). SVC_EINVAL

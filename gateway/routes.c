@@ -7,6 +7,7 @@
 #include <string.h>
 
 #include "ops.h"
+#include "resilience.h"
 #include "routes.h"
 #include "shopmicro/catalog/v1/catalog.pb-c.h"
 #include "shopmicro/order/v1/order.pb-c.h"
@@ -27,6 +28,9 @@ const gw_route_t gw_routes[] = {
     {"GET",  "/healthz", .local = gw_ops_healthz},
     {"GET",  "/readyz",  .local = gw_ops_readyz},
     {"GET",  "/metrics", .local = gw_ops_metrics},
+    /* the live resilience page and its feed (resilience.h) */
+    {"GET",  "/debug/resilience",      .local = gw_resilience_page},
+    {"GET",  "/debug/resilience.json", .local = gw_resilience_feed},
 };
 /* clang-format on */
 const size_t gw_n_routes = SVC_COUNTOF(gw_routes);
