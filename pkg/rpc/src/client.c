@@ -55,11 +55,24 @@ void rpc_channel_opts_init(rpc_channel_opts_t *o)
     o->max_message_bytes = RPC_DEFAULT_MAX_MESSAGE;
 }
 
+/* Several addresses ("ipv4:a:1,b:2") or a name that may resolve to several
+ * ("dns:///catalog:25051"): calls are spread over all of them, and an
+ * address whose server answers NOT_SERVING (grpc.health.v1 Watch, which
+ * every pkg/rpc server serves) gets none until it is SERVING again. A
+ * single host:port keeps gRPC's default (pick_first, no health watch). */
+static bool is_replicated(const char *target)
+{
+    return strchr(target, ',') != NULL || strncmp(target, "dns:", 4) == 0;
+}
+
+#define REPLICA_SERVICE_CONFIG                                                                     \
+    "{\"loadBalancingConfig\":[{\"round_robin\":{}}],\"healthCheckConfig\":{\"serviceName\":\"\"}}"
+
 grpc_channel *rpc_channel_new(const char *target, const rpc_channel_opts_t *o)
 {
     rpc_channel_opts_t def;
-    grpc_arg args[4];
-    grpc_channel_args ch_args = {SVC_COUNTOF(args), args};
+    grpc_arg args[5];
+    grpc_channel_args ch_args = {4, args};
     grpc_channel_credentials *creds;
     grpc_channel *ch;
 
@@ -77,6 +90,9 @@ grpc_channel *rpc_channel_new(const char *target, const rpc_channel_opts_t *o)
                          {.integer = o->max_message_bytes}};
     args[3] = (grpc_arg){GRPC_ARG_INTEGER, (char *)GRPC_ARG_MAX_SEND_MESSAGE_LENGTH,
                          {.integer = o->max_message_bytes}};
+    if (is_replicated(target))
+        args[ch_args.num_args++] = (grpc_arg){GRPC_ARG_STRING, (char *)GRPC_ARG_SERVICE_CONFIG,
+                                              {.string = (char *)REPLICA_SERVICE_CONFIG}};
     creds = grpc_insecure_credentials_create();
     ch = grpc_channel_create(target, creds, &ch_args);
     grpc_channel_credentials_release(creds);

@@ -56,7 +56,8 @@ static svc_err_t start(const char *path, const char *const *env, spawn_proc_t **
     return err;
 }
 
-svc_err_t ord_it_catalog_start(ord_it_t *t)
+/* A catalog on addr, on the test's catalog database. */
+static svc_err_t catalog_start_at(ord_it_t *t, const char *addr, spawn_proc_t **out)
 {
     char listen[64], dsn[PGTEST_DSN_MAX + 32];
     /* No saga consumer in this catalog: it would join a user's broker on
@@ -64,9 +65,29 @@ svc_err_t ord_it_catalog_start(ord_it_t *t)
     const char *env[] = {listen, dsn, "CATALOG_LOG_LEVEL=info", "CATALOG_WORKERS=16",
                          "CATALOG_KAFKA_BROKERS=none", "CATALOG_ADMIN_LISTEN=127.0.0.1:0", NULL};
 
-    snprintf(listen, sizeof listen, "CATALOG_LISTEN=%s", t->cat_addr);
+    snprintf(listen, sizeof listen, "CATALOG_LISTEN=%s", addr);
     snprintf(dsn, sizeof dsn, "CATALOG_DB_DSN=%s", t->cat_db.dsn);
-    return start(cat_it_binary(), env, &t->cat);
+    return start(cat_it_binary(), env, out);
+}
+
+svc_err_t ord_it_catalog_start(ord_it_t *t)
+{
+    return catalog_start_at(t, t->cat_addr, &t->cat);
+}
+
+/* A catalog on a free port (kept in addr, cap bytes), picked again if it was
+ * taken meanwhile. */
+static svc_err_t catalog_start_free(ord_it_t *t, char *addr, size_t cap, spawn_proc_t **out)
+{
+    svc_err_t err = SVC_EINTERNAL;
+
+    for (int i = 0; i < START_TRIES; i++) {
+        snprintf(addr, cap, "127.0.0.1:%d", spawn_free_port());
+        err = catalog_start_at(t, addr, out);
+        if (err != SVC_EEXIST)
+            break;
+    }
+    return err;
 }
 
 void ord_it_catalog_kill(ord_it_t *t)
@@ -79,7 +100,7 @@ void ord_it_catalog_kill(ord_it_t *t)
 
 static svc_err_t order_start(ord_it_t *t, const char *const *extra)
 {
-    char listen[64], dsn[PGTEST_DSN_MAX + 32], cat[64];
+    char listen[64], dsn[PGTEST_DSN_MAX + 32], cat[128];
     const char *env[ENV_MAX];
     size_t n = 0;
     svc_err_t err = SVC_EINTERNAL;
@@ -97,7 +118,7 @@ static svc_err_t order_start(ord_it_t *t, const char *const *extra)
         env[n++] = extra[i];
     env[n] = NULL;
     snprintf(dsn, sizeof dsn, "ORDER_DB_DSN=%s", t->ord_db.dsn);
-    snprintf(cat, sizeof cat, "ORDER_CATALOG_ADDR=%s", t->cat_addr);
+    snprintf(cat, sizeof cat, "ORDER_CATALOG_ADDR=%s", t->cat_target[0] ? t->cat_target : t->cat_addr);
     for (int i = 0; i < START_TRIES; i++) {
         snprintf(t->ord_addr, sizeof t->ord_addr, "127.0.0.1:%d", spawn_free_port());
         snprintf(listen, sizeof listen, "ORDER_LISTEN=%s", t->ord_addr);
@@ -128,12 +149,7 @@ int ord_it_setup(void **state, const char *catalog_addr, const char *const *ord_
         snprintf(t->cat_addr, sizeof t->cat_addr, "%s", catalog_addr);
     } else {
         /* The catalog keeps its address across restarts, so it is picked once. */
-        for (int i = 0; i < START_TRIES; i++) {
-            snprintf(t->cat_addr, sizeof t->cat_addr, "127.0.0.1:%d", spawn_free_port());
-            err = ord_it_catalog_start(t);
-            if (err != SVC_EEXIST)
-                break;
-        }
+        err = catalog_start_free(t, t->cat_addr, sizeof t->cat_addr, &t->cat);
         if (err != SVC_OK)
             goto fail;
         t->cat_ch = rpc_channel_new(t->cat_addr, NULL);
@@ -143,6 +159,32 @@ int ord_it_setup(void **state, const char *catalog_addr, const char *const *ord_
     return 0;
 fail:
     ord_it_teardown(state); /* cmocka runs no teardown after a failed setup */
+    return -1;
+}
+
+int ord_it_setup_replicas(void **state, const char *const *ord_env)
+{
+    char errbuf[SVC_ERRBUF_LEN] = "";
+    ord_it_t *t = calloc(1, sizeof *t);
+
+    *state = t;
+    if (t == NULL)
+        return -1;
+    if (pgtest_db_create(&t->ord_db, "order_it_ord", errbuf) != SVC_OK ||
+        pgtest_db_create(&t->cat_db, "order_it_cat", errbuf) != SVC_OK) {
+        fprintf(stderr, "setup: %s\n", errbuf);
+        goto fail;
+    }
+    if (catalog_start_free(t, t->cat_addr, sizeof t->cat_addr, &t->cat) != SVC_OK ||
+        catalog_start_free(t, t->cat2_addr, sizeof t->cat2_addr, &t->cat2) != SVC_OK)
+        goto fail;
+    snprintf(t->cat_target, sizeof t->cat_target, "ipv4:%s,%s", t->cat_addr, t->cat2_addr);
+    t->cat_ch = rpc_channel_new(t->cat_addr, NULL);
+    if (order_start(t, ord_env) != SVC_OK)
+        goto fail;
+    return 0;
+fail:
+    ord_it_teardown(state);
     return -1;
 }
 
@@ -190,7 +232,7 @@ int ord_it_teardown(void **state)
         rc = -1;
     if (t->cat_ch != NULL)
         grpc_channel_destroy(t->cat_ch);
-    if (stop(&t->cat, "catalog") != 0)
+    if (stop(&t->cat, "catalog") != 0 || stop(&t->cat2, "catalog replica 2") != 0)
         rc = -1;
     if (pgtest_db_drop(&t->cat_db, NULL) != SVC_OK || pgtest_db_drop(&t->ord_db, NULL) != SVC_OK)
         rc = -1;

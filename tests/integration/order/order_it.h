@@ -30,7 +30,10 @@ typedef Shopmicro__Order__V1__Order it_order_t;
 typedef struct ord_it {
     pgtest_db_t cat_db, ord_db;
     spawn_proc_t *cat, *ord;        /* owned */
+    spawn_proc_t *cat2;             /* owned; the second replica (ord_it_setup_replicas) */
     char cat_addr[32], ord_addr[32];
+    char cat2_addr[32];
+    char cat_target[80];            /* order's ORDER_CATALOG_ADDR when not cat_addr */
     grpc_channel *cat_ch, *ord_ch;  /* owned */
 } ord_it_t;
 
@@ -57,6 +60,10 @@ typedef struct ord_it_counts {
  * Returns 0/-1; *state gets a new ord_it_t.
  */
 int ord_it_setup(void **state, const char *catalog_addr, const char *const *ord_env);
+/* ord_it_setup with two catalog replicas (cat on cat_addr, cat2 on
+ * cat2_addr) on one catalog database; the order service is pointed at both
+ * ("ipv4:A,B": round robin, health-checked). cat_ch talks to the first. */
+int ord_it_setup_replicas(void **state, const char *const *ord_env);
 /* cmocka teardown: SIGTERM both, require exit 0 of each, drop the databases. */
 int ord_it_teardown(void **state);
 

@@ -210,7 +210,12 @@ typedef struct rpc_channel_opts {
 
 void rpc_channel_opts_init(rpc_channel_opts_t *o);
 /* An insecure channel to `target` ("127.0.0.1:25051"). NULL opts: defaults.
- * Thread-safe to share; release with grpc_channel_destroy(). */
+ * Thread-safe to share; release with grpc_channel_destroy().
+ * Replicas: a target of several addresses ("ipv4:127.0.0.1:25051,127.0.0.1:
+ * 25061") or a DNS name that resolves to several ("dns:///catalog:25051",
+ * a Kubernetes headless Service) spreads calls round robin over them, and
+ * takes an address out while its server's grpc.health.v1 Watch says
+ * NOT_SERVING (or it is down), until it says SERVING. */
 grpc_channel *rpc_channel_new(const char *target, const rpc_channel_opts_t *o);
 
 typedef struct rpc_md {
