@@ -190,7 +190,7 @@ static void log_success(const rs_call_t *c)
  * left out here too, so a storm of 404s cannot push the outage off the
  * page. */
 static void journal(const rs_call_t *c, rs__decided_t kind, unsigned why, svc_err_t err,
-                    uint32_t delay_ms, const char *detail, uint64_t now)
+                    uint32_t delay_ms, const char *detail, uint64_t now /* 0: not read */)
 {
     rs__decision_rec_t d = {.at_ns = now,
                             .method = c->m->index,
@@ -202,7 +202,7 @@ static void journal(const rs_call_t *c, rs__decided_t kind, unsigned why, svc_er
                             .why = (uint8_t)why};
 
     rs__journal_text(d.detail, sizeof d.detail, detail);
-    rs__journal_decision(&c->up->journal, &d);
+    rs__journal_decision(&c->up->journal, &d, c->up->clock);
 }
 
 /* ---- settling: the one exit of every admitted call ----------------------- */
@@ -233,7 +233,7 @@ static svc_err_t reject(rs_call_t *c, rs_reason_t reason, svc_err_t err)
     c->phase = PH_SETTLED;
     atomic_fetch_add_explicit(&s->rejected[reason], 1, memory_order_relaxed);
     rs__stats_settle(s, reason, false, 0);
-    journal(c, RS__DECIDED_REJECT, reason, err, 0, NULL, rs__now(c->up));
+    journal(c, RS__DECIDED_REJECT, reason, err, 0, NULL, 0); /* a new row reads the clock */
     log_reject(c);
     return err;
 }

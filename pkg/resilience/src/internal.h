@@ -241,8 +241,10 @@ typedef enum rs__decided {
  * breaker rejects every call alike: one row "x 500", not 32 rows). */
 typedef struct rs__decision_rec {
     uint64_t seq;     /* 1, 2, ... per upstream; 0: an empty slot */
-    uint64_t at_ns;   /* the last of the run, upstream clock */
-    uint32_t repeat;  /* decisions in the run, >= 1 */
+    uint64_t at_ns;   /* the first of the run, upstream clock; 0: not read yet */
+    uint32_t repeat;  /* decisions in the run, >= 1, but for those folded lock-free */
+    uint64_t folded_base; /* journal's lock-free folds when written (the newest's repeat
+                             is repeat + folds since) */
     uint32_t method;  /* row of the method table (n_methods: "other") */
     uint32_t attempt, max_attempts;
     uint32_t delay_ms; /* retries */
@@ -274,7 +276,13 @@ typedef struct rs__journal {
     _Alignas(RS__CACHELINE) pthread_mutex_t lock;
     bool lock_ready;
     _Atomic uint64_t dropped; /* decisions lost to a busy lock */
-    rs__journal_data_t data;  /* under lock */
+    /* The newest record's identity (0: none). A decision alike it - an open
+     * breaker rejects every call alike - is only counted, in the calling
+     * thread's shard: no lock and no cache line two threads write, so fast
+     * rejections stay fast. Written under the lock only. */
+    _Alignas(RS__CACHELINE) _Atomic uint64_t run_key;
+    rs__gauge_shard_t folded[RS__SHARDS]; /* lock-free folds, ever (monotonic) */
+    _Alignas(RS__CACHELINE) rs__journal_data_t data; /* under lock */
 } rs__journal_t;
 
 svc_err_t rs__journal_init(rs__journal_t *j);
@@ -283,10 +291,12 @@ void rs__journal_dispose(rs__journal_t *j);
  * any other byte '?', cut to fit; NULL gives "". So the feed can show it as
  * a JSON string with only '"' and '\\' to escape. */
 void rs__journal_text(char *out, size_t cap, const char *text);
-/* Records d (seq and repeat are the journal's). Takes the lock only if it
- * is free: a decision that finds it busy is counted in `dropped`, so a
- * failing call never waits for the page. */
-void rs__journal_decision(rs__journal_t *j, const rs__decision_rec_t *d);
+/* Records d (seq, repeat and folded_base are the journal's; at_ns 0: read
+ * from clock if a new record is written). One alike the newest record is
+ * counted into it lock-free; any other takes the lock only if it is free: a
+ * decision that finds it busy is counted in `dropped`, so a failing call
+ * never waits. */
+void rs__journal_decision(rs__journal_t *j, rs__decision_rec_t *d, const svc_clock_t *clock);
 /* Records a transition; always (they are rare, and the timeline needs every
  * one). Called with the breaker's lock held. */
 void rs__journal_transition(rs__journal_t *j, rs_breaker_state_t from, rs_breaker_state_t to,
