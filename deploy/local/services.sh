@@ -33,6 +33,76 @@ SERVICES=(
 )
 SERVICE_START_TIMEOUT=10   # seconds until the port must accept TCP
 
+# SHOPMICRO_REPLICAS=2 (default 1): a second replica of catalog, order, both relays and the
+# notification service, named <name>-2, each on ports of its own (the first's default + 10);
+# order and the gateway are pointed at both replicas of each upstream (ipv4:a,b: round robin over
+# health-checked addresses, docs/architecture.md "Replicas"). The relays share their outbox (rows
+# claimed with SKIP LOCKED) and the consumers their topics' partitions (their Kafka groups).
+REPLICAS=${SHOPMICRO_REPLICAS:-1}
+[[ $REPLICAS == 1 || $REPLICAS == 2 ]] || die "SHOPMICRO_REPLICAS='$REPLICAS': 1 or 2"
+REPLICA_PORT_SPECS=()   # the replicas' admin ports (stack.sh gives them to set_port_vars)
+# The admin ports that no SERVICES line's port field names (stack.sh gives them to set_port_vars).
+ADMIN_PORT_SPECS=("SHOPMICRO_CATALOG_ADMIN_PORT=9466" "SHOPMICRO_ORDER_ADMIN_PORT=9467")
+admin_port_default() { local s; for s in "${ADMIN_PORT_SPECS[@]}"; do [[ ${s%%=*} == "$1" ]] && echo "${s#*=}"; done; return 0; }
+REPLICATED=(catalog order relay relay-catalog notification)
+
+# replica_var VAR: the second replica's variable of a port variable (SHOPMICRO_CATALOG_PORT ->
+# SHOPMICRO_CATALOG_2_PORT).
+replica_var() { printf '%s\n' "${1%_PORT}_2_PORT"; }
+
+# replica_admin LINE: the admin port variable LINE names in its environment besides its own port
+# (catalog's and order's), or nothing.
+replica_admin() {
+  local spec envs
+  IFS='|' read -r _ _ spec envs <<<"$1"
+  trim spec "$spec"
+  [[ $envs =~ @(SHOPMICRO_[A-Z_]*_ADMIN_PORT)@ && ${BASH_REMATCH[1]} != "${spec%%=*}" ]] &&
+    printf '%s\n' "${BASH_REMATCH[1]}"
+  return 0
+}
+
+# replica_line LINE: the SERVICES line of LINE's second replica: name-2, its own ports (+10).
+replica_line() {
+  local name bin spec envs var admin
+  IFS='|' read -r name bin spec envs <<<"$1"
+  trim name "$name"; trim bin "$bin"; trim spec "$spec"
+  var=${spec%%=*}
+  envs=${envs//RELAY_NAME=$name/RELAY_NAME=$name-2}
+  [[ $name == relay ]] && envs=" RELAY_NAME=relay-2;$envs"
+  admin=$(replica_admin "$1")
+  [[ -n $admin ]] && envs=${envs//@$admin@/@$(replica_var "$admin")@}
+  printf '%s-2 | %s | %s=%s | %s\n' "$name" "$bin" "$(replica_var "$var")" $(( ${spec#*=} + 10 )) "$envs"
+}
+
+# replica_targets LINE: LINE with both replicas' addresses where it names the catalog or order
+# (ipv4:127.0.0.1:A,127.0.0.1:B).
+replica_targets() {
+  local line=$1 var
+  for var in SHOPMICRO_CATALOG_PORT SHOPMICRO_ORDER_PORT; do
+    line=${line//=127.0.0.1:@$var@/=ipv4:127.0.0.1:@$var@,127.0.0.1:@$(replica_var "$var")@}
+  done
+  printf '%s\n' "$line"
+}
+
+if (( REPLICAS == 2 )); then
+  replicated=()
+  for line in "${SERVICES[@]}"; do
+    IFS='|' read -r name _ <<<"$line"
+    trim name "$name"
+    line=$(replica_targets "$line")
+    replicated+=("$line")
+    [[ " ${REPLICATED[*]} " == *" $name "* ]] || continue
+    replicated+=("$(replica_line "$line")")
+    admin=$(replica_admin "$line")
+    # the replica's admin port: the first's default (stack.sh's list) + 10
+    if [[ -n $admin ]]; then
+      REPLICA_PORT_SPECS+=("$(replica_var "$admin")=$(( $(admin_port_default "$admin") + 10 ))")
+    fi
+  done
+  SERVICES=("${replicated[@]}")
+  unset replicated line name admin
+fi
+
 # svc_load LINE: parse one SERVICES line into S_NAME S_BIN S_PORT_VAR S_PORT
 # S_ENV (array of NAME=VALUE with @...@ expanded), S_PID_FILE and S_LOG.
 svc_load() {

@@ -52,9 +52,7 @@ SERVICE_STOP_TIMEOUT="${SHOPMICRO_STOP_TIMEOUT:-15}"
 # Ports that no SERVICES line's own port field names: admin ports of services whose main port is
 # gRPC (they appear as @VAR@ in the table's environment).
 set_port_vars "SHOPMICRO_PG_PORT=25432" "${KAFKA_PORT_SPECS[@]}" "${RABBITMQ_PORT_SPECS[@]}" \
-  "SHOPMICRO_CATALOG_ADMIN_PORT=9466" \
-  "SHOPMICRO_ORDER_ADMIN_PORT=9467" \
-  "${SERVICES[@]}"
+  "${ADMIN_PORT_SPECS[@]}" ${REPLICA_PORT_SPECS[@]+"${REPLICA_PORT_SPECS[@]}"} "${SERVICES[@]}"
 PG_PORT=$SHOPMICRO_PG_PORT
 
 # The components, in start order: `up` starts them in this order (building first when the next
