@@ -45,12 +45,6 @@ typedef Shopmicro__Catalog__V1__CreateProductRequest create_req_t;
 typedef Shopmicro__Catalog__V1__ListProductsRequest list_req_t;
 typedef Shopmicro__Catalog__V1__ListProductsResponse list_resp_t;
 
-static const char *const status_names[N_STATUS] = {
-    "OK",           "CANCELLED",          "UNKNOWN",        "INVALID_ARGUMENT",
-    "DEADLINE_EXCEEDED", "NOT_FOUND",     "ALREADY_EXISTS", "PERMISSION_DENIED",
-    "RESOURCE_EXHAUSTED", "FAILED_PRECONDITION", "ABORTED", "OUT_OF_RANGE",
-    "UNIMPLEMENTED", "INTERNAL",          "UNAVAILABLE",    "DATA_LOSS",
-    "UNAUTHENTICATED"};
 
 typedef struct opts {
     const char *target;
@@ -152,7 +146,7 @@ static int fetch_ids(void)
                            &shopmicro__catalog__v1__list_products_response__descriptor, &out, &co,
                            &res) != SVC_OK) {
             fprintf(stderr, "bench_catalog: ListProducts failed: %s (%s)\n",
-                    res.grpc_status < N_STATUS ? status_names[res.grpc_status] : "?",
+                    svc_grpc_code_name(res.grpc_status),
                     res.message);
             return -1;
         }
@@ -189,7 +183,7 @@ static void *seed_main(void *arg)
                            &res) != SVC_OK) {
             if (atomic_fetch_add(&g_create_errors, 1) == 0)
                 fprintf(stderr, "bench_catalog: CreateProduct failed: %s (%s)\n",
-                        res.grpc_status < N_STATUS ? status_names[res.grpc_status] : "?",
+                        svc_grpc_code_name(res.grpc_status),
                         res.message);
             continue;
         }
@@ -445,7 +439,7 @@ static void report(const caller_t *callers)
                     msg = callers[i].last_error[s];
             }
             if (n > 0)
-                printf("  %-20s %" PRIu64 "  (e.g. \"%s\")\n", status_names[s], n, msg);
+                printf("  %-20s %" PRIu64 "  (e.g. \"%s\")\n", svc_grpc_code_name(s), n, msg);
         }
         printf("RESULT calls_per_s=%.0f p50_ms=%.3f p90_ms=%.3f p99_ms=%.3f max_ms=%.3f "
                "errors=%" PRIu64 " threads=%d seconds=%.1f\n",

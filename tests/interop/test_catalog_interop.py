@@ -204,17 +204,26 @@ class Fixture:
             shutil.rmtree(self.tmp, ignore_errors=True)
 
 
+def start_fixture(extra_env=None, prepare=None):
+    """A started Fixture: stubs, prepare(fixture) if given, a fresh database, the catalog. When
+    any step fails, the catalog's log is printed and everything is cleaned up."""
+    fx = Fixture(ARGS.catalog, ARGS.proto_dir, extra_env)
+    try:
+        fx.generate_stubs()
+        if prepare is not None:
+            prepare(fx)
+        fx.create_db()
+        fx.start()
+        return fx
+    except BaseException:
+        sys.stderr.write("setup failed; catalog log:\n%s\n" % fx.log())
+        fx.close()
+        raise
+
+
 def setUpModule():  # noqa: N802  (unittest's name)
     global G  # pylint: disable=global-statement
-    G = Fixture(ARGS.catalog, ARGS.proto_dir)
-    try:
-        G.generate_stubs()
-        G.create_db()
-        G.start()
-    except BaseException:
-        sys.stderr.write("setup failed; catalog log:\n%s\n" % G.log())
-        G.close()
-        raise
+    G = start_fixture()
 
 
 def tearDownModule():  # noqa: N802

@@ -57,13 +57,13 @@ def scaled(s):
     return base.scaled(s)
 
 
-def generate_protocol_stubs():
+def generate_protocol_stubs(fx):
     """Stubs of the health and reflection protocols. Their .proto files live under
     grpc/..., which would make Python modules grpc.health..., hidden by the grpc
     package itself; copied under opsproto/ the modules are opsproto.health_pb2 and
     opsproto.reflection_pb2 (the wire names come from the proto package, unchanged)."""
-    src = os.path.join(G.tmp, "opsproto-src")
-    out = os.path.join(G.tmp, "opsproto-gen")
+    src = os.path.join(fx.tmp, "opsproto-src")
+    out = os.path.join(fx.tmp, "opsproto-gen")
     os.makedirs(os.path.join(src, "opsproto"))
     os.mkdir(out)
     for p in (HEALTH, REFLECTION):
@@ -78,22 +78,12 @@ def generate_protocol_stubs():
 
 def setUpModule():  # noqa: N802
     global G  # pylint: disable=global-statement
-    G = base.Fixture(base.ARGS.catalog, base.ARGS.proto_dir,
-                     extra_env={"CATALOG_KAFKA_BROKERS": "none"})
-    try:
-        G.generate_stubs()
-        generate_protocol_stubs()
-        G.create_db()
-        G.start()
-        # pylint: disable=import-outside-toplevel,import-error
-        from opsproto import health_pb2, health_pb2_grpc
-        from opsproto import reflection_pb2, reflection_pb2_grpc
-        G.hpb, G.hstub = health_pb2, health_pb2_grpc.HealthStub(G.channel)
-        G.rpb, G.rstub = reflection_pb2, reflection_pb2_grpc.ServerReflectionStub(G.channel)
-    except BaseException:
-        sys.stderr.write("setup failed; catalog log:\n%s\n" % G.log())
-        G.close()
-        raise
+    G = base.start_fixture({"CATALOG_KAFKA_BROKERS": "none"}, prepare=generate_protocol_stubs)
+    # pylint: disable=import-outside-toplevel,import-error
+    from opsproto import health_pb2, health_pb2_grpc
+    from opsproto import reflection_pb2, reflection_pb2_grpc
+    G.hpb, G.hstub = health_pb2, health_pb2_grpc.HealthStub(G.channel)
+    G.rpb, G.rstub = reflection_pb2, reflection_pb2_grpc.ServerReflectionStub(G.channel)
 
 
 def tearDownModule():  # noqa: N802

@@ -38,6 +38,12 @@ const char *svc_err_name(svc_err_t e)
     return grpc_names[svc_err_to_grpc(e)];
 }
 
+const char *svc_grpc_code_name(int grpc_code)
+{
+    return grpc_code >= 0 && grpc_code < (int)SVC_COUNTOF(grpc_names) ? grpc_names[grpc_code]
+                                                                      : "UNKNOWN";
+}
+
 int svc_err_to_grpc(svc_err_t e)
 {
     return valid(e) ? err_table[e].grpc : 2 /* UNKNOWN */;

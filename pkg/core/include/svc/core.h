@@ -58,6 +58,8 @@ const char *svc_strerror(svc_err_t e);
 const char *svc_err_name(svc_err_t e);
 /* The gRPC status code (0..16) for e. */
 int svc_err_to_grpc(svc_err_t e);
+/* A gRPC status code's name ("NOT_FOUND"); "UNKNOWN" for a code outside 0..16. */
+const char *svc_grpc_code_name(int grpc_code);
 /* The error for a gRPC status code; unknown codes give SVC_EUNKNOWN. */
 svc_err_t svc_err_from_grpc(int grpc_code);
 
