@@ -2,7 +2,7 @@
 # shellcheck disable=SC2016  # the checks' conditions are single-quoted on purpose: check() evals them
 # deploy/compose/test.sh: `docker compose up` for real, and the walkthrough against it.
 #
-#   deploy/compose/test.sh [--keep] [--clean]
+#   deploy/compose/test.sh [--keep] [--clean] [--replicas]
 #
 # 1. a Docker daemon: the running one, or dockerd started here (Debian's docker.io; stopped again
 #    at the end, with what it leaves behind: its iptables chains, docker0, its netns mount)
@@ -13,6 +13,9 @@
 # 4. the walkthrough: a product; an order that reaches CONFIRMED (the stock saga through Kafka and
 #    the relays); `kill catalog` -> POST /v1/orders answers 503 and, once the breaker is open, in
 #    milliseconds, while GET /v1/orders/{id} stays 200; `start catalog` -> orders succeed again
+# --replicas: the same with two replicas of catalog, order and both relays (`--scale`), and then one
+#    container of catalog and of order killed (`docker kill`) while 100 orders come: none fails
+#    (order and the gateway reach them through dns:/// names: round robin, health-checked)
 # 5. `down -v` (the volumes too), unless --keep
 # --clean: also remove the built images and the base image at the end.
 # Exit status 0 when every step held. Needs root (dockerd), docker.io, docker-compose, mmdebstrap,
@@ -21,12 +24,13 @@
 set -euo pipefail
 
 HERE=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd -P)
-KEEP=0 CLEAN=0
+KEEP=0 CLEAN=0 SCALE=()
 for a; do
   case $a in
     --keep) KEEP=1 ;;
     --clean) CLEAN=1 ;;
-    -h|--help) sed -n '2,19p' "${BASH_SOURCE[0]}" | sed 's/^# \{0,1\}//'; exit 0 ;;
+    --replicas) SCALE=(--scale catalog=2 --scale order=2 --scale relay=2 --scale relay-catalog=2) ;;
+    -h|--help) sed -n '3,23p' "${BASH_SOURCE[0]}" | sed 's/^# \{0,1\}//'; exit 0 ;;
     *) echo "test.sh: unknown argument $a" >&2; exit 2 ;;
   esac
 done
@@ -99,7 +103,7 @@ say "built in $((SECONDS - t)) s (log /tmp/shopmicro-compose-build.log)"
 # ---- 3. up and healthy --------------------------------------------------------------------------
 step "up -d, every service healthy"
 t=$SECONDS
-"${COMPOSE[@]}" up -d 2>&1 | grep -v '^$' | sed 's/^/    /'
+"${COMPOSE[@]}" up -d ${SCALE[@]+"${SCALE[@]}"} 2>&1 | grep -v '^$' | sed 's/^/    /'
 unhealthy() {
   local id status
   for id in $("${COMPOSE[@]}" ps -q); do
@@ -128,15 +132,18 @@ check "order $oid reached CONFIRMED through the saga (got $status)" '[[ $status 
 check "its stock was taken: 8 left" '[[ $(curl -sf "$GW/v1/products/$pid" | json "[\"stock\"]") == 8 ]]'
 
 "${COMPOSE[@]}" kill catalog 2>&1 | sed 's/^/    /'
+# Each order replica has a breaker of its own (5 failures open it), so with two of them the
+# gateway's round robin needs twice the calls before both answer fast.
+tries=$(( ${#SCALE[@]} ? 24 : 12 ))
 codes="" fast=0
-for _ in $(seq 1 12); do
+for (( i = 0; i < tries; i++ )); do
   line=$(curl -s -o /dev/null -w '%{http_code} %{time_total}' -XPOST "$GW/v1/orders" -d "$(order_body 1)")
   codes+="${line%% *} "
   awk -v t="${line#* }" 'BEGIN { exit !(t < 0.02) }' && fast=$((fast + 1))
 done
 say "with catalog killed: $codes"
 check "every order refused with 503" '[[ $(tr " " "\n" <<<"$codes" | sort -u | xargs) == 503 ]]'
-check "the breaker opened: $fast of 12 answered in under 20 ms" '(( fast >= 3 ))'
+check "the breaker opened: $fast of $tries answered in under 20 ms" '(( fast >= 3 ))'
 check "GET /v1/orders/{id} still 200" '[[ $(curl -s -o /dev/null -w "%{http_code}" "$GW/v1/orders/$oid") == 200 ]]'
 "${COMPOSE[@]}" start catalog 2>&1 | sed 's/^/    /'
 t=$SECONDS ok=""
@@ -146,6 +153,22 @@ for _ in $(seq 1 30); do
   sleep 1
 done
 check "after start catalog, an order succeeds again ($((SECONDS - t)) s: the breaker's cooldown)" '[[ -n $ok ]]'
+
+if (( ${#SCALE[@]} )); then
+  step "replicas: one container of catalog and of order killed under load"
+  check "two containers each of catalog and order" \
+    '[[ $("${COMPOSE[@]}" ps -q catalog | wc -l) == 2 && $("${COMPOSE[@]}" ps -q order | wc -l) == 2 ]]'
+  failed=0
+  for (( i = 1; i <= 100; i++ )); do
+    if (( i == 30 )); then
+      docker kill "$("${COMPOSE[@]}" ps -q catalog | head -n 1)" "$("${COMPOSE[@]}" ps -q order | head -n 1)" >/dev/null
+      say "order $i: killed one catalog and one order container"
+    fi
+    code=$(curl -s -o /dev/null -m 5 -w '%{http_code}' -XPOST "$GW/v1/orders" -d "$(order_body 1)")
+    [[ $code == 200 ]] || { failed=$((failed + 1)); say "order $i: $code"; }
+  done
+  check "100 orders with a replica of catalog and of order killed: $failed failed" '(( failed == 0 ))'
+fi
 
 step "done: $FAILS failed check(s) in $((SECONDS - T0)) s"
 (( FAILS == 0 ))
