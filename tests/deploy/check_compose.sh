@@ -52,6 +52,17 @@ for tool in "${tools[@]}"; do
     printf '%s\n' "$out" | sed 's/^/      /'
     FAILS=$((FAILS + 1))
   fi
+  # The documented env file must be what the file reads (every name in it used, none missing).
+  envf="${FILE%/*}/shopmicro.env"
+  unused=$(grep -o '^[A-Z_]*' "$envf" | while read -r v; do grep -q "\${$v:-" "$FILE" || echo "$v"; done)
+  # shellcheck disable=SC2016  # a literal ${ to grep for
+  missing=$(grep -o '\${SHOPMICRO_[A-Z_]*' "$FILE" | cut -c3- | sort -u | while read -r v; do grep -q "^$v=" "$envf" || echo "$v"; done)
+  if [[ -z $unused$missing ]] && "${cmd[@]}" --env-file "$envf" -f "$FILE" config -q >/dev/null 2>&1; then
+    echo "ok:   $tool --env-file shopmicro.env config -q; the env file names exactly the file's \${SHOPMICRO_*} settings"
+  else
+    echo "FAIL: shopmicro.env and docker-compose.yml disagree (unused: ${unused:-none}; missing: ${missing:-none})"
+    FAILS=$((FAILS + 1))
+  fi
   # The override for machines without a registry must merge with it cleanly, too.
   if out=$("${cmd[@]}" -f "$FILE" -f "${FILE%/*}/compose.local.yaml" config -q 2>&1); then
     echo "ok:   $tool -f docker-compose.yml -f compose.local.yaml config -q"
