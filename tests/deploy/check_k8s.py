@@ -193,7 +193,8 @@ def parse_quantity(q):
 
 
 def host_port(addr):
-    m = re.match(r"^\[?([^\]]*)\]?:(\d+)$", addr.strip())
+    """(host, port) of "host:port" or of gRPC's "dns:///host:port"."""
+    m = re.match(r"^(?:dns:///)?\[?([^\]]*)\]?:(\d+)$", addr.strip())
     return (m.group(1), int(m.group(2))) if m else (None, None)
 
 
@@ -541,6 +542,10 @@ def check_render(tag, docs, helps, dports):
             if suffix:
                 h, p = host_port(val)
                 check_addr(dname, var, h, p, ADDR_TARGET[suffix])
+                # round robin needs every pod's address: dns:/// over a headless Service
+                spec = (services.get(service_of(h or "") or "", {}).get("spec") or {})
+                check(val.startswith("dns:///") and spec.get("clusterIP") == "None",
+                      f"{tag}: {dname}: {var} is dns:/// over a headless Service ({val})")
             elif var.endswith("_KAFKA_BROKERS") and val != "none":
                 for b in val.split(","):
                     h, p = host_port(b)
