@@ -292,12 +292,19 @@ class Metrics(unittest.TestCase):
             with self.assertRaises(grpc.RpcError):
                 G.stub.GetProduct(G.pb.GetProductRequest(id="00000000-0000-0000-0000-000000000000"),
                                   timeout=scaled(5))
-        status, body = admin_get("/metrics")
-        self.assertEqual(status, 200)
         labels = 'grpc_type="unary",grpc_service="%s",grpc_method="GetProduct"' % CATALOG_SERVICE
-        line = [ln for ln in body.splitlines()
-                if ln.startswith('grpc_server_handled_total{%s,grpc_code="NotFound"}' % labels)]
-        self.assertEqual(len(line), 1, body[:2000])
+        series = 'grpc_server_handled_total{%s,grpc_code="NotFound"}' % labels
+        # A call is counted when it is completely over on the server, which can be just after
+        # the client has its answer (as the access line): wait for the third, at most 5 s.
+        deadline = time.monotonic() + scaled(5)
+        while True:
+            status, body = admin_get("/metrics")
+            self.assertEqual(status, 200)
+            line = [ln for ln in body.splitlines() if ln.startswith(series)]
+            self.assertEqual(len(line), 1, body[:2000])
+            if int(line[0].split()[-1]) >= 3 or time.monotonic() > deadline:
+                break
+            time.sleep(0.05)
         self.assertGreaterEqual(int(line[0].split()[-1]), 3)
         self.assertIn('grpc_server_handling_seconds_bucket{%s,le="+Inf"}' % labels, body)
         self.assertIn("shopmicro_db_up 1", body)
