@@ -10,6 +10,7 @@
 #include <sys/random.h>
 #include <sys/socket.h>
 
+#include "access.h"
 #include "bind.h"
 #include "dispatch.h"
 #include "headers.h"
@@ -18,10 +19,7 @@
 #include "routes.h"
 
 #define LOG_MOD    "gateway"
-#define ACCESS_MOD "gateway.access"
 
-/* Longest path an access-log line shows. */
-#define LOG_PATH_MAX 256
 
 typedef struct gw_errfilter {
     h2o_filter_t super;
@@ -42,25 +40,10 @@ typedef struct gw_pending {
     uint64_t start_ns;
     bool drain_cancelled;
     char id[GW_REQUEST_ID_MAX + 1];
-    char path[LOG_PATH_MAX + 1];
+    char path[GW_ACCESS_PATH_MAX + 1];
     size_t key_len; /* the stale cache's key (gw_cache_key); 0: not a stale-read route */
     char key[];
 } gw_pending_t;
-
-/* What an access-log line says about a request. */
-typedef struct gw_entry {
-    gw_loop_t *loop;
-    const gw_route_t *route; /* NULL: unmatched */
-    const char *method;
-    size_t method_len;
-    const char *path; /* without the query */
-    size_t path_len;
-    uint64_t start_ns;
-    const rs_grpc_result_t *res; /* upstream routes only */
-    int grpc_code;               /* -1: none (success of a local route) */
-    bool stale;                  /* answered from the stale cache ... */
-    uint64_t age_ms;             /* ... with an answer this old */
-} gw_entry_t;
 
 static gw_loop_t *loop_of(h2o_req_t *req)
 {
@@ -93,105 +76,13 @@ static const char *request_id(gw_loop_t *l, h2o_req_t *req)
     return id;
 }
 
-/* The access-log entry of a request no route has matched yet, starting now. */
-static gw_entry_t entry_of(gw_loop_t *l, h2o_req_t *req, int grpc_code)
-{
-    size_t path_len = req->input.query_at != SIZE_MAX ? req->input.query_at : req->input.path.len;
-
-    return (gw_entry_t){l, NULL, req->input.method.base, req->input.method.len,
-                        req->input.path.base, path_len, svc_now_ns(), NULL, grpc_code, false, 0};
-}
-
-/* Copies a path for a log line: printable ASCII only, quotes escaped as %22. */
-static void log_path(const char *p, size_t len, char *out, size_t cap)
-{
-    size_t n = 0;
-
-    for (size_t i = 0; i < len && n + 4 < cap; i++) {
-        unsigned char c = (unsigned char)p[i];
-        if (c > 0x20 && c < 0x7f && c != '"' && c != '\\') {
-            out[n++] = (char)c;
-        } else {
-            snprintf(out + n, 4, "%%%02X", c);
-            n += 3;
-        }
-    }
-    out[n] = '\0';
-}
-
-/*
- * A 5xx line is written for the first request of its kind and then at most
- * once a second with the count of those left out (svc/core.h, "Repeated
- * lines"): in an outage every request fails the same way, and a line each
- * would bury the breaker's transitions. The kind is the route, the status
- * and why; the metrics count every request.
- */
-static bool admit_5xx(const gw_entry_t *e, int status, uint64_t *left_out)
-{
-    char key[160];
-    const char *why = e->route != NULL && e->route->rpc != NULL && e->res != NULL
-                          ? rs_reason_name(e->res->reason)
-                      : e->grpc_code >= 0 ? svc_err_name(svc_err_from_grpc(e->grpc_code))
-                                          : "-";
-
-    snprintf(key, sizeof key, "%.*s %s %d %s", (int)(e->method_len > 16 ? 16 : e->method_len),
-             e->method, e->route != NULL ? e->route->pattern : "unmatched", status, why);
-    return svc_log_repeats_admit(svc_log_repeats_default(), SVC_LOG_WARN, ACCESS_MOD, key,
-                                 left_out);
-}
-
-/* The local /debug/ pages are polled (the live resilience page's feed twice
- * a second per viewer): their successes go to the access log at debug, or
- * they would drown the lines about real requests. */
-static bool quiet(const gw_entry_t *e, int status)
-{
-    return status < 400 && e->route != NULL && e->route->local != NULL &&
-           strncmp(e->route->pattern, "/debug/", 7) == 0;
-}
-
-/* Counts the answer and writes its access-log line (with the request id
- * the caller has set for this thread). Call just before sending. */
-static void account(const gw_entry_t *e, int status)
-{
-    uint64_t dur = svc_now_ns() - e->start_ns, repeated = 0;
-    size_t route = e->route != NULL ? (size_t)(e->route - gw_routes) : GW_METRICS_UNMATCHED;
-    svc_log_level_t lvl = status >= 500         ? SVC_LOG_WARN
-                          : quiet(e, status) ? SVC_LOG_DEBUG
-                                             : SVC_LOG_INFO;
-    char path[LOG_PATH_MAX + 1], kv[768];
-    int n;
-
-    gw_metrics_end(e->loop->app->metrics, route, e->method, e->method_len, status, dur);
-    if (!svc_log_enabled(lvl) || (status >= 500 && !admit_5xx(e, status, &repeated)))
-        return;
-    log_path(e->path, e->path_len, path, sizeof path);
-    n = snprintf(kv, sizeof kv, " method=%.*s path=\"%s\" status=%d duration_ms=%.3f route=\"%s\"",
-                 (int)e->method_len, e->method, path, status, (double)dur / 1e6,
-                 e->route != NULL ? e->route->pattern : "unmatched");
-    if (n > 0 && (size_t)n < sizeof kv && e->grpc_code >= 0)
-        n += snprintf(kv + n, sizeof kv - (size_t)n, " grpc_code=%s",
-                      svc_err_name(svc_err_from_grpc(e->grpc_code)));
-    if (n > 0 && (size_t)n < sizeof kv && e->route != NULL && e->route->rpc != NULL &&
-        e->res != NULL)
-        n += snprintf(kv + n, sizeof kv - (size_t)n, " upstream=%s reason=%s attempts=%u",
-                      gw_upstream_name(e->route->upstream), rs_reason_name(e->res->reason),
-                      e->res->attempts);
-    if (n > 0 && (size_t)n < sizeof kv && e->stale)
-        n += snprintf(kv + n, sizeof kv - (size_t)n, " stale=true age_ms=%llu",
-                      (unsigned long long)e->age_ms);
-    if (n > 0 && (size_t)n < sizeof kv && repeated > 0)
-        snprintf(kv + n, sizeof kv - (size_t)n, " repeated=%llu", (unsigned long long)repeated);
-    svc_log_write(lvl, ACCESS_MOD, kv, "%.*s %s %d %.3fms", (int)e->method_len, e->method, path,
-                  status, (double)dur / 1e6);
-}
-
-static void answer_error(const gw_entry_t *e, h2o_req_t *req, int status, int code,
+static void answer_error(const gw_access_t *e, h2o_req_t *req, int status, int code,
                          const char *msg, uint32_t retry_after_s)
 {
-    gw_entry_t with_code = *e;
+    gw_access_t with_code = *e;
 
     with_code.grpc_code = code;
-    account(&with_code, status != 0 ? status : gw_http_status_from_grpc(code));
+    gw_access_end(&with_code, status != 0 ? status : gw_http_status_from_grpc(code));
     gw_http_send_error(req, status, code, msg, retry_after_s);
 }
 
@@ -229,7 +120,7 @@ static int failure_code(const rs_grpc_result_t *res)
 
 /* An upstream call that failed, synchronously (breaker open, bulkhead
  * full, deadline too short) or after its attempts. */
-static void answer_upstream_error(const gw_entry_t *e, h2o_req_t *req, const rs_grpc_result_t *res,
+static void answer_upstream_error(const gw_access_t *e, h2o_req_t *req, const rs_grpc_result_t *res,
                                   bool drain_cancelled)
 {
     int code = failure_code(res), status;
@@ -272,12 +163,12 @@ static void add_header(h2o_req_t *req, const char *lower, const char *name, cons
 /* One warn line per stale answer, through the repeated-line limiter: the
  * first of each route and reason at once, then one a second with the count
  * of those left out (svc/core.h, "Repeated lines"). */
-static void log_stale(const gw_entry_t *e, const rs_grpc_result_t *res, int code, uint64_t age_ms)
+static void log_stale(const gw_access_t *e, const rs_grpc_result_t *res, int code, uint64_t age_ms)
 {
-    char key[96], kv[512], path[LOG_PATH_MAX + 1];
+    char key[96], kv[512], path[GW_ACCESS_PATH_MAX + 1];
     const char *upstream = gw_upstream_name(e->route->upstream);
 
-    log_path(e->path, e->path_len, path, sizeof path);
+    gw_access_path(e->path, e->path_len, path, sizeof path);
     snprintf(key, sizeof key, "stale %s %s %s", e->route->method, e->route->pattern,
              rs_reason_name(res->reason));
     snprintf(kv, sizeof kv,
@@ -309,12 +200,12 @@ static void log_stale(const gw_entry_t *e, const rs_grpc_result_t *res, int code
  * request went on; fwd-status is what the gateway would have answered
  * without the cache. false: nothing to serve, answer the failure.
  */
-static bool answer_stale(const gw_entry_t *e, h2o_req_t *req, const rs_grpc_result_t *res,
+static bool answer_stale(const gw_access_t *e, h2o_req_t *req, const rs_grpc_result_t *res,
                          const char *key, size_t key_len)
 {
     gw_app_t *app = e->loop->app;
     size_t route = (size_t)(e->route - gw_routes);
-    gw_entry_t with_stale = *e;
+    gw_access_t with_stale = *e;
     gw_cache_hit_t hit;
     char v[128];
     int code, n;
@@ -339,7 +230,7 @@ static bool answer_stale(const gw_entry_t *e, h2o_req_t *req, const rs_grpc_resu
     with_stale.grpc_code = code; /* the access line says what the upstream did */
     with_stale.stale = true;
     with_stale.age_ms = hit.age_ms;
-    account(&with_stale, 200);
+    gw_access_end(&with_stale, 200);
     gw_metrics_stale(app->metrics, route, true);
     log_stale(e, res, code, hit.age_ms);
     gw_http_send(req, 200, "application/json", hit.body, hit.len); /* copies the body */
@@ -347,7 +238,7 @@ static bool answer_stale(const gw_entry_t *e, h2o_req_t *req, const rs_grpc_resu
     return true;
 }
 
-static void answer_ok(const gw_entry_t *e, h2o_req_t *req, const ProtobufCMessage *resp,
+static void answer_ok(const gw_access_t *e, h2o_req_t *req, const ProtobufCMessage *resp,
                       const char *key, size_t key_len)
 {
     char errbuf[SVC_ERRBUF_LEN] = "", *json = NULL;
@@ -368,7 +259,7 @@ static void answer_ok(const gw_entry_t *e, h2o_req_t *req, const ProtobufCMessag
     /* Kept for an outage: the body exactly as it is sent now. */
     if (key_len > 0 && e->loop->app->stale != NULL)
         (void)gw_cache_put(e->loop->app->stale, key, key_len, json, len);
-    account(e, 200);
+    gw_access_end(e, 200);
     gw_http_send(req, 200, "application/json", json, len);
     pbj_free(NULL, json);
 }
@@ -377,9 +268,9 @@ static void answer_ok(const gw_entry_t *e, h2o_req_t *req, const ProtobufCMessag
  * Upstream calls
  * ------------------------------------------------------------------------ */
 
-static gw_entry_t pending_entry(gw_pending_t *p)
+static gw_access_t pending_entry(gw_pending_t *p)
 {
-    return (gw_entry_t){p->loop, p->route, p->route->method, strlen(p->route->method), p->path,
+    return (gw_access_t){p->loop, p->route, p->route->method, strlen(p->route->method), p->path,
                         strlen(p->path), p->start_ns, &p->call.res, -1, false, 0};
 }
 
@@ -387,7 +278,7 @@ static gw_entry_t pending_entry(gw_pending_t *p)
 static void on_req_dispose(void *obj)
 {
     gw_pending_t *p = *(gw_pending_t **)obj;
-    gw_entry_t e;
+    gw_access_t e;
 
     if (p == NULL)
         return;
@@ -400,7 +291,7 @@ static void on_req_dispose(void *obj)
     e.res = NULL;
     e.grpc_code = 1;
     svc_log_set_request_id(p->id);
-    account(&e, 499);
+    gw_access_end(&e, 499);
     svc_log_set_request_id(NULL);
 }
 
@@ -410,7 +301,7 @@ static void on_req_dispose(void *obj)
 static void abandon(gw_pending_t *p)
 {
     h2o_req_t *req = p->req;
-    gw_entry_t e = pending_entry(p);
+    gw_access_t e = pending_entry(p);
 
     *p->guard = NULL;
     p->req = NULL;
@@ -461,7 +352,7 @@ static void complete(gw_loop_t *l, gw_pending_t *p)
         p->call.handle = NULL;
     }
     if (p->req != NULL) {
-        gw_entry_t e = pending_entry(p);
+        gw_access_t e = pending_entry(p);
         h2o_req_t *req = p->req;
 
         *p->guard = NULL;
@@ -517,7 +408,7 @@ static bool deadline_of(gw_loop_t *l, h2o_req_t *req, uint64_t start, uint64_t *
     return true;
 }
 
-static void forward(gw_loop_t *l, h2o_req_t *req, const gw_match_t *m, const gw_entry_t *e,
+static void forward(gw_loop_t *l, h2o_req_t *req, const gw_match_t *m, const gw_access_t *e,
                     const char *id)
 {
     const gw_route_t *r = m->route;
@@ -589,7 +480,7 @@ static void forward(gw_loop_t *l, h2o_req_t *req, const gw_match_t *m, const gw_
     err = gw_upstream_call(l->app->ups, r, msg, &o, &p->call);
     pbj_message_free(msg, NULL);
     if (err != SVC_OK) {
-        gw_entry_t with_res = *e;
+        gw_access_t with_res = *e;
         with_res.res = &p->call.res;
         if (!answer_stale(&with_res, req, &p->call.res, p->key, p->key_len))
             answer_upstream_error(&with_res, req, &p->call.res, false);
@@ -609,7 +500,7 @@ static void forward(gw_loop_t *l, h2o_req_t *req, const gw_match_t *m, const gw_
 /* Refuses a request whose length a proxy in front could read differently
  * (request smuggling) before anything else looks at it. The connection is
  * closed: what follows on it may be a smuggled request. */
-static bool framing_ok(h2o_req_t *req, const gw_entry_t *e)
+static bool framing_ok(h2o_req_t *req, const gw_access_t *e)
 {
     char errbuf[SVC_ERRBUF_LEN] = "";
     int code = gw_framing_verdict(req, errbuf);
@@ -621,16 +512,16 @@ static bool framing_ok(h2o_req_t *req, const gw_entry_t *e)
     return false;
 }
 
-static void local(gw_loop_t *l, h2o_req_t *req, const gw_route_t *r, const gw_entry_t *e)
+static void local(gw_loop_t *l, h2o_req_t *req, const gw_route_t *r, const gw_access_t *e)
 {
     gw_reply_t rep = {500, "application/json", "", 0};
 
     r->local(l->app, &req->pool, &rep);
-    account(e, rep.status);
+    gw_access_end(e, rep.status);
     gw_http_send(req, rep.status, rep.content_type, rep.body, rep.len);
 }
 
-static void route(gw_loop_t *l, h2o_req_t *req, gw_entry_t *e, const char *id)
+static void route(gw_loop_t *l, h2o_req_t *req, gw_access_t *e, const char *id)
 {
     gw_match_t m;
 
@@ -659,7 +550,7 @@ static void route(gw_loop_t *l, h2o_req_t *req, gw_entry_t *e, const char *id)
 static int on_req(h2o_handler_t *self, h2o_req_t *req)
 {
     gw_loop_t *l = loop_of(req);
-    gw_entry_t e = entry_of(l, req, -1);
+    gw_access_t e = gw_access_begin(l, req, -1);
     const char *id;
 
     (void)self;
@@ -728,7 +619,7 @@ static void errfilter_setup(h2o_filter_t *self_, h2o_req_t *req, h2o_ostream_t *
     ssize_t ct = h2o_find_header(&req->res.headers, H2O_TOKEN_CONTENT_TYPE, -1);
     gw_loop_t *l = loop_of(req);
     gw_errostream_t *os;
-    gw_entry_t e = entry_of(l, req, req->res.status < 500 ? 3 : 13);
+    gw_access_t e = gw_access_begin(l, req, req->res.status < 500 ? 3 : 13);
 
     if (req->res.status < 400 ||
         (ct != -1 && h2o_memis(req->res.headers.entries[ct].value.base,
@@ -750,7 +641,7 @@ static void errfilter_setup(h2o_filter_t *self_, h2o_req_t *req, h2o_ostream_t *
     os->code = e.grpc_code;
     gw_metrics_begin(self->app->metrics);
     svc_log_set_request_id(request_id(l, req));
-    account(&e, req->res.status);
+    gw_access_end(&e, req->res.status);
     svc_log_set_request_id(NULL);
     if (ct != -1)
         h2o_delete_header(&req->res.headers, ct);
