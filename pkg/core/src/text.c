@@ -95,3 +95,17 @@ unsigned svc_latency_bucket(uint64_t ns)
         b++;
     return b;
 }
+
+svc_text_t svc_text_on(char *buf, size_t cap)
+{
+    if (cap > 0)
+        buf[0] = '\0';
+    return (svc_text_t){buf, cap, 0};
+}
+
+svc_err_t svc_text_end(const svc_text_t *t, size_t *len)
+{
+    if (len != NULL)
+        *len = t->len;
+    return t->len < t->cap ? SVC_OK : SVC_ERANGE;
+}

@@ -109,11 +109,9 @@ static void put_latency(svc_text_t *o, size_t n)
 
 svc_err_t db_metrics_render(char *buf, size_t cap, size_t *len)
 {
-    svc_text_t o = {buf, cap, 0};
+    svc_text_t o = svc_text_on(buf, cap);
     size_t n = atomic_load(&g.n);
 
-    if (cap > 0)
-        buf[0] = '\0';
     put_queries(&o, n);
     put_latency(&o, n);
     svc_text_printf(&o,
@@ -127,7 +125,5 @@ svc_err_t db_metrics_render(char *buf, size_t cap, size_t *len)
                     "shopmicro_db_connections_open %ld\n",
                     (unsigned long long)LOAD(g.connects_ok),
                     (unsigned long long)LOAD(g.connects_failed), LOAD(g.open));
-    if (len != NULL)
-        *len = o.len;
-    return o.len < cap ? SVC_OK : SVC_ERANGE;
+    return svc_text_end(&o, len);
 }

@@ -243,14 +243,10 @@ static void put_budget(out_t *o, rs_upstream_t *const *ups, size_t n)
 svc_err_t rs_metrics_render(rs_upstream_t *const *ups, size_t n, char *buf, size_t cap,
                             size_t *len)
 {
-    out_t o = {buf, cap, 0};
+    out_t o = svc_text_on(buf, cap);
 
-    if (cap > 0)
-        buf[0] = '\0';
     put_method_families(&o, ups, n);
     put_upstream_families(&o, ups, n);
     put_budget(&o, ups, n);
-    if (len != NULL)
-        *len = o.len;
-    return o.len < cap ? SVC_OK : SVC_ERANGE;
+    return svc_text_end(&o, len);
 }

@@ -164,10 +164,8 @@ static void put_upstream(out_t *o, rs_upstream_t *u, uint64_t wall)
 svc_err_t rs__snapshot_json_at(rs_upstream_t *const *ups, size_t n, uint64_t wall_ms, char *buf,
                                size_t cap, size_t *len)
 {
-    out_t o = {buf, cap, 0};
+    out_t o = svc_text_on(buf, cap);
 
-    if (cap > 0)
-        buf[0] = '\0';
     put(&o, "{\"now_ms\":%llu,\"upstreams\":[", ULL(wall_ms));
     for (size_t i = 0; i < n; i++) {
         if (i > 0)
@@ -175,9 +173,7 @@ svc_err_t rs__snapshot_json_at(rs_upstream_t *const *ups, size_t n, uint64_t wal
         put_upstream(&o, ups[i], wall_ms);
     }
     put(&o, "]}");
-    if (len != NULL)
-        *len = o.len;
-    return o.len < cap ? SVC_OK : SVC_ERANGE;
+    return svc_text_end(&o, len);
 }
 
 svc_err_t rs_snapshot_json(rs_upstream_t *const *ups, size_t n, char *buf, size_t cap,

@@ -351,7 +351,7 @@ static void on_sent(bcall_t *c, bool ok)
     }
 }
 
-static void on_event(rpc__builtin_t *b, btag_t *t, bool ok)
+static void on_event(btag_t *t, bool ok)
 {
     bcall_t *c = t->c;
 
@@ -370,7 +370,6 @@ static void on_event(rpc__builtin_t *b, btag_t *t, bool ok)
     }
     if (c->closed && c->outstanding == 0)
         free_call(c);
-    (void)b;
 }
 
 /* Asks gRPC for the next call of this kind. */
@@ -436,7 +435,7 @@ static void *builtin_main(void *arg)
         if (ev.type == GRPC_QUEUE_SHUTDOWN)
             break;
         if (ev.type == GRPC_OP_COMPLETE)
-            on_event(b, ev.tag, ev.success != 0);
+            on_event(ev.tag, ev.success != 0);
         tick(b);
     }
     return NULL;

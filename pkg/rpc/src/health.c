@@ -53,6 +53,7 @@ static const char *status_name(int st)
 static void refresh(rpc__health_t *h, bool stopping)
 {
     char why[SVC_ERRBUF_LEN] = "", kv[80];
+    svc_log_level_t lvl;
     int st = ST_SERVING;
 
     if (stopping) {
@@ -66,10 +67,10 @@ static void refresh(rpc__health_t *h, bool stopping)
         return;
     snprintf(kv, sizeof kv, " health_from=%s health_to=%s", status_name(h->status),
              status_name(st));
-    if (svc_log_enabled(SVC_LOG_WARN))
-        svc_log_write(st == ST_SERVING ? SVC_LOG_INFO : SVC_LOG_WARN, h->mod, kv,
-                      "health: %s -> %s%s%s", status_name(h->status), status_name(st),
-                      why[0] ? ": " : "", why);
+    lvl = st == ST_SERVING ? SVC_LOG_INFO : SVC_LOG_WARN;
+    if (svc_log_enabled(lvl))
+        svc_log_write(lvl, h->mod, kv, "health: %s -> %s%s%s", status_name(h->status),
+                      status_name(st), why[0] ? ": " : "", why);
     h->status = st;
 }
 

@@ -751,12 +751,8 @@ void rpc_server_free(rpc_server_t *s)
 
 svc_err_t rpc_server_metrics_render(const rpc_server_t *s, char *buf, size_t cap, size_t *len)
 {
-    svc_text_t t = {buf, cap, 0};
+    svc_text_t t = svc_text_on(buf, cap);
 
-    if (cap > 0)
-        buf[0] = '\0';
     rpc__stats_render(s->stats, atomic_load(&s->in_flight), &t);
-    if (len != NULL)
-        *len = t.len;
-    return t.len < cap ? SVC_OK : SVC_ERANGE;
+    return svc_text_end(&t, len);
 }

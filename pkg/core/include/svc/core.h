@@ -88,6 +88,11 @@ typedef struct svc_text {
     size_t cap, len;
 } svc_text_t;
 void svc_text_printf(svc_text_t *t, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+/* An empty text over buf (cap bytes; NUL-terminated when cap > 0). */
+svc_text_t svc_text_on(char *buf, size_t cap);
+/* How a renderer ends: *len (may be NULL) the full length; SVC_ERANGE when
+ * the text did not fit, else SVC_OK. */
+svc_err_t svc_text_end(const svc_text_t *t, size_t *len);
 
 /* The latency histogram buckets every ShopMicro metric uses (Prometheus'
  * defaults plus 1 ms and 2.5 ms), so that one dashboard can put a hop's
