@@ -253,8 +253,7 @@ if (( E2E )); then
   done
   CPU_E2E=$(cpu_report cores "$c0" "$(cpu_snapshot)" "$(since "$t0" 3)")
   sql orders "SELECT aggregate_id, id,
-                     round(extract(epoch FROM created_at) * 1000, 3),
-                     coalesce(round(extract(epoch FROM published_at) * 1000, 3), 0)
+                     round(extract(epoch FROM created_at) * 1000, 3)
               FROM outbox WHERE event_type = 'OrderConfirmed'" | tr '|' ' ' >"$TMP/outbox.txt"
   sink_phase_log "$from" "$TMP/sink-e2e.log"
   "$BENCH" e2e --orders "$TMP/orders.txt" --outbox "$TMP/outbox.txt" --log "$TMP/sink-e2e.log" |

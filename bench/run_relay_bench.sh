@@ -97,7 +97,7 @@ cleanup() {
 }
 on_exit cleanup
 
-unpublished() { sql orders "SELECT count(*) FROM outbox WHERE published_at IS NULL"; }
+unpublished() { sql orders "SELECT count(*) FROM outbox_pending"; }
 
 say_machine
 say_tree

@@ -1,10 +1,22 @@
-# svc_embed_migrations(target dir symbol): turns dir/*.sql (sorted by name,
-# e.g. 0001_init.sql) into a generated C file defining
+# svc_embed_migrations(target dir symbol [shared.sql...]): turns dir/*.sql and
+# the extra files given (all sorted by file name, e.g. 0001_init.sql) into a
+# generated C file defining
 #   const db_migration_t <symbol>[]; const size_t <symbol>_count;
-# so that SQL lives in .sql files but ships inside the binary.
+# so that SQL lives in .sql files but ships inside the binary. The extra files
+# are migrations two services share (the relay's schema of every outbox).
 function(svc_embed_migrations target dir symbol)
-  file(GLOB sql_files CONFIGURE_DEPENDS "${dir}/*.sql")
-  list(SORT sql_files)
+  file(GLOB found CONFIGURE_DEPENDS "${dir}/*.sql")
+  set(keyed "")
+  foreach(f ${found} ${ARGN})
+    get_filename_component(name "${f}" NAME)
+    list(APPEND keyed "${name}|${f}")
+  endforeach()
+  list(SORT keyed)
+  set(sql_files "")
+  foreach(k ${keyed})
+    string(REGEX REPLACE "^[^|]*\\|" "" f "${k}")
+    list(APPEND sql_files "${f}")
+  endforeach()
   set(out "${CMAKE_CURRENT_BINARY_DIR}/${symbol}.c")
   add_custom_command(
     OUTPUT ${out}

@@ -57,7 +57,7 @@ static void put_histogram(rly_stats_t *s, admin_buf_t *o)
 {
     uint64_t cum = 0;
 
-    family(o, "batch_size", "histogram", "Rows claimed per non-empty batch.");
+    family(o, "batch_size", "histogram", "Rows read per non-empty batch.");
     for (unsigned i = 0; i <= RLY_STATS_BUCKETS; i++) {
         cum += LOAD(s->batch_hist[i]);
         if (i < RLY_STATS_BUCKETS)
@@ -88,12 +88,12 @@ void rly_stats_metrics(void *ctx, admin_buf_t *o)
 {
     rly_stats_t *s = ctx;
 
-    family(o, "published_total", "counter", "Outbox rows published and marked.");
+    family(o, "published_total", "counter", "Outbox rows published and passed by the cursor.");
     admin_buf_printf(o, P "published_total %llu\n", (unsigned long long)LOAD(s->published));
     family(o, "produce_errors_total", "counter", "Rows whose produce or delivery failed.");
     admin_buf_printf(o, P "produce_errors_total %llu\n",
                      (unsigned long long)LOAD(s->produce_errors));
-    family(o, "batches_total", "counter", "Non-empty batches claimed.");
+    family(o, "batches_total", "counter", "Non-empty batches read.");
     admin_buf_printf(o, P "batches_total %llu\n", (unsigned long long)LOAD(s->batches));
     put_histogram(s, o);
     family(o, "backlog_rows", "gauge",
@@ -102,6 +102,15 @@ void rly_stats_metrics(void *ctx, admin_buf_t *o)
     family(o, "oldest_unpublished_age_seconds", "gauge",
            "Age of the oldest unpublished row (0 when none).");
     admin_buf_printf(o, P "oldest_unpublished_age_seconds %.3f\n", oldest_age_s(s));
+    family(o, "rows_in_flight", "gauge",
+           "Rows of the batch running: read, not yet passed by a cursor (0 between batches).");
+    admin_buf_printf(o, P "rows_in_flight %d\n", LOAD(s->rows_in_flight));
+    family(o, "shards_owned", "gauge", "Outbox shards this relay holds the lease of.");
+    admin_buf_printf(o, P "shards_owned %d\n", LOAD(s->shards_owned));
+    family(o, "shards", "gauge", "Outbox shards of the database (rows of outbox_cursor).");
+    admin_buf_printf(o, P "shards %d\n", LOAD(s->shards_total));
+    family(o, "relays", "gauge", "Relays of this database sharing the shards (0 unknown).");
+    admin_buf_printf(o, P "relays %d\n", LOAD(s->relays));
     family(o, "kafka_up", "gauge", "1 unless the last batch failed on Kafka.");
     admin_buf_printf(o, P "kafka_up %d\n", LOAD(s->kafka_up) ? 1 : 0);
     family(o, "db_up", "gauge", "1 unless the last database statement failed.");

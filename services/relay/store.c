@@ -5,50 +5,88 @@
 #include "store.h"
 
 #define RFC3339(col) "to_char(" col " AT TIME ZONE 'UTC', 'YYYY-MM-DD\"T\"HH24:MI:SS.US\"Z\"')"
-/* Its own deadline, as in the order store: the batch's may be what ran out. */
+/* The advisory lock keys (two int4s; pg_locks shows them as classid and
+ * objid): a shard's lease is (RLY_LOCK_SHARD, shard), exclusive; every
+ * relay of a database also holds (RLY_LOCK_MEMBER, 0) shared, so that each
+ * can count the others. */
+#define RLY_LOCK_SHARD  "1919249529"
+#define RLY_LOCK_MEMBER "1919249530"
+#define MY_ADVISORY_LOCKS \
+    "FROM pg_locks WHERE locktype = 'advisory' AND granted AND objsubid = 2 "
 
-enum { STMT_BEGIN, STMT_ASYNC, STMT_CLAIM, STMT_MARK, STMT_COMMIT, STMT_ROLLBACK, STMT_STATS };
+enum {
+    STMT_READ, STMT_ADVANCE, STMT_CURSORS, STMT_SHARDS, STMT_STATS,
+    STMT_HELD, STMT_JOIN, STMT_MEMBERS, STMT_LOCK, STMT_UNLOCK,
+};
 
 static const db_stmt_t stmts[] = {
-    [STMT_BEGIN] = {"rly_begin", "BEGIN", 0, true},
-    /* The mark's COMMIT need not wait for the WAL flush: a mark lost in a
-     * Postgres crash (the last ~0.6 s, 3 x wal_writer_delay) only makes a
-     * later claim publish its rows again, with the same ce_id, which the
-     * contract allows after any crash. The order's own commit, which
-     * creates the event, stays synchronous: this is the relay's session. */
-    [STMT_ASYNC] = {"rly_async_commit", "SELECT set_config('synchronous_commit', 'off', true)",
-                    0, false},
-    /* Oldest first (seq), rows another relay holds skipped, and per
-     * aggregate only its oldest unpublished row: a row whose aggregate has
-     * an older unpublished row (claimed by another relay, or waiting) is not
-     * taken. So two relays never publish two events of one order out of
-     * order, and one batch holds at most one event per order. Rows without
-     * a wire encoding (written before 0005) are not relayed. */
-    [STMT_CLAIM] = {"rly_claim",
-                    "SELECT x.id::text, x.aggregate_id, x.topic, x.ce_type, x.ce_source, "
-                    "x.payload_pb, x.request_id, " RFC3339("x.created_at") " "
-                    "FROM outbox x WHERE x.published_at IS NULL AND x.payload_pb IS NOT NULL "
-                    "AND NOT EXISTS (SELECT 1 FROM outbox y WHERE y.aggregate_id = "
-                    "x.aggregate_id AND y.published_at IS NULL AND y.payload_pb IS NOT NULL "
-                    "AND y.seq < x.seq) "
-                    "ORDER BY x.seq LIMIT $1 FOR UPDATE OF x SKIP LOCKED",
-                    1, false},
-    [STMT_MARK] = {"rly_mark",
-                   "UPDATE outbox SET published_at = now() WHERE id = ANY($1::uuid[]) "
-                   "AND published_at IS NULL",
-                   1, false},
-    [STMT_COMMIT] = {"rly_commit", "COMMIT", 0, false},
-    [STMT_ROLLBACK] = {"rly_rollback", "ROLLBACK", 0, false},
-    /* For /metrics: both halves walk the partial index outbox_relay_queue
-     * (published_at IS NULL), the count stops at $1 rows, so a scrape costs
-     * the same with a backlog of a million. */
+    /* h: the horizon, the oldest transaction still running (pg_snapshot_xmin
+     * of this statement's snapshot): below it every transaction has ended,
+     * so the rows read can no longer be joined by an older one committing
+     * late (services/relay/schema/0007). held: committed rows above it,
+     * waiting for an older transaction (possibly in another database, which
+     * sends no NOTIFY here), so the relay looks again soon. Then, per shard,
+     * its rows after its position: one index range scan each
+     * (outbox_relay_order). The LEFT JOIN keeps one row when none is read,
+     * to carry held. */
+    [STMT_READ] = {"rly_read",
+                   "WITH h AS (SELECT x, EXISTS (SELECT 1 FROM outbox y WHERE y.shard = "
+                   "ANY($1::smallint[]) AND y.txid >= x) AS held "
+                   "FROM (SELECT pg_snapshot_xmin(pg_current_snapshot()) AS x) s) "
+                   "SELECT h.held, r.shard, r.txid::text, r.seq, r.id::text, r.aggregate_id, "
+                   "r.topic, r.ce_type, r.ce_source, r.payload_pb, r.request_id, "
+                   RFC3339("r.created_at") " "
+                   "FROM h LEFT JOIN LATERAL ("
+                   "SELECT o.* FROM unnest($1::smallint[], $2::xid8[], $3::bigint[]) "
+                   "AS c(shard, txid, seq), LATERAL (SELECT shard, txid, seq, id, aggregate_id, "
+                   "topic, ce_type, ce_source, payload_pb, request_id, created_at FROM outbox "
+                   "WHERE shard = c.shard AND (txid, seq) > (c.txid, c.seq) AND txid < h.x "
+                   "AND payload_pb IS NOT NULL ORDER BY txid, seq LIMIT $4) o) r ON true "
+                   "ORDER BY r.shard, r.txid, r.seq",
+                   4, true},
+    /* Forward only: a relay that lost its lease without knowing (its
+     * session re-made) can only ever move a cursor over rows it had
+     * published itself, never back over another's. The commit need not
+     * wait for the WAL flush: a move lost in a Postgres crash (the last
+     * ~0.6 s, 3 x wal_writer_delay) only publishes its rows again, with the
+     * same ce_id, which the contract allows after any crash. */
+    [STMT_ADVANCE] = {"rly_advance",
+                      "UPDATE outbox_cursor k SET txid = n.txid, seq = n.seq, moved_at = now() "
+                      "FROM unnest($1::smallint[], $2::xid8[], $3::bigint[]) AS n(shard, txid, "
+                      "seq), (SELECT set_config('synchronous_commit', 'off', true)) AS async "
+                      "WHERE k.shard = n.shard AND (k.txid, k.seq) < (n.txid, n.seq)",
+                      3, true},
+    [STMT_CURSORS] = {"rly_cursors",
+                      "SELECT shard, txid::text, seq FROM outbox_cursor "
+                      "WHERE shard = ANY($1::smallint[]) ORDER BY shard",
+                      1, true},
+    [STMT_SHARDS] = {"rly_shards", "SELECT shard FROM outbox_cursor ORDER BY shard", 0, true},
+    /* For /metrics: the view outbox_pending walks each shard's rows after
+     * its cursor; the count stops at $1 rows, so a scrape costs the same
+     * with a backlog of a million. */
     [STMT_STATS] = {"rly_stats",
-                    "SELECT (SELECT count(*) FROM (SELECT 1 FROM outbox WHERE published_at IS "
-                    "NULL AND payload_pb IS NOT NULL LIMIT $1) b), "
-                    "COALESCE((SELECT (extract(epoch FROM created_at) * 1000)::bigint FROM "
-                    "outbox WHERE published_at IS NULL AND payload_pb IS NOT NULL ORDER BY seq "
-                    "LIMIT 1), 0)",
+                    "SELECT (SELECT count(*) FROM (SELECT 1 FROM outbox_pending LIMIT $1) b), "
+                    "COALESCE((SELECT (extract(epoch FROM min(f.created_at)) * 1000)::bigint "
+                    "FROM outbox_cursor c, LATERAL (SELECT created_at FROM outbox o WHERE "
+                    "o.shard = c.shard AND (o.txid, o.seq) > (c.txid, c.seq) AND o.payload_pb "
+                    "IS NOT NULL ORDER BY o.txid, o.seq LIMIT 1) f), 0)",
                     1, true},
+    [STMT_HELD] = {"rly_locks_held",
+                   "SELECT CASE WHEN classid = " RLY_LOCK_MEMBER " THEN 'm' ELSE 's' END, "
+                   "objid::int " MY_ADVISORY_LOCKS "AND pid = pg_backend_pid() "
+                   "AND classid IN (" RLY_LOCK_SHARD ", " RLY_LOCK_MEMBER ")",
+                   0, true},
+    [STMT_JOIN] = {"rly_join", "SELECT pg_try_advisory_lock_shared(" RLY_LOCK_MEMBER ", 0)", 0,
+                   false},
+    [STMT_MEMBERS] = {"rly_members",
+                      "SELECT count(*) " MY_ADVISORY_LOCKS "AND classid = " RLY_LOCK_MEMBER
+                      " AND objid = 0 AND database = "
+                      "(SELECT oid FROM pg_database WHERE datname = current_database())",
+                      0, true},
+    [STMT_LOCK] = {"rly_lock_shard", "SELECT pg_try_advisory_lock(" RLY_LOCK_SHARD ", $1::int)",
+                   1, false},
+    [STMT_UNLOCK] = {"rly_unlock_shard", "SELECT pg_advisory_unlock(" RLY_LOCK_SHARD ", $1::int)",
+                     1, false},
 };
 
 svc_err_t rly_store_new(const char *dsn, const char *name, int statement_timeout_ms,
@@ -62,44 +100,53 @@ void rly_store_free(rly_store_t *st)
     db_conn_free(st);
 }
 
-static svc_err_t exec(rly_store_t *st, size_t idx, const char *const *params, char *errbuf)
+static svc_err_t query(rly_store_t *st, size_t idx, const char *const *params, PGresult **rows,
+                       char *errbuf)
 {
-    return db_run(st, idx, params, SVC_DEADLINE_NONE, NULL, errbuf);
+    *rows = NULL;
+    return db_exec(st, idx, params, SVC_DEADLINE_NONE, rows, errbuf);
 }
 
-void rly_store_rollback(rly_store_t *st)
+/* A statement answering one value in one row: "t" or a number. */
+static svc_err_t query_value(rly_store_t *st, size_t idx, const char *const *params, char *val,
+                             size_t cap, char *errbuf)
 {
-    (void)db_rollback(st, STMT_ROLLBACK, NULL);
+    PGresult *r;
+    svc_err_t err = query(st, idx, params, &r, errbuf);
+
+    if (err == SVC_OK)
+        snprintf(val, cap, "%s", PQntuples(r) == 1 ? PQgetvalue(r, 0, 0) : "");
+    PQclear(r);
+    return err;
 }
 
-svc_err_t rly_store_claim(rly_store_t *st, int limit, PGresult **rows, char *errbuf)
+svc_err_t rly_store_read(rly_store_t *st, const rly_positions_t *p, int limit, PGresult **rows,
+                         char *errbuf)
 {
     char lim[16];
-    const char *p[] = {lim};
-    svc_err_t err = exec(st, STMT_BEGIN, NULL, errbuf);
+    const char *params[] = {p->shards, p->txids, p->seqs, lim};
 
-    *rows = NULL;
-    if (err != SVC_OK)
-        return err;
     snprintf(lim, sizeof lim, "%d", limit);
-    err = exec(st, STMT_ASYNC, NULL, errbuf);
-    if (err == SVC_OK)
-        err = db_exec(st, STMT_CLAIM, p, SVC_DEADLINE_NONE, rows, errbuf);
-    if (err != SVC_OK)
-        rly_store_rollback(st);
-    return err;
+    return query(st, STMT_READ, params, rows, errbuf);
 }
 
-svc_err_t rly_store_mark_commit(rly_store_t *st, const char *ids, char *errbuf)
+svc_err_t rly_store_advance(rly_store_t *st, const rly_positions_t *p, char *errbuf)
 {
-    const char *p[] = {ids};
-    svc_err_t err = exec(st, STMT_MARK, p, errbuf);
+    const char *params[] = {p->shards, p->txids, p->seqs};
 
-    if (err == SVC_OK)
-        err = exec(st, STMT_COMMIT, NULL, errbuf);
-    if (err != SVC_OK)
-        rly_store_rollback(st);
-    return err;
+    return db_run(st, STMT_ADVANCE, params, SVC_DEADLINE_NONE, NULL, errbuf);
+}
+
+svc_err_t rly_store_cursors(rly_store_t *st, const char *shards, PGresult **rows, char *errbuf)
+{
+    const char *params[] = {shards};
+
+    return query(st, STMT_CURSORS, params, rows, errbuf);
+}
+
+svc_err_t rly_store_shards(rly_store_t *st, PGresult **rows, char *errbuf)
+{
+    return query(st, STMT_SHARDS, NULL, rows, errbuf);
 }
 
 svc_err_t rly_store_stats(rly_store_t *st, int64_t cap, int64_t *rows, int64_t *oldest_ms,
@@ -107,15 +154,59 @@ svc_err_t rly_store_stats(rly_store_t *st, int64_t cap, int64_t *rows, int64_t *
 {
     char lim[24];
     const char *p[] = {lim};
-    PGresult *r = NULL;
+    PGresult *r;
     svc_err_t err;
 
     snprintf(lim, sizeof lim, "%lld", (long long)cap);
-    err = db_exec(st, STMT_STATS, p, SVC_DEADLINE_NONE, &r, errbuf);
+    err = query(st, STMT_STATS, p, &r, errbuf);
     if (err == SVC_OK) {
         *rows = strtoll(PQgetvalue(r, 0, 0), NULL, 10);
         *oldest_ms = strtoll(PQgetvalue(r, 0, 1), NULL, 10);
     }
     PQclear(r);
     return err;
+}
+
+svc_err_t rly_store_locks_held(rly_store_t *st, PGresult **rows, char *errbuf)
+{
+    return query(st, STMT_HELD, NULL, rows, errbuf);
+}
+
+svc_err_t rly_store_join(rly_store_t *st, bool *got, char *errbuf)
+{
+    char v[8];
+    svc_err_t err = query_value(st, STMT_JOIN, NULL, v, sizeof v, errbuf);
+
+    *got = err == SVC_OK && v[0] == 't';
+    return err;
+}
+
+svc_err_t rly_store_members(rly_store_t *st, int *n, char *errbuf)
+{
+    char v[24];
+    svc_err_t err = query_value(st, STMT_MEMBERS, NULL, v, sizeof v, errbuf);
+
+    *n = err == SVC_OK ? atoi(v) : 0;
+    return err;
+}
+
+svc_err_t rly_store_lock_shard(rly_store_t *st, int shard, bool *got, char *errbuf)
+{
+    char s[16], v[8];
+    const char *p[] = {s};
+    svc_err_t err;
+
+    snprintf(s, sizeof s, "%d", shard);
+    err = query_value(st, STMT_LOCK, p, v, sizeof v, errbuf);
+    *got = err == SVC_OK && v[0] == 't';
+    return err;
+}
+
+svc_err_t rly_store_unlock_shard(rly_store_t *st, int shard, char *errbuf)
+{
+    char s[16], v[8];
+    const char *p[] = {s};
+
+    snprintf(s, sizeof s, "%d", shard);
+    return query_value(st, STMT_UNLOCK, p, v, sizeof v, errbuf);
 }

@@ -1,8 +1,10 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /*
- * store.h - the relay's SQL on an outbox table (see
- * services/order/migrations/0002_outbox.sql and 0005_outbox_wire.sql for its
- * columns): claim a batch in a transaction, mark the published rows, commit.
+ * store.h - the relay's SQL on an outbox table (the columns: services/order/
+ * migrations 0002 and 0005; the cursor: services/relay/schema/0007): read
+ * the rows after the cursors of some shards, move those cursors, count the
+ * backlog, and the advisory locks that lease shards (lease.h). No statement
+ * runs inside an explicit transaction: nothing is locked between calls.
  */
 #ifndef RLY_STORE_H
 #define RLY_STORE_H
@@ -11,8 +13,12 @@
 
 typedef struct db_conn rly_store_t;
 
-/* The columns of a claimed row, in this order (RLY_COL_*). */
+/* The columns of a read row, in this order (RLY_COL_*). */
 enum {
+    RLY_COL_HELD,      /* "t": committed rows wait for an older transaction */
+    RLY_COL_SHARD,     /* NULL in the one row of an empty read */
+    RLY_COL_TXID,      /* the row's position: (txid, seq) */
+    RLY_COL_SEQ,
     RLY_COL_ID,        /* uuid text: ce_id */
     RLY_COL_KEY,       /* aggregate_id: the Kafka key */
     RLY_COL_TOPIC,
@@ -23,23 +29,45 @@ enum {
     RLY_COL_TIME,      /* created_at, RFC 3339 UTC */
 };
 
+/* Three Postgres array literals naming shards and their positions, e.g.
+ * "{0,3}", "{812,0}", "{17,0}": what the read and the advance take. */
+typedef struct rly_positions {
+    const char *shards, *txids, *seqs;
+} rly_positions_t;
+
 /* A connection handle (connects on first use). Owned by caller: rly_store_free. */
 svc_err_t rly_store_new(const char *dsn, const char *name, int statement_timeout_ms,
                         rly_store_t **out, char *errbuf);
 void rly_store_free(rly_store_t *st);
 
-/* BEGIN, then claims up to limit rows (see store.c for which): *rows is
- * owned by caller (PQclear). On error, no transaction is left open. */
-svc_err_t rly_store_claim(rly_store_t *st, int limit, PGresult **rows, char *errbuf);
-/* Marks the rows whose ids are in `ids` (a Postgres uuid[] literal
- * "{id,id}") published, then COMMITs. On error the transaction is rolled
- * back: no row is marked. */
-svc_err_t rly_store_mark_commit(rly_store_t *st, const char *ids, char *errbuf);
-/* Rolls back the claim: every claimed row stays unpublished. */
-void rly_store_rollback(rly_store_t *st);
-/* Outside a claim: the unpublished rows (counted up to cap) and the oldest
+/* Up to `limit` rows of each shard in p after its position, oldest first
+ * ((txid, seq) order), sorted by shard then position; only rows whose
+ * transaction and every older one have ended. *rows owned by caller
+ * (PQclear); at least one row (RLY_COL_SHARD NULL when none was read). */
+svc_err_t rly_store_read(rly_store_t *st, const rly_positions_t *p, int limit, PGresult **rows,
+                         char *errbuf);
+/* Moves each shard's cursor forward to the given position (never back). */
+svc_err_t rly_store_advance(rly_store_t *st, const rly_positions_t *p, char *errbuf);
+/* The cursors of the shards in the literal (e.g. "{0,3}"): rows of
+ * (shard, txid text, seq). *rows owned by caller. */
+svc_err_t rly_store_cursors(rly_store_t *st, const char *shards, PGresult **rows,
+                            char *errbuf);
+/* Every shard (rows of one column, ascending). *rows owned by caller. */
+svc_err_t rly_store_shards(rly_store_t *st, PGresult **rows, char *errbuf);
+/* The unpublished rows of every shard (counted up to cap) and the oldest
  * one's created_at in Unix ms (0 when none). */
 svc_err_t rly_store_stats(rly_store_t *st, int64_t cap, int64_t *rows, int64_t *oldest_ms,
                           char *errbuf);
+
+/* The session's advisory locks (lease.c): what it holds, as rows of
+ * (kind, shard) with kind 'm' for the membership lock and 's' for a shard. */
+svc_err_t rly_store_locks_held(rly_store_t *st, PGresult **rows, char *errbuf);
+/* Takes the shared membership lock (without waiting); *got says whether. */
+svc_err_t rly_store_join(rly_store_t *st, bool *got, char *errbuf);
+/* How many sessions hold the membership lock on this database. */
+svc_err_t rly_store_members(rly_store_t *st, int *n, char *errbuf);
+/* Tries to lock shard (without waiting); *got says whether. */
+svc_err_t rly_store_lock_shard(rly_store_t *st, int shard, bool *got, char *errbuf);
+svc_err_t rly_store_unlock_shard(rly_store_t *st, int shard, char *errbuf);
 
 #endif

@@ -231,7 +231,8 @@ static void assert_outbox_row(saga_it_t *f, const char *order_id, const char *ev
     assert_int_equal(ord_it_int(f->t, sql), 1);
     snprintf(sql, sizeof sql,
              "SELECT concat_ws('|', aggregate_type, topic, ce_type, ce_source, request_id, "
-             "payload->>'order_id', octet_length(payload_pb) > 0, published_at IS NULL) "
+             "payload->>'order_id', octet_length(payload_pb) > 0, "
+             "id IN (SELECT id FROM outbox_pending)) "
              "FROM outbox WHERE aggregate_id = '%s' AND event_type = '%s'",
              order_id, event);
     ord_it_text(f->t, sql, got, sizeof got);

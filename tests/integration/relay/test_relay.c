@@ -24,8 +24,8 @@
 #include "relay_it.h"
 #include "shopmicro/events/v1/events.pb-c.h"
 
-#define PUBLISHED   "SELECT count(*) FROM outbox WHERE published_at IS NOT NULL"
-#define UNPUBLISHED "SELECT count(*) FROM outbox WHERE published_at IS NULL"
+#define PUBLISHED   "SELECT count(*) FROM outbox WHERE id NOT IN (SELECT id FROM outbox_pending)"
+#define UNPUBLISHED "SELECT count(*) FROM outbox_pending"
 #define DRAIN_MS    60000
 
 typedef struct fixture {
@@ -325,9 +325,23 @@ static void kill9_mid_backlog_loses_nothing(void **state)
            check_topic(f, ids, N, false));
 }
 
+/* Two relays of one database share its 8 shards (lease.h): the first takes
+ * all, gives half up on its next tick once it counts the second, which takes
+ * them on its own. */
+static void wait_halves(spawn_proc_t *a, spawn_proc_t *b)
+{
+    if (spawn_log_wait(b, "leases: 4 of 8 shards", it_ms(10000)) != SVC_OK ||
+        spawn_log_wait(a, "leases: 4 of 8 shards", it_ms(10000)) != SVC_OK) {
+        spawn_log_dump(a, 20);
+        spawn_log_dump(b, 20);
+        fail_msg("the two relays did not split the shards 4 and 4");
+    }
+}
+
 /* Rows of 40 aggregates with 5 events each, written event-major (every
  * aggregate's event 1, then every event 2, ...), relayed by two relays
- * claiming batches of 3: each key's values must come out 1..5 in order. */
+ * reading batches of 3, each from its half of the shards: each key's values
+ * must come out 1..5 in order. */
 static void two_relays_keep_per_key_order(void **state)
 {
     fixture_t *f = *state;
@@ -342,6 +356,7 @@ static void two_relays_keep_per_key_order(void **state)
     assert_int_equal(rly_it_relay_stop(&f->relay, NULL), 0);
     assert_int_equal(rly_it_relay_start(f->ord->ord_db.dsn, &f->kafka, small, &f->relay), SVC_OK);
     assert_int_equal(rly_it_relay_start(f->ord->ord_db.dsn, &f->kafka, small, &second), SVC_OK);
+    wait_halves(f->relay, second);
     snprintf(prefix, sizeof prefix, "seq-%d-", (int)getpid());
     snprintf(sql, sizeof sql,
              "INSERT INTO outbox (id, aggregate_type, aggregate_id, event_type, payload, topic, "
@@ -374,6 +389,40 @@ static void two_relays_keep_per_key_order(void **state)
     assert_int_equal(rly_it_relay_start(f->ord->ord_db.dsn, &f->kafka, NULL, &f->relay), SVC_OK);
 }
 
+#define ALL_SHARDS "leases: 8 of 8 shards (0,1,2,3,4,5,6,7)"
+
+/* A relay killed with -9 holds its leases no longer than its session: the
+ * other relay takes its shards on its next tick and publishes their rows. */
+static void killed_relay_hands_over_its_shards(void **state)
+{
+    fixture_t *f = *state;
+    const char *named[] = {"RELAY_NAME=relay-b", NULL};
+    spawn_proc_t *second = NULL;
+    int64_t before = ord_it_int(f->ord, PUBLISHED);
+    enum { N = 100 };
+    char ids[N][37];
+    uint64_t t0;
+
+    size_t all = spawn_log_count(f->relay, ALL_SHARDS);
+    uint64_t give_up;
+
+    assert_int_equal(rly_it_relay_start(f->ord->ord_db.dsn, &f->kafka, named, &second), SVC_OK);
+    wait_halves(f->relay, second);
+    rly_it_relay_kill(&second);
+    t0 = svc_now_ms();
+    place(f, N, ids);
+    give_up = svc_now_ms() + (uint64_t)it_ms(10000);
+    while (spawn_log_count(f->relay, ALL_SHARDS) == all && svc_now_ms() < give_up)
+        usleep(20 * 1000);
+    if (spawn_log_count(f->relay, ALL_SHARDS) == all) {
+        spawn_log_dump(f->relay, 20);
+        fail_msg("the surviving relay did not take the killed one's shards");
+    }
+    wait_published(f, before + N);
+    printf("[relay] one of two relays killed: the other holds all 8 shards and published the "
+           "%d orders %llu ms after the kill\n", N, (unsigned long long)(svc_now_ms() - t0));
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -382,6 +431,7 @@ int main(void)
         cmocka_unit_test(idle_relay_notices_kafka_kill_and_restart),
         cmocka_unit_test(kill9_mid_backlog_loses_nothing),
         cmocka_unit_test(two_relays_keep_per_key_order),
+        cmocka_unit_test(killed_relay_hands_over_its_shards),
     };
     int rc;
 
