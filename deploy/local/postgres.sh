@@ -189,7 +189,11 @@ $(port_owner "$PG_PORT")
   pg_initdb
   pg_write_conf
   say "postgres: starting on 127.0.0.1:$PG_PORT (data $(rel "$PG_DATA"), log $(rel "$PG_LOG"))"
-  as_pg "$PG_BIN/pg_ctl" start -D "$PG_DATA" -l "$PG_LOG" -w -t 60 >/dev/null ||
+  # The server outlives this script: it must not inherit the caller's open
+  # files (a `flock LOCK bench/...` caller's lock would be held for as long
+  # as the server runs, and every other waiter would wait for it).
+  as_pg "$PG_BIN/pg_ctl" start -D "$PG_DATA" -l "$PG_LOG" -w -t 60 >/dev/null \
+    3>&- 4>&- 5>&- 6>&- 7>&- 8>&- 9>&- ||
     { pg_log_tail; die "pg_ctl start failed"; }
   pg_running || { pg_log_tail; die "postgres did not stay up"; }
   pg_wait_ready
@@ -218,7 +222,8 @@ pg_restart() {
   pg_resume_quietly
   pg_write_conf
   say "postgres: restarting (pid $PG_RUN_PID)"
-  as_pg "$PG_BIN/pg_ctl" restart -D "$PG_DATA" -l "$PG_LOG" -m fast -w -t 60 >/dev/null ||
+  as_pg "$PG_BIN/pg_ctl" restart -D "$PG_DATA" -l "$PG_LOG" -m fast -w -t 60 >/dev/null \
+    3>&- 4>&- 5>&- 6>&- 7>&- 8>&- 9>&- ||
     { pg_log_tail; die "pg_ctl restart failed"; }
   pg_running || { pg_log_tail; die "postgres did not come back"; }
   pg_wait_ready
