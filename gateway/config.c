@@ -64,6 +64,16 @@ static const svc_cfg_entry_t table[] = {
     {"GATEWAY_STALE_MAX_BYTES", SVC_CFG_INT, 65536, 1073741824, "8388608", OFF(stale_max_bytes),
      "memory for those answers at most (keys, bodies, 96 bytes each); one answer over an "
      "eighth of it is not kept"},
+    /* Fail-fast windows (docs/gateway.md): an upstream that refuses a route
+     * because its own dependency is out, and says for how long, is not asked
+     * again for that route until then, at most the cap, which keeps one
+     * probe a second going (failfast.h). */
+    {"GATEWAY_FAILFAST", SVC_CFG_BOOL, 0, 0, "on", OFF(failfast),
+     "answer a route 503 without calling while its upstream's refusal with a retry hint "
+     "holds (on | off)"},
+    {"GATEWAY_FAILFAST_MAX_WINDOW_MS", SVC_CFG_INT, 1, 600000, "1000",
+     OFF(failfast_max_window_ms),
+     "the longest such window, whatever the hint: after it one call probes the upstream"},
     /* The live resilience page (docs/gateway.md): the default is the local
      * stack's order admin port (deploy/local, ORDER_ADMIN_LISTEN), where the
      * order service's own catalog breaker lives. */

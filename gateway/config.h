@@ -32,6 +32,8 @@ typedef struct gw_config {
     int64_t stale_max_age_ms;
     int64_t stale_max_entries;
     int64_t stale_max_bytes;
+    bool failfast; /* docs/gateway.md, "Fail-fast windows" */
+    int64_t failfast_max_window_ms;
     char resilience_peers[SVC_CFG_STR_MAX]; /* the live page's other feeds (resilience.h) */
 } gw_config_t;
 

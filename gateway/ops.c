@@ -86,8 +86,9 @@ void gw_ops_readyz(struct gw_app *app, h2o_mem_pool_t *pool, gw_reply_t *out)
 void gw_ops_metrics(struct gw_app *app, h2o_mem_pool_t *pool, gw_reply_t *out)
 {
     rs_upstream_t *ups[GW_UPSTREAM_COUNT];
+    const gw_failfast_t *ff = gw_upstream_failfast(app->ups);
     char *text = NULL;
-    size_t len = 0, need = 0;
+    size_t len = 0, need = 0, ff_len = 0;
     gw_cache_stats_t cache;
     svc_err_t err;
 
@@ -96,13 +97,20 @@ void gw_ops_metrics(struct gw_app *app, h2o_mem_pool_t *pool, gw_reply_t *out)
     if (app->stale != NULL)
         gw_cache_stats(app->stale, &cache);
     err = gw_metrics_render(app->metrics, app->stale != NULL ? &cache : NULL, &text, &len);
+    if (err == SVC_OK) {
+        (void)gw_failfast_render(ff, NULL, 0, &ff_len);
+        ff_len += 64; /* room for counts that gain digits before the second pass */
+    }
     if (err == SVC_OK)
         err = rs_metrics_render(ups, GW_UPSTREAM_COUNT, NULL, 0, &need);
     if (err == SVC_OK || err == SVC_ERANGE) {
-        char *body = h2o_mem_alloc_pool(pool, len + need + 1);
+        char *body = h2o_mem_alloc_pool(pool, len + ff_len + need + 1);
         size_t got = 0;
 
         memcpy(body, text, len);
+        if (gw_failfast_render(ff, body + len, ff_len + 1, &got) == SVC_OK)
+            len += got;
+        got = 0;
         err = rs_metrics_render(ups, GW_UPSTREAM_COUNT, body + len, need + 1, &got);
         if (err == SVC_ERANGE) /* grew between the two calls: keep what fits */
             got = need;

@@ -8,6 +8,8 @@
 struct gw_upstreams {
     rs_grpc_client_t *cl[GW_UPSTREAM_COUNT];
     char target[GW_UPSTREAM_COUNT][SVC_CFG_STR_MAX];
+    const gw_route_t *routes; /* the table's rows index the fail-fast windows */
+    gw_failfast_t *ff;        /* NULL: GATEWAY_FAILFAST=off */
 };
 
 /* The method table of one upstream, from the routes that use it. */
@@ -44,6 +46,21 @@ svc_err_t gw_upstreams_new(const gw_config_t *cfg, const gw_route_t *routes, siz
         return SVC_ENOMEM;
     snprintf(u->target[GW_UPSTREAM_CATALOG], SVC_CFG_STR_MAX, "%s", cfg->catalog_addr);
     snprintf(u->target[GW_UPSTREAM_ORDER], SVC_CFG_STR_MAX, "%s", cfg->order_addr);
+    u->routes = routes;
+    if (cfg->failfast) {
+        gw_failfast_opts_t fo;
+
+        gw_failfast_opts_init(&fo);
+        fo.routes = routes;
+        fo.n_routes = n;
+        fo.max_window_ms = (uint32_t)cfg->failfast_max_window_ms;
+        err = gw_failfast_new(&fo, &u->ff);
+        if (err != SVC_OK) {
+            svc_errbuf_set(errbuf, "fail-fast windows: %s", svc_strerror(err));
+            free(u);
+            return err;
+        }
+    }
     for (int id = 0; id < GW_UPSTREAM_COUNT; id++) {
         rs_grpc_opts_t o;
 
@@ -77,6 +94,7 @@ void gw_upstreams_free(gw_upstreams_t *u)
         return;
     for (int id = 0; id < GW_UPSTREAM_COUNT; id++)
         rs_grpc_client_free(u->cl[id]);
+    gw_failfast_free(u->ff);
     free(u);
 }
 
@@ -88,6 +106,11 @@ rs_grpc_client_t *gw_upstream_client(gw_upstreams_t *u, gw_upstream_id_t id)
 const char *gw_upstream_target(const gw_upstreams_t *u, gw_upstream_id_t id)
 {
     return u->target[id];
+}
+
+const gw_failfast_t *gw_upstream_failfast(const gw_upstreams_t *u)
+{
+    return u->ff;
 }
 
 /* The catalog keeps no idempotency keys: a client has to look before it
@@ -117,24 +140,50 @@ bool gw_upstream_unavailable(const rs_grpc_result_t *res)
     return res->err == SVC_EUNAVAIL || res->err == SVC_ETIMEDOUT;
 }
 
-/* Runs on the client's thread: it must not block and must not touch the
- * request, which belongs to a loop thread. Everything the loop needs is in
- * c; the loop's receiver does the rest. */
+/* Runs on the client's thread (or on the loop's, inside rs_grpc_cancel):
+ * it must not block and must not touch the request, which belongs to a loop
+ * thread. Everything the loop needs is in c; the loop's receiver does the
+ * rest, and may free c as soon as the message is sent. */
 static void on_done(void *arg, const rs_grpc_result_t *res, ProtobufCMessage *resp)
 {
     gw_call_t *c = arg;
 
+    if (c->ups->ff != NULL)
+        gw_failfast_end(c->ups->ff, c->route, c->ff_ticket, res, svc_now_ns());
     c->res = *res;
     c->resp = resp;
     h2o_multithread_send_message(c->rx, &c->msg);
 }
 
+/* The route's fail-fast window: true when the call is answered at once
+ * (c->res filled). A probe's lease is its deadline, or the longest window
+ * when it has none: the call ends by then, or is given up. */
+static bool refused_here(gw_upstreams_t *u, gw_call_t *c, uint64_t deadline_ns)
+{
+    uint64_t now = svc_now_ns(), lease = deadline_ns;
+
+    if (deadline_ns == SVC_DEADLINE_NONE)
+        lease = now + (uint64_t)GW_FAILFAST_DEFAULT_MAX_WINDOW_MS * SVC_NS_PER_MS;
+    return gw_failfast_admit(u->ff, c->route, now, lease, &c->ff_ticket, &c->res) ==
+           GW_FAILFAST_REFUSE;
+}
+
 svc_err_t gw_upstream_call(gw_upstreams_t *u, const gw_route_t *route, const ProtobufCMessage *req,
                            const rs_grpc_call_opts_t *o, gw_call_t *c)
 {
+    svc_err_t err;
+
     c->msg = (h2o_multithread_message_t){{NULL, NULL}};
     c->resp = NULL;
     c->handle = NULL;
-    return rs_grpc_call_async(u->cl[route->upstream], route->rpc, req, route->response, o,
-                              on_done, c, &c->handle, &c->res);
+    c->ups = u;
+    c->route = (size_t)(route - u->routes);
+    c->ff_ticket = 0;
+    if (u->ff != NULL && refused_here(u, c, o->deadline_ns))
+        return SVC_EUNAVAIL;
+    err = rs_grpc_call_async(u->cl[route->upstream], route->rpc, req, route->response, o,
+                             on_done, c, &c->handle, &c->res);
+    if (err != SVC_OK && u->ff != NULL) /* no done will come: the probe ends here */
+        gw_failfast_end(u->ff, c->route, c->ff_ticket, &c->res, svc_now_ns());
+    return err;
 }

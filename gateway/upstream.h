@@ -7,6 +7,10 @@
  * Each upstream's resilience method table comes from the route table: a
  * row's idempotency (RS_IDEMPOTENT for Get/List, RS_NOT_IDEMPOTENT for
  * Create) decides whether the engine may retry it.
+ *
+ * Every call also passes the route's fail-fast window (failfast.h; off with
+ * GATEWAY_FAILFAST=off): while an upstream's refusal holds for the route,
+ * gw_upstream_call answers at once, as if the upstream had refused again.
  */
 #ifndef GW_UPSTREAM_H
 #define GW_UPSTREAM_H
@@ -14,6 +18,7 @@
 #include <h2o.h>
 
 #include "config.h"
+#include "failfast.h"
 #include "routes.h"
 #include "rs/grpc.h"
 
@@ -29,6 +34,9 @@ void gw_upstreams_free(gw_upstreams_t *u);
 /* Borrowed; valid until gw_upstreams_free. */
 rs_grpc_client_t *gw_upstream_client(gw_upstreams_t *u, gw_upstream_id_t id);
 const char *gw_upstream_target(const gw_upstreams_t *u, gw_upstream_id_t id);
+/* The fail-fast windows of the routes, for /metrics; NULL with
+ * GATEWAY_FAILFAST=off. Borrowed; valid until gw_upstreams_free. */
+const gw_failfast_t *gw_upstream_failfast(const gw_upstreams_t *u);
 
 /*
  * What a client must know when a non-idempotent call to upstream id was
@@ -67,14 +75,20 @@ typedef struct gw_call {
     rs_grpc_async_t *handle;       /* the caller's reference; NULL once given back */
     rs_grpc_result_t res;
     ProtobufCMessage *resp;        /* SVC_OK only */
+    /* private: for the fail-fast window, set by gw_upstream_call */
+    gw_upstreams_t *ups;
+    size_t route;                  /* index in the route table */
+    uint64_t ff_ticket;            /* gw_failfast_admit's */
 } gw_call_t;
 
 /*
  * Starts route->rpc on its upstream with req (borrowed: packed before this
  * returns) and options o (metadata copied). SVC_OK: c->msg will be sent to
- * c->rx exactly once. Anything else (breaker open, bulkhead full, deadline
- * already too short, out of memory): nothing will be sent, c->res says why
- * (res.retry_after_ms for Retry-After). Any thread; never blocks.
+ * c->rx exactly once. Anything else (the route's fail-fast window, breaker
+ * open, bulkhead full, deadline already too short, out of memory): nothing
+ * will be sent, c->res says why (res.retry_after_ms for Retry-After). route
+ * must be a row of the table gw_upstreams_new was given. Any thread; never
+ * blocks.
  */
 svc_err_t gw_upstream_call(gw_upstreams_t *u, const gw_route_t *route, const ProtobufCMessage *req,
                            const rs_grpc_call_opts_t *o, gw_call_t *c);
