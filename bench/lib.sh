@@ -222,14 +222,15 @@ pg_up_waiting() {
   done
 }
 
-# catalog_start DB VAR=VALUE...: the real catalog binary on 127.0.0.1:$CAT_PORT against database
-# DB, without Kafka, the VARs on top (log appended to $TMP/catalog.log); CAT_PID once it accepts.
+# catalog_start DB VAR=VALUE...: the real catalog binary ($CAT_BIN if set, e.g. an older build
+# for a before/after comparison) on 127.0.0.1:$CAT_PORT against database DB, without Kafka, the
+# VARs on top (log appended to $TMP/catalog.log); CAT_PID once it accepts.
 catalog_start() {
   local db=$1
   shift
   env CATALOG_LISTEN="127.0.0.1:$CAT_PORT" CATALOG_KAFKA_BROKERS=none \
     CATALOG_DB_DSN="host=127.0.0.1 port=$PG_PORT dbname=$db user=postgres" "$@" \
-    "$BUILD_DIR/services/catalog/catalog" >>"$TMP/catalog.log" 2>&1 </dev/null &
+    "${CAT_BIN:-$BUILD_DIR/services/catalog/catalog}" >>"$TMP/catalog.log" 2>&1 </dev/null &
   # shellcheck disable=SC2034  # the scripts stop it
   CAT_PID=$!
   wait_port CAT_PID "$CAT_PORT" 15 catalog
@@ -396,6 +397,18 @@ watched_run() {
   run_pid=""
   wait "$watch_pid" || true
   watch_pid=""
+}
+
+# per_request WATCH_LOG RATE [UNIT]: CPU microseconds and context switches per UNIT (default
+# "request") of each process of a "named" watch_cpu report, at RATE units per second.
+per_request() {
+  awk -v r="$2" -v unit="${3:-request}" '
+    /own processes:/ { sub(/.*cores \(/, ""); sub(/\)$/, ""); n = split($0, f, ", ")
+      for (i = 1; i <= n; i++) { split(f[i], kv, " "); cpu = cpu sprintf("%s%s %.0f", i > 1 ? ", " : "", kv[1], kv[2] * 1e6 / r); tot += kv[2] } }
+    /context switches/ { sub(/.*threads\): /, ""); n = split($0, f, ", ")
+      for (i = 1; i <= n; i++) { split(f[i], kv, " "); cs = cs sprintf("%s%s %.1f", i > 1 ? ", " : "", kv[1], kv[2] / r) } }
+    END { if (cpu != "") printf "%-24s %s (total %.0f)\n", "CPU us per " unit, cpu, tot * 1e6 / r
+          if (cs != "") printf "%-24s %s\n", "switches per " unit, cs }' "$1"
 }
 
 # own_cores WATCH_LOG: the cores the benchmark's own processes used, from watch_cpu's line.

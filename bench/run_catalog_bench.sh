@@ -3,6 +3,7 @@
 #
 #   bench/run_catalog_bench.sh [--workers N[,N...]] [--threads N] [--seconds D]
 #                              [--products N] [--reinit-pgbench] [--client async|threads]
+#                              [--catalog-bin PATH]
 #
 # 1. deploy/local/stack.sh pg-up (the project's Postgres, 127.0.0.1:$SHOPMICRO_PG_PORT)
 # 2. builds catalog + bench_catalog (RelWithDebInfo) in $SHOPMICRO_BENCH_BUILD_DIR
@@ -17,7 +18,11 @@
 # 4. runs pgbench -S -M prepared -c 4 -j 2 -T <seconds> over TCP 127.0.0.1 against
 #    the same Postgres (database pgbench_ref, initialised with pgbench -i -s 10
 #    the first time and kept for later runs; --reinit-pgbench re-creates it)
-# 5. prints nproc, both figures and the ratio ours/pgbench (target >= 0.25).
+# 5. prints nproc, both figures and the ratio ours/pgbench (target >= 0.25), and
+#    the CPU time and context switches per call of bench_catalog, the catalog
+#    and its Postgres backends.
+# --catalog-bin PATH: run that catalog binary instead of the build's (e.g. an
+#    older build, for a before/after comparison).
 # The catalog is stopped with SIGTERM and the bench database dropped on any exit.
 # Figures and the chosen CATALOG_WORKERS: docs/benchmarks.md.
 set -euo pipefail
@@ -38,6 +43,7 @@ PGBENCH_DB=pgbench_ref
 PGBENCH_SCALE=10
 REINIT_PGBENCH=0
 TARGET_RATIO=0.25
+CAT_BIN=""   # read by catalog_start (bench/lib.sh)
 
 while (( $# > 0 )); do
   case $1 in
@@ -47,6 +53,7 @@ while (( $# > 0 )); do
     --seconds)        SECONDS_RUN=${2:?}; shift 2 ;;
     --products)       PRODUCTS=${2:?}; shift 2 ;;
     --reinit-pgbench) REINIT_PGBENCH=1; shift ;;
+    --catalog-bin)    CAT_BIN=${2:?}; shift 2 ;;
     -h|--help)        usage; exit 0 ;;
     *) unknown_arg "$1" ;;
   esac
@@ -54,6 +61,10 @@ done
 IFS=',' read -r -a WORKER_LIST <<<"$WORKERS"
 [[ $CLIENT == async || $CLIENT == threads ]] || arg_error "--client must be async or threads"
 need_positive "${WORKER_LIST[@]}" "$THREADS" "$SECONDS_RUN" "$PRODUCTS"
+if [[ -n $CAT_BIN ]]; then
+  [[ -x $CAT_BIN ]] || arg_error "--catalog-bin $CAT_BIN is not an executable"
+  CAT_BIN=$(cd "$(dirname "$CAT_BIN")" && pwd -P)/$(basename "$CAT_BIN")
+fi
 
 pg_clients "$PG_PORT"
 BENCH_DB="catalog_bench_$$"
@@ -115,7 +126,7 @@ for w in "${WORKER_LIST[@]}"; do
   say "other sessions on this Postgres: $(other_pg_sessions "${OWN_DBS[@]}"); loadavg $(load1)"
   client_args=()
   [[ $CLIENT == async ]] && client_args=(--async)
-  watched_run bench_catalog "$TMP/bench-$w.log" total "postgres=$BENCH_DB" 1.5 \
+  watched_run bench_catalog "$TMP/bench-$w.log" named "postgres=$BENCH_DB" 1.5 \
     $((SECONDS_RUN > 2 ? SECONDS_RUN - 1 : 1)) catalog="$CAT_PID" -- \
     "$BENCH" --target "127.0.0.1:$CAT_PORT" --threads "$THREADS" --seconds "$SECONDS_RUN" "${client_args[@]}"
   cat "$TMP/bench-$w.log" "$TMP/watch.log"
@@ -127,6 +138,7 @@ for w in "${WORKER_LIST[@]}"; do
     say "WARNING: $errs calls failed in this run (was Postgres restarted by another test?)"
     TOTAL_ERRORS=$((TOTAL_ERRORS + errs))
   fi
+  per_request "$TMP/watch.log" "$rate" call | tee "$TMP/per-call-$w.txt"
   if (( rate > BEST_RATE )); then BEST_RATE=$rate BEST_WORKERS=$w BEST_LINE=$line BEST_OWN=${own:-?}; fi
   stop_catalog
 done
@@ -149,6 +161,11 @@ if [[ ${BEST_OWN:-?} != "?" && -n ${PGB_OWN:-} ]]; then
   printf 'cores used by the run   catalog phase %s, pgbench phase %s (of %s)\n' "$BEST_OWN" "$PGB_OWN" "$(nproc)"
   printf 'ratio per CPU-second    %s  (calls per core-second of client+server+Postgres)\n' \
     "$(per_cpu_ratio "$BEST_RATE" "$BEST_OWN" "$PGB_TPS" "$PGB_OWN")"
+fi
+if [[ -n $BEST_WORKERS ]]; then cat "$TMP/per-call-$BEST_WORKERS.txt"; fi
+if [[ -n ${PGB_OWN:-} ]]; then
+  printf 'CPU us per pgbench tx    %.0f (pgbench + its Postgres backends)\n' \
+    "$(awk -v c="$PGB_OWN" -v t="$PGB_TPS" 'BEGIN { print c * 1e6 / t }')"
 fi
 warn_if_pg_restarted 24
 if (( TOTAL_ERRORS > 0 )); then
