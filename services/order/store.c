@@ -19,10 +19,7 @@ enum {
     STMT_COMMIT,
     STMT_ROLLBACK,
     STMT_KEY_GET,
-    STMT_KEY_CLAIM,
-    STMT_ORDER_INSERT,
-    STMT_ITEMS_INSERT,
-    STMT_OUTBOX_INSERT,
+    STMT_ORDER_CREATE,
     STMT_ORDER_GET,
     STMT_KEYS_EXPIRE,
     STMT_EVENT_CLAIM,
@@ -32,10 +29,10 @@ enum {
 };
 
 static const db_stmt_t stmts[] = {
-    /* BEGIN may be re-run on a fresh connection when the old one is found
-     * dead (pkg/db does that only outside a transaction): on a dead session
-     * it began nothing. So the first order after a Postgres restart does not
-     * fail. COMMIT and ROLLBACK must never be re-run. */
+    /* The saga's transaction (CreateOrder needs none: its write is one
+     * statement). BEGIN may be re-run on a fresh connection when the old one
+     * is found dead (pkg/db does that only outside a transaction): on a dead
+     * session it began nothing. COMMIT and ROLLBACK must never be re-run. */
     [STMT_BEGIN] = {"ord_begin", "BEGIN", 0, true},
     [STMT_COMMIT] = {"ord_commit", "COMMIT", 0, false},
     [STMT_ROLLBACK] = {"ord_rollback", "ROLLBACK", 0, false},
@@ -48,46 +45,55 @@ static const db_stmt_t stmts[] = {
                       "k.total_cents FROM idempotency_keys k "
                       "LEFT JOIN orders o ON o.id = k.order_id WHERE k.key = $1",
                       1, true},
-    /* Claims the key before anything else is written. If another open
-     * transaction holds the same key, Postgres makes this insert wait for it:
-     * committed, we get no row (the key is taken); rolled back, we get it. */
-    [STMT_KEY_CLAIM] = {"ord_key_claim",
-                        "INSERT INTO idempotency_keys (key, request_hash, order_id, status, "
-                        "total_cents) VALUES ($1, $2, gen_random_uuid(), 'PENDING', $3) "
-                        "ON CONFLICT (key) DO NOTHING RETURNING order_id::text",
-                        3, false},
-    [STMT_ORDER_INSERT] = {"ord_order_insert",
-                           "INSERT INTO orders (id, customer_id, status, total_cents) "
-                           "VALUES (COALESCE($1::uuid, gen_random_uuid()), $2, 'PENDING', $3) "
-                           "RETURNING id::text, " RFC3339("created_at"),
-                           3, false},
-    [STMT_ITEMS_INSERT] = {"ord_items_insert",
-                           "INSERT INTO order_items "
-                           "(order_id, position, product_id, quantity, unit_price_cents) "
-                           "SELECT $1::uuid, t.pos - 1, t.product_id, t.quantity, t.price "
-                           "FROM unnest($2::text[], $3::int[], $4::bigint[]) "
-                           "WITH ORDINALITY AS t(product_id, quantity, price, pos)",
-                           4, false},
-    /* The event's jsonb payload is built from the rows just written, so it
-     * cannot disagree with them: order_id, customer_id, items [{product_id,
-     * quantity, unit_price_cents}], total_cents, created_at (RFC 3339). Its
-     * wire form ($2..$6: topic, type, source, protobuf, request id) is
-     * encoded from the same values by event_hex() below. pg_notify wakes the
-     * relays when the transaction commits (and never if it rolls back). */
-    [STMT_OUTBOX_INSERT] =
-        {"ord_outbox_insert",
-         "WITH ins AS (INSERT INTO outbox (id, aggregate_type, aggregate_id, event_type, payload, "
+    /*
+     * CreateOrder's whole write, one statement and so one round trip and one
+     * transaction of its own (no BEGIN/COMMIT): the key, the order, its
+     * lines and its OrderCreated outbox row, each CTE reading the rows the
+     * one before it wrote (RETURNING), which also orders them: nothing is
+     * written before the key is claimed.
+     *
+     * k claims the idempotency key ($1; NULL: the call has none). If another
+     * open transaction holds the same key, Postgres makes this insert wait
+     * for it: committed, k gets no row and so nothing else is written (the
+     * statement returns no row: the key is taken); rolled back, k gets it.
+     * o is the order, under the key's order id; i its lines ($5..$7, one
+     * INSERT for all of them); x the outbox row, whose jsonb payload is built
+     * from the rows i and o returned, so it cannot disagree with them.
+     *
+     * The event's protobuf ($11) is encoded by the caller without the two
+     * fields only this statement knows, order_id (1) and created_at (5),
+     * which are spliced in here as field 1 first and field 5 last: the bytes
+     * are exactly those protobuf-c packs for the whole message (fields in
+     * number order, proto3's empty strings left out). 0x0a/0x2a are the keys
+     * of fields 1 and 5 as length-delimited, 0x24 (36) the length of a
+     * uuid's text, 0x1b (27) that of RFC3339()'s. pg_notify wakes the relays
+     * when the statement commits (never when it writes nothing or fails).
+     */
+    [STMT_ORDER_CREATE] =
+        {"ord_order_create",
+         "WITH k AS (INSERT INTO idempotency_keys (key, request_hash, order_id, status, "
+         "total_cents) SELECT $1::text, $2::text, gen_random_uuid(), 'PENDING', $3::bigint "
+         "WHERE $1::text IS NOT NULL ON CONFLICT (key) DO NOTHING RETURNING order_id), "
+         "o AS (INSERT INTO orders (id, customer_id, status, total_cents) "
+         "SELECT COALESCE((SELECT order_id FROM k), gen_random_uuid()), $4, 'PENDING', $3 "
+         "WHERE $1::text IS NULL OR EXISTS (SELECT FROM k) "
+         "RETURNING id, customer_id, total_cents, created_at, " RFC3339("created_at") " AS at), "
+         "i AS (INSERT INTO order_items (order_id, position, product_id, quantity, "
+         "unit_price_cents) SELECT o.id, t.pos - 1, t.product_id, t.quantity, t.price "
+         "FROM o, unnest($5::text[], $6::int[], $7::bigint[]) "
+         "WITH ORDINALITY AS t(product_id, quantity, price, pos) "
+         "RETURNING position, product_id, quantity, unit_price_cents), "
+         "x AS (INSERT INTO outbox (id, aggregate_type, aggregate_id, event_type, payload, "
          "created_at, topic, ce_type, ce_source, payload_pb, request_id) "
          "SELECT gen_random_uuid(), 'order', o.id::text, 'OrderCreated', "
          "jsonb_build_object('order_id', o.id, 'customer_id', o.customer_id, "
          "'items', (SELECT jsonb_agg(jsonb_build_object('product_id', i.product_id, "
          "'quantity', i.quantity, 'unit_price_cents', i.unit_price_cents) ORDER BY i.position) "
-         "FROM order_items i WHERE i.order_id = o.id), "
-         "'total_cents', o.total_cents, 'created_at', " RFC3339("o.created_at") "), "
-         "o.created_at, $2, $3, $4, $5::bytea, $6 FROM orders o WHERE o.id = $1::uuid "
-         "RETURNING 1) "
-         "SELECT pg_notify('outbox', '') FROM ins",
-         6, false},
+         "FROM i), 'total_cents', o.total_cents, 'created_at', o.at), "
+         "o.created_at, $8, $9, $10, '\\x0a24'::bytea || convert_to(o.id::text, 'UTF8') || "
+         "$11::bytea || '\\x2a1b'::bytea || convert_to(o.at, 'UTF8'), $12 FROM o RETURNING 1) "
+         "SELECT o.id::text, pg_notify('outbox', '') FROM o, x",
+         12, false},
     [STMT_ORDER_GET] = {"ord_order_get",
                         "SELECT o.id::text, o.customer_id, o.status, o.total_cents, "
                         RFC3339("o.created_at") ", "
@@ -290,97 +296,44 @@ static svc_err_t exec(ord_store_t *st, size_t idx, const char *const *params,
     return db_run(st, idx, params, deadline_ns, NULL, errbuf);
 }
 
-/* Ends a failed transaction, keeping the first error's text in errbuf. */
-static void rollback(ord_store_t *st, char *errbuf)
-{
-    char why[SVC_ERRBUF_LEN] = "";
-
-    if (db_rollback(st, STMT_ROLLBACK, why) != SVC_OK && errbuf != NULL) {
-        size_t len = strlen(errbuf);
-        snprintf(errbuf + len, SVC_ERRBUF_LEN - len, " (rollback failed: %s)", why);
-    }
-}
-
 svc_err_t ord_store_create(ord_store_t *st, const ord_new_order_t *o, uint64_t deadline_ns,
                            ord_created_t *out, bool *key_taken, char *errbuf)
 {
-    char qty[NUM_ARRAY_MAX], price[NUM_ARRAY_MAX], total[24], created_at[40];
+    char qty[NUM_ARRAY_MAX], price[NUM_ARRAY_MAX], total[24];
     char *ids = ord_store_text_array(o->lines, o->n_lines);
     char *event = NULL;
-    const char *order_id = NULL;
     PGresult *r = NULL;
-    bool in_tx = false;
-    svc_err_t err;
+    svc_err_t err = SVC_ENOMEM;
+    size_t n = 0;
 
     *key_taken = false;
-    if (ids == NULL) {
-        err = SVC_ENOMEM;
+    /* Without order_id and created_at, which STMT_ORDER_CREATE adds. */
+    event = event_hex(ord_event_created_pack(o, "", "", &n), &n);
+    if (ids == NULL || event == NULL)
         goto out;
-    }
     number_arrays(o->lines, o->n_lines, qty, price);
     snprintf(total, sizeof total, "%" PRId64, o->total_cents);
-
-    err = exec(st, STMT_BEGIN, NULL, deadline_ns, errbuf);
+    {
+        const char *p[] = {o->idem_key, o->request_hash, total,  o->customer_id,
+                           ids,         qty,             price,  ORD_EVENT_TOPIC,
+                           ORD_EVENT_CREATED_TYPE,       ORD_EVENT_CE_SOURCE,
+                           event,       svc_log_request_id()};
+        err = db_exec(st, STMT_ORDER_CREATE, p, deadline_ns, &r, errbuf);
+    }
     if (err != SVC_OK)
         goto out;
-    in_tx = true;
-    if (o->idem_key != NULL) {
-        const char *p[] = {o->idem_key, o->request_hash, total};
-        err = db_exec(st, STMT_KEY_CLAIM, p, deadline_ns, &r, errbuf);
-        if (err != SVC_OK)
-            goto out;
-        if (PQntuples(r) == 0) {
-            *key_taken = true; /* rolled back below: nothing of ours was written */
-            goto out;
+    if (PQntuples(r) == 0) {
+        *key_taken = o->idem_key != NULL; /* the winner's; nothing of ours was written */
+        if (!*key_taken) {
+            svc_errbuf_set(errbuf, "creating the order wrote no row");
+            err = SVC_EINTERNAL;
         }
-        snprintf(out->id, sizeof out->id, "%s", PQgetvalue(r, 0, 0));
-        order_id = out->id;
-        PQclear(r);
-        r = NULL;
-    }
-    {
-        const char *p[] = {order_id, o->customer_id, total};
-        err = db_exec(st, STMT_ORDER_INSERT, p, deadline_ns, &r, errbuf);
-        if (err != SVC_OK)
-            goto out;
-        snprintf(out->id, sizeof out->id, "%s", PQgetvalue(r, 0, 0));
-        snprintf(created_at, sizeof created_at, "%s", PQgetvalue(r, 0, 1));
-        PQclear(r);
-        r = NULL;
-    }
-    {
-        const char *p[] = {out->id, ids, qty, price};
-        err = exec(st, STMT_ITEMS_INSERT, p, deadline_ns, errbuf);
-        if (err != SVC_OK)
-            goto out;
-    }
-    {
-        size_t n = 0;
-        /* Built from the same values the order's rows were written from. */
-        event = event_hex(ord_event_created_pack(o, out->id, created_at, &n), &n);
-    }
-    if (event == NULL) {
-        err = SVC_ENOMEM;
         goto out;
     }
-    {
-        const char *p[] = {out->id, ORD_EVENT_TOPIC,      ORD_EVENT_CREATED_TYPE,
-                           ORD_EVENT_CE_SOURCE, event, svc_log_request_id()};
-        err = exec(st, STMT_OUTBOX_INSERT, p, deadline_ns, errbuf);
-        if (err != SVC_OK)
-            goto out;
-    }
-    err = exec(st, STMT_COMMIT, NULL, deadline_ns, errbuf);
-    if (err != SVC_OK)
-        goto out;
-    in_tx = false;
+    snprintf(out->id, sizeof out->id, "%s", PQgetvalue(r, 0, 0));
     out->status = SHOPMICRO__ORDER__V1__ORDER_STATUS__ORDER_STATUS_PENDING;
     out->total_cents = o->total_cents;
 out:
-    /* After a failed COMMIT Postgres has already ended the transaction; the
-     * ROLLBACK is then a harmless no-op. */
-    if (in_tx)
-        rollback(st, errbuf);
     PQclear(r);
     free(ids);
     free(event);
@@ -543,7 +496,10 @@ svc_err_t ord_store_saga_commit(ord_store_t *st, uint64_t deadline_ns, char *err
 
 void ord_store_saga_rollback(ord_store_t *st)
 {
-    rollback(st, NULL);
+    /* Nothing to add to the failure that led here, which the saga has logged;
+     * a ROLLBACK that fails has lost its connection, and with it the
+     * transaction. */
+    (void)db_rollback(st, STMT_ROLLBACK, NULL);
 }
 
 /* The order first: an event for no order writes nothing, not even its id,

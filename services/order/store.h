@@ -103,9 +103,11 @@ svc_err_t ord_store_key_get(ord_store_t *st, const char *key, uint64_t deadline_
                             char *errbuf);
 
 /*
- * Writes an order in ONE transaction: the idempotency key (if any) first,
- * then the order (status PENDING), its items and its OrderCreated outbox row.
- * On any failure the transaction is rolled back and nothing is written.
+ * Writes an order in ONE transaction, which is ONE statement (one round
+ * trip): the idempotency key (if any) first, then the order (status
+ * PENDING), its items and its OrderCreated outbox row, with pg_notify. On
+ * any failure nothing is written. The statement is never re-run by pkg/db
+ * (it may have committed before its connection broke).
  *
  * With a key that another call has claimed, the insert of the key waits for
  * that call's transaction to end; if it committed, *key_taken is set, nothing
