@@ -3,7 +3,10 @@
  * failfast.c - per-route fail-fast windows (see failfast.h). Each route has
  * one slot; `until_ns` is read without the lock so that a route with no
  * window costs one atomic load, and everything else is under the slot's
- * mutex.
+ * read-write lock: the answers in a window, which every loop thread gives
+ * at once, read under it (so a loop thread preempted while it copies the
+ * message holds no other loop up), and a refusal, a probe's claim and its
+ * end, a few a second, write.
  */
 #include <pthread.h>
 #include <stdatomic.h>
@@ -17,7 +20,7 @@ typedef enum { ANSWERS, WINDOWS, PROBES, N_COUNTERS } counter_t;
 
 typedef struct slot {
     _Atomic uint64_t until_ns; /* 0: no window; else when the next probe is due */
-    pthread_mutex_t mu;        /* guards what follows, and until_ns's writes */
+    pthread_rwlock_t lock;     /* guards what follows, and until_ns's writes */
     uint64_t hint_until_ns;    /* when the upstream said to come back: Retry-After */
     uint64_t probe_until_ns;   /* a probe is out until then; 0: none */
     uint64_t epoch;            /* bumped by every refusal; a probe's ticket is epoch + 1 */
@@ -69,7 +72,7 @@ svc_err_t gw_failfast_new(const gw_failfast_opts_t *o, gw_failfast_t **out)
     ff->n = o->n_routes;
     ff->max_window_ns = (uint64_t)o->max_window_ms * SVC_NS_PER_MS;
     for (size_t i = 0; i < ff->n; i++)
-        pthread_mutex_init(&ff->slot[i].mu, NULL);
+        pthread_rwlock_init(&ff->slot[i].lock, NULL);
     *out = ff;
     return SVC_OK;
 }
@@ -79,7 +82,7 @@ void gw_failfast_free(gw_failfast_t *ff)
     if (ff == NULL)
         return;
     for (size_t i = 0; i < ff->n; i++)
-        pthread_mutex_destroy(&ff->slot[i].mu);
+        pthread_rwlock_destroy(&ff->slot[i].lock);
     free(ff);
 }
 
@@ -96,7 +99,7 @@ static uint32_t ceil_ms(uint64_t ns)
     return ms == 0 ? 1 : ms > UINT32_MAX ? UINT32_MAX : (uint32_t)ms;
 }
 
-/* The answer for a call refused in the window. Caller holds s->mu. */
+/* The answer for a call refused in the window. Caller holds s->lock. */
 static void refuse_locked(slot_t *s, uint64_t now_ns, rs_grpc_result_t *res)
 {
     memset(res, 0, sizeof *res);
@@ -107,38 +110,53 @@ static void refuse_locked(slot_t *s, uint64_t now_ns, rs_grpc_result_t *res)
     memcpy(res->message, s->message, sizeof res->message);
 }
 
+/* Refuses the call if the window or a probe's lease holds at now_ns.
+ * Caller holds s->lock (either way). */
+static bool refused_locked(slot_t *s, uint64_t now_ns, rs_grpc_result_t *res)
+{
+    uint64_t until = atomic_load_explicit(&s->until_ns, memory_order_relaxed);
+
+    if (until == 0 || (now_ns >= until && now_ns >= s->probe_until_ns))
+        return false;
+    refuse_locked(s, now_ns, res);
+    bump(s, ANSWERS);
+    return true;
+}
+
 gw_failfast_verdict_t gw_failfast_admit(gw_failfast_t *ff, size_t route, uint64_t now_ns,
                                         uint64_t lease_ns, uint64_t *ticket,
                                         rs_grpc_result_t *res)
 {
     slot_t *s = &ff->slot[route];
     gw_failfast_verdict_t v = GW_FAILFAST_PASS;
+    bool refused;
 
     *ticket = 0;
     if (atomic_load_explicit(&s->until_ns, memory_order_acquire) == 0)
         return GW_FAILFAST_PASS;
-    pthread_mutex_lock(&s->mu);
-    if (atomic_load_explicit(&s->until_ns, memory_order_relaxed) == 0) {
-        v = GW_FAILFAST_PASS; /* closed since the load */
-    } else if (now_ns < atomic_load_explicit(&s->until_ns, memory_order_relaxed) ||
-               now_ns < s->probe_until_ns) {
-        refuse_locked(s, now_ns, res);
-        bump(s, ANSWERS);
+    pthread_rwlock_rdlock(&s->lock);
+    refused = refused_locked(s, now_ns, res);
+    pthread_rwlock_unlock(&s->lock);
+    if (refused)
+        return GW_FAILFAST_REFUSE;
+    /* The window has passed and no probe is out (or its lease ran out):
+     * claim the probe, unless another call did in between. */
+    pthread_rwlock_wrlock(&s->lock);
+    if (refused_locked(s, now_ns, res)) {
         v = GW_FAILFAST_REFUSE;
-    } else {
-        /* The window has passed and no probe is out (or its lease ran out). */
+    } else if (atomic_load_explicit(&s->until_ns, memory_order_relaxed) != 0) {
         s->probe_until_ns = lease_ns > now_ns ? lease_ns : now_ns + 1;
         *ticket = s->epoch + 1;
         bump(s, PROBES);
         v = GW_FAILFAST_PROBE;
     }
-    pthread_mutex_unlock(&s->mu);
+    pthread_rwlock_unlock(&s->lock);
     return v;
 }
 
 /* A refusal opens (or moves) the window: until the hint, at most the cap.
  * The latest refusal wins, also over a longer window: it is the upstream's
- * newest word. Caller holds s->mu. */
+ * newest word. Caller holds s->lock for writing. */
 static void open_locked(gw_failfast_t *ff, slot_t *s, const rs_grpc_result_t *res,
                         uint64_t now_ns)
 {
@@ -163,7 +181,7 @@ void gw_failfast_end(gw_failfast_t *ff, size_t route, uint64_t ticket,
 
     if (!refusal && ticket == 0)
         return; /* an ordinary call: windows are the refusals' and the probes' business */
-    pthread_mutex_lock(&s->mu);
+    pthread_rwlock_wrlock(&s->lock);
     if (refusal) {
         open_locked(ff, s, res, now_ns);
     } else if (ticket == s->epoch + 1) {
@@ -174,7 +192,7 @@ void gw_failfast_end(gw_failfast_t *ff, size_t route, uint64_t ticket,
         if (res->attempts > 0 && res->reason != RS_REASON_CANCELLED)
             atomic_store_explicit(&s->until_ns, 0, memory_order_release);
     }
-    pthread_mutex_unlock(&s->mu);
+    pthread_rwlock_unlock(&s->lock);
 }
 
 svc_err_t gw_failfast_render(const gw_failfast_t *ff, char *buf, size_t cap, size_t *len)

@@ -23,8 +23,10 @@
  * Threads: gw_failfast_admit() runs on the loop threads, gw_failfast_end()
  * on the rs client's thread (a completion) or a loop thread (a call refused
  * before it was sent, or cancelled), gw_failfast_render() on a loop thread.
- * Each route's state has its own mutex, held for a few assignments and a
- * copy of at most SVC_ERRBUF_LEN bytes, never around a call; a route with no
+ * Each route's state has its own read-write lock, held for a few
+ * assignments and a copy of at most SVC_ERRBUF_LEN bytes, never around a
+ * call: the answers in a window read under it (the loops never wait for
+ * each other), refusals and probes (a few a second) write. A route with no
  * window costs admit one atomic load. Nothing here blocks or allocates after
  * gw_failfast_new(). The clock is the caller's (now_ns), so tests drive it.
  */
