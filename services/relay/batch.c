@@ -1,5 +1,5 @@
 /* SPDX-License-Identifier: Apache-2.0 */
-/* batch.c - read, publish, confirm, advance (see batch.h). */
+/* batch.c - read, publish, confirm, advance, two flights at a time (see batch.h). */
 #include <poll.h>
 #include <signal.h>
 #include <stdlib.h>
@@ -17,38 +17,50 @@
 /* Reports are overdue once the batch has waited overdue_ms and this much more. */
 #define OVERDUE_MARGIN_MS  1000
 #define POS_LEN            24 /* a bigint or xid8 in text, with its NUL */
+#define FLIGHTS            2
+
+typedef struct flight flight_t;
 
 typedef struct slot {
-    rly_batch_t *b;
+    flight_t *f;
     bool produced, done;
     svc_err_t err;
 } slot_t;
 
-/* A shard's rows in the batch: [start, end) of the result; next: the first
+/* A shard's rows in a flight: [start, end) of its result; next: the first
  * not yet produced; passed: how many its cursor has passed. */
 typedef struct group {
     int start, end, next, passed;
 } group_t;
 
-/* A shard's position: the (txid, seq) of its last published row. */
+/* A shard's position: the (txid, seq) of a row. */
 typedef struct pos {
     int shard;
     char txid[POS_LEN], seq[POS_LEN];
 } pos_t;
 
+/* One read and what became of its rows. */
+struct flight {
+    PGresult *rows;
+    int n;
+    slot_t *slots;          /* rows + RLY_MAX_SHARDS (per-shard rounding) */
+    group_t group[RLY_MAX_SHARDS];
+    int n_groups, pending;  /* pending: produced, not yet reported       */
+    char failure[SVC_ERRBUF_LEN]; /* the first failed report's reason    */
+    rly_batch_result_t res;
+};
+
 struct rly_batch {
     kfk_producer_t *producer;
-    int rows;               /* RELAY_BATCH_SIZE                          */
-    pos_t cur[RLY_MAX_SHARDS];
+    int rows;                    /* RELAY_BATCH_SIZE                     */
+    pos_t cur[RLY_MAX_SHARDS];   /* the cursors, as in the table         */
+    pos_t rd[RLY_MAX_SHARDS];    /* where the next read starts           */
     int n_cur;
-    slot_t *slots;          /* rows + RLY_MAX_SHARDS (per-shard rounding) */
-    uint64_t *keys;         /* the wave's key hashes, open addressing    */
-    group_t group[RLY_MAX_SHARDS];
-    int n_groups;
-    size_t keys_cap;        /* a power of two >= 2 x slots               */
-    int pending;            /* produced, not yet reported                */
-    char failure[SVC_ERRBUF_LEN]; /* the first failed report's reason    */
-    char *lit;              /* three array literals for the statements   */
+    flight_t fl[FLIGHTS];
+    int oldest, flying;          /* fl[oldest] .. flying of them         */
+    uint64_t *keys;              /* a wave's key hashes, open addressing */
+    size_t keys_cap;             /* a power of two >= 4 x slots          */
+    char *lit;                   /* three array literals for statements  */
     size_t lit_cap;
 };
 
@@ -60,20 +72,22 @@ static size_t n_slots(const rly_batch_t *b)
 svc_err_t rly_batch_new(kfk_producer_t *producer, int rows, rly_batch_t **out)
 {
     rly_batch_t *b = calloc(1, sizeof *b);
+    bool ok = b != NULL;
 
     *out = NULL;
-    if (b == NULL)
+    if (!ok)
         return SVC_ENOMEM;
     b->producer = producer;
     b->rows = rows;
     b->keys_cap = 1;
-    while (b->keys_cap < 2 * n_slots(b))
+    while (b->keys_cap < 4 * n_slots(b)) /* a flight's keys and the other's */
         b->keys_cap <<= 1;
     b->lit_cap = 3 * (RLY_MAX_SHARDS * (POS_LEN + 1) + 3);
-    b->slots = calloc(n_slots(b), sizeof *b->slots);
     b->keys = calloc(b->keys_cap, sizeof *b->keys);
     b->lit = malloc(b->lit_cap);
-    if (b->slots == NULL || b->keys == NULL || b->lit == NULL) {
+    for (int i = 0; i < FLIGHTS; i++)
+        ok = ok && (b->fl[i].slots = calloc(n_slots(b), sizeof *b->fl[i].slots)) != NULL;
+    if (!ok || b->keys == NULL || b->lit == NULL) {
         rly_batch_free(b);
         return SVC_ENOMEM;
     }
@@ -85,7 +99,10 @@ void rly_batch_free(rly_batch_t *b)
 {
     if (b == NULL)
         return;
-    free(b->slots);
+    for (int i = 0; i < FLIGHTS; i++) {
+        PQclear(b->fl[i].rows);
+        free(b->fl[i].slots);
+    }
     free(b->keys);
     free(b->lit);
     free(b);
@@ -98,9 +115,14 @@ void rly_batch_on_delivery(void *ctx, void *opaque, svc_err_t err, const char *r
     (void)ctx;
     s->done = true;
     s->err = err;
-    s->b->pending--;
-    if (err != SVC_OK && s->b->failure[0] == '\0')
-        svc_errbuf_set(s->b->failure, "%s", reason);
+    s->f->pending--;
+    if (err != SVC_OK && s->f->failure[0] == '\0')
+        svc_errbuf_set(s->f->failure, "%s", reason);
+}
+
+int rly_batch_flying(const rly_batch_t *b)
+{
+    return b->flying;
 }
 
 /* Three array literals, "{a,b}" each, of the positions in p[0..n):
@@ -143,8 +165,24 @@ svc_err_t rly_batch_load_cursors(rly_batch_t *b, rly_store_t *st, const rly_leas
         snprintf(p->txid, sizeof p->txid, "%s", PQgetvalue(r, i, 1));
         snprintf(p->seq, sizeof p->seq, "%s", PQgetvalue(r, i, 2));
     }
+    memcpy(b->rd, b->cur, sizeof b->rd);
     PQclear(r);
     return err;
+}
+
+static pos_t *find_pos(pos_t *set, int n, int shard)
+{
+    for (int c = 0; c < n; c++)
+        if (set[c].shard == shard)
+            return &set[c];
+    return NULL;
+}
+
+static void pos_of_row(pos_t *p, PGresult *rows, int i)
+{
+    p->shard = atoi(PQgetvalue(rows, i, RLY_COL_SHARD));
+    snprintf(p->txid, sizeof p->txid, "%s", PQgetvalue(rows, i, RLY_COL_TXID));
+    snprintf(p->seq, sizeof p->seq, "%s", PQgetvalue(rows, i, RLY_COL_SEQ));
 }
 
 /* FNV-1a: a collision only ends a wave early. */
@@ -180,10 +218,11 @@ static double ms_since(uint64_t *t_ns)
     return (double)(now - was) / 1e6;
 }
 
-/* Publishes row i; its slot records the outcome. */
-static void produce_row(rly_batch_t *b, PGresult *rows, int i, rly_batch_result_t *res)
+/* Publishes row i of f; its slot records the outcome. */
+static void produce_row(rly_batch_t *b, flight_t *f, int i)
 {
-    slot_t *slot = &b->slots[i];
+    PGresult *rows = f->rows;
+    slot_t *slot = &f->slots[i];
     char errbuf[SVC_ERRBUF_LEN] = "";
     kfk_header_t h[KFK_CE_MAX_HEADERS];
     size_t n_h = 0, len = 0;
@@ -203,8 +242,8 @@ static void produce_row(rly_batch_t *b, PGresult *rows, int i, rly_batch_result_
                        .headers = h, .n_headers = n_h, .opaque = slot};
     uint64_t give_up = svc_now_ms() + QUEUE_FULL_WAIT_MS;
 
-    *slot = (slot_t){b, true, false, SVC_OK};
-    b->pending++; /* before the call: its report may fire in the poll below */
+    *slot = (slot_t){f, true, false, SVC_OK};
+    f->pending++; /* before the call: its report may fire in the poll below */
     while (err == SVC_OK &&
            (err = kfk_produce(b->producer, &m, errbuf)) == SVC_EEXHAUSTED &&
            svc_now_ms() < give_up) {
@@ -212,44 +251,47 @@ static void produce_row(rly_batch_t *b, PGresult *rows, int i, rly_batch_result_
         err = SVC_OK;
     }
     if (err != SVC_OK) { /* refused: no report will come */
-        *slot = (slot_t){b, true, true, err};
-        b->pending--;
-        if (res->reason[0] == '\0')
-            svc_errbuf_set(res->reason, "%s", errbuf[0] ? errbuf : svc_strerror(err));
+        *slot = (slot_t){f, true, true, err};
+        f->pending--;
+        if (f->failure[0] == '\0')
+            svc_errbuf_set(f->failure, "%s", errbuf[0] ? errbuf : svc_strerror(err));
     }
     PQfreemem(value);
 }
 
 /* The result's rows by shard (they come sorted by shard). */
-static void find_groups(rly_batch_t *b, PGresult *rows, int n)
+static void find_groups(flight_t *f)
 {
-    b->n_groups = 0;
-    for (int i = 0; i < n; i++) {
-        b->slots[i] = (slot_t){b, false, false, SVC_OK};
-        if (i == 0 || strcmp(PQgetvalue(rows, i, RLY_COL_SHARD),
-                             PQgetvalue(rows, i - 1, RLY_COL_SHARD)) != 0)
-            b->group[b->n_groups++] = (group_t){i, i, i, 0};
-        b->group[b->n_groups - 1].end = i + 1;
+    f->n_groups = 0;
+    for (int i = 0; i < f->n; i++) {
+        f->slots[i] = (slot_t){f, false, false, SVC_OK};
+        if (i == 0 || strcmp(PQgetvalue(f->rows, i, RLY_COL_SHARD),
+                             PQgetvalue(f->rows, i - 1, RLY_COL_SHARD)) != 0)
+            f->group[f->n_groups++] = (group_t){i, i, i, 0};
+        f->group[f->n_groups - 1].end = i + 1;
     }
 }
 
-/* Produces the next wave: each shard's next rows, in order, up to the
- * first whose key the wave already holds (batch.h). false when nothing
- * was left to produce. */
-static bool produce_wave(rly_batch_t *b, PGresult *rows, rly_batch_result_t *res)
+/* Produces f's next wave: each shard's next rows, in order, up to the first
+ * whose key the wave already holds, or `other`'s rows hold (the flight
+ * before it, still in flight: batch.h). false when nothing was produced. */
+static bool produce_wave(rly_batch_t *b, flight_t *f, const flight_t *other)
 {
     bool any = false;
 
     memset(b->keys, 0, b->keys_cap * sizeof *b->keys);
-    for (int g = 0; g < b->n_groups; g++) {
-        group_t *gr = &b->group[g];
-        while (gr->next < gr->end && key_add(b, PQgetvalue(rows, gr->next, RLY_COL_KEY))) {
-            produce_row(b, rows, gr->next++, res);
+    for (int i = 0; other != NULL && i < other->n; i++)
+        (void)key_add(b, PQgetvalue(other->rows, i, RLY_COL_KEY));
+    for (int g = 0; g < f->n_groups; g++) {
+        group_t *gr = &f->group[g];
+        while (gr->next < gr->end && key_add(b, PQgetvalue(f->rows, gr->next, RLY_COL_KEY))) {
+            produce_row(b, f, gr->next++);
             any = true;
         }
     }
     return any;
 }
+
 /* Consumes a pending stop signal; true once one arrived. */
 static bool stop_signalled(int fd)
 {
@@ -262,134 +304,203 @@ static bool stop_signalled(int fd)
     return true;
 }
 
-/* Serves reports until none is outstanding. On a stop signal, waits at
- * most drain_ms more: rows still unreported then stay unpublished.
+/* Serves reports until none of f's is outstanding. On a stop signal, waits
+ * at most drain_ms more: rows still unreported then stay unpublished.
  *
  * Reports can come much later than message.timeout.ms: when the broker
  * dies with requests in flight, the idempotent producer cannot tell
  * whether they were written, and holds those messages (it must not fail
- * one that may be on the log, nor reorder) until it reconnects. The batch
+ * one that may be on the log, nor reorder) until it reconnects. The flight
  * then waits, which is right (nothing can be published meanwhile, and
  * their reports will come), but the relay must not look healthy: overdue
  * reports are told to on_overdue. */
-static void wait_reports(rly_batch_t *b, const rly_batch_opts_t *o)
+static void wait_reports(rly_batch_t *b, flight_t *f, const rly_batch_opts_t *o)
 {
     uint64_t overdue_at = svc_now_ms() + (uint64_t)o->overdue_ms + OVERDUE_MARGIN_MS,
-             drain_until = 0;
+             drain_until = svc_now_ms() + (uint64_t)o->drain_ms;
 
-    while (b->pending > 0 && (!*o->stopping || svc_now_ms() < drain_until)) {
-        /* Flush, not poll: every row of the batch is produced, so waiting
-         * for linger.ms to fill a request would only delay it. */
-        kfk_producer_flush(b->producer, POLL_SLICE_MS);
+    while (f->pending > 0 && (!*o->stopping || svc_now_ms() < drain_until)) {
+        /* Flush, not poll: the wave is all produced, so waiting for
+         * linger.ms to fill a request would only delay it. While the other
+         * flight has messages out too, short flushes: a flush returns only
+         * once nothing at all is outstanding. */
+        kfk_producer_flush(b->producer,
+                           kfk_producer_outstanding(b->producer) > f->pending ? 1
+                                                                              : POLL_SLICE_MS);
         if (!*o->stopping && stop_signalled(o->stop_fd)) {
             *o->stopping = true;
             drain_until = svc_now_ms() + (uint64_t)o->drain_ms;
             svc_log_info(MOD, "waiting up to %lld ms for %d delivery reports",
-                         (long long)o->drain_ms, b->pending);
+                         (long long)o->drain_ms, kfk_producer_outstanding(b->producer));
         }
         if (!*o->stopping && svc_now_ms() >= overdue_at && o->on_overdue != NULL)
-            o->on_overdue(o->ctx, b->pending, b->failure);
+            o->on_overdue(o->ctx, f->pending, f->failure);
     }
 }
 
 /* Each shard's new position: its last row before the first one not
  * acknowledged (failed, or unreported) or not produced yet. */
-static int new_positions(rly_batch_t *b, PGresult *rows, pos_t *out, rly_batch_result_t *res)
+static int new_positions(flight_t *f, pos_t *out)
 {
     int moved = 0;
 
-    for (int g = 0; g < b->n_groups; g++) {
-        group_t *gr = &b->group[g];
+    for (int g = 0; g < f->n_groups; g++) {
+        group_t *gr = &f->group[g];
         int last = gr->start + gr->passed;
-        while (last < gr->next && b->slots[last].done && b->slots[last].err == SVC_OK)
+        while (last < gr->next && f->slots[last].done && f->slots[last].err == SVC_OK)
             last++;
         if (last == gr->start + gr->passed)
             continue;
-        pos_t *p = &out[moved++];
-        p->shard = atoi(PQgetvalue(rows, last - 1, RLY_COL_SHARD));
-        snprintf(p->txid, sizeof p->txid, "%s", PQgetvalue(rows, last - 1, RLY_COL_TXID));
-        snprintf(p->seq, sizeof p->seq, "%s", PQgetvalue(rows, last - 1, RLY_COL_SEQ));
-        res->published += last - gr->start - gr->passed;
+        pos_of_row(&out[moved++], f->rows, last - 1);
+        f->res.published += last - gr->start - gr->passed;
         gr->passed = last - gr->start;
     }
     return moved;
 }
 
-/* Moves the cursors in the table, then in memory. */
-static void advance(rly_batch_t *b, rly_store_t *st, const pos_t *moved, int n,
-                    rly_batch_result_t *res)
+/* Moves the cursors over f's acknowledged rows, in the table, then in memory. */
+static void advance(rly_batch_t *b, rly_store_t *st, flight_t *f)
 {
+    pos_t moved[RLY_MAX_SHARDS];
+    int before = f->res.published, n = new_positions(f, moved);
     rly_positions_t lit;
 
     if (n == 0)
         return;
     lit = literals(b, moved, n);
-    res->db_err = rly_store_advance(st, &lit, res->reason);
-    if (res->db_err != SVC_OK)
-        return; /* published, but passed by a later batch's cursor */
-    for (int k = 0; k < n; k++)
-        for (int c = 0; c < b->n_cur; c++)
-            if (b->cur[c].shard == moved[k].shard)
-                b->cur[c] = moved[k];
-}
-
-/* Waves until every row is produced, one fails, or a stop: each wave's
- * cursors moved before the next wave is produced. */
-static void run_waves(rly_batch_t *b, rly_store_t *st, PGresult *rows,
-                      const rly_batch_opts_t *o, rly_batch_result_t *res)
-{
-    pos_t moved[RLY_MAX_SHARDS];
-    uint64_t t = svc_now_ns();
-
-    while (produce_wave(b, rows, res)) {
-        int published = res->published;
-        res->produce_ms += ms_since(&t);
-        wait_reports(b, o);
-        res->reports_ms += ms_since(&t);
-        advance(b, st, moved, new_positions(b, rows, moved, res), res);
-        res->advance_ms += ms_since(&t);
-        if (res->db_err != SVC_OK)
-            res->published = published;
-        if (res->db_err != SVC_OK || b->failure[0] != '\0' || res->reason[0] != '\0' ||
-            *o->stopping)
-            break;
+    f->res.db_err = rly_store_advance(st, &lit, f->res.reason);
+    if (f->res.db_err != SVC_OK) {
+        f->res.published = before; /* published, but passed by a later read's cursor */
+        return;
     }
-    for (int i = 0; i < res->read; i++)
-        if (b->slots[i].produced && b->slots[i].done && b->slots[i].err != SVC_OK)
-            res->failed++;
-    if (res->reason[0] == '\0' && b->failure[0] != '\0')
-        svc_errbuf_set(res->reason, "%s", b->failure);
+    for (int k = 0; k < n; k++) {
+        pos_t *c = find_pos(b->cur, b->n_cur, moved[k].shard);
+        if (c != NULL)
+            *c = moved[k];
+    }
 }
 
-void rly_batch_run(rly_batch_t *b, rly_store_t *st, const rly_batch_opts_t *o,
-                   rly_batch_result_t *res)
+/* Every row of f passed by its shard's cursor. */
+static bool all_passed(const flight_t *f)
 {
-    PGresult *rows = NULL;
-    rly_positions_t lit;
+    for (int g = 0; g < f->n_groups; g++)
+        if (f->group[g].passed < f->group[g].end - f->group[g].start)
+            return false;
+    return true;
+}
+
+static flight_t *newest(rly_batch_t *b)
+{
+    return b->flying == 0 ? NULL : &b->fl[(b->oldest + b->flying - 1) % FLIGHTS];
+}
+
+void rly_batch_start(rly_batch_t *b, rly_store_t *st, const rly_batch_opts_t *o,
+                     rly_batch_result_t *res)
+{
+    flight_t *other = newest(b), *f;
     uint64_t t = svc_now_ns();
-    int n, per_shard;
+    int per_shard;
+    rly_positions_t lit;
 
     memset(res, 0, sizeof *res);
-    if (b->n_cur == 0)
+    if (b->n_cur == 0 || b->flying == FLIGHTS)
         return;
+    f = &b->fl[(b->oldest + b->flying) % FLIGHTS];
+    memset(&f->res, 0, sizeof f->res);
+    f->failure[0] = '\0';
+    f->pending = 0;
     per_shard = (b->rows + b->n_cur - 1) / b->n_cur;
-    lit = literals(b, b->cur, b->n_cur);
-    res->db_err = rly_store_read(st, &lit, per_shard, &rows, res->reason);
+    lit = literals(b, b->rd, b->n_cur);
+    res->db_err = rly_store_read(st, &lit, per_shard, &f->rows, res->reason);
     res->read_ms = ms_since(&t);
     if (res->db_err != SVC_OK)
         return;
-    n = PQntuples(rows);
-    res->held = n > 0 && PQgetvalue(rows, 0, RLY_COL_HELD)[0] == 't';
-    if (n > 0 && PQgetisnull(rows, 0, RLY_COL_SHARD))
-        n = 0;
-    res->read = n;
-    atomic_store_explicit(o->in_flight, n, memory_order_relaxed);
-    b->failure[0] = '\0';
-    b->pending = 0;
-    find_groups(b, rows, n);
-    for (int g = 0; g < b->n_groups; g++) /* a full shard: more may wait */
-        res->more |= b->group[g].end - b->group[g].start >= per_shard;
-    run_waves(b, st, rows, o, res);
-    atomic_store_explicit(o->in_flight, 0, memory_order_relaxed);
-    PQclear(rows);
+    f->n = PQntuples(f->rows);
+    res->held = f->n > 0 && PQgetvalue(f->rows, 0, RLY_COL_HELD)[0] == 't';
+    if (f->n > 0 && PQgetisnull(f->rows, 0, RLY_COL_SHARD))
+        f->n = 0;
+    res->read = f->n;
+    if (f->n == 0) {
+        PQclear(f->rows);
+        f->rows = NULL;
+        return;
+    }
+    find_groups(f);
+    for (int g = 0; g < f->n_groups; g++) { /* the next read starts after these rows */
+        group_t *gr = &f->group[g];
+        pos_t *p = find_pos(b->rd, b->n_cur, atoi(PQgetvalue(f->rows, gr->start, RLY_COL_SHARD)));
+        res->more |= gr->end - gr->start >= per_shard; /* a full shard: more may wait */
+        if (p != NULL)
+            pos_of_row(p, f->rows, gr->end - 1);
+    }
+    b->flying++;
+    atomic_fetch_add_explicit(o->in_flight, f->n, memory_order_relaxed);
+    (void)produce_wave(b, f, other);
+    res->produce_ms = ms_since(&t);
+    f->res.read = res->read;
+    f->res.read_ms = res->read_ms;
+    f->res.produce_ms = res->produce_ms;
+}
+
+/* Waits for the reports of a flight that will not be advanced, so that no
+ * report lands in its slots once they are reused. */
+static void abandon(rly_batch_t *b, flight_t *f, const rly_batch_opts_t *o)
+{
+    wait_reports(b, f, o);
+    atomic_fetch_sub_explicit(o->in_flight, f->n, memory_order_relaxed);
+    PQclear(f->rows);
+    f->rows = NULL;
+}
+
+/* Counts f's failed rows and its first failure's reason into its result. */
+static void tally(flight_t *f)
+{
+    for (int i = 0; i < f->n; i++)
+        if (f->slots[i].produced && f->slots[i].done && f->slots[i].err != SVC_OK)
+            f->res.failed++;
+    if (f->res.reason[0] == '\0' && f->failure[0] != '\0')
+        svc_errbuf_set(f->res.reason, "%s", f->failure);
+}
+
+void rly_batch_finish(rly_batch_t *b, rly_store_t *st, const rly_batch_opts_t *o,
+                      rly_batch_result_t *res)
+{
+    flight_t *f = &b->fl[b->oldest];
+    uint64_t t = svc_now_ns();
+    bool first = true;
+
+    memset(res, 0, sizeof *res);
+    if (b->flying == 0)
+        return;
+    /* Wave by wave (batch.h); the first was produced by the start. */
+    while (first || produce_wave(b, f, NULL)) {
+        if (!first)
+            f->res.produce_ms += ms_since(&t);
+        first = false;
+        wait_reports(b, f, o);
+        f->res.reports_ms += ms_since(&t);
+        advance(b, st, f);
+        f->res.advance_ms += ms_since(&t);
+        if (f->res.db_err != SVC_OK || f->failure[0] != '\0' || *o->stopping)
+            break;
+    }
+    tally(f);
+    *res = f->res;
+    atomic_fetch_sub_explicit(o->in_flight, f->n, memory_order_relaxed);
+    PQclear(f->rows);
+    f->rows = NULL;
+    b->oldest = (b->oldest + 1) % FLIGHTS;
+    b->flying--;
+    if (all_passed(f))
+        return;
+    /* A row of f stays unpublished: the flight after it read rows beyond
+     * it that no cursor may pass yet. It is dropped, and the next read
+     * starts from the cursors again (its published rows come again, with
+     * their ce_id). */
+    while (b->flying > 0) {
+        abandon(b, &b->fl[b->oldest], o);
+        b->oldest = (b->oldest + 1) % FLIGHTS;
+        b->flying--;
+    }
+    memcpy(b->rd, b->cur, sizeof b->rd);
 }

@@ -331,11 +331,9 @@ static void on_overdue(void *ctx, int pending, const char *reason)
     refresh_stats(r, false);
 }
 
-/* One batch over every leased shard; false when it failed (the caller
- * backs off). *more when a shard may have more rows waiting now. */
-static bool run_batch(rly_relay_t *r, int stop_fd, bool *more)
+static rly_batch_opts_t batch_opts(rly_relay_t *r, int stop_fd)
 {
-    rly_batch_opts_t o = {
+    return (rly_batch_opts_t){
         .stop_fd = stop_fd,
         .drain_ms = r->cfg->drain_ms,
         .overdue_ms = r->cfg->kafka_delivery_timeout_ms,
@@ -344,15 +342,37 @@ static bool run_batch(rly_relay_t *r, int stop_fd, bool *more)
         .on_overdue = on_overdue,
         .ctx = r,
     };
+}
+
+/* Reads the next batch (rly_batch_start); false when the read failed.
+ * *more when a shard filled its share: more may wait. */
+static bool start_batch(rly_relay_t *r, int stop_fd, bool *more, int *read)
+{
+    rly_batch_opts_t o = batch_opts(r, stop_fd);
     rly_batch_result_t res;
 
-    rly_batch_run(r->batch, r->store, &o, &res);
+    rly_batch_start(r->batch, r->store, &o, &res);
     *more = res.more;
+    *read = res.read;
     r->held_ms = !res.held ? 0 : r->held_ms == 0 ? HELD_FIRST_MS
                : r->held_ms < HELD_MAX_MS ? r->held_ms * 2 : HELD_MAX_MS;
     set_db(r, res.db_err, res.reason);
     if (res.read > 0)
         rly_stats_batch(&r->stats, res.read);
+    else if (res.db_err == SVC_OK)
+        refresh_stats(r, false); /* caught up: the gauges say so within a second */
+    return res.db_err == SVC_OK;
+}
+
+/* Finishes the oldest batch in flight; false when it failed (the caller
+ * backs off). */
+static bool finish_batch(rly_relay_t *r, int stop_fd)
+{
+    rly_batch_opts_t o = batch_opts(r, stop_fd);
+    rly_batch_result_t res;
+
+    rly_batch_finish(r->batch, r->store, &o, &res);
+    set_db(r, res.db_err, res.reason);
     atomic_fetch_add_explicit(&r->stats.published, (uint64_t)res.published,
                               memory_order_relaxed);
     atomic_fetch_add_explicit(&r->stats.produce_errors, (uint64_t)res.failed,
@@ -360,16 +380,35 @@ static bool run_batch(rly_relay_t *r, int stop_fd, bool *more)
     if (res.db_err != SVC_OK)
         return false;
     note_kafka(r, &res);
-    refresh_stats(r, res.read == 0);
+    refresh_stats(r, false);
     if (res.failed > 0)
         return false;
-    if (res.read > 0)
-        svc_log_debug(MOD, "batch: %d rows read, %d published (read %.1f ms, produce %.1f ms, "
-                      "reports %.1f ms, advance %.1f ms)", res.read, res.published, res.read_ms,
-                      res.produce_ms, res.reports_ms, res.advance_ms);
+    svc_log_debug(MOD, "batch: %d rows read, %d published (read %.1f ms, produce %.1f ms, "
+                  "reports %.1f ms, advance %.1f ms)", res.read, res.published, res.read_ms,
+                  res.produce_ms, res.reports_ms, res.advance_ms);
     return true;
 }
 
+/* With nothing in flight: sleeps unless rows may wait, then the leases.
+ * false when there is nothing to read now (a standby, a tick that changed
+ * nothing) or the tick failed (*ok false); true to read. */
+static bool before_read(rly_relay_t *r, int stop_fd, bool more, bool *ok)
+{
+    woke_t w = more ? WOKE_READ : idle(r, stop_fd);
+    bool changed;
+
+    *ok = true;
+    if (w == WOKE_STOP) {
+        r->stopping = true;
+        return false;
+    }
+    *ok = tick_leases(r, &changed) == SVC_OK;
+    return *ok && rly_lease_owned(r->lease) > 0 && (w != WOKE_TICK || changed);
+}
+
+/* Two batches overlap (batch.h): while one is in flight, the next is read
+ * and produced, then the first finished. Only an empty read with nothing
+ * left in flight sends the relay to sleep. */
 int rly_relay_run(rly_relay_t *r, int stop_fd)
 {
     bool more = true; /* a backlog may be waiting from before we started */
@@ -378,30 +417,35 @@ int rly_relay_run(rly_relay_t *r, int stop_fd)
                  r->cfg->kafka_brokers, (long long)r->cfg->batch_size,
                  (long long)r->cfg->poll_interval_ms, r->admin ? r->cfg->admin_listen : "off");
     while (!r->stopping) {
-        woke_t w = more ? WOKE_READ : idle(r, stop_fd);
-        bool ok, changed;
+        bool ok = true, read_now = true;
+        int read = 0;
 
-        if (w == WOKE_STOP)
-            break;
-        ok = tick_leases(r, &changed) == SVC_OK;
-        /* A standby reads nothing; a tick alone reads only new shards. */
-        if (ok && (rly_lease_owned(r->lease) == 0 || (w == WOKE_TICK && !changed))) {
-            more = false;
-            continue;
-        }
-        if (ok)
-            ok = run_batch(r, stop_fd, &more);
+        if (rly_batch_flying(r->batch) == 0) {
+            read_now = before_read(r, stop_fd, more, &ok);
+            more = more && read_now;
+        } else if (svc_now_ms() - r->lease_at_ms >= LEASE_TICK_MS)
+            read_now = false; /* a long drain lands, at each tick, for the leases */
         if (r->stopping)
             break;
-        if (!ok) {
-            more = true;
-            r->lease_at_ms = 0; /* after a failure, leases and cursors again first */
-            if (!back_off(r, stop_fd))
-                break;
+        if (ok && read_now)
+            ok = start_batch(r, stop_fd, &more, &read);
+        if (ok && rly_batch_flying(r->batch) > 0 && (rly_batch_flying(r->batch) == 2 || read == 0))
+            ok = finish_batch(r, stop_fd);
+        if (ok) {
+            r->failures = 0;
             continue;
         }
-        r->failures = 0;
+        /* The batches in flight first, whatever becomes of them: a backoff
+         * must not hold their reports. */
+        while (rly_batch_flying(r->batch) > 0)
+            (void)finish_batch(r, stop_fd);
+        more = true;
+        r->lease_at_ms = 0; /* after a failure, leases and cursors again first */
+        if (r->stopping || !back_off(r, stop_fd))
+            break;
     }
+    while (rly_batch_flying(r->batch) > 0) /* stopping: within RELAY_DRAIN_MS */
+        (void)finish_batch(r, stop_fd);
     svc_log_info(MOD, "stopped: published=%llu produce_errors=%llu",
                  (unsigned long long)atomic_load(&r->stats.published),
                  (unsigned long long)atomic_load(&r->stats.produce_errors));
