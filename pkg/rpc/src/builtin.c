@@ -516,7 +516,9 @@ svc_err_t rpc__builtin_new(const rpc__builtin_opts_t *bo, rpc__builtin_t **out, 
         rpc__builtin_free(b);
         return err;
     }
-    b->cq = grpc_completion_queue_create_for_next(NULL);
+    /* Health checks and reflection are rare: this thread must not take the
+     * poller role from the workers, who are woken per call anyway. */
+    b->cq = rpc_cq_new_non_polling();
     grpc_server_register_completion_queue(bo->server, b->cq, NULL);
     *out = b;
     return SVC_OK;

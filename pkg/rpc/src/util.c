@@ -121,6 +121,22 @@ uint64_t rpc_deadline_from_timespec(gpr_timespec t)
     return ns <= 0 ? svc_now_ns() : svc_now_ns() + (uint64_t)ns;
 }
 
+grpc_completion_queue *rpc_cq_new_non_polling(void)
+{
+    const char *engine = getenv("GRPC_POLL_STRATEGY");
+    grpc_completion_queue_attributes attr = {GRPC_CQ_CURRENT_VERSION, GRPC_CQ_NEXT,
+                                             GRPC_CQ_NON_POLLING, NULL};
+
+    /* epoll1 keeps every descriptor in one epoll set, which any polling
+     * thread serves; the "poll" engine polls only a queue's own calls, so
+     * there a queue that nobody polls would stall its calls. */
+    if (engine != NULL && engine[0] != '\0' && strcmp(engine, "epoll1") != 0)
+        attr.cq_polling_type = GRPC_CQ_DEFAULT_POLLING;
+
+    return grpc_completion_queue_create(grpc_completion_queue_factory_lookup(&attr), &attr,
+                                        NULL);
+}
+
 grpc_byte_buffer *rpc_message_pack(const ProtobufCMessage *m)
 {
     size_t len = protobuf_c_message_get_packed_size(m);

@@ -312,6 +312,21 @@ bool rpc_md_find(const grpc_metadata_array *md, const char *key, const char **va
 rpc_md_presence_t rpc_md_lookup(const grpc_metadata_array *md, const char *key,
                                 const char **value, size_t *len);
 
+/*
+ * A GRPC_CQ_NEXT queue whose waiters never poll, for a server's requests: a
+ * thread blocked in grpc_completion_queue_next on it sleeps until an event
+ * is put on it and takes no part in gRPC's I/O polling. With gRPC's default
+ * engine (epoll1) every thread waiting on a polling queue is a candidate
+ * poller, and each time the poller returns to its caller it hands the role
+ * to another one (a futex wake and a context switch); a thread that seldom
+ * gets an event (the built-in services) only adds those hand-offs. Some
+ * polling queue of the server must have a waiter for I/O to progress. Not
+ * for client calls: gRPC 1.51 needs a pollset for those (it asserts). Under
+ * another engine (GRPC_POLL_STRATEGY=poll) this is an ordinary polling
+ * queue. Owned by caller (grpc_completion_queue_destroy).
+ */
+grpc_completion_queue *rpc_cq_new_non_polling(void);
+
 /* Monotonic ns deadline <-> gpr_timespec. */
 gpr_timespec rpc_deadline_to_timespec(uint64_t deadline_ns);
 uint64_t rpc_deadline_from_timespec(gpr_timespec t);
