@@ -196,14 +196,22 @@ static bool start_batch(rs_grpc_async_t *a, uint64_t deadline_ns, uint32_t numbe
         snprintf(a->message, sizeof a->message, "cancelled by the caller");
         return false;
     }
+    /* A retry due after the client began to go away: its channel is gone. */
+    if (!rs__on_cq_add(a->cl)) {
+        pthread_mutex_unlock(&a->mu);
+        snprintf(a->message, sizeof a->message, "client shut down");
+        return false;
+    }
     started = rpc_unary_start(&a->u, a->cl->ch, NULL, a->cl->cq, a->method,
                               grpc_byte_buffer_copy(a->request), a->attempt_md, n, deadline_ns,
                               false, a);
     a->in_flight = started;
     a->attempts = number;
     pthread_mutex_unlock(&a->mu);
-    if (!started)
+    if (!started) {
+        rs__on_cq_done(a->cl);
         snprintf(a->message, sizeof a->message, "cannot start the call");
+    }
     return started;
 }
 
@@ -248,10 +256,11 @@ static ProtobufCMessage *collect(rs_grpc_async_t *a, rs_outcome_t *o)
     return resp;
 }
 
-void rs__async_attempt_done(void *tag)
+/* Returns the call's client: the call may be gone when this returns. */
+static rs_grpc_client_t *attempt_done(rs_grpc_async_t *a)
 {
-    rs_grpc_async_t *a = tag;
     rs_outcome_t o = RS_OUTCOME_INIT;
+    rs_grpc_client_t *cl;
     ProtobufCMessage *resp;
     rs_decision_t d;
     bool cancelled;
@@ -259,12 +268,13 @@ void rs__async_attempt_done(void *tag)
     pthread_mutex_lock(&a->mu);
     a->in_flight = false;
     cancelled = a->cancelled;
+    cl = a->cl;
     pthread_mutex_unlock(&a->mu);
     resp = collect(a, &o);
     if (cancelled && !a->trial) {
         snprintf(a->message, sizeof a->message, "cancelled by the caller");
         complete(a, resp); /* finish before a verdict: reason cancelled */
-        return;
+        return cl;
     }
     /* Not cancelled by us: an ordinary attempt we cancel is handled above,
      * and a trial is never cancelled on the wire. */
@@ -272,13 +282,21 @@ void rs__async_attempt_done(void *tag)
     d = rs_call_end_attempt(&a->rc, &o);
     if (d.action == RS_RETRY && !cancelled) {
         a->due_ns = svc_now_ns() + (uint64_t)d.delay_ms * SVC_NS_PER_MS;
-        if (timer_add(a->cl, a))
-            return;
+        if (timer_add(cl, a))
+            return cl;
         snprintf(a->message, sizeof a->message, "out of memory scheduling a retry");
     }
     complete(a, d.action == RS_DONE ? resp : NULL);
     if (d.action != RS_DONE && resp != NULL)
         protobuf_c_message_free_unpacked(resp, NULL);
+    return cl;
+}
+
+/* The attempt's completion; its client hears afterwards that it was
+ * handled (the call itself may be gone by then). */
+void rs__async_attempt_done(rs_grpc_async_t *a)
+{
+    rs__on_cq_done(attempt_done(a));
 }
 
 /* ------------------------------------------------------------------------

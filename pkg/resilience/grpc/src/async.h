@@ -11,21 +11,31 @@
 #define RS_GRPC_BULKHEAD_RETRY_AFTER_MS 1000 /* "come back soon" for a full bulkhead */
 #define RS__GRPC_LOG_MODULE "resilience"
 
+/* The driver's completion-queue tags: an async call (rs_grpc_async_t *) for
+ * an attempt, or its client's address with this bit set for the watch. The
+ * kind is in the pointer, not behind it: nothing is read before the locks
+ * that order the threads are taken (gRPC's queue is no ordering that
+ * ThreadSanitizer can see). */
+#define RS__WATCH_TAG_BIT ((uintptr_t)1)
+
+typedef struct rs__driver rs__driver_t; /* client.c: the process's one client thread */
+
 struct rs_grpc_client {
     grpc_channel *ch;
     rs_upstream_t *up;
-    grpc_completion_queue *cq;
-    pthread_t thread;
-    bool thread_started;
+    rs__driver_t *driver;
+    grpc_completion_queue *cq; /* the driver's, shared by every client */
     int watch_ms;
-    int watch_tag;            /* its address tags the connectivity watch */
     atomic_int connectivity;  /* grpc_connectivity_state, for readiness */
-    pthread_mutex_t mu;       /* guards stopping against the watch re-arm */
+    pthread_mutex_t mu;       /* guards stopping and on_cq */
+    pthread_cond_t idle;      /* on_cq reached 0 while stopping */
     bool stopping;
+    int on_cq;                /* completions still to come: attempts and the watch */
+    rs_grpc_client_t *next;   /* the driver's list */
 
     /* Backoff timers of async calls: a binary min-heap on due time. Only
-     * the client thread touches it (retries are decided there), so it needs
-     * no lock. */
+     * the driver thread touches it (retries are decided there), and free
+     * once the client is off the driver's list, so it needs no lock. */
     rs_grpc_async_t **heap;
     size_t n_heap, cap_heap;
 };
@@ -40,8 +50,13 @@ svc_err_t rs__server_cancel_is_unavailable(svc_err_t err);
 size_t rs__md_with_attempt(const rs_grpc_call_opts_t *o, uint32_t attempt, char *num,
                            rpc_md_t *md);
 
-/* async.c, client thread only */
-void rs__async_attempt_done(void *tag);
+/* A completion of cl is expected (before starting what will complete) /
+ * has been handled; false once cl is stopping (then nothing is started). */
+bool rs__on_cq_add(rs_grpc_client_t *cl);
+void rs__on_cq_done(rs_grpc_client_t *cl);
+
+/* async.c, driver thread only */
+void rs__async_attempt_done(rs_grpc_async_t *a);
 gpr_timespec rs__timers_next_deadline(rs_grpc_client_t *cl);
 void rs__timers_fire(rs_grpc_client_t *cl);
 void rs__timers_dispose(rs_grpc_client_t *cl);

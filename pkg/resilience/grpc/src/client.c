@@ -1,7 +1,8 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /*
- * client.c - the gRPC binding: a channel, an upstream, and one thread that
- * drives async calls, their backoff timers and a connectivity watch.
+ * client.c - the gRPC binding: a channel and an upstream per client, and one
+ * thread for all clients (the driver) that drives async calls, their backoff
+ * timers and each client's connectivity watch.
  *
  * The policy lives in the core (rs_call_*); this file only moves bytes and
  * time. Blocking calls run the core's own driver (rs_call_run) with
@@ -10,12 +11,178 @@
  */
 #include <pthread.h>
 #include <stdatomic.h>
+#include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include <grpc/support/alloc.h>
 
 #include "async.h"
+
+/* ------------------------------------------------------------------------
+ * The driver: one thread and one completion queue for every client of the
+ * process. With gRPC's epoll1 engine every thread waiting on a completion
+ * queue is a candidate poller, and the poller hands its role to another
+ * waiting thread each time it returns with an event: with a thread per
+ * client, the gateway's idle order client took the role from the catalog's
+ * on every wake-up (a futex wake and two context switches; docs/benchmarks.md,
+ * issue 17's GET path). Callbacks run on this thread, so they must not
+ * block (as before); a client's backoff timers stay its own.
+ * ------------------------------------------------------------------------ */
+
+struct rs__driver {
+    grpc_completion_queue *cq;
+    pthread_t thread;
+    pthread_mutex_t mu;       /* guards clients */
+    rs_grpc_client_t *clients;
+    int refs;                 /* clients using it; under g_driver_mu */
+};
+
+static pthread_mutex_t g_driver_mu = PTHREAD_MUTEX_INITIALIZER;
+static rs__driver_t *g_driver;
+
+bool rs__on_cq_add(rs_grpc_client_t *cl)
+{
+    bool ok;
+
+    pthread_mutex_lock(&cl->mu);
+    ok = !cl->stopping;
+    cl->on_cq += ok;
+    pthread_mutex_unlock(&cl->mu);
+    return ok;
+}
+
+void rs__on_cq_done(rs_grpc_client_t *cl)
+{
+    pthread_mutex_lock(&cl->mu);
+    if (--cl->on_cq == 0 && cl->stopping)
+        pthread_cond_broadcast(&cl->idle);
+    pthread_mutex_unlock(&cl->mu);
+}
+
+/* Keeps one connectivity watch pending at all times. Its only job is to
+ * make the driver poll the channel, so reconnects are processed as soon
+ * as they happen; try_to_connect=1 also wakes an idle channel. */
+static void watch(rs_grpc_client_t *cl)
+{
+    pthread_mutex_lock(&cl->mu);
+    if (!cl->stopping) {
+        grpc_connectivity_state st = grpc_channel_check_connectivity_state(cl->ch, 1);
+        atomic_store(&cl->connectivity, (int)st);
+        cl->on_cq++;
+        grpc_channel_watch_connectivity_state(
+            cl->ch, st,
+            rpc_deadline_to_timespec(svc_now_ns() + (uint64_t)cl->watch_ms * SVC_NS_PER_MS),
+            cl->cq, (void *)((uintptr_t)cl | RS__WATCH_TAG_BIT));
+    }
+    pthread_mutex_unlock(&cl->mu);
+}
+
+/* The earliest backoff timer of any client. */
+static gpr_timespec next_deadline(rs__driver_t *d)
+{
+    gpr_timespec t = gpr_inf_future(GPR_CLOCK_MONOTONIC);
+
+    pthread_mutex_lock(&d->mu);
+    for (rs_grpc_client_t *c = d->clients; c != NULL; c = c->next) {
+        gpr_timespec ct = rs__timers_next_deadline(c);
+        if (gpr_time_cmp(ct, t) < 0)
+            t = ct;
+    }
+    pthread_mutex_unlock(&d->mu);
+    return t;
+}
+
+static void fire_timers(rs__driver_t *d)
+{
+    pthread_mutex_lock(&d->mu);
+    for (rs_grpc_client_t *c = d->clients; c != NULL; c = c->next)
+        rs__timers_fire(c);
+    pthread_mutex_unlock(&d->mu);
+}
+
+static void *driver_main(void *arg)
+{
+    rs__driver_t *d = arg;
+
+    for (;;) {
+        grpc_event ev = grpc_completion_queue_next(d->cq, next_deadline(d), NULL);
+        uintptr_t tag = (uintptr_t)ev.tag;
+
+        if (ev.type == GRPC_QUEUE_SHUTDOWN)
+            break;
+        if (ev.type == GRPC_OP_COMPLETE && (tag & RS__WATCH_TAG_BIT) != 0) {
+            rs_grpc_client_t *cl = (rs_grpc_client_t *)(tag & ~RS__WATCH_TAG_BIT);
+            watch(cl);
+            rs__on_cq_done(cl);
+        } else if (ev.type == GRPC_OP_COMPLETE) {
+            rs__async_attempt_done(ev.tag);
+        }
+        fire_timers(d);
+    }
+    return NULL;
+}
+
+/* The process's driver, started by its first client; NULL if it cannot be. */
+static rs__driver_t *driver_acquire(void)
+{
+    rs__driver_t *d;
+
+    pthread_mutex_lock(&g_driver_mu);
+    d = g_driver;
+    if (d == NULL && (d = calloc(1, sizeof *d)) != NULL) {
+        pthread_mutex_init(&d->mu, NULL);
+        d->cq = grpc_completion_queue_create_for_next(NULL);
+        if (d->cq == NULL || pthread_create(&d->thread, NULL, driver_main, d) != 0) {
+            if (d->cq != NULL)
+                grpc_completion_queue_destroy(d->cq);
+            pthread_mutex_destroy(&d->mu);
+            free(d);
+            d = NULL;
+        }
+        g_driver = d;
+    }
+    if (d != NULL)
+        d->refs++;
+    pthread_mutex_unlock(&g_driver_mu);
+    return d;
+}
+
+/* The last client gone: the thread is stopped and the queue destroyed. */
+static void driver_release(rs__driver_t *d)
+{
+    pthread_mutex_lock(&g_driver_mu);
+    if (--d->refs == 0) {
+        grpc_completion_queue_shutdown(d->cq);
+        pthread_join(d->thread, NULL);
+        grpc_completion_queue_destroy(d->cq);
+        pthread_mutex_destroy(&d->mu);
+        free(d);
+        g_driver = NULL;
+    }
+    pthread_mutex_unlock(&g_driver_mu);
+}
+
+static void driver_add(rs__driver_t *d, rs_grpc_client_t *cl)
+{
+    pthread_mutex_lock(&d->mu);
+    cl->next = d->clients;
+    d->clients = cl;
+    pthread_mutex_unlock(&d->mu);
+}
+
+/* Off the list: the driver fires none of cl's timers any more. */
+static void driver_remove(rs__driver_t *d, rs_grpc_client_t *cl)
+{
+    pthread_mutex_lock(&d->mu);
+    for (rs_grpc_client_t **p = &d->clients; *p != NULL; p = &(*p)->next) {
+        if (*p == cl) {
+            *p = cl->next;
+            break;
+        }
+    }
+    pthread_mutex_unlock(&d->mu);
+}
 
 /* ------------------------------------------------------------------------
  * Client lifecycle
@@ -27,43 +194,6 @@ void rs_grpc_opts_init(rs_grpc_opts_t *o)
     rs_upstream_opts_init(&o->upstream);
     rpc_channel_opts_init(&o->channel);
     o->watch_ms = RS_GRPC_DEFAULT_WATCH_MS;
-}
-
-/* Keeps one connectivity watch pending at all times. Its only job is to
- * make this thread poll the channel, so reconnects are processed as soon
- * as they happen; try_to_connect=1 also wakes an idle channel. */
-static void watch(rs_grpc_client_t *cl)
-{
-    pthread_mutex_lock(&cl->mu);
-    if (!cl->stopping) {
-        grpc_connectivity_state st = grpc_channel_check_connectivity_state(cl->ch, 1);
-        atomic_store(&cl->connectivity, (int)st);
-        grpc_channel_watch_connectivity_state(
-            cl->ch, st,
-            rpc_deadline_to_timespec(svc_now_ns() + (uint64_t)cl->watch_ms * SVC_NS_PER_MS),
-            cl->cq, &cl->watch_tag);
-    }
-    pthread_mutex_unlock(&cl->mu);
-}
-
-static void *client_main(void *arg)
-{
-    rs_grpc_client_t *cl = arg;
-
-    if (cl->watch_ms > 0)
-        watch(cl);
-    for (;;) {
-        grpc_event ev = grpc_completion_queue_next(cl->cq, rs__timers_next_deadline(cl), NULL);
-
-        if (ev.type == GRPC_QUEUE_SHUTDOWN)
-            break;
-        if (ev.type == GRPC_OP_COMPLETE && ev.tag == &cl->watch_tag)
-            watch(cl);
-        else if (ev.type == GRPC_OP_COMPLETE)
-            rs__async_attempt_done(ev.tag);
-        rs__timers_fire(cl);
-    }
-    return NULL;
 }
 
 svc_err_t rs_grpc_client_new(const rs_grpc_opts_t *o, rs_grpc_client_t **out, char *errbuf)
@@ -80,19 +210,22 @@ svc_err_t rs_grpc_client_new(const rs_grpc_opts_t *o, rs_grpc_client_t **out, ch
     if (cl == NULL)
         return SVC_ENOMEM;
     pthread_mutex_init(&cl->mu, NULL);
+    pthread_cond_init(&cl->idle, NULL);
     cl->watch_ms = o->watch_ms;
     err = rs_upstream_new(&o->upstream, &cl->up, errbuf);
     if (err != SVC_OK)
         goto fail;
     cl->ch = rpc_channel_new(o->target, &o->channel);
-    cl->cq = grpc_completion_queue_create_for_next(NULL);
-    if (cl->ch == NULL || cl->cq == NULL ||
-        pthread_create(&cl->thread, NULL, client_main, cl) != 0) {
+    cl->driver = driver_acquire();
+    if (cl->ch == NULL || cl->driver == NULL) {
         svc_errbuf_set(errbuf, "cannot create the channel or thread for %s", o->target);
         err = SVC_ENOMEM;
         goto fail;
     }
-    cl->thread_started = true;
+    cl->cq = cl->driver->cq;
+    driver_add(cl->driver, cl);
+    if (cl->watch_ms > 0)
+        watch(cl);
     *out = cl;
     return SVC_OK;
 fail:
@@ -105,21 +238,28 @@ void rs_grpc_client_free(rs_grpc_client_t *cl)
     if (cl == NULL)
         return;
     /* Destroying the channel completes the pending watch at once; the lock
-     * keeps the thread from re-arming it on a channel being destroyed. */
+     * keeps the driver from re-arming it on a channel being destroyed, and
+     * from starting a retry on it. */
     pthread_mutex_lock(&cl->mu);
     cl->stopping = true;
     if (cl->ch != NULL)
         grpc_channel_destroy(cl->ch);
     cl->ch = NULL;
     pthread_mutex_unlock(&cl->mu);
-    if (cl->cq != NULL) {
-        grpc_completion_queue_shutdown(cl->cq);
-        if (cl->thread_started)
-            pthread_join(cl->thread, NULL);
-        grpc_completion_queue_destroy(cl->cq);
+    if (cl->driver != NULL) {
+        driver_remove(cl->driver, cl);
+        /* The watch's and every attempt's completion (a cancelled breaker
+         * trial runs to its attempt deadline) must be handled before cl goes. */
+        pthread_mutex_lock(&cl->mu);
+        while (cl->on_cq > 0)
+            pthread_cond_wait(&cl->idle, &cl->mu);
+        pthread_mutex_unlock(&cl->mu);
     }
     rs__timers_dispose(cl);
+    if (cl->driver != NULL)
+        driver_release(cl->driver);
     rs_upstream_free(cl->up);
+    pthread_cond_destroy(&cl->idle);
     pthread_mutex_destroy(&cl->mu);
     free(cl);
 }

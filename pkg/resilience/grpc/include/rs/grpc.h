@@ -18,9 +18,13 @@
  *                         result arrives in a callback on the client's own
  *                         thread, and the caller hands it to its loop.
  *
- * Threads: each client runs one thread of its own. It polls the client's
- * completion queue, which (a) completes async attempts, (b) fires backoff
- * timers of async calls, and (c) keeps a connectivity watch on the channel.
+ * Threads: the clients of a process share one thread (started by the first
+ * client, stopped with the last) and its completion queue, which (a)
+ * completes async attempts, (b) fires backoff timers of async calls, and (c)
+ * keeps a connectivity watch on each client's channel. One thread, not one
+ * per client: with gRPC's epoll1 engine each thread waiting on a queue takes
+ * the poller role from the others in turn, a futex wake-up and two context
+ * switches per wake-up (docs/benchmarks.md, issue 17's GET path).
  * (c) is what makes a restarted dependency usable within ~1 s: gRPC C core
  * 1.51 only processes a reconnect when some thread polls, and fail-fast
  * calls never do (platform notes §3: ~10 s with default settings).
@@ -95,7 +99,7 @@ typedef struct rs_grpc_async rs_grpc_async_t;
 
 /*
  * Called once per accepted async call, when the call is over for its
- * caller: on the client's thread, or - when rs_grpc_cancel() answers the
+ * caller: on the clients' thread, or - when rs_grpc_cancel() answers the
  * call - on the cancelling thread, before rs_grpc_cancel() returns (so the
  * caller must not hold, around rs_grpc_cancel(), a lock that done takes).
  * resp (SVC_OK only) is owned by the callee; res is borrowed. It must not
