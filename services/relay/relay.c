@@ -40,7 +40,7 @@
 /* Rows committed above the horizon (an older transaction still running,
  * maybe in another database, whose end sends no NOTIFY here) are looked for
  * again after this long, doubling up to HELD_MAX_MS while they wait. */
-#define HELD_FIRST_MS      1
+#define HELD_FIRST_MS      4
 #define HELD_MAX_MS        64
 /* An idle relay learns of Kafka's state from a metadata request
  * (kfk_producer_ping) once it has been idle this long since the last batch
@@ -407,8 +407,9 @@ static bool before_read(rly_relay_t *r, int stop_fd, bool more, bool *ok)
 }
 
 /* Two batches overlap (batch.h): while one is in flight, the next is read
- * and produced, then the first finished. Only an empty read with nothing
- * left in flight sends the relay to sleep. */
+ * and produced (during a backlog, or when a NOTIFY came meanwhile), then
+ * the first finished. Only an empty read with nothing left in flight sends
+ * the relay to sleep. */
 int rly_relay_run(rly_relay_t *r, int stop_fd)
 {
     bool more = true; /* a backlog may be waiting from before we started */
@@ -423,8 +424,14 @@ int rly_relay_run(rly_relay_t *r, int stop_fd)
         if (rly_batch_flying(r->batch) == 0) {
             read_now = before_read(r, stop_fd, more, &ok);
             more = more && read_now;
-        } else if (svc_now_ms() - r->lease_at_ms >= LEASE_TICK_MS)
+        } else if (svc_now_ms() - r->lease_at_ms >= LEASE_TICK_MS) {
             read_now = false; /* a long drain lands, at each tick, for the leases */
+        } else if (!more) {
+            /* Not a backlog: read beside the flight only if a writer has
+             * committed since (a NOTIFY waits); an empty read costs the
+             * database as much as a full one. */
+            read_now = rly_listener_wait(r->listener, -1, 0) == RLY_WAKE_NOTIFY;
+        }
         if (r->stopping)
             break;
         if (ok && read_now)
