@@ -161,6 +161,7 @@ static void open_locked(gw_failfast_t *ff, slot_t *s, const rs_grpc_result_t *re
                         uint64_t now_ns)
 {
     uint64_t hint = (uint64_t)res->retry_after_ms * SVC_NS_PER_MS;
+    uint64_t window = hint < ff->max_window_ns ? hint : ff->max_window_ns;
     uint64_t was = atomic_load_explicit(&s->until_ns, memory_order_relaxed);
 
     if (was == 0 || now_ns >= was) /* not a straggler's refusal inside the window */
@@ -169,8 +170,7 @@ static void open_locked(gw_failfast_t *ff, slot_t *s, const rs_grpc_result_t *re
     s->probe_until_ns = 0;
     s->epoch++;
     snprintf(s->message, sizeof s->message, "%s", res->message);
-    atomic_store_explicit(&s->until_ns, now_ns + (hint < ff->max_window_ns ? hint : ff->max_window_ns),
-                          memory_order_release);
+    atomic_store_explicit(&s->until_ns, now_ns + window, memory_order_release);
 }
 
 void gw_failfast_end(gw_failfast_t *ff, size_t route, uint64_t ticket,
