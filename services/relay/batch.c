@@ -5,6 +5,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/signalfd.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "batch.h"
@@ -218,12 +219,26 @@ static double ms_since(uint64_t *t_ns)
     return (double)(now - was) / 1e6;
 }
 
+/* Unix microseconds as RFC 3339 in UTC with 6 decimals, the form of ce_time
+ * (docs/events.md §2): 2026-12-03T08:41:04.126540Z. */
+static void rfc3339_us(const char *epoch_us, char *out, size_t cap)
+{
+    long long us = strtoll(epoch_us, NULL, 10);
+    time_t s = (time_t)(us >= 0 ? us / 1000000 : (us - 999999) / 1000000);
+    struct tm tm;
+    int frac = (int)(us - (long long)s * 1000000); /* 0..999999 */
+
+    gmtime_r(&s, &tm);
+    snprintf(out, cap, "%04d-%02d-%02dT%02d:%02d:%02d.%06dZ", (tm.tm_year + 1900) % 10000,
+             tm.tm_mon + 1, tm.tm_mday, tm.tm_hour, tm.tm_min, tm.tm_sec, frac % 1000000);
+}
+
 /* Publishes row i of f; its slot records the outcome. */
 static void produce_row(rly_batch_t *b, flight_t *f, int i)
 {
     PGresult *rows = f->rows;
     slot_t *slot = &f->slots[i];
-    char errbuf[SVC_ERRBUF_LEN] = "";
+    char errbuf[SVC_ERRBUF_LEN] = "", when[64];
     kfk_header_t h[KFK_CE_MAX_HEADERS];
     size_t n_h = 0, len = 0;
     const char *key = PQgetvalue(rows, i, RLY_COL_KEY);
@@ -231,17 +246,20 @@ static void produce_row(rly_batch_t *b, flight_t *f, int i)
         .id = PQgetvalue(rows, i, RLY_COL_ID),
         .type = PQgetvalue(rows, i, RLY_COL_TYPE),
         .source = PQgetvalue(rows, i, RLY_COL_SOURCE),
-        .time = PQgetvalue(rows, i, RLY_COL_TIME),
+        .time = when,
         .request_id = PQgetvalue(rows, i, RLY_COL_REQUEST_ID),
     };
     unsigned char *value =
         PQunescapeBytea((const unsigned char *)PQgetvalue(rows, i, RLY_COL_PAYLOAD), &len);
-    svc_err_t err = value == NULL ? SVC_ENOMEM : kfk_ce_headers(&ce, h, &n_h, errbuf);
-    kfk_message_t m = {.topic = PQgetvalue(rows, i, RLY_COL_TOPIC),
-                       .key = key, .key_len = strlen(key), .value = value, .value_len = len,
-                       .headers = h, .n_headers = n_h, .opaque = slot};
+    svc_err_t err;
+    kfk_message_t m;
     uint64_t give_up = svc_now_ms() + QUEUE_FULL_WAIT_MS;
 
+    rfc3339_us(PQgetvalue(rows, i, RLY_COL_TIME), when, sizeof when); /* before the headers */
+    err = value == NULL ? SVC_ENOMEM : kfk_ce_headers(&ce, h, &n_h, errbuf);
+    m = (kfk_message_t){.topic = PQgetvalue(rows, i, RLY_COL_TOPIC),
+                        .key = key, .key_len = strlen(key), .value = value, .value_len = len,
+                        .headers = h, .n_headers = n_h, .opaque = slot};
     *slot = (slot_t){f, true, false, SVC_OK};
     f->pending++; /* before the call: its report may fire in the poll below */
     while (err == SVC_OK &&

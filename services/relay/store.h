@@ -26,7 +26,7 @@ enum {
     RLY_COL_SOURCE,
     RLY_COL_PAYLOAD,   /* bytea, text form (\x...): PQunescapeBytea */
     RLY_COL_REQUEST_ID,
-    RLY_COL_TIME,      /* created_at, RFC 3339 UTC */
+    RLY_COL_TIME,      /* created_at, Unix microseconds */
 };
 
 /* Three Postgres array literals naming shards and their positions, e.g.
