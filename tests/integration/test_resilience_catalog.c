@@ -519,6 +519,41 @@ static void cancelled_trial_runs_on_and_closes_the_breaker(void **state)
     wait_in_flight_zero(f);
 }
 
+/*
+ * Every client of a process shares one driver thread (client.c). A second
+ * client serves while the first, which started the thread, is freed under
+ * it, with the second's call on the wire (the catalog frozen); the thread
+ * lives on until the last client is gone.
+ */
+static void clients_share_one_thread_and_leave_in_any_order(void **state)
+{
+    fixture_t *f = *state;
+    rs_grpc_client_t *first = f->cl;
+    uint64_t t0;
+    waiter_t w;
+
+    f->cl = client_new(f->addr, 5);
+    assert_int_equal(async_get(f, &w, NULL), SVC_OK);
+    async_wait(&w);
+    assert_int_equal(w.res.err, SVC_OK);
+
+    freeze(f);
+    assert_int_equal(async_get(f, &w, NULL), SVC_OK);
+    t0 = svc_now_ms();
+    rs_grpc_client_free(first); /* nothing of its own in flight: at once */
+    assert_true(svc_now_ms() - t0 < (uint64_t)it_ms(ATTEMPT_MS / 2));
+    assert_int_equal(spawn_signal(f->cat, SIGCONT), SVC_OK);
+    async_wait(&w);
+    assert_int_equal(w.res.err, SVC_OK);
+    assert_string_equal(w.id, f->product_id);
+
+    /* And the thread still serves the one client left. */
+    assert_int_equal(async_get(f, &w, NULL), SVC_OK);
+    async_wait(&w);
+    assert_int_equal(w.res.err, SVC_OK);
+    wait_in_flight_zero(f);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -532,6 +567,8 @@ int main(void)
                                         teardown),
         cmocka_unit_test_setup_teardown(async_calls_succeed_retry_and_cancel, setup, teardown),
         cmocka_unit_test_setup_teardown(cancelled_trial_runs_on_and_closes_the_breaker, setup,
+                                        teardown),
+        cmocka_unit_test_setup_teardown(clients_share_one_thread_and_leave_in_any_order, setup,
                                         teardown),
     };
     int failed;
