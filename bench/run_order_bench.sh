@@ -4,6 +4,12 @@
 #   bench/run_order_bench.sh [--connections N] [--seconds D] [--products N]
 #                            [--order-workers N] [--catalog-workers N]
 #                            [--gateway-threads N] [--idempotency-keys]
+#                            [--order-bin [LABEL=]PATH]...
+#
+# --order-bin: the order binary to measure (default: the build's); given more than once, steps
+# 3-5 run once per binary, in the order given, each with fresh databases and the same catalog,
+# gateway and client, so that two versions (e.g. one built from `git worktree add /tmp/before
+# <commit>` in a build dir of its own) compare side by side in one run (A B A B to see the noise).
 #
 # 1. deploy/local/stack.sh pg-up (the project's Postgres, 127.0.0.1:$SHOPMICRO_PG_PORT);
 #    while the port is held by another checkout's cluster, retries for up to
@@ -25,7 +31,10 @@
 #    pgbench -N -M prepared -c 4 -j 2 -T <seconds> over TCP 127.0.0.1 against
 #    the same Postgres
 # 7. prints nproc, both figures, the ratio (proposed target >= 0.20), the cores
-#    each phase used and the CPU per order and per pgbench transaction.
+#    each phase used and the CPU per order and per pgbench transaction, and per
+#    order the statements order ran (its shopmicro_db_queries_total, by
+#    statement: each is one round trip) and the transactions of its database
+#    (pg_stat_database), over the whole run.
 # Every service is stopped and every database dropped on any exit (also on
 # failure or Ctrl-C). Exit status 1 when something failed or the check did not
 # hold. Figures: docs/benchmarks.md, "CreateOrder through the gateway".
@@ -49,6 +58,7 @@ GATEWAY_THREADS=""
 IDEM=0
 PGBENCH_SCALE=10
 TARGET_RATIO=0.20    # proposed from the first runs (median), see docs/benchmarks.md
+ORDER_BINS=()        # [LABEL=]PATH of each order phase; none: the build's binary
 
 while (( $# > 0 )); do
   case $1 in
@@ -59,6 +69,7 @@ while (( $# > 0 )); do
     --catalog-workers)  CATALOG_WORKERS=${2:?}; shift 2 ;;
     --gateway-threads)  GATEWAY_THREADS=${2:?}; shift 2 ;;
     --idempotency-keys) IDEM=1; shift ;;
+    --order-bin)        ORDER_BINS+=("${2:?}"); shift 2 ;;
     -h|--help)          usage; exit 0 ;;
     *) unknown_arg "$1" ;;
   esac
@@ -66,12 +77,17 @@ done
 need_positive "$CONNS" "$SECONDS_RUN" "$PRODUCTS" ${ORDER_WORKERS:+"$ORDER_WORKERS"} \
   ${CATALOG_WORKERS:+"$CATALOG_WORKERS"} ${GATEWAY_THREADS:+"$GATEWAY_THREADS"}
 (( PRODUCTS >= ITEMS )) || arg_error "--products must be at least $ITEMS"
+PHASE_LABEL=() PHASE_BIN=()
+for b in "${ORDER_BINS[@]}"; do
+  l=order$(( ${#PHASE_LABEL[@]} + 1 ))
+  [[ $b == *=* ]] && { l=${b%%=*}; b=${b#*=}; }
+  [[ -x $b ]] || arg_error "--order-bin: $b is not an executable"
+  PHASE_LABEL+=("$l") PHASE_BIN+=("$(cd "$(dirname "$b")" && pwd -P)/$(basename "$b")")
+done
 
 pg_clients "$PG_PORT"
-CAT_DB="order_bench_cat_$$"
-ORD_DB="order_bench_ord_$$"
 PGB_DB="order_bench_pgb_$$"
-OWN_DBS=("$CAT_DB" "$ORD_DB" "$PGB_DB")   # not "other sessions"
+OWN_DBS=("$PGB_DB")          # not "other sessions"; each phase adds its two
 DBS=()                       # databases created by this run, dropped on exit
 TMP=$(mktemp -d /tmp/order-bench.XXXXXX)
 declare -A SVC_PID=() SVC_PORT=()
@@ -144,72 +160,129 @@ say "postgres $(sql postgres "SHOW server_version"); synchronous_commit=$(sql po
 echo "==== build ($BUILD_DIR, RelWithDebInfo)"
 bench_build catalog order gateway bench_http
 BENCH="$BUILD_DIR/bench/bench_http"
+if (( ${#PHASE_BIN[@]} == 0 )); then PHASE_LABEL=(order) PHASE_BIN=("$BUILD_DIR/services/order/order"); fi
+declare -a R_RATE=() R_P50=() R_P99=() R_ERRS=() R_BY_STATUS=() R_OWN=() R_SPLIT=() R_CHECK=() R_CHECK_OK=() R_STMTS=() R_XACTS=()
 
-echo "==== services (fresh databases $CAT_DB, $ORD_DB)"
-create_db "$CAT_DB"
-create_db "$ORD_DB"
-start_service catalog "$BUILD_DIR/services/catalog/catalog" \
-  "CATALOG_LISTEN=127.0.0.1:@PORT@" "CATALOG_LOG_LEVEL=warn" "CATALOG_KAFKA_BROKERS=none" "CATALOG_ADMIN_LISTEN=none" \
-  "CATALOG_DB_DSN=host=127.0.0.1 port=$PG_PORT dbname=$CAT_DB user=postgres" \
-  ${CATALOG_WORKERS:+"CATALOG_WORKERS=$CATALOG_WORKERS"}
-start_service order "$BUILD_DIR/services/order/order" \
-  "ORDER_LISTEN=127.0.0.1:@PORT@" "ORDER_LOG_LEVEL=warn" "ORDER_KAFKA_BROKERS=none" "ORDER_ADMIN_LISTEN=none" \
-  "ORDER_DB_DSN=host=127.0.0.1 port=$PG_PORT dbname=$ORD_DB user=postgres" \
-  "ORDER_CATALOG_ADDR=127.0.0.1:${SVC_PORT[catalog]}" \
-  ${ORDER_WORKERS:+"ORDER_WORKERS=$ORDER_WORKERS"}
-start_service gateway "$BUILD_DIR/gateway/gateway" \
-  "GATEWAY_LISTEN=127.0.0.1:@PORT@" "GATEWAY_LOG_LEVEL=warn" "GATEWAY_LOCK_DIR=$TMP" \
-  "GATEWAY_CATALOG_ADDR=127.0.0.1:${SVC_PORT[catalog]}" \
-  "GATEWAY_ORDER_ADDR=127.0.0.1:${SVC_PORT[order]}" \
-  ${GATEWAY_THREADS:+"GATEWAY_THREADS=$GATEWAY_THREADS"}
-URL="http://127.0.0.1:${SVC_PORT[gateway]}"
-say "settings: ORDER_WORKERS=${ORDER_WORKERS:-4 (default)} CATALOG_WORKERS=${CATALOG_WORKERS:-4 (default)} GATEWAY_THREADS=${GATEWAY_THREADS:-$(nproc) (default: nproc)}"
+# check WHAT GOT WANT: one line of the database check; CHECK_OK=0 on a mismatch.
+check() {
+  local verdict=ok
+  [[ $2 == "$3" ]] || { verdict=MISMATCH; CHECK_OK=0; }
+  printf '  %-50s %9s   expected %9s   %s\n' "$1" "$2" "$3" "$verdict"
+}
 
-say "seeding $PRODUCTS products via POST /v1/products"
-"$BENCH" --url "$URL" --ensure "$PRODUCTS" --seed-only >"$TMP/seed.log" 2>&1 ||
-  { cat "$TMP/seed.log"; die "seeding failed"; }
-sed 's/^/[bench] /' "$TMP/seed.log"
-"${PSQL[@]}" -d "$CAT_DB" -c "VACUUM ANALYZE products"
-"${PSQL[@]}" -d postgres -c "CHECKPOINT"
+# db_queries ADMIN_PORT: "statement count" per statement the order service has run (its
+# shopmicro_db_queries_total, every outcome), from its admin port.
+db_queries() {
+  curl -sf "http://127.0.0.1:$1/metrics" |
+    sed -n 's/^shopmicro_db_queries_total{statement="\([^"]*\)",outcome="[^"]*"} \([0-9]*\)$/\1 \2/p' |
+    awk '{ n[$1] += $2 } END { for (s in n) print s, n[s] }' | sort
+}
 
-echo "==== bench_http: POST /v1/orders, $CONNS connections, $ITEMS items per order, $SECONDS_RUN s"
-say "other sessions on this Postgres: $(other_pg_sessions "${OWN_DBS[@]}"); loadavg $(load1)"
-bench_args=(--url "$URL" --connections "$CONNS" --seconds "$SECONDS_RUN" --items "$ITEMS"
-            --ids-out "$TMP/ids.txt")
-(( IDEM )) && bench_args+=(--idempotency-keys)
-say "bench_http ${bench_args[*]}"
-watched_run bench_http "$TMP/bench.log" split "pg-catalog=$CAT_DB,pg-orders=$ORD_DB" 1.5 "$(cpu_window "$SECONDS_RUN")" \
-  "gateway=${SVC_PID[gateway]}" "order=${SVC_PID[order]}" "catalog=${SVC_PID[catalog]}" -- "$BENCH" "${bench_args[@]}"
-cat "$TMP/bench.log" "$TMP/watch.log"
-ORD_OWN=$(own_cores "$TMP/watch.log")
-ORD_SPLIT=$(sed -n 's/.*own processes: [0-9.]* (\(.*\)) of.*/\1/p' "$TMP/watch.log")
-LINE=$(grep '^RESULT ' "$TMP/bench.log") || die "bench_http printed no RESULT line"
-RATE=$(result_field "$LINE" orders_per_s)
-P50=$(result_field "$LINE" p50_ms)
-P99=$(result_field "$LINE" p99_ms)
-ERRS=$(result_field "$LINE" errors)
-BY_STATUS=$(result_field "$LINE" failed_by_status)
-OK_TOTAL=$(result_field "$LINE" ok_total)
-REQ_TOTAL=$(result_field "$LINE" requests_total)
-FAILED_TOTAL=$(( REQ_TOTAL - OK_TOTAL ))
+# db_xacts DB: transactions committed and rolled back in DB so far (pg_stat_database).
+db_xacts() { sql postgres "SELECT xact_commit + xact_rollback FROM pg_stat_database WHERE datname = '$1'"; }
 
-echo "==== check: the orders database against the $OK_TOTAL HTTP 200 responses"
-say "stopping the services first (SIGTERM: in-flight work drains)"
-stop_services
-for n in "${SVC_ORDER[@]}"; do   # log level warn: only problems are logged
-  nw=$(grep -c 'level=\(warn\|error\)' "$TMP/$n.log" || true)
-  say "$n log: $nw warn/error lines$( (( nw == 0 )) || printf ', e.g.:')"
-  grep -m 3 'level=\(warn\|error\)' "$TMP/$n.log" | cut -c1-300 | sed 's/^/    /' || true
-done
-read -r N_ORD N_ITEMS N_OUT N_OUT_OK N_IDS N_IDS_FOUND N_BAD_ITEMS N_BAD_TOTAL N_KEYS < <(
-  "${PSQL[@]}" -d "$ORD_DB" -tA -F' ' <<SQL
+# per_order_counts BEFORE AFTER N: the statements run between two db_queries snapshots per
+# request, in total and by statement ("5.00 (ord_begin 1.00, ...)"; those under 0.005 left out).
+per_order_counts() {
+  awk -v a="$1" -v b="$2" -v r="$3" 'BEGIN {
+    n = split(a, x, "\n"); for (i = 1; i <= n; i++) { split(x[i], f, " "); s[f[1]] = f[2] }
+    n = split(b, y, "\n"); for (i = 1; i <= n; i++) { split(y[i], f, " "); d = f[2] - s[f[1]]; if (d <= 0) continue
+      t += d; if (d / r >= 0.005) out = out sprintf("%s%s %.2f", out == "" ? "" : ", ", f[1], d / r) }
+    if (r <= 0 || b == "") { print "?"; exit }
+    printf "%.2f (%s)", t / r, out }'
+}
+
+# drop_db DB: drops a database this run created (before the next phase, so that its autovacuum
+# cannot run into it).
+drop_db() {
+  local d keep=()
+  "${PSQL[@]}" -d postgres -c "DROP DATABASE IF EXISTS \"$1\" WITH (FORCE)"
+  for d in "${DBS[@]}"; do [[ $d == "$1" ]] || keep+=("$d"); done
+  DBS=(${keep[@]+"${keep[@]}"})
+}
+
+# order_phase I: steps 3-5 with order binary PHASE_BIN[I], fresh databases, its figures into
+# the R_* arrays at I; the services stopped and the databases dropped at the end.
+order_phase() {
+  local i=$1 label=${PHASE_LABEL[$1]} bin=${PHASE_BIN[$1]} n nw admin q0 q1 x0 x1 unpublished
+  local CAT_DB="order_bench_cat_$$_$1" ORD_DB="order_bench_ord_$$_$1"
+  OWN_DBS+=("$CAT_DB" "$ORD_DB")
+  echo "==== services for $label: $bin (fresh databases $CAT_DB, $ORD_DB)"
+  for n in catalog order gateway; do : >"$TMP/$n.log"; done
+  create_db "$CAT_DB"
+  create_db "$ORD_DB"
+  admin=$(free_port)
+  start_service catalog "$BUILD_DIR/services/catalog/catalog" \
+    "CATALOG_LISTEN=127.0.0.1:@PORT@" "CATALOG_LOG_LEVEL=warn" "CATALOG_KAFKA_BROKERS=none" "CATALOG_ADMIN_LISTEN=none" \
+    "CATALOG_DB_DSN=host=127.0.0.1 port=$PG_PORT dbname=$CAT_DB user=postgres" \
+    ${CATALOG_WORKERS:+"CATALOG_WORKERS=$CATALOG_WORKERS"}
+  start_service order "$bin" \
+    "ORDER_LISTEN=127.0.0.1:@PORT@" "ORDER_LOG_LEVEL=warn" "ORDER_KAFKA_BROKERS=none" "ORDER_ADMIN_LISTEN=127.0.0.1:$admin" \
+    "ORDER_DB_DSN=host=127.0.0.1 port=$PG_PORT dbname=$ORD_DB user=postgres" \
+    "ORDER_CATALOG_ADDR=127.0.0.1:${SVC_PORT[catalog]}" \
+    ${ORDER_WORKERS:+"ORDER_WORKERS=$ORDER_WORKERS"}
+  start_service gateway "$BUILD_DIR/gateway/gateway" \
+    "GATEWAY_LISTEN=127.0.0.1:@PORT@" "GATEWAY_LOG_LEVEL=warn" "GATEWAY_LOCK_DIR=$TMP" \
+    "GATEWAY_CATALOG_ADDR=127.0.0.1:${SVC_PORT[catalog]}" \
+    "GATEWAY_ORDER_ADDR=127.0.0.1:${SVC_PORT[order]}" \
+    ${GATEWAY_THREADS:+"GATEWAY_THREADS=$GATEWAY_THREADS"}
+  URL="http://127.0.0.1:${SVC_PORT[gateway]}"
+  say "settings: ORDER_WORKERS=${ORDER_WORKERS:-4 (default)} CATALOG_WORKERS=${CATALOG_WORKERS:-4 (default)} GATEWAY_THREADS=${GATEWAY_THREADS:-$(nproc) (default: nproc)}"
+
+  say "seeding $PRODUCTS products via POST /v1/products"
+  "$BENCH" --url "$URL" --ensure "$PRODUCTS" --seed-only >"$TMP/seed.log" 2>&1 ||
+    { cat "$TMP/seed.log"; die "seeding failed"; }
+  sed 's/^/[bench] /' "$TMP/seed.log"
+  "${PSQL[@]}" -d "$CAT_DB" -c "VACUUM ANALYZE products"
+  "${PSQL[@]}" -d postgres -c "CHECKPOINT"
+
+  echo "==== bench_http: POST /v1/orders, $CONNS connections, $ITEMS items per order, $SECONDS_RUN s"
+  say "other sessions on this Postgres: $(other_pg_sessions "${OWN_DBS[@]}"); loadavg $(load1)"
+  bench_args=(--url "$URL" --connections "$CONNS" --seconds "$SECONDS_RUN" --items "$ITEMS"
+              --ids-out "$TMP/ids.txt")
+  (( IDEM )) && bench_args+=(--idempotency-keys)
+  say "bench_http ${bench_args[*]}"
+  q0=$(db_queries "$admin")
+  x0=$(db_xacts "$ORD_DB")
+  watched_run bench_http "$TMP/bench.log" split "pg-catalog=$CAT_DB,pg-orders=$ORD_DB" 1.5 "$(cpu_window "$SECONDS_RUN")" \
+    "gateway=${SVC_PID[gateway]}" "order=${SVC_PID[order]}" "catalog=${SVC_PID[catalog]}" -- "$BENCH" "${bench_args[@]}"
+  cat "$TMP/bench.log" "$TMP/watch.log"
+  ORD_OWN=$(own_cores "$TMP/watch.log")
+  ORD_SPLIT=$(sed -n 's/.*own processes: [0-9.]* (\(.*\)) of.*/\1/p' "$TMP/watch.log")
+  LINE=$(grep '^RESULT ' "$TMP/bench.log") || die "bench_http printed no RESULT line"
+  RATE=$(result_field "$LINE" orders_per_s)
+  P50=$(result_field "$LINE" p50_ms)
+  P99=$(result_field "$LINE" p99_ms)
+  ERRS=$(result_field "$LINE" errors)
+  BY_STATUS=$(result_field "$LINE" failed_by_status)
+  OK_TOTAL=$(result_field "$LINE" ok_total)
+  REQ_TOTAL=$(result_field "$LINE" requests_total)
+  FAILED_TOTAL=$(( REQ_TOTAL - OK_TOTAL ))
+  q1=$(db_queries "$admin")
+
+  echo "==== check: the orders database against the $OK_TOTAL HTTP 200 responses"
+  say "stopping the services first (SIGTERM: in-flight work drains)"
+  stop_services
+  x1=$(db_xacts "$ORD_DB")   # after the backends have exited: their counts are all in
+  for n in "${SVC_ORDER[@]}"; do   # log level warn: only problems are logged
+    nw=$(grep -c 'level=\(warn\|error\)' "$TMP/$n.log" || true)
+    say "$n log: $nw warn/error lines$( (( nw == 0 )) || printf ', e.g.:')"
+    grep -m 3 'level=\(warn\|error\)' "$TMP/$n.log" | cut -c1-300 | sed 's/^/    /' || true
+  done
+  # Unpublished: published_at IS NULL before migration 0007 (an older --order-bin), after it
+  # the relay's view of the rows its cursor has not passed.
+  unpublished="x.published_at IS NULL"
+  [[ $(sql "$ORD_DB" "SELECT to_regclass('outbox_pending') IS NOT NULL") != t ]] ||
+    unpublished="x.id IN (SELECT id FROM outbox_pending)"
+  read -r N_ORD N_ITEMS N_OUT N_OUT_OK N_IDS N_IDS_FOUND N_BAD_ITEMS N_BAD_TOTAL N_KEYS < <(
+    "${PSQL[@]}" -d "$ORD_DB" -tA -F' ' <<SQL
 CREATE TEMP TABLE bench_ids (id uuid);
 \copy bench_ids FROM '$TMP/ids.txt'
 SELECT (SELECT count(*) FROM orders),
        (SELECT count(*) FROM order_items),
        (SELECT count(*) FROM outbox),
        (SELECT count(*) FROM outbox x JOIN orders o ON x.aggregate_id = o.id::text
-         WHERE x.aggregate_type = 'order' AND x.event_type = 'OrderCreated' AND x.published_at IS NULL),
+         WHERE x.aggregate_type = 'order' AND x.event_type = 'OrderCreated' AND $unpublished),
        (SELECT count(DISTINCT id) FROM bench_ids),
        (SELECT count(*) FROM orders WHERE id IN (SELECT id FROM bench_ids)),
        (SELECT count(*) FROM orders o WHERE (SELECT count(*) FROM order_items i WHERE i.order_id = o.id) <> $ITEMS),
@@ -217,30 +290,37 @@ SELECT (SELECT count(*) FROM orders),
           (SELECT coalesce(sum(i.quantity * i.unit_price_cents), -1) FROM order_items i WHERE i.order_id = o.id)),
        (SELECT count(*) FROM idempotency_keys);
 SQL
-)
-CHECK_OK=1
-check() {  # check WHAT GOT WANT
-  local verdict=ok
-  [[ $2 == "$3" ]] || { verdict=MISMATCH; CHECK_OK=0; }
-  printf '  %-50s %9s   expected %9s   %s\n' "$1" "$2" "$3" "$verdict"
+  )
+  CHECK_OK=1
+  check "orders" "$N_ORD" "$OK_TOTAL"
+  check "order_items ($ITEMS per order)" "$N_ITEMS" "$(( ITEMS * OK_TOTAL ))"
+  check "outbox rows" "$N_OUT" "$OK_TOTAL"
+  check "  of them OrderCreated, unpublished, of an order" "$N_OUT_OK" "$OK_TOTAL"
+  check "distinct order ids in the 200 responses" "$N_IDS" "$OK_TOTAL"
+  check "  of them found in orders" "$N_IDS_FOUND" "$OK_TOTAL"
+  check "orders without exactly $ITEMS items" "$N_BAD_ITEMS" 0
+  check "orders whose total is not sum(qty x price)" "$N_BAD_TOTAL" 0
+  check "idempotency_keys" "$N_KEYS" "$(( IDEM ? OK_TOTAL : 0 ))"
+  if (( CHECK_OK )); then
+    CHECK="ok: orders $N_ORD = OK $OK_TOTAL, items $N_ITEMS = $ITEMS x OK, outbox $N_OUT = OK"
+  else
+    CHECK="MISMATCH: orders $N_ORD, items $N_ITEMS, outbox $N_OUT for OK $OK_TOTAL"
+    (( FAILED_TOTAL == 0 )) ||
+      CHECK+=" ($FAILED_TOTAL requests failed; one that failed after COMMIT, e.g. a 504, leaves an order)"
+  fi
+  say "check $CHECK"
+  R_STMTS[i]=$(per_order_counts "$q0" "$q1" "$REQ_TOTAL")
+  R_XACTS[i]=$(ratio "$(( x1 - x0 ))" "$REQ_TOTAL")
+  say "per order (whole run, $REQ_TOTAL requests): statements ${R_STMTS[i]}; transactions of $ORD_DB ${R_XACTS[i]}"
+  R_RATE[i]=$RATE R_P50[i]=$P50 R_P99[i]=$P99 R_ERRS[i]=$ERRS R_BY_STATUS[i]=$BY_STATUS
+  R_OWN[i]=${ORD_OWN:-} R_SPLIT[i]=${ORD_SPLIT:-} R_CHECK[i]=$CHECK R_CHECK_OK[i]=$CHECK_OK
+  SVC_ORDER=()
+  drop_db "$ORD_DB"
+  drop_db "$CAT_DB"
 }
-check "orders" "$N_ORD" "$OK_TOTAL"
-check "order_items ($ITEMS per order)" "$N_ITEMS" "$(( ITEMS * OK_TOTAL ))"
-check "outbox rows" "$N_OUT" "$OK_TOTAL"
-check "  of them OrderCreated, unpublished, of an order" "$N_OUT_OK" "$OK_TOTAL"
-check "distinct order ids in the 200 responses" "$N_IDS" "$OK_TOTAL"
-check "  of them found in orders" "$N_IDS_FOUND" "$OK_TOTAL"
-check "orders without exactly $ITEMS items" "$N_BAD_ITEMS" 0
-check "orders whose total is not sum(qty x price)" "$N_BAD_TOTAL" 0
-check "idempotency_keys" "$N_KEYS" "$(( IDEM ? OK_TOTAL : 0 ))"
-if (( CHECK_OK )); then
-  CHECK="ok: orders $N_ORD = OK $OK_TOTAL, items $N_ITEMS = $ITEMS x OK, outbox $N_OUT = OK"
-else
-  CHECK="MISMATCH: orders $N_ORD, items $N_ITEMS, outbox $N_OUT for OK $OK_TOTAL"
-  (( FAILED_TOTAL == 0 )) ||
-    CHECK+=" ($FAILED_TOTAL requests failed; one that failed after COMMIT, e.g. a 504, leaves an order)"
-fi
-say "check $CHECK"
+
+for (( p = 0; p < ${#PHASE_BIN[@]}; p++ )); do order_phase "$p"; done
+
 
 echo "==== pgbench (fresh database $PGB_DB, scale $PGBENCH_SCALE)"
 create_db "$PGB_DB"
@@ -256,20 +336,6 @@ pgbench_results
 PGB_SPLIT=$(sed -n 's/.*own processes: [0-9.]* (\(.*\)) of.*/\1/p' "$TMP/watch.log")
 
 echo "==== summary"
-RATIO=$(ratio "$RATE" "$PGB_TPS" 3)
-printf 'nproc                      %s\n' "$(nproc)"
-printf 'CreateOrder via gateway    %s orders/s  p50 %s ms  p99 %s ms  (%s connections, %s items, %s s; failed %s: %s)\n' \
-  "$RATE" "$P50" "$P99" "$CONNS" "$ITEMS" "$SECONDS_RUN" "$ERRS" "$BY_STATUS"
-printf 'pgbench -N -M prepared     %.0f tps  (-c 4 -j 2 -T %s, scale %s, TCP 127.0.0.1)\n' \
-  "$PGB_TPS" "$SECONDS_RUN" "$PGBENCH_SCALE"
-MET=$(goal_met "$RATIO" '>=' "$TARGET_RATIO")
-printf 'ratio ours/pgbench         %s  (proposed target >= %s: %s)\n' "$RATIO" "$TARGET_RATIO" "$MET"
-if [[ -n ${ORD_OWN:-} && -n ${PGB_OWN:-} ]]; then
-  printf 'cores used by the run      order phase %s (%s), pgbench phase %s (%s) of %s\n' \
-    "$ORD_OWN" "${ORD_SPLIT:-?}" "$PGB_OWN" "${PGB_SPLIT:-?}" "$(nproc)"
-  printf 'ratio per CPU-second       %s  (orders per core-second of client+gateway+order+catalog+Postgres vs pgbench)\n' \
-    "$(per_cpu_ratio "$RATE" "$ORD_OWN" "$PGB_TPS" "$PGB_OWN")"
-fi
 # CPU per order / per pgbench transaction, by process: where the time goes.
 per_op() {  # per_op TOTAL_CORES "label c, label c" RATE
   awk -v t="$1" -v s="$2" -v r="$3" 'BEGIN {
@@ -277,15 +343,50 @@ per_op() {  # per_op TOTAL_CORES "label c, label c" RATE
     printf "%.0f us", t / r * 1e6; n = split(s, x, ", ")
     if (n > 0) { printf " ("; for (i = 1; i <= n; i++) { split(x[i], f, " "); printf "%s%s %.0f", (i > 1 ? ", " : ""), f[1], f[2] / r * 1e6 }; printf ")" } }'
 }
-if [[ -n ${ORD_OWN:-} && -n ${PGB_OWN:-} ]]; then
-  printf 'CPU per order              %s\n' "$(per_op "$ORD_OWN" "${ORD_SPLIT:-}" "$RATE")"
+# pg_orders_us I: the Postgres CPU of phase I's orders database per order, in us ("?" without).
+pg_orders_us() {
+  awk -v s="${R_SPLIT[$1]}" -v r="${R_RATE[$1]}" 'BEGIN { n = split(s, x, ", ")
+    for (i = 1; i <= n; i++) { split(x[i], f, " "); if (f[1] == "pg-orders" && r > 0) { printf "%.0f", f[2] / r * 1e6; exit } }
+    print "?" }'
+}
+printf 'nproc                      %s\n' "$(nproc)"
+printf 'pgbench -N -M prepared     %.0f tps  (-c 4 -j 2 -T %s, scale %s, TCP 127.0.0.1)\n' \
+  "$PGB_TPS" "$SECONDS_RUN" "$PGBENCH_SCALE"
+[[ -z ${PGB_OWN:-} ]] ||
   printf 'CPU per pgbench txn        %s\n' "$(per_op "$PGB_OWN" "${PGB_SPLIT:-}" "$PGB_TPS")"
-fi
-printf 'database check             %s\n' "$CHECK"
 rc=0
-warn_if_pg_restarted 27
-if (( ERRS > 0 )); then
-  printf 'WARNING                    %s requests failed in the measured window: the figures are suspect\n' "$ERRS"
+for (( p = 0; p < ${#PHASE_BIN[@]}; p++ )); do
+  (( ${#PHASE_BIN[@]} == 1 )) || printf -- '---- %s: %s\n' "${PHASE_LABEL[p]}" "${PHASE_BIN[p]}"
+  RATIO=$(ratio "${R_RATE[p]}" "$PGB_TPS" 3)
+  printf 'CreateOrder via gateway    %s orders/s  p50 %s ms  p99 %s ms  (%s connections, %s items, %s s; failed %s: %s)\n' \
+    "${R_RATE[p]}" "${R_P50[p]}" "${R_P99[p]}" "$CONNS" "$ITEMS" "$SECONDS_RUN" "${R_ERRS[p]}" "${R_BY_STATUS[p]}"
+  printf 'ratio ours/pgbench         %s  (proposed target >= %s: %s)\n' "$RATIO" "$TARGET_RATIO" \
+    "$(goal_met "$RATIO" '>=' "$TARGET_RATIO")"
+  if [[ -n ${R_OWN[p]} && -n ${PGB_OWN:-} ]]; then
+    printf 'cores used by the run      order phase %s (%s), pgbench phase %s (%s) of %s\n' \
+      "${R_OWN[p]}" "${R_SPLIT[p]:-?}" "$PGB_OWN" "${PGB_SPLIT:-?}" "$(nproc)"
+    printf 'ratio per CPU-second       %s  (orders per core-second of client+gateway+order+catalog+Postgres vs pgbench)\n' \
+      "$(per_cpu_ratio "${R_RATE[p]}" "${R_OWN[p]}" "$PGB_TPS" "$PGB_OWN")"
+    printf 'CPU per order              %s\n' "$(per_op "${R_OWN[p]}" "${R_SPLIT[p]:-}" "${R_RATE[p]}")"
+  fi
+  printf 'statements per order       %s\n' "${R_STMTS[p]}"
+  printf 'transactions per order     %s  (of the orders database)\n' "${R_XACTS[p]}"
+  printf 'database check             %s\n' "${R_CHECK[p]}"
+  if (( R_ERRS[p] > 0 )); then
+    printf 'WARNING                    %s requests failed in the measured window: the figures are suspect\n' "${R_ERRS[p]}"
+  fi
+  (( R_CHECK_OK[p] )) || rc=1
+done
+# Each label against the first, as means over its phases (A B A B: each figure from two runs).
+if (( ${#PHASE_BIN[@]} > 1 )); then
+  for (( p = 0; p < ${#PHASE_BIN[@]}; p++ )); do
+    printf '%s %s %s\n' "${PHASE_LABEL[p]}" "${R_RATE[p]}" "$(pg_orders_us "$p")"
+  done | awk 'NR == 1 { first = $1 } !($1 in n) { order[++k] = $1 }
+    { n[$1]++; rate[$1] += $2; pg[$1] += $3 }
+    END { printf "---- means by label, against %s\n", first
+      for (i = 1; i <= k; i++) { l = order[i]; r = rate[l] / n[l]; u = pg[l] / n[l]
+        printf "%-26s %d phase(s): %.0f orders/s (x%.2f), Postgres (orders database) CPU per order %.0f us (x%.2f)\n",
+          l, n[l], r, r / (rate[first] / n[first]), u, u / (pg[first] / n[first]) } }'
 fi
-(( CHECK_OK )) || rc=1
+warn_if_pg_restarted 27
 exit "$rc"
