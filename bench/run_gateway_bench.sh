@@ -9,6 +9,7 @@
 #                              [--conns-after S] [--rss-minutes M] [--skip-breaker]
 #                              [--memory-only] [--reinit-pgbench] [--pg-wait S]
 #                              [--perf-out DIR] [--gateway-bin PATH] [--catalog-bin PATH]
+#                              [--catalog-workers N]
 #                              [--gateway-env NAME=VALUE]...
 #
 # 1. deploy/local/stack.sh pg-up (the project's Postgres, 127.0.0.1:$SHOPMICRO_PG_PORT);
@@ -47,6 +48,7 @@
 # --gateway-bin PATH: run that gateway binary instead of the build's (e.g. an
 #    older build, for a before/after comparison); catalog is still built.
 # --catalog-bin PATH: the same for the catalog (both given: nothing is built).
+# --catalog-workers N: CATALOG_WORKERS of the catalog (default 4, its own default).
 # --gateway-env NAME=VALUE: extra environment for the gateway (repeatable), for
 #    experiments such as GATEWAY_LOG_LEVEL=error or GATEWAY_THREADS=1.
 # --perf-out DIR: also `perf record --call-graph dwarf` the gateway and the
@@ -111,6 +113,7 @@ while (( $# > 0 )); do
     --memory-only)    MEMORY_ONLY=1; shift ;;
     --gateway-bin)    GW_BIN=${2:?}; shift 2 ;;
     --catalog-bin)    CAT_BIN=${2:?}; shift 2 ;;
+    --catalog-workers) CATALOG_WORKERS=${2:?}; shift 2 ;;
     --reinit-pgbench) REINIT_PGBENCH=1; shift ;;
     --pg-wait)        PG_WAIT=${2:?}; shift 2 ;;
     --perf-out)       PERF_OUT=${2:?}; shift 2 ;;
@@ -120,7 +123,7 @@ while (( $# > 0 )); do
     *) unknown_arg "$1" ;;
   esac
 done
-need_positive "$SECONDS_RUN" "$CONNECTIONS" "$WRK_THREADS" "$PRODUCTS"
+need_positive "$SECONDS_RUN" "$CONNECTIONS" "$WRK_THREADS" "$PRODUCTS" "$CATALOG_WORKERS"
 for v in "$RSS_MINUTES" "$PG_WAIT" "$CONNS" "$CONNS_HOLD" "$CONNS_AFTER"; do
   [[ $v =~ ^[0-9]+$ ]] || arg_error "'$v' is not a non-negative integer"
 done
