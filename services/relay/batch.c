@@ -18,6 +18,9 @@
 /* Reports are overdue once the batch has waited overdue_ms and this much more. */
 #define OVERDUE_MARGIN_MS  1000
 #define POS_LEN            24 /* a bigint or xid8 in text, with its NUL */
+/* Batches in flight at most. Three drained no faster than two in one run
+ * (27,000-31,600 against 27,000-34,000 events/s, loadavg 6-7: the two
+ * cores were the limit, docs/benchmarks.md). */
 #define FLIGHTS            2
 
 typedef struct flight flight_t;
@@ -81,7 +84,7 @@ svc_err_t rly_batch_new(kfk_producer_t *producer, int rows, rly_batch_t **out)
     b->producer = producer;
     b->rows = rows;
     b->keys_cap = 1;
-    while (b->keys_cap < 4 * n_slots(b)) /* a flight's keys and the other's */
+    while (b->keys_cap < 2 * FLIGHTS * n_slots(b)) /* every flight's keys, half full */
         b->keys_cap <<= 1;
     b->lit_cap = 3 * (RLY_MAX_SHARDS * (POS_LEN + 1) + 3);
     b->keys = calloc(b->keys_cap, sizeof *b->keys);
@@ -124,6 +127,12 @@ void rly_batch_on_delivery(void *ctx, void *opaque, svc_err_t err, const char *r
 int rly_batch_flying(const rly_batch_t *b)
 {
     return b->flying;
+}
+
+int rly_batch_capacity(const rly_batch_t *b)
+{
+    (void)b;
+    return FLIGHTS;
 }
 
 /* Three array literals, "{a,b}" each, of the positions in p[0..n):
@@ -291,15 +300,19 @@ static void find_groups(flight_t *f)
 }
 
 /* Produces f's next wave: each shard's next rows, in order, up to the first
- * whose key the wave already holds, or `other`'s rows hold (the flight
- * before it, still in flight: batch.h). false when nothing was produced. */
-static bool produce_wave(rly_batch_t *b, flight_t *f, const flight_t *other)
+ * whose key the wave already holds, or a flight before it still holds
+ * (hold_back: how many flights before f are in flight; batch.h). false
+ * when nothing was produced. */
+static bool produce_wave(rly_batch_t *b, flight_t *f, int hold_back)
 {
     bool any = false;
 
     memset(b->keys, 0, b->keys_cap * sizeof *b->keys);
-    for (int i = 0; other != NULL && i < other->n; i++)
-        (void)key_add(b, PQgetvalue(other->rows, i, RLY_COL_KEY));
+    for (int k = 0; k < hold_back; k++) {
+        const flight_t *o = &b->fl[(b->oldest + k) % FLIGHTS];
+        for (int i = 0; i < o->n; i++)
+            (void)key_add(b, PQgetvalue(o->rows, i, RLY_COL_KEY));
+    }
     for (int g = 0; g < f->n_groups; g++) {
         group_t *gr = &f->group[g];
         while (gr->next < gr->end && key_add(b, PQgetvalue(f->rows, gr->next, RLY_COL_KEY))) {
@@ -407,15 +420,10 @@ static bool all_passed(const flight_t *f)
     return true;
 }
 
-static flight_t *newest(rly_batch_t *b)
-{
-    return b->flying == 0 ? NULL : &b->fl[(b->oldest + b->flying - 1) % FLIGHTS];
-}
-
 void rly_batch_start(rly_batch_t *b, rly_store_t *st, const rly_batch_opts_t *o,
                      rly_batch_result_t *res)
 {
-    flight_t *other = newest(b), *f;
+    flight_t *f;
     uint64_t t = svc_now_ns();
     int per_shard;
     rly_positions_t lit;
@@ -453,7 +461,7 @@ void rly_batch_start(rly_batch_t *b, rly_store_t *st, const rly_batch_opts_t *o,
     }
     b->flying++;
     atomic_fetch_add_explicit(o->in_flight, f->n, memory_order_relaxed);
-    (void)produce_wave(b, f, other);
+    (void)produce_wave(b, f, b->flying - 1);
     res->produce_ms = ms_since(&t);
     f->res.read = res->read;
     f->res.read_ms = res->read_ms;
@@ -491,7 +499,7 @@ void rly_batch_finish(rly_batch_t *b, rly_store_t *st, const rly_batch_opts_t *o
     if (b->flying == 0)
         return;
     /* Wave by wave (batch.h); the first was produced by the start. */
-    while (first || produce_wave(b, f, NULL)) {
+    while (first || produce_wave(b, f, 0)) {
         if (!first)
             f->res.produce_ms += ms_since(&t);
         first = false;

@@ -16,11 +16,12 @@
  * backlog of distinct orders is one wave; a burst of one order's events
  * costs a broker round trip per event.
  *
- * Two batches overlap: batch N+1 is read and its first wave produced while
- * N waits for its reports, so a row committed meanwhile goes out without
- * waiting for N's acknowledgement and cursor move, and a backlog's reads
- * and the broker's work go on side by side. N+1's first wave holds back
- * every key of N; its cursors move only after N's.
+ * Batches overlap (two in flight): batch N+1 is read and its first
+ * wave produced while N waits for its reports, so a row committed meanwhile
+ * goes out without waiting for N's acknowledgement and cursor move, and a
+ * backlog's reads and the broker's work go on side by side. N+1's first
+ * wave holds back every key of the batches in flight; its cursors move only
+ * after theirs.
  *
  * Owns the cursors of the leased shards between batches. Not thread-safe:
  * the relay's thread (the delivery reports run inside its producer polls).
@@ -71,12 +72,13 @@ void rly_batch_on_delivery(void *ctx, void *opaque, svc_err_t err, const char *r
  * with nothing in flight). */
 svc_err_t rly_batch_load_cursors(rly_batch_t *b, rly_store_t *st, const rly_lease_t *l,
                                  char *errbuf);
-/* How many batches are in flight: 0, 1 or 2. */
+/* How many batches are in flight, and how many may be. */
 int rly_batch_flying(const rly_batch_t *b);
+int rly_batch_capacity(const rly_batch_t *b);
 /* Reads a batch after the newest one in flight (or the cursors) and
- * produces its first wave, keys of the batch before it held back; it is in
- * flight once it read rows. res: read, held, more, db_err, read/produce
- * times. Not with two in flight. */
+ * produces its first wave, keys of the batches in flight held back; it is
+ * in flight once it read rows. res: read, held, more, db_err, read/produce
+ * times. Not at capacity. */
 void rly_batch_start(rly_batch_t *b, rly_store_t *st, const rly_batch_opts_t *o,
                      rly_batch_result_t *res);
 /* Finishes the oldest batch in flight: its waves to the end, the cursors

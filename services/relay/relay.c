@@ -436,7 +436,8 @@ int rly_relay_run(rly_relay_t *r, int stop_fd)
             break;
         if (ok && read_now)
             ok = start_batch(r, stop_fd, &more, &read);
-        if (ok && rly_batch_flying(r->batch) > 0 && (rly_batch_flying(r->batch) == 2 || read == 0))
+        if (ok && rly_batch_flying(r->batch) > 0 &&
+            (rly_batch_flying(r->batch) == rly_batch_capacity(r->batch) || read == 0))
             ok = finish_batch(r, stop_fd);
         if (ok) {
             r->failures = 0;
