@@ -1,5 +1,6 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /* store.c - the relay's SQL. Every statement is prepared and parameterised. */
+#include <stdio.h>
 #include <stdlib.h>
 
 #include "store.h"
@@ -91,9 +92,25 @@ static const db_stmt_t stmts[] = {
                      1, false},
 };
 
+/* The read's parameters are arrays, for which Postgres keeps planning every
+ * execution anew (a custom plan, 0.2-0.3 ms) although the plan never
+ * changes: an index range scan per shard. A generic plan halves an empty
+ * read's cost, paid once per NOTIFY. libpq takes session settings from
+ * PGOPTIONS; set before any thread starts (the relay's start-up). */
+static void use_generic_plans(void)
+{
+    const char *was = getenv("PGOPTIONS");
+    char opts[512];
+
+    snprintf(opts, sizeof opts, "%s%s-c plan_cache_mode=force_generic_plan",
+             was ? was : "", was && was[0] ? " " : "");
+    setenv("PGOPTIONS", opts, 1);
+}
+
 svc_err_t rly_store_new(const char *dsn, const char *name, int statement_timeout_ms,
                         rly_store_t **out, char *errbuf)
 {
+    use_generic_plans();
     return db_conn_open(dsn, stmts, SVC_COUNTOF(stmts), statement_timeout_ms, name, out, errbuf);
 }
 
