@@ -10,14 +10,12 @@
 --                   costs the client some CPU, so the throughput phase
 --                   leaves it off and relies on wrk's own non-2xx count.
 --
--- done() prints one machine-readable line:
---   RESULT requests=N seconds=S rps=R mean_ms=.. p50_ms=.. p90_ms=.. p99_ms=..
---          p999_ms=.. max_ms=.. non2xx=N connect_err=N read_err=N write_err=N timeouts=N
--- (and, with WRK_COUNT_STATUS, "STATUS <code> <count>" lines).
+-- done() prints the RESULT line of result.lua (and, with WRK_COUNT_STATUS,
+-- "STATUS <code> <count>" lines).
 
+local dir = debug.getinfo(1, "S").source:match("^@(.*/)") or "./"
+local result = dofile(dir .. "result.lua")
 local ids = {}
-local threads = {}
-local n_threads = 0
 
 local function load_ids()
   local path = os.getenv("WRK_IDS_FILE")
@@ -39,9 +37,7 @@ local function load_ids()
 end
 
 function setup(thread)
-  n_threads = n_threads + 1
-  thread:set("tid", n_threads)
-  threads[#threads + 1] = thread
+  result.collect(thread)
 end
 
 function init(args)
@@ -63,32 +59,8 @@ if count_status ~= nil and count_status ~= "" then
 end
 
 function done(summary, latency, requests)
-  local e = summary.errors
-  local secs = summary.duration / 1e6
-  local function ms(us) return us / 1000.0 end
-  io.write(string.format(
-    "RESULT requests=%d seconds=%.2f rps=%.0f mean_ms=%.3f p50_ms=%.3f p90_ms=%.3f " ..
-    "p99_ms=%.3f p999_ms=%.3f max_ms=%.3f non2xx=%d connect_err=%d read_err=%d " ..
-    "write_err=%d timeouts=%d\n",
-    summary.requests, secs, summary.requests / secs, ms(latency.mean),
-    ms(latency:percentile(50)), ms(latency:percentile(90)), ms(latency:percentile(99)),
-    ms(latency:percentile(99.9)), ms(latency.max), e.status, e.connect, e.read, e.write,
-    e.timeout))
+  io.write(result.line(summary, latency))
   if count_status ~= nil and count_status ~= "" then
-    local total = {}
-    for _, t in ipairs(threads) do
-      local s = t:get("statuses")
-      if s ~= nil then
-        for code, n in pairs(s) do
-          total[code] = (total[code] or 0) + n
-        end
-      end
-    end
-    local codes = {}
-    for code in pairs(total) do codes[#codes + 1] = code end
-    table.sort(codes)
-    for _, code in ipairs(codes) do
-      io.write(string.format("STATUS %d %d\n", code, total[code]))
-    end
+    result.print_counts("STATUS", result.sum("statuses"))
   end
 end
