@@ -104,6 +104,11 @@ static void loops_and_reporter_share_one_route(void **state)
     o.routes = routes;
     o.n_routes = SVC_COUNTOF(routes);
     assert_int_equal(gw_failfast_new(&o, &s.ff), SVC_OK);
+    /* A first refusal before any thread runs: otherwise, on a busy machine,
+     * the loops could finish their admits before the reporter is ever
+     * scheduled, with no window to refuse in (seen once under ASan in CI). */
+    rs_grpc_result_t first = refusal();
+    gw_failfast_end(s.ff, 0, 0, &first, atomic_load(&s.now));
     assert_int_equal(pthread_create(&reporter, NULL, reporter_main, &s), 0);
     for (int i = 0; i < LOOPS; i++)
         assert_int_equal(pthread_create(&loops[i], NULL, loop_main, &s), 0);
