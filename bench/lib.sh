@@ -126,6 +126,15 @@ stop_pid() {
   return "$rc"
 }
 
+# stop_proc NAME PIDVAR: stop_pid with 15 s of grace, the variable PIDVAR emptied; returns 1,
+# saying so, when the process did not exit 0 by itself (a service stopped by SIGTERM must).
+stop_proc() {
+  local name=$1 var=$2 pid=${!2} rc=0
+  stop_pid "$pid" "$name" 15 || rc=$?
+  printf -v "$var" '%s' ""
+  (( rc == 0 )) || { say "$name (pid $pid) exited with status $rc"; return 1; }
+}
+
 # end_pids PID...: SIGTERM and reap each, whatever they are doing (a phase cut short by a failure).
 end_pids() {
   local p

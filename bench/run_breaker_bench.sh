@@ -74,14 +74,6 @@ DBS=()
 TMP=$(mktemp -d /tmp/breaker-bench.XXXXXX)
 CAT_PID="" ORD_PID="" GW_PID=""
 
-# stop_proc NAME PIDVAR: stop_pid with 15 s of grace, PIDVAR emptied; 1 (said) unless it exited 0.
-stop_proc() {
-  local name=$1 var=$2 pid=${!2} rc=0
-  stop_pid "$pid" "$name" 15 || rc=$?
-  printf -v "$var" '%s' ""
-  (( rc == 0 )) || { say "$name (pid $pid) exited with status $rc"; return 1; }
-}
-
 # shellcheck disable=SC2317  # invoked by on_exit
 cleanup() {
   local db

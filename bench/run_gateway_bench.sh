@@ -155,15 +155,6 @@ TMP=$(mktemp -d /tmp/gateway-bench.XXXXXX)
 CAT_PID="" GW_PID=""
 DB_CREATED=0
 
-# stop_proc NAME PIDVAR: stop_pid with 15 s of grace, PIDVAR emptied; returns 1, saying so, when
-# it did not exit 0 by itself (the gateway must).
-stop_proc() {
-  local name=$1 var=$2 pid=${!2} rc=0
-  stop_pid "$pid" "$name" 15 || rc=$?
-  printf -v "$var" '%s' ""
-  (( rc == 0 )) || { say "$name (pid $pid) exited with status $rc"; return 1; }
-}
-
 # cleanup RC: the phase's processes, the gateway and the catalog stopped, the bench database dropped.
 # shellcheck disable=SC2317  # invoked by on_exit
 cleanup() {
