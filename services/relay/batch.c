@@ -1,10 +1,7 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /* batch.c - read, publish, confirm, advance, two flights at a time (see batch.h). */
-#include <poll.h>
-#include <signal.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/signalfd.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -323,18 +320,6 @@ static bool produce_wave(rly_batch_t *b, flight_t *f, int hold_back)
     return any;
 }
 
-/* Consumes a pending stop signal; true once one arrived. */
-static bool stop_signalled(int fd)
-{
-    struct pollfd p = {.fd = fd, .events = POLLIN};
-    struct signalfd_siginfo si;
-
-    if (poll(&p, 1, 0) <= 0 || read(fd, &si, sizeof si) != (ssize_t)sizeof si)
-        return false;
-    svc_log_info(MOD, "%s: stopping", si.ssi_signo == SIGTERM ? "SIGTERM" : "SIGINT");
-    return true;
-}
-
 /* Serves reports until none of f's is outstanding. On a stop signal, waits
  * at most drain_ms more: rows still unreported then stay unpublished.
  *
@@ -358,7 +343,7 @@ static void wait_reports(rly_batch_t *b, flight_t *f, const rly_batch_opts_t *o)
         kfk_producer_flush(b->producer,
                            kfk_producer_outstanding(b->producer) > f->pending ? 1
                                                                               : POLL_SLICE_MS);
-        if (!*o->stopping && stop_signalled(o->stop_fd)) {
+        if (!*o->stopping && svc_stop_requested(o->stop_fd, 0, MOD)) {
             *o->stopping = true;
             drain_until = svc_now_ms() + (uint64_t)o->drain_ms;
             svc_log_info(MOD, "waiting up to %lld ms for %d delivery reports",

@@ -10,11 +10,8 @@
  * after a cursor are read again, at worst published twice with the same
  * ce_id, which is what consumers dedupe on.
  */
-#include <poll.h>
-#include <signal.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/signalfd.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -136,18 +133,6 @@ void rly_relay_free(rly_relay_t *r)
     rly_store_free(r->store);
     rly_listener_free(r->listener);
     free(r);
-}
-
-/* Consumes a pending stop signal; true once one arrived. */
-static bool stop_signalled(int fd, int timeout_ms)
-{
-    struct pollfd p = {.fd = fd, .events = POLLIN};
-    struct signalfd_siginfo si;
-
-    if (poll(&p, 1, timeout_ms) <= 0 || read(fd, &si, sizeof si) != (ssize_t)sizeof si)
-        return false;
-    svc_log_info(MOD, "%s: stopping", si.ssi_signo == SIGTERM ? "SIGTERM" : "SIGINT");
-    return true;
 }
 
 static uint64_t next_random(rly_relay_t *r)
@@ -287,7 +272,7 @@ static woke_t idle(rly_relay_t *r, int stop_fd)
         if (r->admin != NULL)
             next = min_u64(next, stats_at);
         w = rly_listener_wait(r->listener, stop_fd, ms_until(next, now));
-        if (w == RLY_WAKE_FD && stop_signalled(stop_fd, 0))
+        if (w == RLY_WAKE_FD && svc_stop_requested(stop_fd, 0, MOD))
             return WOKE_STOP;
         now = svc_now_ms();
         if (w == RLY_WAKE_NOTIFY || now >= poll_end)
@@ -309,7 +294,7 @@ static bool back_off(rly_relay_t *r, int stop_fd)
 
     if (r->failures < 30)
         r->failures++;
-    return !stop_signalled(stop_fd, (int)ms);
+    return !svc_stop_requested(stop_fd, (int)ms, MOD);
 }
 
 /* Reports overdue: Kafka is down with messages in flight, and the batch

@@ -1,10 +1,12 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /* proc.c - a program's command line and stop signals (svc/core.h). */
 #define _GNU_SOURCE /* signalfd */
+#include <poll.h>
 #include <signal.h>
 #include <stdio.h>
 #include <string.h>
 #include <sys/signalfd.h>
+#include <unistd.h>
 
 #include "svc/core.h"
 
@@ -35,4 +37,15 @@ int svc_stop_fd_new(void)
     if (sigprocmask(SIG_BLOCK, &set, NULL) != 0)
         return -1;
     return signalfd(-1, &set, SFD_CLOEXEC);
+}
+
+bool svc_stop_requested(int fd, int timeout_ms, const char *module)
+{
+    struct pollfd p = {.fd = fd, .events = POLLIN};
+    struct signalfd_siginfo si;
+
+    if (poll(&p, 1, timeout_ms) <= 0 || read(fd, &si, sizeof si) != (ssize_t)sizeof si)
+        return false;
+    svc_log_info(module, "%s: stopping", si.ssi_signo == SIGTERM ? "SIGTERM" : "SIGINT");
+    return true;
 }

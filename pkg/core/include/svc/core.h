@@ -309,5 +309,9 @@ bool svc_main_args(int argc, char **argv, const char *prog, void (*help)(FILE *f
  * mask, so no thread is interrupted at a random point and the program's own
  * poll sees the stop. */
 int svc_stop_fd_new(void);
+/* Waits up to timeout_ms (0: just looks) for a stop signal on fd (a
+ * svc_stop_fd_new descriptor) and consumes it: true then, after an info
+ * line "SIGTERM: stopping" (or SIGINT) under module. */
+bool svc_stop_requested(int fd, int timeout_ms, const char *module);
 
 #endif /* SVC_CORE_H */
