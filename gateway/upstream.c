@@ -10,6 +10,7 @@ struct gw_upstreams {
     char target[GW_UPSTREAM_COUNT][SVC_CFG_STR_MAX];
     const gw_route_t *routes; /* the table's rows index the fail-fast windows */
     gw_failfast_t *ff;        /* NULL: GATEWAY_FAILFAST=off */
+    uint64_t ff_max_ns;       /* GATEWAY_FAILFAST_MAX_WINDOW_MS: a probe's lease without a deadline */
 };
 
 /* The method table of one upstream, from the routes that use it. */
@@ -54,6 +55,7 @@ svc_err_t gw_upstreams_new(const gw_config_t *cfg, const gw_route_t *routes, siz
         fo.routes = routes;
         fo.n_routes = n;
         fo.max_window_ms = (uint32_t)cfg->failfast_max_window_ms;
+        u->ff_max_ns = (uint64_t)fo.max_window_ms * SVC_NS_PER_MS;
         err = gw_failfast_new(&fo, &u->ff);
         if (err != SVC_OK) {
             svc_errbuf_set(errbuf, "fail-fast windows: %s", svc_strerror(err));
@@ -163,7 +165,7 @@ static bool refused_here(gw_upstreams_t *u, gw_call_t *c, uint64_t deadline_ns)
     uint64_t now = svc_now_ns(), lease = deadline_ns;
 
     if (deadline_ns == SVC_DEADLINE_NONE)
-        lease = now + (uint64_t)GW_FAILFAST_DEFAULT_MAX_WINDOW_MS * SVC_NS_PER_MS;
+        lease = now + u->ff_max_ns;
     return gw_failfast_admit(u->ff, c->route, now, lease, &c->ff_ticket, &c->res) ==
            GW_FAILFAST_REFUSE;
 }
