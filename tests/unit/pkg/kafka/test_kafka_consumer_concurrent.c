@@ -12,6 +12,8 @@
 #include <stdint.h>
 #include <setjmp.h>
 #include <pthread.h>
+#include <sched.h>
+#include <stdatomic.h>
 #include <stdlib.h>
 #include <string.h>
 #include <cmocka.h>
@@ -19,16 +21,34 @@
 #include "consumer_int.h"
 
 #define SAMPLES 200000
+#define CHUNKS 8
 
+typedef struct {
+    kfk_consumer_t *c;
+    atomic_uint reads; /* snapshots the reader has taken so far */
+} race_t;
+
+/*
+ * Writes SAMPLES samples in CHUNKS chunks and, before each chunk, waits
+ * until the reader has taken one more snapshot. On a busy 2-core machine
+ * the writer could otherwise finish before the reader is ever scheduled
+ * (a CI run did), and nothing would have been read while being written.
+ * The reader never waits, so its snapshots still land mid-chunk.
+ */
 static void *writer(void *arg)
 {
-    kfk_consumer_t *c = arg;
+    race_t *r = arg;
 
     for (uint64_t i = 0; i < SAMPLES; i++) {
+        if (i % (SAMPLES / CHUNKS) == 0) {
+            unsigned seen = atomic_load(&r->reads);
+            while (atomic_load(&r->reads) == seen)
+                sched_yield();
+        }
         /* 0.5 ms .. 6 s, spread over every bucket and +Inf */
         uint64_t us = 500 + (i * 7919) % 6000000;
-        kfk__stats_latency(&c->st, us * SVC_NS_PER_US);
-        atomic_fetch_add(&c->st.handled, 1);
+        kfk__stats_latency(&r->c->st, us * SVC_NS_PER_US);
+        atomic_fetch_add(&r->c->st.handled, 1);
     }
     return NULL;
 }
@@ -52,16 +72,17 @@ static void stats_read_while_written(void **state)
     kfk_consumer_stats_t s;
     pthread_t w;
     char page[8192];
-    unsigned reads = 0;
+    race_t r = { .c = c };
 
     assert_non_null(c);
     kfk__stats_init(&c->st);
-    assert_int_equal(pthread_create(&w, NULL, writer, c), 0);
+    atomic_init(&r.reads, 0);
+    assert_int_equal(pthread_create(&w, NULL, writer, &r), 0);
     do {
         kfk_consumer_stats(c, &s);
         check(&s);
         (void)kfk_consumer_metrics(c, "t", page, sizeof page);
-        reads++;
+        atomic_fetch_add(&r.reads, 1);
     } while (s.latency_count < SAMPLES);
     assert_int_equal(pthread_join(w, NULL), 0);
     kfk_consumer_stats(c, &s);
@@ -70,7 +91,8 @@ static void stats_read_while_written(void **state)
     assert_int_equal(s.handled, SAMPLES);
     assert_true(s.latency_le[0] > 0 && s.latency_le[KFK_LATENCY_BUCKETS - 1] < SAMPLES);
     assert_non_null(strstr(page, "t_handler_seconds_bucket{le=\"+Inf\"}"));
-    assert_true(reads > 1);
+    /* one snapshot released each chunk, one more saw the last sample */
+    assert_true(atomic_load(&r.reads) > CHUNKS);
     kfk__stats_dispose(&c->st);
     free(c);
 }
