@@ -2,10 +2,11 @@
 /*
  * bench_relay.c - the two halves of bench/run_relay_bench.sh that need C:
  *
- *   bench_relay fill --dsn DSN --rows N --kcat-file PATH
+ *   bench_relay fill --dsn DSN --rows N --kcat-file PATH [--topic T]
  *     writes N unpublished outbox rows as the order service writes them
  *     (a random order id, OrderCreated encoded by services/order/events.c,
  *     the CloudEvents columns, a jsonb payload of the same order) with COPY,
+ *     to be published to topic T (default shopmicro.orders.v1),
  *     and the same keys and values to PATH for `kcat -P -K KEY_DELIM -D
  *     MSG_DELIM -l PATH` (the delimiters below, checked absent from every
  *     key and value).
@@ -142,7 +143,7 @@ static bool contains(const uint8_t *hay, size_t n, const char *needle)
     return false;
 }
 
-static int cmd_fill(const char *dsn, long rows, const char *kcat_path)
+static int cmd_fill(const char *dsn, long rows, const char *kcat_path, const char *topic)
 {
     static const char hex[] = "0123456789abcdef";
     char product_a[37], product_b[37], order_id[37], event_id[37], request_id[37], now[64];
@@ -191,9 +192,10 @@ static int cmd_fill(const char *dsn, long rows, const char *kcat_path)
                    "{\"items\": [{\"quantity\": 2, \"product_id\": \"%s\", \"unit_price_cents\": "
                    "1299}, {\"quantity\": 1, \"product_id\": \"%s\", \"unit_price_cents\": 250}], "
                    "\"order_id\": \"%s\", \"created_at\": \"%s\", \"customer_id\": \"%s\", "
-                   "\"total_cents\": %lld}\t%s\t" ORD_EVENT_TOPIC "\t" ORD_EVENT_CREATED_TYPE
+                   "\"total_cents\": %lld}\t%s\t%s\t" ORD_EVENT_CREATED_TYPE
                    "\t" ORD_EVENT_CE_SOURCE "\t\\\\x",
-                   product_a, product_b, order_id, now, customer, (long long)o.total_cents, now);
+                   product_a, product_b, order_id, now, customer, (long long)o.total_cents, now,
+                   topic);
         buf_put(&copy, pb_hex.p, pb_hex.len);
         buf_printf(&copy, "\t%s\n", request_id);
         if (fprintf(kcat, "%s" KEY_DELIM, order_id) < 0 || fwrite(pb, 1, len, kcat) != len ||
@@ -501,7 +503,7 @@ static int cmd_latency(void)
 
 static void usage(FILE *f)
 {
-    fprintf(f, "usage: bench_relay fill --dsn DSN --rows N --kcat-file PATH\n"
+    fprintf(f, "usage: bench_relay fill --dsn DSN --rows N --kcat-file PATH [--topic T]\n"
                "       bench_relay latency --order HOST:PORT --brokers B --product ID "
                "[--product ID]\n"
                "                   [--rate R] [--seconds S] [--warmup S] [--threads T] "
@@ -551,7 +553,7 @@ int main(int argc, char **argv)
     }
     setvbuf(stdout, NULL, _IOLBF, 0);
     if (strcmp(cmd, "fill") == 0 && dsn != NULL && kcat != NULL && rows > 0)
-        return cmd_fill(dsn, rows, kcat);
+        return cmd_fill(dsn, rows, kcat, g.o.topic);
     if (strcmp(cmd, "latency") == 0 && g.o.order != NULL && g.o.brokers != NULL &&
         g.o.n_products > 0 && g.o.rate > 0 && g.o.seconds > 0 && g.o.threads > 0 &&
         g.o.threads <= MAX_THREADS)

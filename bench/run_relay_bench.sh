@@ -14,8 +14,10 @@
 #    services at log level warn); two products in the catalog in SQL
 # 3. drain: bench_relay fill writes --rows (default 100,000) unpublished outbox rows as the order
 #    service writes them (OrderCreated encoded by services/order/events.c, random order ids),
+#    for a topic of their own, bench.relay.v1 (so that no saga consumer works beside the drain),
 #    VACUUM ANALYZE, CHECKPOINT; `stack.sh start relay` (its defaults, plus any --relay-env);
-#    events/s = rows / (from the start command to no row unpublished, polled every 0.1 s)
+#    events/s = rows / (from the start command to no row unpublished, polled every 0.1 s);
+#    the cores each process used meanwhile
 # 4. kcat: a fresh topic bench.kcat.v1 with shopmicro.orders.v1's partition count; kcat -P of
 #    the same keys and values, with the relay's seven headers (constant values of the same sizes)
 #    and its producer settings (enable.idempotence=true, acks=all, linger.ms=5); events/s from
@@ -58,6 +60,10 @@ SAGA_RATES=""
 TARGET_RATIO=0.5
 TARGET_P99_MS=25
 KCAT_TOPIC=bench.kcat.v1
+# The drained rows go to a topic of their own: on shopmicro.orders.v1 the catalog (the stock
+# saga's consumer) would reserve stock for each of them beside the relay, on the same cores and
+# broker, and catch up on them during the latency phase; kcat's run has nothing beside it.
+DRAIN_TOPIC=bench.relay.v1
 TOPIC=shopmicro.orders.v1
 KEY_DELIM='~~relay-bench-key~~'        # bench_relay.c's KEY_DELIM and MSG_DELIM
 MSG_DELIM=$'~~relay-bench-end~~\n'
@@ -98,6 +104,9 @@ cleanup() {
 on_exit cleanup
 
 unpublished() { sql orders "SELECT count(*) FROM outbox_pending"; }
+# drained: whether no row is unpublished, cheaply (one index probe per shard, where count(*)
+# reads every row left: ten of those a second cost the drain's Postgres a fifth of a core).
+drained() { [[ $(sql orders "SELECT NOT EXISTS (SELECT 1 FROM outbox_pending)") == t ]]; }
 
 say_machine
 say_tree
@@ -119,29 +128,31 @@ PRODUCT_A=${PRODUCTS[0]} PRODUCT_B=${PRODUCTS[1]}
 PARTS=$(kcat -L -b "$BROKERS" -t "$TOPIC" 2>/dev/null | sed -n "s/^  topic \"$TOPIC\" with \([0-9]*\) partitions:$/\1/p")
 [[ $PARTS =~ ^[0-9]+$ ]] || die "cannot read the partition count of $TOPIC"
 say "products $PRODUCT_A $PRODUCT_B; $TOPIC has $PARTS partitions"
+# shellcheck disable=SC1090  # stack.sh, checked on its own
+(source "$STACK" && kafka_paths && kafka_create_topic "$DRAIN_TOPIC" "$PARTS") || die "cannot create $DRAIN_TOPIC"
 
 # drain LABEL DIR: an empty outbox filled with ROWS rows (and the kcat input), then the relay
 # of build dir DIR started and timed until no row is unpublished; it keeps running.
 # Sets DRAIN_RATE[LABEL], DRAIN_S[LABEL], BATCHES[LABEL].
-declare -A DRAIN_RATE=() DRAIN_S=() BATCHES=() PHASES=()
+declare -A DRAIN_RATE=() DRAIN_S=() BATCHES=() PHASES=() DRAIN_CPU=()
 drain() {
-  local label=$1 dir=$2 t0 last left errs
+  local label=$1 dir=$2 t0 last left errs cpu0
   "$STACK" stop relay >/dev/null
   sql orders "TRUNCATE outbox" >/dev/null
   "$BENCH" fill --dsn "host=127.0.0.1 port=$SHOPMICRO_PG_PORT dbname=orders user=postgres" \
-    --rows "$ROWS" --kcat-file "$TMP/kcat.in" || die "bench_relay fill failed"
+    --rows "$ROWS" --kcat-file "$TMP/kcat.in" --topic "$DRAIN_TOPIC" || die "bench_relay fill failed"
   sql orders "VACUUM ANALYZE outbox" >/dev/null
   sql postgres "CHECKPOINT" >/dev/null
   (( $(unpublished) == ROWS )) || die "the outbox does not hold $ROWS unpublished rows"
   say "relay $label ($dir/services/relay/relay), settings: defaults${RELAY_ENV[*]:+ and ${RELAY_ENV[*]}}; loadavg $(load1)"
-  t0=$EPOCHREALTIME
+  cpu0=$(cpu_snapshot) t0=$EPOCHREALTIME
   SHOPMICRO_BUILD_DIR=$dir "$STACK" start relay >"$TMP/relay-start.log" 2>&1 ||
     { cat "$TMP/relay-start.log"; die "the relay did not start"; }
+  say "relay $label: started (admin port open) $(since "$t0") s after the start command"
   last=$t0
-  while :; do
-    left=$(unpublished)
-    (( left == 0 )) && break
+  while ! drained; do
     if awk -v a="$last" -v b="$EPOCHREALTIME" 'BEGIN { exit !(b - a >= 2) }'; then
+      left=$(unpublished)
       say "  $(since "$t0") s: $(( ROWS - left )) published, $left left"
       last=$EPOCHREALTIME
     fi
@@ -149,6 +160,8 @@ drain() {
     sleep 0.1
   done
   DRAIN_S[$label]=$(since "$t0")
+  # Cores each process used while draining: says whether the drain waited for CPU or for I/O.
+  DRAIN_CPU[$label]=$(cpu_report cores "$cpu0" "$(cpu_snapshot)" "${DRAIN_S[$label]}")
   DRAIN_RATE[$label]=$(awk -v n="$ROWS" -v s="${DRAIN_S[$label]}" 'BEGIN { printf "%.0f", n / s }')
   BATCHES[$label]=$(curl -s "127.0.0.1:$SHOPMICRO_RELAY_ADMIN_PORT/metrics" | sed -n 's/^shopmicro_relay_batches_total //p')
   errs=$(curl -s "127.0.0.1:$SHOPMICRO_RELAY_ADMIN_PORT/metrics" | sed -n 's/^shopmicro_relay_produce_errors_total //p')
@@ -162,6 +175,7 @@ drain() {
     END { if (n) { printf "%d batches, ms per batch:", n
                    for (i = 1; i <= m; i++) printf " %s %.1f", order[i], sum[order[i]] / n } }' \
     "$SHOPMICRO_RUN_DIR/logs/relay.log")
+  say "relay $label cpu: ${DRAIN_CPU[$label]}"
   [[ -z ${PHASES[$label]} ]] || say "relay $label phases: ${PHASES[$label]}"
 }
 
@@ -276,6 +290,7 @@ for l in "${LABELS[@]}"; do
   printf 'relay drain %-15s %s events/s  (%s rows in %s s, %s batches); ratio to kcat %s (goal >= %s: %s)\n' \
     "$l" "${DRAIN_RATE[$l]}" "$ROWS" "${DRAIN_S[$l]}" "${BATCHES[$l]}" "$ratio" "$TARGET_RATIO" \
     "$(goal_met "$ratio" '>=' "$TARGET_RATIO")"
+  printf '  cpu                       %s\n' "${DRAIN_CPU[$l]}"
   [[ -z ${PHASES[$l]} ]] || printf '  phases                    %s\n' "${PHASES[$l]}"
 done
 for l in "${LAT_LABELS[@]}"; do
