@@ -8,6 +8,7 @@
  * callbacks need no locks.
  */
 #include <librdkafka/rdkafka.h>
+#include <pthread.h>
 #include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -16,12 +17,20 @@
 #include "conf.h"
 #include "kafka/kafka.h"
 
+/* Topics whose metadata this producer asked for before its first message
+ * (learn_topic); more than this many are left to librdkafka alone. */
+#define KNOWN_TOPICS      16
+#define TOPIC_LOOKUP_MS   500
+
 struct kfk_producer {
     rd_kafka_t *rk;
     kfk_delivery_fn on_delivery;
     kfk_log_fn on_log;
     void *ctx;
     atomic_int outstanding;
+    pthread_mutex_t known_mu; /* kfk_produce is thread-safe             */
+    char *known[KNOWN_TOPICS];
+    int n_known;
 };
 
 static void on_dr(rd_kafka_t *rk, const rd_kafka_message_t *m, void *opaque)
@@ -93,6 +102,7 @@ svc_err_t kfk_producer_new(const kfk_producer_opts_t *o, kfk_producer_t **out, c
             rd_kafka_conf_destroy(conf);
         return SVC_ENOMEM;
     }
+    pthread_mutex_init(&p->known_mu, NULL);
     p->on_delivery = o->on_delivery;
     p->on_log = o->on_log;
     p->ctx = o->ctx;
@@ -129,7 +139,47 @@ void kfk_producer_free(kfk_producer_t *p, int timeout_ms)
     for (int i = 0; i < 100 && atomic_load(&p->outstanding) > 0; i++)
         rd_kafka_poll(p->rk, 10);
     rd_kafka_destroy(p->rk);
+    for (int i = 0; i < p->n_known; i++)
+        free(p->known[i]);
+    pthread_mutex_destroy(&p->known_mu);
     free(p);
+}
+
+/* Claims topic's place in the known set: true once, for its first message. */
+static bool first_message_to(kfk_producer_t *p, const char *topic)
+{
+    bool first = true;
+
+    pthread_mutex_lock(&p->known_mu);
+    for (int i = 0; first && i < p->n_known; i++)
+        first = strcmp(p->known[i], topic) != 0;
+    if (first && p->n_known < KNOWN_TOPICS && (p->known[p->n_known] = strdup(topic)) != NULL)
+        p->n_known++;
+    else
+        first = false; /* known, or no room: librdkafka finds it alone */
+    pthread_mutex_unlock(&p->known_mu);
+    return first;
+}
+
+/*
+ * Before the first message to a topic, asks for that topic's metadata and
+ * waits for it (at most TOPIC_LOOKUP_MS). Left alone, librdkafka 2.0 may
+ * learn a new topic's partitions only at its next topic scan, a second
+ * later: a relay's first batch after its start waited 0.96 s with every
+ * message queued and none sent (docs/benchmarks.md, 2026-12-05). A broker
+ * that does not answer costs that wait once; the message is queued anyway.
+ */
+static void learn_topic(kfk_producer_t *p, const char *topic)
+{
+    const struct rd_kafka_metadata *md = NULL;
+    rd_kafka_topic_t *t;
+
+    if (!first_message_to(p, topic) || (t = rd_kafka_topic_new(p->rk, topic, NULL)) == NULL)
+        return;
+    (void)rd_kafka_metadata(p->rk, 0, t, &md, TOPIC_LOOKUP_MS);
+    if (md != NULL)
+        rd_kafka_metadata_destroy(md);
+    rd_kafka_topic_destroy(t);
 }
 
 static rd_kafka_headers_t *headers_new(const kfk_message_t *m, char *errbuf)
@@ -166,6 +216,7 @@ svc_err_t kfk_produce(kfk_producer_t *p, const kfk_message_t *m, char *errbuf)
     h = headers_new(m, errbuf);
     if (h == NULL)
         return SVC_EINVAL;
+    learn_topic(p, m->topic);
     /* Counted before the call: a report may fire on the next poll. */
     atomic_fetch_add(&p->outstanding, 1);
     rc = rd_kafka_producev(p->rk, RD_KAFKA_V_TOPIC(m->topic),

@@ -140,7 +140,9 @@ typedef struct kfk_message {
  * Queues m. SVC_OK: its delivery report will fire. Otherwise it will not:
  * SVC_EEXHAUSTED (queue full: poll, then try again), SVC_ENOTFOUND (topic
  * unknown to the broker), SVC_EINVAL (bad message), SVC_EINTERNAL, with the
- * reason in errbuf. Thread-safe.
+ * reason in errbuf. Thread-safe. The first message to a topic waits (up to
+ * 0.5 s) for that topic's metadata, so that it is sent at once, not after
+ * librdkafka's next topic scan; later ones never block.
  */
 svc_err_t kfk_produce(kfk_producer_t *p, const kfk_message_t *m, char *errbuf);
 
