@@ -102,7 +102,6 @@ svc_err_t kfk_producer_new(const kfk_producer_opts_t *o, kfk_producer_t **out, c
             rd_kafka_conf_destroy(conf);
         return SVC_ENOMEM;
     }
-    pthread_mutex_init(&p->known_mu, NULL);
     p->on_delivery = o->on_delivery;
     p->on_log = o->on_log;
     p->ctx = o->ctx;
@@ -124,6 +123,7 @@ svc_err_t kfk_producer_new(const kfk_producer_opts_t *o, kfk_producer_t **out, c
         return SVC_EINTERNAL;
     }
     rd_kafka_set_log_queue(p->rk, NULL);
+    pthread_mutex_init(&p->known_mu, NULL); /* last: nothing fails after it */
     *out = p;
     return SVC_OK;
 }
