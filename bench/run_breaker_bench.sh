@@ -3,6 +3,7 @@
 # it open), through one or more gateway binaries side by side in one run (issue 17).
 #
 #   bench/run_breaker_bench.sh [--seconds D] [--connections N] [--wrk-threads N] [--rounds N]
+#                              [--rate R] [--open-connections N]
 #                              [--gateway-bin LABEL=PATH]... [--gateway-env NAME=VALUE]...
 #                              [--pg-wait S]
 #
@@ -21,11 +22,14 @@
 #    (bench/wrk/create_order.lua: every response checked for Retry-After and a google.rpc.Status
 #    body) with, beside it, one GET /v1/orders/{id} of the placed order every 20 ms; the CPU of
 #    wrk, the gateway and order (/proc, during the load), order's refused CreateOrders (its
-#    grpc_server_handled_total) and the gateway's gateway_failfast_answers_total; SIGTERM (the
-#    gateway must exit 0)
-# 6. prints one line per gateway and round: 503/s, p50/p99 (target: >= 25,000 503/s, p99 <=
-#    2 ms), the share with Retry-After and with a Status body, the GET /v1/orders/{id} answers,
-#    CPU us per request of the gateway and order, order's refusals per second
+#    grpc_server_handled_total) and the gateway's gateway_failfast_answers_total; then, unless
+#    --rate 0, the same for an open-loop load (bench/bench_openloop.c) of --rate (default
+#    25,000) POST /v1/orders per second on --open-connections (64): its latency runs from when
+#    each request was due, so it is the p99 AT that rate, which wrk (closed loop, always at
+#    saturation on these 2 cores) cannot tell; SIGTERM (the gateway must exit 0)
+# 6. prints one line per gateway, round and load: 503/s, p50/p99 (target: >= 25,000 503/s, p99
+#    <= 2 ms), failed requests, the share with Retry-After and with a Status body, the GET
+#    /v1/orders/{id} answers, CPU us per request of the gateway and order, order's refusals/s
 # --gateway-env NAME=VALUE: extra environment for every gateway (repeatable).
 # Every process is stopped and every database dropped on any exit. Figures: docs/benchmarks.md,
 # "Breaker open on POST /v1/orders (issue 17)".
@@ -41,6 +45,8 @@ LUA="$ROOT/bench/wrk/create_order.lua"
 
 SECONDS_RUN=15
 CONNECTIONS=16
+RATE=25000
+OPEN_CONNECTIONS=64
 WRK_THREADS=2
 ROUNDS=1
 PG_WAIT=600
@@ -53,6 +59,8 @@ while (( $# > 0 )); do
     --seconds)     SECONDS_RUN=${2:?}; shift 2 ;;
     --connections) CONNECTIONS=${2:?}; shift 2 ;;
     --wrk-threads) WRK_THREADS=${2:?}; shift 2 ;;
+    --rate)        RATE=${2:?}; shift 2 ;;
+    --open-connections) OPEN_CONNECTIONS=${2:?}; shift 2 ;;
     --rounds)      ROUNDS=${2:?}; shift 2 ;;
     --pg-wait)     PG_WAIT=${2:?}; shift 2 ;;
     --gateway-bin) [[ ${2:?} == ?*=?* && -x ${2#*=} ]] || arg_error "--gateway-bin wants LABEL=PATH of an executable"
@@ -63,7 +71,8 @@ while (( $# > 0 )); do
     *) unknown_arg "$1" ;;
   esac
 done
-need_positive "$SECONDS_RUN" "$CONNECTIONS" "$WRK_THREADS" "$ROUNDS"
+need_positive "$SECONDS_RUN" "$CONNECTIONS" "$WRK_THREADS" "$ROUNDS" "$OPEN_CONNECTIONS"
+[[ $RATE =~ ^[0-9]+$ ]] || arg_error "--rate wants a whole number of requests per second (0: no open-loop phase)"
 (( SECONDS_RUN >= 4 )) || arg_error "--seconds must be at least 4 (the CPU is measured inside the load)"
 command -v wrk >/dev/null || { echo "run_breaker_bench: wrk is not installed (deploy/local/packages.txt)" >&2; exit 1; }
 
@@ -130,7 +139,7 @@ echo "==== postgres"
 pg_up_waiting "$PG_WAIT"
 
 echo "==== build ($BUILD_DIR, RelWithDebInfo)"
-bench_build catalog order gateway
+bench_build catalog order gateway bench_openloop
 GW_LABELS+=(build) GW_BINS+=("$BUILD_DIR/gateway/gateway")
 
 echo "==== catalog, order and the build's gateway (fresh databases $CAT_DB, $ORD_DB)"
@@ -211,48 +220,67 @@ EOF
 cores() { sed -n "s/.* cores (.*\b$1 \([0-9.]*\).*/\1/p" "$TMP/watch.log"; }
 per_req() { awk -v c="$1" -v r="$2" 'BEGIN { if (c != "" && r > 0) printf "%.1f", c * 1e6 / r; else print "?" }'; }
 
+# phase LABEL ROUND LOAD CMD...: CMD (wrk or bench_openloop, both print RESULT/STATUS/CHECK) for
+# $SECONDS_RUN s against the running gateway, the GET probe beside it, CPU watched inside the
+# load; appends the phase's summary row to ROWS.
+phase() {
+  local label=$1 round=$2 load=$3 refused0 refused1 fast line rps n n503 ra sb probe errs
+  shift 3
+  refused0=$(metric "http://127.0.0.1:$ORD_ADMIN" "$ORDER_REFUSALS")
+  probe_orders "$SECONDS_RUN" >"$TMP/probe.log" 2>&1 &
+  probe_pid=$!
+  watched_run load "$TMP/load.log" named "pg-orders=$ORD_DB" 1 $((SECONDS_RUN - 2)) \
+    gateway="$GW_PID" order="$ORD_PID" -- "$@"
+  wait "$probe_pid" || true
+  probe_pid=""
+  refused1=$(metric "http://127.0.0.1:$ORD_ADMIN" "$ORDER_REFUSALS")
+  fast=$(metric "$GW_URL" "$FAST_FAILS")
+  grep -E '^(RESULT|STATUS|CHECK) ' "$TMP/load.log"
+  cat "$TMP/watch.log" "$TMP/probe.log"
+  line=$(grep '^RESULT ' "$TMP/load.log") || die "$load printed no RESULT line"
+  rps=$(result_field "$line" rps) n=$(result_field "$line" requests)
+  n503=$(awk '$1 == "STATUS" && $2 == 503 { print $3 }' "$TMP/load.log")
+  ra=$(awk '$1 == "CHECK" && $2 == "retry_after" { print $3 }' "$TMP/load.log")
+  sb=$(awk '$1 == "CHECK" && $2 == "status_body" { print $3 }' "$TMP/load.log")
+  # wrk: connect/read/write errors and timeouts; bench_openloop: errors and timeouts.
+  errs=$(awk '{ n = 0; for (i = 1; i <= NF; i++) if ($i ~ /^(connect_err|read_err|write_err|timeouts|errors)=/) { split($i, f, "="); n += f[2] } print n }' <<<"$line")
+  probe=$(grep '^PROBE ' "$TMP/probe.log" || echo "PROBE n=0 ok=0")
+  ROWS+=("$(printf '%-8s %5s %-12s %9s %6s / %-6s %6s %6s %6s %6s %11s %8s %8s %11s %9s' "$label" "$round" "$load" "$rps" \
+    "$(result_field "$line" p50_ms)" "$(result_field "$line" p99_ms)" "$errs" \
+    "$(ratio "${n503:-0}" "$n" 4)" "$(ratio "${ra:-0}" "$n" 4)" "$(ratio "${sb:-0}" "$n" 4)" \
+    "$(result_field "$probe" ok)/$(result_field "$probe" n)" \
+    "$(per_req "$(cores gateway)" "$rps")" "$(per_req "$(cores order)" "$rps")" \
+    "$(awk -v a="$refused0" -v b="$refused1" -v s="$SECONDS_RUN" 'BEGIN { if (a == "-") a = 0; if (b == "-") print "?"; else printf "%.0f", (b - a) / s }')" \
+    "$fast")")
+}
+
 ROWS=()
 for (( round = 1; round <= ROUNDS; round++ )); do
   for k in "${!GW_LABELS[@]}"; do
     label=${GW_LABELS[k]}
-    echo "==== round $round, gateway \"$label\" (${GW_BINS[k]}): POST /v1/orders, wrk -t$WRK_THREADS -c$CONNECTIONS -d${SECONDS_RUN}s"
+    echo "==== round $round, gateway \"$label\" (${GW_BINS[k]})"
     start_gateway "${GW_BINS[k]}"
     wait_fast
     say "loadavg $(load1)"
-    refused0=$(metric "http://127.0.0.1:$ORD_ADMIN" "$ORDER_REFUSALS")
-    probe_orders "$SECONDS_RUN" >"$TMP/probe.log" 2>&1 &
-    probe_pid=$!
-    watched_run wrk "$TMP/wrk.log" named "pg-orders=$ORD_DB" 1 $((SECONDS_RUN - 2)) \
-      gateway="$GW_PID" order="$ORD_PID" -- \
-      env WRK_ORDER_BODY="$ORDER_BODY" wrk -t"$WRK_THREADS" -c"$CONNECTIONS" -d"${SECONDS_RUN}s" \
-      --timeout 5s -s "$LUA" "$GW_URL"
-    wait "$probe_pid" || true
-    probe_pid=""
-    refused1=$(metric "http://127.0.0.1:$ORD_ADMIN" "$ORDER_REFUSALS")
-    fast=$(metric "$GW_URL" "$FAST_FAILS")
+    echo "---- closed loop: wrk -t$WRK_THREADS -c$CONNECTIONS -d${SECONDS_RUN}s (as many as it answers)"
+    phase "$label" "$round" "wrk-c$CONNECTIONS" env WRK_ORDER_BODY="$ORDER_BODY" wrk -t"$WRK_THREADS" \
+      -c"$CONNECTIONS" -d"${SECONDS_RUN}s" --timeout 5s -s "$LUA" "$GW_URL"
+    if (( RATE > 0 )); then
+      echo "---- open loop: bench_openloop --rate $RATE for ${SECONDS_RUN}s (latency from each request's due time)"
+      phase "$label" "$round" "open-$RATE" env WRK_ORDER_BODY="$ORDER_BODY" "$BUILD_DIR/bench/bench_openloop" \
+        --url "$GW_URL" --rate "$RATE" --seconds $((SECONDS_RUN - 1)) --warmup 1 --connections "$OPEN_CONNECTIONS" \
+        --method POST --path /v1/orders --body-env WRK_ORDER_BODY
+    fi
     stop_proc gateway GW_PID || die "gateway \"$label\" did not exit 0 after SIGTERM"
-    grep -E '^(RESULT|STATUS|CHECK) ' "$TMP/wrk.log"
-    cat "$TMP/watch.log" "$TMP/probe.log"
-    line=$(grep '^RESULT ' "$TMP/wrk.log") || die "wrk printed no RESULT line"
-    rps=$(result_field "$line" rps) n=$(result_field "$line" requests)
-    n503=$(awk '$1 == "STATUS" && $2 == 503 { print $3 }' "$TMP/wrk.log")
-    ra=$(awk '$1 == "CHECK" && $2 == "retry_after" { print $3 }' "$TMP/wrk.log")
-    sb=$(awk '$1 == "CHECK" && $2 == "status_body" { print $3 }' "$TMP/wrk.log")
-    probe=$(grep '^PROBE ' "$TMP/probe.log" || echo "PROBE n=0 ok=0")
-    ROWS+=("$(printf '%-8s %5s %9s %6s / %-6s %6s %6s %6s %11s %8s %8s %11s %9s' "$label" "$round" "$rps" \
-      "$(result_field "$line" p50_ms)" "$(result_field "$line" p99_ms)" \
-      "$(ratio "${n503:-0}" "$n" 4)" "$(ratio "${ra:-0}" "$n" 4)" "$(ratio "${sb:-0}" "$n" 4)" \
-      "$(result_field "$probe" ok)/$(result_field "$probe" n)" \
-      "$(per_req "$(cores gateway)" "$rps")" "$(per_req "$(cores order)" "$rps")" \
-      "$(awk -v a="$refused0" -v b="$refused1" -v s="$SECONDS_RUN" 'BEGIN { if (a == "-") a = 0; if (b == "-") print "?"; else printf "%.0f", (b - a) / s }')" \
-      "$fast")")
   done
 done
 
 echo "==== summary (target: >= $TARGET_RPS 503/s with p99 <= $TARGET_P99_MS ms, each with Retry-After, GET /v1/orders/{id} 200)"
-printf '%-8s %5s %9s %15s %6s %6s %6s %11s %8s %8s %11s %9s\n' gateway round "503/s" "p50 / p99 ms" "503" \
+printf '%-8s %5s %-12s %9s %15s %6s %6s %6s %6s %11s %8s %8s %11s %9s\n' gateway round load "503/s" "p50 / p99 ms" errors "503" \
   "R-A" "Status" "GET 200" "gw us" "order us" "order ref/s" "fastfails"
 printf '%s\n' "${ROWS[@]}"
+say "load: wrk-cN closed loop on N connections (capacity), open-R bench_openloop at R requests/s (latency at that rate,"
+say "from each request's due time); errors: failed or timed-out requests;"
 say "503, R-A, Status: shares of all responses that were 503, had Retry-After, had a google.rpc.Status body;"
 say "GET 200: GET /v1/orders/{id} answered 200 of those sent meanwhile; gw us, order us: CPU per POST;"
-say "order ref/s: CreateOrders order refused per second; fastfails: the gateway's gateway_failfast_answers_total (- : no such series)"
+say "order ref/s: CreateOrders order refused per second; fastfails: the gateway's gateway_failfast_answers_total since it started (- : no such series)"
