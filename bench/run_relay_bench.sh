@@ -2,7 +2,7 @@
 # bench/run_relay_bench.sh: the outbox relay's drain rate beside kcat -P, and commit-to-visible
 # latency, in one run.
 #
-#   bench/run_relay_bench.sh [--rows N] [--rate R] [--seconds S] [--relay-env NAME=VALUE]...
+#   bench/run_relay_bench.sh [--rows N] [--rate R] [--seconds S] [--warm-up S] [--relay-env NAME=VALUE]...
 #                            [--drain-only] [--compare BUILD_DIR] [--saga "R1 R2 ..."]
 #
 # 0. runs itself again under `deploy/local/stack.sh test-env`: a Postgres of its own on a free
@@ -26,7 +26,8 @@
 # 5. latency: with the relay running, bench_relay latency: CreateOrder at --rate/s (default 500,
 #    open loop) for --seconds (default 20, after 1 s of warm-up) through the order service while
 #    a consumer reads shopmicro.orders.v1 from its end; CreateOrder reply -> record read,
-#    p50/p90/p99/max (goal p99 <= 25 ms)
+#    p50/p90/p99/max (goal p99 <= 25 ms); before the first measured phase the same load runs
+#    for --warm-up seconds (default 45; 0: none) unmeasured, while the fresh broker's JIT compiles
 #    (--drain-only: step 3 only, e.g. to compare relay settings; --compare DIR: steps 3 and 5
 #    also with the relay binary DIR/services/relay/relay, in turn: drains before, after, before,
 #    after, then latency before, after; the same broker, database and load for both)
@@ -53,6 +54,7 @@ BUILD_DIR=$(realpath -m -- "${SHOPMICRO_BENCH_BUILD_DIR:-$ROOT/build-bench}")
 ROWS=100000
 RATE=500
 SECONDS_RUN=20
+WARM_S=45
 RELAY_ENV=()
 DRAIN_ONLY=0
 COMPARE_DIR=""
@@ -73,6 +75,7 @@ while (( $# > 0 )); do
     --rows)      ROWS=${2:?}; shift 2 ;;
     --rate)      RATE=${2:?}; shift 2 ;;
     --seconds)   SECONDS_RUN=${2:?}; shift 2 ;;
+    --warm-up)   WARM_S=${2:?}; shift 2 ;;
     --relay-env) RELAY_ENV+=("${2:?}"); shift 2 ;;
     --drain-only) DRAIN_ONLY=1; shift ;;
     --compare) COMPARE_DIR=$(realpath -m -- "${2:?}"); shift 2 ;;
@@ -82,6 +85,7 @@ while (( $# > 0 )); do
   esac
 done
 need_positive "$ROWS" "$RATE" "$SECONDS_RUN"
+[[ $WARM_S =~ ^[0-9]+$ ]] || arg_error "--warm-up wants whole seconds (0: none)"
 need_env RELAY --relay-env ${RELAY_ENV[@]+"${RELAY_ENV[@]}"}
 
 pg_clients "$SHOPMICRO_PG_PORT"
@@ -182,8 +186,9 @@ drain() {
 for kv in "${RELAY_ENV[@]}"; do export "${kv?}"; done
 
 # latency LABEL DIR: the relay of build dir DIR (restarted), then bench_relay latency; its RESULT
-# line in LAT[LABEL].
+# line in LAT[LABEL]. The first one of a run is preceded by the warm-up.
 declare -A LAT=() CPU=()
+WARMED=0
 # LAT_RATE (default RATE), LAT_ARGS (more bench_relay arguments) and LAT_TOLERANT=1 (a run with
 # failed calls or unread records is reported, not fatal) serve --saga.
 latency() {
@@ -192,6 +197,7 @@ latency() {
   SHOPMICRO_BUILD_DIR=$dir "$STACK" start relay >"$TMP/relay-start.log" 2>&1 ||
     { cat "$TMP/relay-start.log"; die "the relay did not start"; }
   say "relay $label ($dir/services/relay/relay); loadavg $(load1)"
+  (( WARMED )) || warm_up
   "$BENCH" latency --order "127.0.0.1:$SHOPMICRO_ORDER_PORT" --brokers "$BROKERS" --topic "$TOPIC" \
     --product "$PRODUCT_A" --product "$PRODUCT_B" --rate "${LAT_RATE:-$RATE}" --seconds "$SECONDS_RUN" \
     ${LAT_ARGS[@]+"${LAT_ARGS[@]}"} >"$TMP/latency.log" 2>&1 &
@@ -207,6 +213,25 @@ latency() {
   say "cpu $label: ${CPU[$label]}"
   (( $(unpublished) == 0 )) || say "warning: $(unpublished) rows still unpublished after the latency run"
 }
+# warm_up: the latency phase's load for --warm-up seconds, not measured. The broker is a JVM that
+# started a minute before: under this load its C2 compiler threads took as much CPU as its request
+# handlers for 30-40 s (perf and /proc, 2026-12-05: 0.58-0.68 cores in the first 30 s, then
+# 0.22-0.25), so a phase measured at once measured the JIT's work on the same two cores.
+warm_up() {
+  local rc=0
+  WARMED=1
+  (( WARM_S > 0 )) || return 0
+  say "warm-up: CreateOrder at ${LAT_RATE:-$RATE}/s for $WARM_S s, not measured (the broker's JIT compiles meanwhile)"
+  "$BENCH" latency --order "127.0.0.1:$SHOPMICRO_ORDER_PORT" --brokers "$BROKERS" --topic "$TOPIC" \
+    --product "$PRODUCT_A" --product "$PRODUCT_B" --rate "${LAT_RATE:-$RATE}" --seconds "$WARM_S" --warmup 0 \
+    ${LAT_ARGS[@]+"${LAT_ARGS[@]}"} >"$TMP/warm-up.log" 2>&1 &
+  lat_pid=$!
+  wait "$lat_pid" || rc=$?
+  lat_pid=""
+  (( rc == 0 || ${LAT_TOLERANT:-0} )) || { cat "$TMP/warm-up.log"; die "the warm-up failed (failed calls or unread records)"; }
+  say "warm-up: $(grep '^RESULT ' "$TMP/warm-up.log" || echo 'no RESULT line')"
+}
+
 # field LABEL KEY: KEY of latency run LABEL's RESULT line.
 field() { result_field "${LAT[$1]}" "$2"; }
 
