@@ -33,6 +33,10 @@ static const svc_cfg_entry_t table[] = {
      "after a failed batch, the first backoff window (doubles per failure, full jitter)"},
     {"RELAY_BACKOFF_CAP_MS", SVC_CFG_INT, 1, 600000, "10000", OFF(backoff_cap_ms),
      "largest backoff window (>= RELAY_BACKOFF_BASE_MS)"},
+    {"RELAY_RETENTION_S", SVC_CFG_INT, 0, 315360000, "604800", OFF(retention_s),
+     "published outbox rows are deleted once this old (0: once published)"},
+    {"RELAY_PRUNE_INTERVAL_MS", SVC_CFG_INT, 0, 86400000, "60000", OFF(prune_interval_ms),
+     "how often published rows past RELAY_RETENTION_S are deleted (0: never)"},
 };
 
 svc_err_t rly_config_load(rly_config_t *c, char *errbuf)

@@ -21,6 +21,8 @@ typedef struct rly_config {
     int64_t kafka_delivery_timeout_ms;
     int64_t backoff_base_ms;
     int64_t backoff_cap_ms;
+    int64_t retention_s;
+    int64_t prune_interval_ms;
 } rly_config_t;
 
 /* Reads the environment. SVC_EINVAL with the reason in errbuf. */

@@ -46,6 +46,10 @@
  * waits that long, but only while nothing could be published anyway. */
 #define PROBE_IDLE_MS      2000
 #define PROBE_TIMEOUT_MS   500
+/* Retention deletes at most this many rows per shard a statement: a few
+ * ms of the loop. A full chunk means more may wait: the next comes at the
+ * next lease tick instead of RELAY_PRUNE_INTERVAL_MS later. */
+#define PRUNE_CHUNK        1000
 
 struct rly_relay {
     const rly_config_t *cfg;
@@ -58,7 +62,7 @@ struct rly_relay {
     bool stopping, kafka_down, db_down;
     unsigned failures; /* consecutive failed batches: the backoff exponent */
     int held_ms;       /* 0, or the wait before looking at held rows again */
-    uint64_t rand_state, stats_at_ms, lease_at_ms;
+    uint64_t rand_state, stats_at_ms, lease_at_ms, prune_at_ms;
     uint64_t kafka_seen_ms; /* the last batch or probe: Kafka's state is that recent */
     rly_stats_t stats;     /* shared with the admin thread: atomics */
     admin_server_t *admin; /* NULL when RELAY_ADMIN_LISTEN is 0 or empty */
@@ -242,6 +246,35 @@ static svc_err_t tick_leases(rly_relay_t *r, bool *changed)
     return err;
 }
 
+/* Retention (RELAY_RETENTION_S), with nothing in flight and at most every
+ * RELAY_PRUNE_INTERVAL_MS: the owned shards' rows that their cursors have
+ * passed and that are older than that are deleted. A failure is the
+ * database's state like any statement's; the next interval tries again. */
+static void prune(rly_relay_t *r)
+{
+    char shards[256], errbuf[SVC_ERRBUF_LEN] = "";
+    int n = rly_lease_owned(r->lease), deleted = 0;
+    size_t len = 1;
+    svc_err_t err;
+
+    if (r->cfg->prune_interval_ms == 0 || n == 0 || svc_now_ms() < r->prune_at_ms)
+        return;
+    shards[0] = '{';
+    for (int i = 0; i < n && len + 8 < sizeof shards; i++)
+        len += (size_t)snprintf(shards + len, sizeof shards - len, "%s%d", i > 0 ? "," : "",
+                                rly_lease_shard(r->lease, i));
+    snprintf(shards + len, sizeof shards - len, "}");
+    err = rly_store_prune(r->store, shards, r->cfg->retention_s, PRUNE_CHUNK, &deleted, errbuf);
+    set_db(r, err, errbuf);
+    r->prune_at_ms = svc_now_ms() + (uint64_t)(err == SVC_OK && deleted >= PRUNE_CHUNK
+                                                   ? LEASE_TICK_MS : r->cfg->prune_interval_ms);
+    if (deleted == 0)
+        return;
+    atomic_fetch_add_explicit(&r->stats.pruned, (uint64_t)deleted, memory_order_relaxed);
+    svc_log_info(MOD, "retention: deleted %d published rows older than %lld s (shards %s)",
+                 deleted, (long long)r->cfg->retention_s, shards);
+}
+
 static int ms_until(uint64_t at, uint64_t now)
 {
     return at > now ? (int)(at - now) : 0;
@@ -388,6 +421,8 @@ static bool before_read(rly_relay_t *r, int stop_fd, bool more, bool *ok)
         return false;
     }
     *ok = tick_leases(r, &changed) == SVC_OK;
+    if (*ok)
+        prune(r);
     return *ok && rly_lease_owned(r->lease) > 0 && (w != WOKE_TICK || changed);
 }
 

@@ -93,6 +93,9 @@ void rly_stats_metrics(void *ctx, admin_buf_t *o)
     family(o, "produce_errors_total", "counter", "Rows whose produce or delivery failed.");
     admin_buf_printf(o, P "produce_errors_total %llu\n",
                      (unsigned long long)LOAD(s->produce_errors));
+    family(o, "pruned_total", "counter",
+           "Published outbox rows deleted as older than RELAY_RETENTION_S.");
+    admin_buf_printf(o, P "pruned_total %llu\n", (unsigned long long)LOAD(s->pruned));
     family(o, "batches_total", "counter", "Non-empty batches read.");
     admin_buf_printf(o, P "batches_total %llu\n", (unsigned long long)LOAD(s->batches));
     put_histogram(s, o);

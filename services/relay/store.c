@@ -19,7 +19,7 @@
 
 enum {
     STMT_READ, STMT_ADVANCE, STMT_CURSORS, STMT_SHARDS, STMT_STATS,
-    STMT_HELD, STMT_JOIN, STMT_MEMBERS, STMT_LOCK, STMT_UNLOCK,
+    STMT_HELD, STMT_JOIN, STMT_MEMBERS, STMT_LOCK, STMT_UNLOCK, STMT_PRUNE,
 };
 
 static const db_stmt_t stmts[] = {
@@ -90,6 +90,19 @@ static const db_stmt_t stmts[] = {
                    1, false},
     [STMT_UNLOCK] = {"rly_unlock_shard", "SELECT pg_advisory_unlock(" RLY_LOCK_SHARD ", $1::int)",
                      1, false},
+    /* Retention: per shard, of the oldest $3 rows its cursor has passed,
+     * those older than $2 s. Only the oldest $3 are looked at, so a prune
+     * costs at most that many rows of an index range per shard even when
+     * none is old enough (the rows behind them are younger, as txid order
+     * is commit order, near enough). Rows after a cursor are never touched:
+     * what is not published stays, however old. */
+    [STMT_PRUNE] = {"rly_prune",
+                    "WITH d AS (SELECT x.id FROM outbox_cursor k, LATERAL (SELECT id, created_at "
+                    "FROM outbox WHERE shard = k.shard AND (txid, seq) <= (k.txid, k.seq) "
+                    "ORDER BY txid, seq LIMIT $3) x WHERE k.shard = ANY($1::smallint[]) "
+                    "AND x.created_at < now() - make_interval(secs => $2::double precision)) "
+                    "DELETE FROM outbox o USING d WHERE o.id = d.id RETURNING 1",
+                    3, true},
 };
 
 /* The read's parameters are arrays, for which Postgres keeps planning every
@@ -228,4 +241,16 @@ svc_err_t rly_store_unlock_shard(rly_store_t *st, int shard, char *errbuf)
 
     snprintf(s, sizeof s, "%d", shard);
     return query_value(st, STMT_UNLOCK, p, v, sizeof v, errbuf);
+}
+
+svc_err_t rly_store_prune(rly_store_t *st, const char *shards, int64_t older_than_s, int limit,
+                          int *deleted, char *errbuf)
+{
+    char age[24], lim[16];
+    const char *p[] = {shards, age, lim};
+
+    snprintf(age, sizeof age, "%lld", (long long)older_than_s);
+    snprintf(lim, sizeof lim, "%d", limit);
+    *deleted = 0;
+    return db_run(st, STMT_PRUNE, p, SVC_DEADLINE_NONE, deleted, errbuf);
 }

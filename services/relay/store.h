@@ -70,4 +70,10 @@ svc_err_t rly_store_members(rly_store_t *st, int *n, char *errbuf);
 svc_err_t rly_store_lock_shard(rly_store_t *st, int shard, bool *got, char *errbuf);
 svc_err_t rly_store_unlock_shard(rly_store_t *st, int shard, char *errbuf);
 
+/* Retention: deletes, per shard in the literal, rows its cursor has passed
+ * that are older than older_than_s seconds, among its `limit` oldest;
+ * *deleted: how many in all. */
+svc_err_t rly_store_prune(rly_store_t *st, const char *shards, int64_t older_than_s, int limit,
+                          int *deleted, char *errbuf);
+
 #endif

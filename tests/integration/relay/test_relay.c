@@ -13,7 +13,9 @@
  *   - kill -9 of the relay mid-backlog, restart: every row published, a
  *     duplicate only ever with the same ce_id;
  *   - two relays at once: every row published once, each key's events in
- *     the order they were written.
+ *     the order they were written;
+ *   - retention deletes published rows past RELAY_RETENTION_S, never an
+ *     unpublished one, however old.
  * The tests share one broker, one order stack and one relay, in this order.
  */
 #include <stdio.h>
@@ -45,14 +47,22 @@ static double metric(fixture_t *f, const char *name)
     return rly_it_metric(page, name);
 }
 
-/* Gauges are refreshed by the relay's loop: wait for one to reach want. */
-static void wait_metric(fixture_t *f, const char *name, double want)
+/* Gauges are refreshed by the relay's loop: wait up to ms for one to reach want. */
+static void wait_metric_within(fixture_t *f, const char *name, double want, int ms)
 {
-    uint64_t give_up = svc_now_ms() + (uint64_t)it_ms(5000);
+    uint64_t give_up = svc_now_ms() + (uint64_t)it_ms(ms);
 
     while (metric(f, name) != want && svc_now_ms() < give_up)
         ord_it_sleep_ms(50);
-    assert_true(metric(f, name) == want);
+    if (metric(f, name) != want) {
+        spawn_log_dump(f->relay, 20);
+        fail_msg("%s is %g, not %g", name, metric(f, name), want);
+    }
+}
+
+static void wait_metric(fixture_t *f, const char *name, double want)
+{
+    wait_metric_within(f, name, want, 5000);
 }
 
 static int readyz(fixture_t *f, char *body, size_t cap)
@@ -423,6 +433,61 @@ static void killed_relay_hands_over_its_shards(void **state)
            "%d orders %llu ms after the kill\n", N, (unsigned long long)(svc_now_ms() - t0));
 }
 
+static void exec_sql(fixture_t *f, const char *sql)
+{
+    char errbuf[SVC_ERRBUF_LEN];
+
+    if (pgtest_exec(f->ord->ord_db.dsn, sql, errbuf) != SVC_OK)
+        fail_msg("%s: %s", sql, errbuf);
+}
+
+/* Retention: of the rows older than RELAY_RETENTION_S only those a cursor has
+ * passed go; a row Kafka never took stays however old, and goes once it is
+ * published. Last: it deletes rows the other tests count. */
+static void retention_deletes_only_published_old_rows(void **state)
+{
+    fixture_t *f = *state;
+    enum { YOUNG = 5, UNPUB = 5 };
+    char young[YOUNG][37], unpub[UNPUB][37], admin[64], sql[512];
+    const char *keep[] = {admin, "RELAY_RETENTION_S=3600", "RELAY_PRUNE_INTERVAL_MS=100", NULL};
+    rly_it_record_t *r = NULL;
+    size_t nr = 0, first = 0;
+    int64_t old;
+
+    place(f, YOUNG, young);
+    wait_published(f, ord_it_int(f->ord, "SELECT count(*) FROM outbox"));
+    assert_int_equal(rly_it_relay_stop(&f->relay, NULL), 0);
+    snprintf(sql, sizeof sql, "UPDATE outbox SET created_at = created_at - interval '2 hours' "
+             "WHERE aggregate_id NOT IN ('%s','%s','%s','%s','%s')",
+             young[0], young[1], young[2], young[3], young[4]);
+    exec_sql(f, sql);
+    old = ord_it_int(f->ord, "SELECT count(*) FROM outbox WHERE created_at < now() - interval '1 hour'");
+    assert_true(old > 0);
+    /* Two hours old and never published: Kafka is down while they wait. */
+    assert_int_equal(rly_it_kafka(&f->kafka, "stop"), SVC_OK);
+    place(f, UNPUB, unpub);
+    exec_sql(f, "UPDATE outbox SET created_at = now() - interval '2 hours' "
+                        "WHERE id IN (SELECT id FROM outbox_pending)");
+    snprintf(admin, sizeof admin, "RELAY_ADMIN_LISTEN=127.0.0.1:%d", f->admin_port);
+    assert_int_equal(rly_it_relay_start(f->ord->ord_db.dsn, &f->kafka, keep, &f->relay), SVC_OK);
+    wait_metric(f, "shopmicro_relay_pruned_total", (double)old);
+    assert_int_equal(ord_it_int(f->ord, UNPUBLISHED), UNPUB);
+    assert_int_equal(ord_it_int(f->ord, "SELECT count(*) FROM outbox"), YOUNG + UNPUB);
+    assert_int_equal(spawn_log_wait(f->relay, "retention: deleted", it_ms(1000)), SVC_OK);
+    printf("[relay] retention: %lld published rows older than 1 h deleted; %d young and %d old "
+           "unpublished kept\n", (long long)old, YOUNG, UNPUB);
+    /* Kafka back: the old rows are published, and then they go too. */
+    assert_int_equal(rly_it_kafka(&f->kafka, "start"), SVC_OK);
+    wait_metric_within(f, "shopmicro_relay_pruned_total", (double)(old + UNPUB), DRAIN_MS);
+    assert_int_equal(ord_it_int(f->ord, "SELECT count(*) FROM outbox"), YOUNG);
+    check_topic(f, young, YOUNG, true);
+    /* Their rows are gone, so only their presence can be checked. */
+    assert_int_equal(rly_it_consume(&f->kafka, it_ms(30000), &r, &nr), SVC_OK);
+    for (int i = 0; i < UNPUB; i++)
+        assert_true(records_of(r, nr, unpub[i], &first) >= 1);
+    rly_it_records_free(r, nr);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -432,6 +497,7 @@ int main(void)
         cmocka_unit_test(kill9_mid_backlog_loses_nothing),
         cmocka_unit_test(two_relays_keep_per_key_order),
         cmocka_unit_test(killed_relay_hands_over_its_shards),
+        cmocka_unit_test(retention_deletes_only_published_old_rows),
     };
     int rc;
 
