@@ -22,10 +22,14 @@
 
 typedef struct flight flight_t;
 
+/* err SVC_EINVAL: Kafka refused the row for good (too large, invalid);
+ * dead once it is copied to outbox_dead_letters, which lets its cursor
+ * pass it. */
 typedef struct slot {
     flight_t *f;
     bool produced, done;
     svc_err_t err;
+    bool dead;
 } slot_t;
 
 /* A shard's rows in a flight: [start, end) of its result; next: the first
@@ -48,6 +52,8 @@ struct flight {
     group_t group[RLY_MAX_SHARDS];
     int n_groups, pending;  /* pending: produced, not yet reported       */
     char failure[SVC_ERRBUF_LEN]; /* the first failed report's reason    */
+    char refused[SVC_ERRBUF_LEN]; /* the first refusal for good's (every
+                                     dead row of the flight gets it)    */
     rly_batch_result_t res;
 };
 
@@ -109,6 +115,17 @@ void rly_batch_free(rly_batch_t *b)
     free(b);
 }
 
+/* A failure's reason: a refusal for good (SVC_EINVAL: the message is too
+ * large or invalid, and will be again) is not the batch's failure - its row
+ * is buried and the batch goes on - any other is. */
+static void note_failure(flight_t *f, svc_err_t err, const char *reason)
+{
+    char *into = err == SVC_EINVAL ? f->refused : f->failure;
+
+    if (err != SVC_OK && into[0] == '\0')
+        svc_errbuf_set(into, "%s", reason);
+}
+
 void rly_batch_on_delivery(void *ctx, void *opaque, svc_err_t err, const char *reason)
 {
     slot_t *s = opaque;
@@ -117,8 +134,7 @@ void rly_batch_on_delivery(void *ctx, void *opaque, svc_err_t err, const char *r
     s->done = true;
     s->err = err;
     s->f->pending--;
-    if (err != SVC_OK && s->f->failure[0] == '\0')
-        svc_errbuf_set(s->f->failure, "%s", reason);
+    note_failure(s->f, err, reason);
 }
 
 int rly_batch_flying(const rly_batch_t *b)
@@ -266,7 +282,7 @@ static void produce_row(rly_batch_t *b, flight_t *f, int i)
     m = (kfk_message_t){.topic = PQgetvalue(rows, i, RLY_COL_TOPIC),
                         .key = key, .key_len = strlen(key), .value = value, .value_len = len,
                         .headers = h, .n_headers = n_h, .opaque = slot};
-    *slot = (slot_t){f, true, false, SVC_OK};
+    *slot = (slot_t){f, true, false, SVC_OK, false};
     f->pending++; /* before the call: its report may fire in the poll below */
     while (err == SVC_OK &&
            (err = kfk_produce(b->producer, &m, errbuf)) == SVC_EEXHAUSTED &&
@@ -275,10 +291,9 @@ static void produce_row(rly_batch_t *b, flight_t *f, int i)
         err = SVC_OK;
     }
     if (err != SVC_OK) { /* refused: no report will come */
-        *slot = (slot_t){f, true, true, err};
+        *slot = (slot_t){f, true, true, err, false};
         f->pending--;
-        if (f->failure[0] == '\0')
-            svc_errbuf_set(f->failure, "%s", errbuf[0] ? errbuf : svc_strerror(err));
+        note_failure(f, err, errbuf[0] ? errbuf : svc_strerror(err));
     }
     PQfreemem(value);
 }
@@ -288,7 +303,7 @@ static void find_groups(flight_t *f)
 {
     f->n_groups = 0;
     for (int i = 0; i < f->n; i++) {
-        f->slots[i] = (slot_t){f, false, false, SVC_OK};
+        f->slots[i] = (slot_t){f, false, false, SVC_OK, false};
         if (i == 0 || strcmp(PQgetvalue(f->rows, i, RLY_COL_SHARD),
                              PQgetvalue(f->rows, i - 1, RLY_COL_SHARD)) != 0)
             f->group[f->n_groups++] = (group_t){i, i, i, 0};
@@ -364,29 +379,57 @@ static int new_positions(flight_t *f, pos_t *out)
         group_t *gr = &f->group[g];
         int last = gr->start + gr->passed;
         while (last < gr->next && f->slots[last].done && f->slots[last].err == SVC_OK)
-            last++;
+            (*(f->slots[last++].dead ? &f->res.dead : &f->res.published))++;
         if (last == gr->start + gr->passed)
             continue;
         pos_of_row(&out[moved++], f->rows, last - 1);
-        f->res.published += last - gr->start - gr->passed;
         gr->passed = last - gr->start;
     }
     return moved;
 }
 
-/* Moves the cursors over f's acknowledged rows, in the table, then in memory. */
+/* Copies f's rows that Kafka refused for good to outbox_dead_letters and
+ * marks them dead, so that the cursor passes them (committed first: a
+ * crash before the cursor moves buries them again, a no-op). One warning
+ * per row: each is an event somebody must look at. */
+static svc_err_t bury(rly_store_t *st, flight_t *f)
+{
+    for (int i = 0; i < f->n; i++) {
+        slot_t *s = &f->slots[i];
+        const char *id = PQgetvalue(f->rows, i, RLY_COL_ID);
+        svc_err_t err;
+
+        if (!s->produced || !s->done || s->err != SVC_EINVAL || s->dead)
+            continue;
+        if ((err = rly_store_bury(st, id, f->refused, f->res.reason)) != SVC_OK)
+            return err;
+        s->err = SVC_OK;
+        s->dead = true;
+        svc_log_warn(MOD, "outbox row %s (key %s, topic %s) refused by Kafka for good: %s; "
+                     "copied to outbox_dead_letters, the cursor passes it", id,
+                     PQgetvalue(f->rows, i, RLY_COL_KEY), PQgetvalue(f->rows, i, RLY_COL_TOPIC),
+                     f->refused);
+    }
+    return SVC_OK;
+}
+
+/* Moves the cursors over f's acknowledged (or buried) rows, in the table,
+ * then in memory. */
 static void advance(rly_batch_t *b, rly_store_t *st, flight_t *f)
 {
     pos_t moved[RLY_MAX_SHARDS];
-    int before = f->res.published, n = new_positions(f, moved);
+    int before = f->res.published, dead = f->res.dead, n;
     rly_positions_t lit;
 
-    if (n == 0)
+    if ((f->res.db_err = bury(st, f)) != SVC_OK)
+        return;
+    if ((n = new_positions(f, moved)) == 0)
         return;
     lit = literals(b, moved, n);
     f->res.db_err = rly_store_advance(st, &lit, f->res.reason);
     if (f->res.db_err != SVC_OK) {
         f->res.published = before; /* published, but passed by a later read's cursor */
+        f->res.dead = dead;
         return;
     }
     for (int k = 0; k < n; k++) {
@@ -418,7 +461,7 @@ void rly_batch_start(rly_batch_t *b, rly_store_t *st, const rly_batch_opts_t *o,
         return;
     f = &b->fl[(b->oldest + b->flying) % FLIGHTS];
     memset(&f->res, 0, sizeof f->res);
-    f->failure[0] = '\0';
+    f->failure[0] = f->refused[0] = '\0';
     f->pending = 0;
     per_shard = (b->rows + b->n_cur - 1) / b->n_cur;
     lit = literals(b, b->rd, b->n_cur);

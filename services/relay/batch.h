@@ -54,6 +54,7 @@ typedef struct rly_batch_opts {
 
 typedef struct rly_batch_result {
     int read, published, failed; /* published: rows the cursors passed      */
+    int dead;       /* rows Kafka refused for good, buried and passed        */
     bool more;      /* a shard returned a full batch: more may wait          */
     bool held;      /* committed rows wait for an older transaction to end   */
     svc_err_t db_err;

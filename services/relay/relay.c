@@ -395,6 +395,7 @@ static bool finish_batch(rly_relay_t *r, int stop_fd)
                               memory_order_relaxed);
     atomic_fetch_add_explicit(&r->stats.produce_errors, (uint64_t)res.failed,
                               memory_order_relaxed);
+    atomic_fetch_add_explicit(&r->stats.dead_letters, (uint64_t)res.dead, memory_order_relaxed);
     if (res.db_err != SVC_OK)
         return false;
     note_kafka(r, &res);

@@ -93,6 +93,9 @@ void rly_stats_metrics(void *ctx, admin_buf_t *o)
     family(o, "produce_errors_total", "counter", "Rows whose produce or delivery failed.");
     admin_buf_printf(o, P "produce_errors_total %llu\n",
                      (unsigned long long)LOAD(s->produce_errors));
+    family(o, "dead_letters_total", "counter",
+           "Outbox rows Kafka refused for good, copied to outbox_dead_letters and passed.");
+    admin_buf_printf(o, P "dead_letters_total %llu\n", (unsigned long long)LOAD(s->dead_letters));
     family(o, "pruned_total", "counter",
            "Published outbox rows deleted as older than RELAY_RETENTION_S.");
     admin_buf_printf(o, P "pruned_total %llu\n", (unsigned long long)LOAD(s->pruned));

@@ -20,6 +20,7 @@
 enum {
     STMT_READ, STMT_ADVANCE, STMT_CURSORS, STMT_SHARDS, STMT_STATS,
     STMT_HELD, STMT_JOIN, STMT_MEMBERS, STMT_LOCK, STMT_UNLOCK, STMT_PRUNE,
+    STMT_BURY,
 };
 
 static const db_stmt_t stmts[] = {
@@ -103,6 +104,15 @@ static const db_stmt_t stmts[] = {
                     "AND x.created_at < now() - make_interval(secs => $2::double precision)) "
                     "DELETE FROM outbox o USING d WHERE o.id = d.id RETURNING 1",
                     3, true},
+    /* A row Kafka refuses for good, copied before its cursor passes it
+     * (schema/0008). A repeat (a crash before the cursor moved) keeps the
+     * first copy. */
+    [STMT_BURY] = {"rly_bury",
+                   "INSERT INTO outbox_dead_letters (id, shard, aggregate_id, event_type, topic, "
+                   "ce_type, payload_pb, created_at, reason) SELECT id, shard, aggregate_id, "
+                   "event_type, topic, ce_type, payload_pb, created_at, $2 FROM outbox "
+                   "WHERE id = $1::uuid ON CONFLICT (id) DO NOTHING",
+                   2, true},
 };
 
 /* The read's parameters are arrays, for which Postgres keeps planning every
@@ -253,4 +263,11 @@ svc_err_t rly_store_prune(rly_store_t *st, const char *shards, int64_t older_tha
     snprintf(lim, sizeof lim, "%d", limit);
     *deleted = 0;
     return db_run(st, STMT_PRUNE, p, SVC_DEADLINE_NONE, deleted, errbuf);
+}
+
+svc_err_t rly_store_bury(rly_store_t *st, const char *id, const char *reason, char *errbuf)
+{
+    const char *p[] = {id, reason};
+
+    return db_run(st, STMT_BURY, p, SVC_DEADLINE_NONE, NULL, errbuf);
 }

@@ -76,4 +76,8 @@ svc_err_t rly_store_unlock_shard(rly_store_t *st, int shard, char *errbuf);
 svc_err_t rly_store_prune(rly_store_t *st, const char *shards, int64_t older_than_s, int limit,
                           int *deleted, char *errbuf);
 
+/* Copies outbox row id (uuid text) into outbox_dead_letters with reason
+ * (Kafka refused it for good); a copy made before stays. */
+svc_err_t rly_store_bury(rly_store_t *st, const char *id, const char *reason, char *errbuf);
+
 #endif

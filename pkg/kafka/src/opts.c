@@ -75,8 +75,11 @@ svc_err_t kfk_err_from_rd(int rd_err)
     case RD_KAFKA_RESP_ERR_UNKNOWN_TOPIC_OR_PART:
     case RD_KAFKA_RESP_ERR__UNKNOWN_PARTITION:
         return SVC_ENOTFOUND;
+    /* The message itself: sending it again fails again (the relay sets
+     * such a row aside, services/relay/batch.c). */
     case RD_KAFKA_RESP_ERR_MSG_SIZE_TOO_LARGE:
     case RD_KAFKA_RESP_ERR_INVALID_MSG:
+    case RD_KAFKA_RESP_ERR_INVALID_RECORD:
     case RD_KAFKA_RESP_ERR__INVALID_ARG:
         return SVC_EINVAL;
     default:

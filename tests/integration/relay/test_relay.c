@@ -14,6 +14,8 @@
  *     duplicate only ever with the same ce_id;
  *   - two relays at once: every row published once, each key's events in
  *     the order they were written;
+ *   - a row Kafka refuses for good is copied to outbox_dead_letters and
+ *     passed, and its shard goes on;
  *   - retention deletes published rows past RELAY_RETENTION_S, never an
  *     unpublished one, however old.
  * The tests share one broker, one order stack and one relay, in this order.
@@ -441,6 +443,60 @@ static void exec_sql(fixture_t *f, const char *sql)
         fail_msg("%s: %s", sql, errbuf);
 }
 
+/* A row Kafka refuses for good (2 MB: above the producer's message.max.bytes)
+ * is copied to outbox_dead_letters and passed; the event after it on the
+ * same key, so the same shard, is published; Kafka is not counted down. */
+static void refused_row_is_buried_and_its_shard_goes_on(void **state)
+{
+    fixture_t *f = *state;
+    static const char big[] = "deadbeef-0000-4000-8000-000000000001",
+                      next[] = "deadbeef-0000-4000-8000-000000000002",
+                      key[] = "deadbeef-0000-4000-8000-0000000000ff";
+    char admin[64], sql[1024];
+    const char *extra[] = {admin, NULL};
+    int64_t before = ord_it_int(f->ord, PUBLISHED) + 1;
+    rly_it_record_t *r = NULL;
+    size_t nr = 0, on_topic = 0;
+
+    assert_int_equal(rly_it_relay_stop(&f->relay, NULL), 0);
+    snprintf(admin, sizeof admin, "RELAY_ADMIN_LISTEN=127.0.0.1:%d", f->admin_port);
+    assert_int_equal(rly_it_relay_start(f->ord->ord_db.dsn, &f->kafka, extra, &f->relay), SVC_OK);
+    snprintf(sql, sizeof sql,
+             "BEGIN; INSERT INTO outbox (id, aggregate_type, aggregate_id, event_type, payload, "
+             "topic, ce_type, ce_source, payload_pb, request_id) VALUES "
+             "('%s', 'order', '%s', 'OrderCreated', '{}', '" RLY_IT_TOPIC "', "
+             "'shopmicro.order.v1.OrderCreated', 'test', decode(repeat('ab', 2000000), 'hex'), ''), "
+             "('%s', 'order', '%s', 'OrderCreated', '{}', '" RLY_IT_TOPIC "', "
+             "'shopmicro.order.v1.OrderCreated', 'test', '\\x0a0131', ''); "
+             "SELECT pg_notify('outbox', ''); COMMIT",
+             big, key, next, key);
+    exec_sql(f, sql);
+    wait_published(f, before + 1); /* both passed: the refused one and the next */
+    wait_metric(f, "shopmicro_relay_dead_letters_total", 1);
+    assert_int_equal(ord_it_int(f->ord, UNPUBLISHED), 0);
+    snprintf(sql, sizeof sql, "SELECT count(*) FROM outbox_dead_letters WHERE id = '%s' AND "
+             "reason ILIKE '%%too large%%' AND octet_length(payload_pb) = 2000000 AND "
+             "aggregate_id = '%s'", big, key);
+    assert_int_equal(ord_it_int(f->ord, sql), 1);
+    assert_int_equal(ord_it_int(f->ord, "SELECT count(*) FROM outbox_dead_letters"), 1);
+    assert_int_equal(spawn_log_count(f->relay, "refused by Kafka for good"), 1);
+    assert_int_equal(spawn_log_count(f->relay, "kafka unavailable"), 0);
+    assert_int_equal((int)metric(f, "shopmicro_relay_kafka_up"), 1);
+    assert_int_equal((int)metric(f, "shopmicro_relay_produce_errors_total"), 0);
+    assert_int_equal((int)metric(f, "shopmicro_relay_published_total"), 1);
+    assert_int_equal(rly_it_consume(&f->kafka, it_ms(30000), &r, &nr), SVC_OK);
+    for (size_t i = 0; i < nr; i++) {
+        if (strcmp(r[i].key, key) != 0)
+            continue;
+        on_topic++;
+        assert_string_equal(r[i].id, next);
+    }
+    rly_it_records_free(r, nr);
+    assert_int_equal(on_topic, 1);
+    printf("[relay] a 2 MB row refused for good: buried in outbox_dead_letters, the next event "
+           "of its key published\n");
+}
+
 /* Retention: of the rows older than RELAY_RETENTION_S only those a cursor has
  * passed go; a row Kafka never took stays however old, and goes once it is
  * published. Last: it deletes rows the other tests count. */
@@ -497,6 +553,7 @@ int main(void)
         cmocka_unit_test(kill9_mid_backlog_loses_nothing),
         cmocka_unit_test(two_relays_keep_per_key_order),
         cmocka_unit_test(killed_relay_hands_over_its_shards),
+        cmocka_unit_test(refused_row_is_buried_and_its_shard_goes_on),
         cmocka_unit_test(retention_deletes_only_published_old_rows),
     };
     int rc;

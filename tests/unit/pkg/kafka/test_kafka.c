@@ -136,6 +136,7 @@ static void error_mapping(void **state)
     assert_int_equal(kfk_err_from_rd(RD_KAFKA_RESP_ERR__QUEUE_FULL), SVC_EEXHAUSTED);
     assert_int_equal(kfk_err_from_rd(RD_KAFKA_RESP_ERR_UNKNOWN_TOPIC_OR_PART), SVC_ENOTFOUND);
     assert_int_equal(kfk_err_from_rd(RD_KAFKA_RESP_ERR_MSG_SIZE_TOO_LARGE), SVC_EINVAL);
+    assert_int_equal(kfk_err_from_rd(RD_KAFKA_RESP_ERR_INVALID_RECORD), SVC_EINVAL);
     assert_int_equal(kfk_err_from_rd(RD_KAFKA_RESP_ERR_TOPIC_AUTHORIZATION_FAILED),
                      SVC_EINTERNAL);
 }
