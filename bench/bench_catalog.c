@@ -34,6 +34,7 @@
 #include "rpc/rpc.h"
 #include "shopmicro/catalog/v1/catalog.pb-c.h"
 #include "bench_pct.h"
+#include "bench_util.h"
 
 #define METHOD(name) "/shopmicro.catalog.v1.CatalogService/" name
 #define N_STATUS     17
@@ -85,18 +86,7 @@ static atomic_int g_to_create;
 static pthread_mutex_t g_ids_mu = PTHREAD_MUTEX_INITIALIZER;
 static atomic_int g_create_errors;
 
-static void die(const char *fmt, ...) __attribute__((format(printf, 1, 2), noreturn));
-static void die(const char *fmt, ...)
-{
-    va_list ap;
-
-    fprintf(stderr, "bench_catalog: ");
-    va_start(ap, fmt);
-    vfprintf(stderr, fmt, ap);
-    va_end(ap);
-    fputc('\n', stderr);
-    exit(1);
-}
+#define die(...) bench_die("bench_catalog", __VA_ARGS__)
 
 static uint64_t xorshift(uint64_t *s)
 {

@@ -40,6 +40,7 @@
 
 #include <curl/curl.h>
 #include "bench_pct.h"
+#include "bench_util.h"
 
 #define MAX_CONNS     4096
 #define N_HTTP        600           /* HTTP statuses 0..599; 0 = no response */
@@ -98,26 +99,7 @@ static FILE *g_ids_file;
 static struct curl_slist *g_hdrs;
 static uint64_t g_run_id;
 
-static void die(const char *fmt, ...) __attribute__((format(printf, 1, 2), noreturn));
-static void die(const char *fmt, ...)
-{
-    va_list ap;
-
-    fprintf(stderr, "bench_http: ");
-    va_start(ap, fmt);
-    vfprintf(stderr, fmt, ap);
-    va_end(ap);
-    fputc('\n', stderr);
-    exit(1);
-}
-
-static uint64_t now_ns(void)
-{
-    struct timespec ts;
-
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
-}
+#define die(...) bench_die("bench_http", __VA_ARGS__)
 
 static uint64_t xorshift(uint64_t *s)
 {
@@ -250,7 +232,7 @@ static void load_products(void)
     char url[2048], token[1024] = "", id[128];
     size_t existed;
     int created = 0, failed = 0;
-    uint64_t t0, rng = now_ns() | 1;
+    uint64_t t0, rng = bench_now_ns() | 1;
 
     do {
         char *esc = curl_easy_escape(h, token, 0);
@@ -273,7 +255,7 @@ static void load_products(void)
     } while (token[0] != '\0');
     existed = g_n_ids;
 
-    t0 = now_ns();
+    t0 = bench_now_ns();
     snprintf(url, sizeof url, "%s/v1/products", g_o.url);
     while ((int)g_n_ids < g_o.ensure) {
         char body[512];
@@ -300,7 +282,7 @@ static void load_products(void)
     }
     if (created > 0 || failed > 0)
         printf("seeded %d products with POST /v1/products in %.2f s (%d errors)\n", created,
-               (double)(now_ns() - t0) / 1e9, failed);
+               (double)(bench_now_ns() - t0) / 1e9, failed);
     printf("products: %zu existed, %zu now\n", existed, g_n_ids);
     curl_easy_cleanup(h);
     free(resp.p);
@@ -352,7 +334,7 @@ static void conn_start(conn_t *c, CURLM *m)
     buf_reset(&c->resp);
     curl_easy_setopt(c->h, CURLOPT_POSTFIELDS, c->body);
     curl_easy_setopt(c->h, CURLOPT_POSTFIELDSIZE, (long)n);
-    c->t0 = now_ns();
+    c->t0 = bench_now_ns();
     if (curl_multi_add_handle(m, c->h) != CURLM_OK)
         die("curl_multi_add_handle failed");
 }
@@ -384,7 +366,7 @@ static void count(counts_t *k, long code, CURLcode rc, const char *sample)
 
 static void conn_done(conn_t *c, CURLcode rc)
 {
-    uint64_t t1 = now_ns();
+    uint64_t t1 = bench_now_ns();
     long code = 0, nconn = 0;
     bool in_window = c->t0 >= g_start_ns && t1 <= g_end_ns;
     const char *sample = c->resp.p ? c->resp.p : "";
@@ -439,13 +421,13 @@ static void run(void)
         snprintf(url, sizeof url, "%s/v1/orders", g_o.url);
         for (int i = 0; i < g_o.conns; i++) {
             cs[i].index = i;
-            cs[i].rng = (0x9E3779B97F4A7C15ull ^ (now_ns() * 2654435761u + (uint64_t)i * 7919)) | 1;
+            cs[i].rng = (0x9E3779B97F4A7C15ull ^ (bench_now_ns() * 2654435761u + (uint64_t)i * 7919)) | 1;
             cs[i].h = easy_new(&cs[i].resp, g_o.timeout_ms);
             curl_easy_setopt(cs[i].h, CURLOPT_URL, url);
             curl_easy_setopt(cs[i].h, CURLOPT_PRIVATE, &cs[i]);
         }
     }
-    g_start_ns = now_ns() + (uint64_t)(g_o.warmup * 1e9);
+    g_start_ns = bench_now_ns() + (uint64_t)(g_o.warmup * 1e9);
     g_end_ns = g_start_ns + (uint64_t)(g_o.seconds * 1e9);
     for (int i = 0; i < g_o.conns; i++)
         conn_start(&cs[i], m);
@@ -467,7 +449,7 @@ static void run(void)
             c = (conn_t *)(void *)priv;
             conn_done(c, msg->data.result);
             curl_multi_remove_handle(m, c->h);
-            if (now_ns() < g_end_ns) {
+            if (bench_now_ns() < g_end_ns) {
                 conn_start(c, m);
                 restarted = true;
             } else {
@@ -629,7 +611,7 @@ int main(int argc, char **argv)
     g_hdrs = curl_slist_append(g_hdrs, "Expect:");
     if (g_hdrs == NULL)
         die("out of memory");
-    g_run_id = now_ns() ^ ((uint64_t)time(NULL) << 20);
+    g_run_id = bench_now_ns() ^ ((uint64_t)time(NULL) << 20);
 
     load_products();
     if (g_o.seed_only)

@@ -61,6 +61,7 @@
 #include <unistd.h>
 
 #include "bench_pct.h"
+#include "bench_util.h"
 
 #define MAX_CONNS 1024
 #define RESP_MAX  8192 /* one answer's bytes: ours are a few hundred */
@@ -97,26 +98,7 @@ typedef struct run {
     uint64_t by_status[N_HTTP], retry_after, status_body;
 } run_t;
 
-static void die(const char *fmt, ...) __attribute__((format(printf, 1, 2), noreturn));
-static void die(const char *fmt, ...)
-{
-    va_list ap;
-
-    fprintf(stderr, "bench_openloop: ");
-    va_start(ap, fmt);
-    vfprintf(stderr, fmt, ap);
-    va_end(ap);
-    fputc('\n', stderr);
-    exit(1);
-}
-
-static uint64_t now_ns(void)
-{
-    struct timespec ts;
-
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
-}
+#define die(...) bench_die("bench_openloop", __VA_ARGS__)
 
 /* When request k is due. */
 static uint64_t due_ns(const run_t *r, uint64_t k)
@@ -270,7 +252,7 @@ static void on_readable(run_t *r, conn_t *c)
         return;
     }
     c->len += (size_t)n;
-    got = try_answer(r, c, now_ns());
+    got = try_answer(r, c, bench_now_ns());
     if (got < 0)
         conn_fail(r, c, false);
     else if (got > 0)
@@ -309,9 +291,9 @@ static void run_load(run_t *r)
     struct epoll_event evs[64];
     uint64_t next_check = 0;
 
-    r->start_ns = now_ns();
+    r->start_ns = bench_now_ns();
     while (r->done < r->total) {
-        uint64_t now = now_ns(), wait = 100000000u; /* 100 ms when nothing is due */
+        uint64_t now = bench_now_ns(), wait = 100000000u; /* 100 ms when nothing is due */
         skip_stale(r, now);
         while (r->next_k < r->total && r->n_idle > 0 && due_ns(r, r->next_k) <= now)
             send_next(r, now);
@@ -323,7 +305,7 @@ static void run_load(run_t *r)
             die("epoll_pwait2: %s", strerror(errno));
         for (int i = 0; i < n; i++)
             on_readable(r, evs[i].data.ptr);
-        if ((now = now_ns()) >= next_check) {
+        if ((now = bench_now_ns()) >= next_check) {
             check_timeouts(r, now);
             next_check = now + 1000000u;
         }

@@ -40,6 +40,7 @@
 #include "rpc/rpc.h"
 #include "shopmicro/order/v1/order.pb-c.h"
 #include "bench_pct.h"
+#include "bench_util.h"
 
 #define KEY_DELIM "~~relay-bench-key~~"
 #define MSG_DELIM "~~relay-bench-end~~\n"
@@ -47,18 +48,7 @@
 #define CALL_DEADLINE_MS 5000
 #define MAX_THREADS 256
 
-static void die(const char *fmt, ...) __attribute__((format(printf, 1, 2), noreturn));
-static void die(const char *fmt, ...)
-{
-    va_list ap;
-
-    fprintf(stderr, "bench_relay: ");
-    va_start(ap, fmt);
-    vfprintf(stderr, fmt, ap);
-    va_end(ap);
-    fputc('\n', stderr);
-    exit(1);
-}
+#define die(...) bench_die("bench_relay", __VA_ARGS__)
 
 static uint64_t xorshift(uint64_t *s)
 {

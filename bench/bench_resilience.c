@@ -17,6 +17,7 @@
 #include <time.h>
 
 #include "rs/resilience.h"
+#include "bench_util.h"
 
 #define ITERS 2000000
 #define RUNS 7
@@ -107,14 +108,6 @@ typedef struct job {
     double ns_per_call;
 } job_t;
 
-static uint64_t now_ns(void)
-{
-    struct timespec ts;
-
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
-}
-
 static void one_engine_call(rs_upstream_t *up)
 {
     rs_outcome_t o = RS_OUTCOME_INIT;
@@ -138,7 +131,7 @@ static void *run_job(void *arg)
     uint64_t t0;
 
     pthread_barrier_wait(j->go);
-    t0 = now_ns();
+    t0 = bench_now_ns();
     for (int i = 0; i < ITERS; i++) {
         switch (j->mode) {
         case BASELINE:
@@ -154,7 +147,7 @@ static void *run_job(void *arg)
             break;
         }
     }
-    j->ns_per_call = (double)(now_ns() - t0) / ITERS;
+    j->ns_per_call = (double)(bench_now_ns() - t0) / ITERS;
     return NULL;
 }
 
