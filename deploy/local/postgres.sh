@@ -140,6 +140,10 @@ pg_write_conf() {
     if [[ ${SHOPMICRO_PG_FAST:-0} == 1 ]]; then
       echo "synchronous_commit = off   # SHOPMICRO_PG_FAST=1"
     fi
+    # Lines of your own, last so that they win: e.g. pg_stat_statements for a benchmark.
+    if [[ -n ${SHOPMICRO_PG_EXTRA_CONF:-} ]]; then
+      printf '%s\n' "# SHOPMICRO_PG_EXTRA_CONF" "$SHOPMICRO_PG_EXTRA_CONF"
+    fi
   } >"$conf"
   if (( EUID == 0 )); then chown postgres:postgres "$conf"; fi
   chmod 600 "$conf"

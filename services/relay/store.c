@@ -25,24 +25,29 @@ enum {
 
 static const db_stmt_t stmts[] = {
     /* h: the horizon, the oldest transaction still running (pg_snapshot_xmin
-     * of this statement's snapshot): below it every transaction has ended,
-     * so the rows read can no longer be joined by an older one committing
-     * late (services/relay/schema/0007). held: committed rows above it,
-     * waiting for an older transaction (possibly in another database, which
-     * sends no NOTIFY here), so the relay looks again soon. Then, per shard,
-     * its rows after its position: one index range scan each
-     * (outbox_relay_order). The LEFT JOIN keeps one row when none is read,
-     * to carry held. */
+     * of this statement's snapshot), taken once: below it every transaction
+     * has ended, so the rows read can no longer be joined by an older one
+     * committing late (services/relay/schema/0007). held: whether a shard's
+     * newest committed row is above it, waiting for an older transaction
+     * (possibly in another database, which sends no NOTIFY here), so the
+     * relay looks again soon; one backward index probe per shard. (It was an
+     * EXISTS over txid >= horizon, which the planner, guessing that a third
+     * of the table matches, ran as a scan of every row kept: 400 a second.)
+     * Then, per shard, its rows after its position: one index range scan
+     * each (outbox_relay_order). The LEFT JOIN keeps one row when none is
+     * read, to carry held. */
     [STMT_READ] = {"rly_read",
-                   "WITH h AS (SELECT x, EXISTS (SELECT 1 FROM outbox y WHERE y.shard = "
-                   "ANY($1::smallint[]) AND y.txid >= x) AS held "
-                   "FROM (SELECT pg_snapshot_xmin(pg_current_snapshot()) AS x) s) "
-                   "SELECT h.held, r.shard, r.txid::text, r.seq, r.id::text, r.aggregate_id, "
+                   "WITH h AS MATERIALIZED (SELECT pg_snapshot_xmin(pg_current_snapshot()) AS x), "
+                   "c AS MATERIALIZED (SELECT * FROM unnest($1::smallint[], $2::xid8[], "
+                   "$3::bigint[]) AS c(shard, txid, seq)), "
+                   "t AS (SELECT coalesce(bool_or(n.txid >= h.x), false) AS held FROM h, c, "
+                   "LATERAL (SELECT txid FROM outbox WHERE shard = c.shard "
+                   "ORDER BY txid DESC, seq DESC LIMIT 1) n) "
+                   "SELECT t.held, r.shard, r.txid::text, r.seq, r.id::text, r.aggregate_id, "
                    "r.topic, r.ce_type, r.ce_source, r.payload_pb, r.request_id, "
                    EPOCH_US("r.created_at") " "
-                   "FROM h LEFT JOIN LATERAL ("
-                   "SELECT o.* FROM unnest($1::smallint[], $2::xid8[], $3::bigint[]) "
-                   "AS c(shard, txid, seq), LATERAL (SELECT shard, txid, seq, id, aggregate_id, "
+                   "FROM h CROSS JOIN t LEFT JOIN LATERAL ("
+                   "SELECT o.* FROM c, LATERAL (SELECT shard, txid, seq, id, aggregate_id, "
                    "topic, ce_type, ce_source, payload_pb, request_id, created_at FROM outbox "
                    "WHERE shard = c.shard AND (txid, seq) > (c.txid, c.seq) AND txid < h.x "
                    "AND payload_pb IS NOT NULL ORDER BY txid, seq LIMIT $4) o) r ON true "
@@ -65,11 +70,15 @@ static const db_stmt_t stmts[] = {
                       "WHERE shard = ANY($1::smallint[]) ORDER BY shard",
                       1, true},
     [STMT_SHARDS] = {"rly_shards", "SELECT shard FROM outbox_cursor ORDER BY shard", 0, true},
-    /* For /metrics: the view outbox_pending walks each shard's rows after
-     * its cursor; the count stops at $1 rows, so a scrape costs the same
-     * with a backlog of a million. */
+    /* For /metrics: each shard's rows after its cursor, by index range (the
+     * view outbox_pending joins the two tables, which the planner does with
+     * a scan of every row kept); the count stops at $1 rows, so a refresh
+     * costs the same with a backlog of a million. */
     [STMT_STATS] = {"rly_stats",
-                    "SELECT (SELECT count(*) FROM (SELECT 1 FROM outbox_pending LIMIT $1) b), "
+                    "SELECT (SELECT count(*) FROM (SELECT 1 FROM outbox_cursor c, LATERAL "
+                    "(SELECT 1 FROM outbox o WHERE o.shard = c.shard AND (o.txid, o.seq) > "
+                    "(c.txid, c.seq) AND o.payload_pb IS NOT NULL ORDER BY o.txid, o.seq "
+                    "LIMIT $1) p LIMIT $1) b), "
                     "COALESCE((SELECT (extract(epoch FROM min(f.created_at)) * 1000)::bigint "
                     "FROM outbox_cursor c, LATERAL (SELECT created_at FROM outbox o WHERE "
                     "o.shard = c.shard AND (o.txid, o.seq) > (c.txid, c.seq) AND o.payload_pb "
@@ -115,17 +124,32 @@ static const db_stmt_t stmts[] = {
                    2, true},
 };
 
-/* The read's parameters are arrays, for which Postgres keeps planning every
- * execution anew (a custom plan, 0.2-0.3 ms) although the plan never
- * changes: an index range scan per shard. A generic plan halves an empty
- * read's cost, paid once per NOTIFY. libpq takes session settings from
- * PGOPTIONS; set before any thread starts (the relay's start-up). */
-static void use_generic_plans(void)
+/* The session's planner settings, from libpq's PGOPTIONS (set before any
+ * thread starts: the relay's start-up).
+ *
+ * Generic plans: the read's parameters are arrays, for which Postgres keeps
+ * planning every execution anew (a custom plan, 0.2-0.3 ms) although the
+ * plan never changes. A generic plan halves an empty read's cost, paid once
+ * per NOTIFY.
+ *
+ * Index ranges only: every statement here reads a range of a shard after
+ * (or, retention, before) its cursor, a few rows of a table that keeps
+ * RELAY_RETENTION_S of them (a week: millions). The planner cannot see that:
+ * a comparison with a cursor it does not know at plan time is guessed to
+ * match a third of the rows, and a scan of the whole table, or a bitmap of a
+ * third of it, then looks as cheap as the range (seen: 400 full scans a
+ * second, the relay's backend over half a core at 200 orders/s). Without
+ * sequential and bitmap scans it takes the index ranges these statements
+ * were written for; tests/integration/relay checks that the relay scans the
+ * outbox by index only. No JIT: each execution would compile again, for
+ * statements that run in well under a millisecond. */
+static void set_planner(void)
 {
     const char *was = getenv("PGOPTIONS");
     char opts[512];
 
-    snprintf(opts, sizeof opts, "%s%s-c plan_cache_mode=force_generic_plan",
+    snprintf(opts, sizeof opts, "%s%s-c plan_cache_mode=force_generic_plan "
+             "-c enable_seqscan=off -c enable_bitmapscan=off -c jit=off",
              was ? was : "", was && was[0] ? " " : "");
     setenv("PGOPTIONS", opts, 1);
 }
@@ -133,7 +157,7 @@ static void use_generic_plans(void)
 svc_err_t rly_store_new(const char *dsn, const char *name, int statement_timeout_ms,
                         rly_store_t **out, char *errbuf)
 {
-    use_generic_plans();
+    set_planner();
     return db_conn_open(dsn, stmts, SVC_COUNTOF(stmts), statement_timeout_ms, name, out, errbuf);
 }
 

@@ -16,6 +16,8 @@
  *     the order they were written;
  *   - a row Kafka refuses for good is copied to outbox_dead_letters and
  *     passed, and its shard goes on;
+ *   - with 20,000 published rows kept, the relay's reads never scan the
+ *     whole outbox (index ranges only);
  *   - retention deletes published rows past RELAY_RETENTION_S, never an
  *     unpublished one, however old.
  * The tests share one broker, one order stack and one relay, in this order.
@@ -497,6 +499,58 @@ static void refused_row_is_buried_and_its_shard_goes_on(void **state)
            "of its key published\n");
 }
 
+#define OUTBOX_SCANS(kind) \
+    "SELECT " kind " FROM pg_stat_user_tables WHERE relname = 'outbox'"
+
+/* The outbox's scan counters once the relay's backend has reported them: a
+ * backend sends its counts at the end of a transaction at most once a second,
+ * and the relay's lease tick ends one every second. */
+static void outbox_scans(fixture_t *f, int64_t *seq, int64_t *idx)
+{
+    ord_it_sleep_ms(2500);
+    *seq = ord_it_int(f->ord, OUTBOX_SCANS("seq_scan"));
+    *idx = ord_it_int(f->ord, OUTBOX_SCANS("idx_scan"));
+}
+
+/* The relay reads its shards by index range only, whatever the planner's
+ * statistics say, so a read costs the same with a week of published rows
+ * kept (RELAY_RETENTION_S) as with none: never a scan of the whole outbox.
+ * Here 20,000 rows published before the relay starts, no statistics on
+ * them, then orders, each read by the relay on its NOTIFY. */
+static void reads_never_scan_the_whole_outbox(void **state)
+{
+    fixture_t *f = *state;
+    enum { KEPT = 20000, N = 30 };
+    char ids[N][37], admin[64];
+    const char *extra[] = {admin, NULL};
+    int64_t seq0, idx0, seq1, idx1;
+
+    wait_published(f, ord_it_int(f->ord, "SELECT count(*) FROM outbox"));
+    assert_int_equal(rly_it_relay_stop(&f->relay, NULL), 0);
+    exec_sql(f, "INSERT INTO outbox (id, aggregate_type, aggregate_id, event_type, payload, topic, "
+                "ce_type, ce_source, payload_pb, request_id) SELECT gen_random_uuid(), 'order', "
+                "gen_random_uuid()::text, 'OrderCreated', '{}', '" RLY_IT_TOPIC "', "
+                "'shopmicro.order.v1.OrderCreated', 'test-kept', '\\x0a0131', '' "
+                "FROM generate_series(1, 20000)");
+    /* Published long ago: every cursor past them. */
+    exec_sql(f, "UPDATE outbox_cursor c SET txid = m.txid, seq = m.seq FROM (SELECT DISTINCT ON "
+                "(shard) shard, txid, seq FROM outbox ORDER BY shard, txid DESC, seq DESC) m "
+                "WHERE m.shard = c.shard");
+    snprintf(admin, sizeof admin, "RELAY_ADMIN_LISTEN=127.0.0.1:%d", f->admin_port);
+    assert_int_equal(rly_it_relay_start(f->ord->ord_db.dsn, &f->kafka, extra, &f->relay), SVC_OK);
+    outbox_scans(f, &seq0, &idx0);
+    place(f, N, ids);
+    wait_metric_within(f, "shopmicro_relay_published_total", N, DRAIN_MS);
+    outbox_scans(f, &seq1, &idx1);
+    printf("[relay] %d orders with %d published rows kept: the outbox scanned %lld times by "
+           "index, %lld times whole\n", N, KEPT, (long long)(idx1 - idx0),
+           (long long)(seq1 - seq0));
+    assert_true(idx1 - idx0 >= N / 2); /* the relay's reads did report */
+    assert_int_equal(seq1 - seq0, 0);
+    check_topic(f, ids, N, true);
+    exec_sql(f, "DELETE FROM outbox WHERE ce_source = 'test-kept'"); /* as retention would */
+}
+
 /* Retention: of the rows older than RELAY_RETENTION_S only those a cursor has
  * passed go; a row Kafka never took stays however old, and goes once it is
  * published. Last: it deletes rows the other tests count. */
@@ -554,6 +608,7 @@ int main(void)
         cmocka_unit_test(two_relays_keep_per_key_order),
         cmocka_unit_test(killed_relay_hands_over_its_shards),
         cmocka_unit_test(refused_row_is_buried_and_its_shard_goes_on),
+        cmocka_unit_test(reads_never_scan_the_whole_outbox),
         cmocka_unit_test(retention_deletes_only_published_old_rows),
     };
     int rc;
