@@ -18,26 +18,46 @@
     "FROM pg_locks WHERE locktype = 'advisory' AND granted AND objsubid = 2 "
 
 enum {
-    STMT_READ, STMT_ADVANCE, STMT_CURSORS, STMT_SHARDS, STMT_STATS,
+    STMT_HORIZON, STMT_READ, STMT_ADVANCE, STMT_CURSORS, STMT_SHARDS, STMT_STATS,
     STMT_HELD, STMT_JOIN, STMT_MEMBERS, STMT_LOCK, STMT_UNLOCK, STMT_PRUNE,
     STMT_BURY,
 };
 
 static const db_stmt_t stmts[] = {
-    /* h: the horizon, the oldest transaction still running (pg_snapshot_xmin
-     * of this statement's snapshot), taken once: below it every transaction
-     * has ended, so the rows read can no longer be joined by an older one
-     * committing late (services/relay/schema/0007). held: whether a shard's
-     * newest committed row is above it, waiting for an older transaction
-     * (possibly in another database, which sends no NOTIFY here), so the
-     * relay looks again soon; one backward index probe per shard. (It was an
-     * EXISTS over txid >= horizon, which the planner, guessing that a third
-     * of the table matches, ran as a scan of every row kept: 400 a second.)
-     * Then, per shard, its rows after its position: one index range scan
-     * each (outbox_relay_order). The LEFT JOIN keeps one row when none is
-     * read, to carry held. */
+    /* The horizon, in two steps; the read may only return rows below it:
+     * every transaction of this database with a smaller id has ended, so no
+     * row can still join them from a transaction committing late
+     * (services/relay/schema/0007). This statement: B, the xmax of its own
+     * snapshot (every id below B was assigned before it), then L, the ids of
+     * the transactions of this database running now (pg_stat_activity, read
+     * during execution, so after that snapshot). The read, a statement later,
+     * takes as horizon the oldest id running at its own snapshot that is in
+     * L or not below B (its xmax if none). An id below B that is not in L
+     * and still runs at the read belongs to another database: had it been
+     * ours, it was running when L was read. So a long transaction in another
+     * database (the catalog's, for order's outbox) no longer holds these
+     * rows back, as pg_snapshot_xmin, the whole cluster's, did. (No prepared
+     * transactions: they have no pg_stat_activity row; max_prepared_
+     * transactions is 0.) */
+    [STMT_HORIZON] = {"rly_horizon",
+                      "SELECT pg_snapshot_xmax(pg_current_snapshot())::text, (SELECT "
+                      "coalesce(array_agg(a.backend_xid), '{}')::text FROM pg_stat_activity a "
+                      "WHERE a.datid = (SELECT oid FROM pg_database WHERE datname = "
+                      "current_database()) AND a.backend_xid IS NOT NULL)",
+                      0, true},
+    /* h: the horizon (above; $5 B, $6 L), taken once. held: whether a
+     * shard's newest committed row is above it, waiting for an older
+     * transaction (whose end may send no NOTIFY), so the relay looks again
+     * soon; one backward index probe per shard. (It was an EXISTS over
+     * txid >= horizon, which the planner, guessing that a third of the table
+     * matches, ran as a scan of every row kept: 400 a second.) Then, per
+     * shard, its rows after its position: one index range scan each
+     * (outbox_relay_order). The LEFT JOIN keeps one row when none is read,
+     * to carry held. */
     [STMT_READ] = {"rly_read",
-                   "WITH h AS MATERIALIZED (SELECT pg_snapshot_xmin(pg_current_snapshot()) AS x), "
+                   "WITH h AS MATERIALIZED (SELECT least(pg_snapshot_xmax(s.s), (SELECT min(x) "
+                   "FROM pg_snapshot_xip(s.s) AS x WHERE x >= $5::xid8 OR xid(x) = "
+                   "ANY($6::xid[]))) AS x FROM (SELECT pg_current_snapshot() AS s) s), "
                    "c AS MATERIALIZED (SELECT * FROM unnest($1::smallint[], $2::xid8[], "
                    "$3::bigint[]) AS c(shard, txid, seq)), "
                    "t AS (SELECT coalesce(bool_or(n.txid >= h.x), false) AS held FROM h, c, "
@@ -52,7 +72,7 @@ static const db_stmt_t stmts[] = {
                    "WHERE shard = c.shard AND (txid, seq) > (c.txid, c.seq) AND txid < h.x "
                    "AND payload_pb IS NOT NULL ORDER BY txid, seq LIMIT $4) o) r ON true "
                    "ORDER BY r.shard, r.txid, r.seq",
-                   4, true},
+                   6, true},
     /* Forward only: a relay that lost its lease without knowing (its
      * session re-made) can only ever move a cursor over rows it had
      * published itself, never back over another's. The commit need not
@@ -190,10 +210,18 @@ svc_err_t rly_store_read(rly_store_t *st, const rly_positions_t *p, int limit, P
                          char *errbuf)
 {
     char lim[16];
-    const char *params[] = {p->shards, p->txids, p->seqs, lim};
+    PGresult *h;
+    svc_err_t err = query(st, STMT_HORIZON, NULL, &h, errbuf);
 
-    snprintf(lim, sizeof lim, "%d", limit);
-    return query(st, STMT_READ, params, rows, errbuf);
+    if (err == SVC_OK) {
+        const char *params[] = {p->shards, p->txids, p->seqs, lim, PQgetvalue(h, 0, 0),
+                                PQgetvalue(h, 0, 1)};
+
+        snprintf(lim, sizeof lim, "%d", limit);
+        err = query(st, STMT_READ, params, rows, errbuf);
+    }
+    PQclear(h);
+    return err;
 }
 
 svc_err_t rly_store_advance(rly_store_t *st, const rly_positions_t *p, char *errbuf)

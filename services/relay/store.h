@@ -42,8 +42,9 @@ void rly_store_free(rly_store_t *st);
 
 /* Up to `limit` rows of each shard in p after its position, oldest first
  * ((txid, seq) order), sorted by shard then position; only rows whose
- * transaction and every older one have ended. *rows owned by caller
- * (PQclear); at least one row (RLY_COL_SHARD NULL when none was read). */
+ * transaction and every older one of this database have ended (two
+ * statements: the horizon, then the read). *rows owned by caller (PQclear);
+ * at least one row (RLY_COL_SHARD NULL when none was read). */
 svc_err_t rly_store_read(rly_store_t *st, const rly_positions_t *p, int limit, PGresult **rows,
                          char *errbuf);
 /* Moves each shard's cursor forward to the given position (never back). */

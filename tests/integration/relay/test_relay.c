@@ -18,6 +18,8 @@
  *     passed, and its shard goes on;
  *   - with 20,000 published rows kept, the relay's reads never scan the
  *     whole outbox (index ranges only);
+ *   - a transaction open in another database holds no event back; an older
+ *     one of this database holds its shard's later rows until it commits;
  *   - retention deletes published rows past RELAY_RETENTION_S, never an
  *     unpublished one, however old.
  * The tests share one broker, one order stack and one relay, in this order.
@@ -551,6 +553,94 @@ static void reads_never_scan_the_whole_outbox(void **state)
     exec_sql(f, "DELETE FROM outbox WHERE ce_source = 'test-kept'"); /* as retention would */
 }
 
+/* A session with a transaction left open (BEGIN, an id assigned, then sql). */
+static pgtest_conn_t *open_transaction(const char *dsn, const char *sql)
+{
+    char errbuf[SVC_ERRBUF_LEN];
+    pgtest_conn_t *c = NULL;
+
+    if (pgtest_conn_open(dsn, &c, errbuf) != SVC_OK ||
+        pgtest_conn_exec(c, "BEGIN; SELECT pg_current_xact_id()", errbuf) != SVC_OK ||
+        (sql != NULL && pgtest_conn_exec(c, sql, errbuf) != SVC_OK))
+        fail_msg("open transaction: %s", errbuf);
+    return c;
+}
+
+/* A transaction left open in another database (the catalog's) holds none of
+ * order's events: the horizon is this database's (store.c, rly_horizon).
+ * With the cluster's (pg_snapshot_xmin) they waited for it to end. */
+static void other_database_transaction_holds_nothing(void **state)
+{
+    fixture_t *f = *state;
+    enum { N = 5 };
+    char ids[N][37];
+    int64_t before = ord_it_int(f->ord, PUBLISHED), last = 0;
+    pgtest_conn_t *other = open_transaction(f->ord->cat_db.dsn, NULL);
+    uint64_t t0 = svc_now_ns();
+
+    place(f, N, ids);
+    if (pgtest_wait_int_at_least(f->ord->ord_db.dsn, PUBLISHED, before + N, it_ms(10000), &last,
+                                 NULL) != SVC_OK) {
+        pgtest_conn_close(other);
+        fail_msg("%lld of %d rows published while a catalog transaction is open",
+                 (long long)(last - before), N);
+    }
+    printf("[relay] a catalog transaction open: %d orders published in %.0f ms\n", N,
+           ord_it_ms_since(t0));
+    pgtest_conn_close(other);
+    check_topic(f, ids, N, true);
+}
+
+/* A row of key %s with value %s (hex), for topic shopmicro.orders.v1. */
+#define SEQ_ROW                                                                           \
+    "INSERT INTO outbox (id, aggregate_type, aggregate_id, event_type, payload, topic, "  \
+    "ce_type, ce_source, payload_pb, request_id) VALUES (gen_random_uuid(), 'order', "   \
+    "'%s', 'Seq', '{}', '" RLY_IT_TOPIC "', 'shopmicro.test.v1.Seq', 'test', '\\x%s', " \
+    "''); SELECT pg_notify('outbox', '')"
+
+/* An older transaction of this database still open holds every later row of
+ * its shard: here a row A of key k written in an open transaction, then a
+ * row B of k committed after it (a later id, the same shard). B waits (had
+ * the cursor passed it, A would be behind the cursor when it commits: lost);
+ * once A commits, both are published, A first. */
+static void older_transaction_holds_later_rows(void **state)
+{
+    fixture_t *f = *state;
+    static const char key[] = "0dd0e000-0000-4000-8000-000000000001";
+    char a[512], b[512], sql[160], errbuf[SVC_ERRBUF_LEN];
+    pgtest_conn_t *older;
+    rly_it_record_t *r = NULL;
+    size_t nr = 0, seen = 0;
+
+    snprintf(a, sizeof a, SEQ_ROW, key, "0a0141"); /* value: field 1 "A" */
+    snprintf(b, sizeof b, SEQ_ROW, key, "0a0142");
+    older = open_transaction(f->ord->ord_db.dsn, a);
+    exec_sql(f, b);
+    ord_it_sleep_ms(it_ms(1500));
+    snprintf(sql, sizeof sql, "SELECT count(*) FROM outbox_pending WHERE aggregate_id = '%s'", key);
+    assert_int_equal(ord_it_int(f->ord, sql), 1); /* B, not published: held behind A */
+    if (pgtest_conn_exec(older, "COMMIT", errbuf) != SVC_OK)
+        fail_msg("COMMIT: %s", errbuf);
+    pgtest_conn_close(older);
+    snprintf(sql, sizeof sql, "SELECT 1 - count(*) FROM outbox_pending WHERE aggregate_id = '%s'",
+             key);
+    assert_int_equal(pgtest_wait_int_at_least(f->ord->ord_db.dsn, sql, 1, it_ms(10000), NULL,
+                                              NULL), SVC_OK);
+    assert_int_equal(rly_it_consume(&f->kafka, it_ms(30000), &r, &nr), SVC_OK);
+    for (size_t i = 0; i < nr; i++) {
+        if (strcmp(r[i].key, key) != 0)
+            continue;
+        assert_true(seen < 2);
+        assert_int_equal(r[i].value_len, 3);
+        assert_int_equal(r[i].value[2], seen == 0 ? 'A' : 'B');
+        seen++;
+    }
+    rly_it_records_free(r, nr);
+    assert_int_equal(seen, 2);
+    printf("[relay] a row committed after an older open transaction waited for it; then both, "
+           "in order\n");
+}
+
 /* Retention: of the rows older than RELAY_RETENTION_S only those a cursor has
  * passed go; a row Kafka never took stays however old, and goes once it is
  * published. Last: it deletes rows the other tests count. */
@@ -609,6 +699,8 @@ int main(void)
         cmocka_unit_test(killed_relay_hands_over_its_shards),
         cmocka_unit_test(refused_row_is_buried_and_its_shard_goes_on),
         cmocka_unit_test(reads_never_scan_the_whole_outbox),
+        cmocka_unit_test(other_database_transaction_holds_nothing),
+        cmocka_unit_test(older_transaction_holds_later_rows),
         cmocka_unit_test(retention_deletes_only_published_old_rows),
     };
     int rc;
