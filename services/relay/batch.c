@@ -489,6 +489,10 @@ void rly_batch_start(rly_batch_t *b, rly_store_t *st, const rly_batch_opts_t *o,
     }
     b->flying++;
     atomic_fetch_add_explicit(o->in_flight, f->n, memory_order_relaxed);
+    if (res->more) { /* a backlog: Postgres reads the next batch while this one is produced */
+        lit = literals(b, b->rd, b->n_cur);
+        rly_store_read_ahead(st, &lit, per_shard);
+    }
     (void)produce_wave(b, f, b->flying - 1);
     res->produce_ms = ms_since(&t);
     f->res.read = res->read;

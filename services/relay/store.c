@@ -2,6 +2,7 @@
 /* store.c - the relay's SQL. Every statement is prepared and parameterised. */
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 
 #include "store.h"
 
@@ -174,23 +175,74 @@ static void set_planner(void)
     setenv("PGOPTIONS", opts, 1);
 }
 
+/* The connection, and the read sent ahead (rly_store_read_ahead): its
+ * parameters, and its result once another statement needed the connection. */
+struct rly_store {
+    db_conn_t *db;
+    char ahead[RLY_STORE_KEY_MAX]; /* "" when none; else shards|txids|seqs|limit */
+    PGresult *early;               /* its result, received early; or NULL     */
+    svc_err_t early_err;
+    char early_reason[SVC_ERRBUF_LEN];
+};
+
 svc_err_t rly_store_new(const char *dsn, const char *name, int statement_timeout_ms,
                         rly_store_t **out, char *errbuf)
 {
+    rly_store_t *st = calloc(1, sizeof *st);
+    svc_err_t err;
+
+    *out = NULL;
+    if (st == NULL) {
+        svc_errbuf_set(errbuf, "relay store: out of memory");
+        return SVC_ENOMEM;
+    }
     set_planner();
-    return db_conn_open(dsn, stmts, SVC_COUNTOF(stmts), statement_timeout_ms, name, out, errbuf);
+    err = db_conn_open(dsn, stmts, SVC_COUNTOF(stmts), statement_timeout_ms, name, &st->db,
+                       errbuf);
+    if (err != SVC_OK) {
+        free(st);
+        return err;
+    }
+    *out = st;
+    return SVC_OK;
+}
+
+static void forget_ahead(rly_store_t *st)
+{
+    PQclear(st->early);
+    st->early = NULL;
+    st->ahead[0] = '\0';
 }
 
 void rly_store_free(rly_store_t *st)
 {
-    db_conn_free(st);
+    if (st == NULL)
+        return;
+    forget_ahead(st);
+    db_conn_free(st->db);
+    free(st);
+}
+
+/* Before any statement: a read still on the wire is received and kept. */
+static void settle(rly_store_t *st)
+{
+    if (db_sent(st->db))
+        st->early_err = db_receive(st->db, SVC_DEADLINE_NONE, &st->early, st->early_reason);
 }
 
 static svc_err_t query(rly_store_t *st, size_t idx, const char *const *params, PGresult **rows,
                        char *errbuf)
 {
     *rows = NULL;
-    return db_exec(st, idx, params, SVC_DEADLINE_NONE, rows, errbuf);
+    settle(st);
+    return db_exec(st->db, idx, params, SVC_DEADLINE_NONE, rows, errbuf);
+}
+
+static svc_err_t run(rly_store_t *st, size_t idx, const char *const *params, int *n,
+                     char *errbuf)
+{
+    settle(st);
+    return db_run(st->db, idx, params, SVC_DEADLINE_NONE, n, errbuf);
 }
 
 /* A statement answering one value in one row: "t" or a number. */
@@ -206,10 +258,20 @@ static svc_err_t query_value(rly_store_t *st, size_t idx, const char *const *par
     return err;
 }
 
-svc_err_t rly_store_read(rly_store_t *st, const rly_positions_t *p, int limit, PGresult **rows,
-                         char *errbuf)
+/* The read's parameters as one string (what a read sent ahead is matched
+ * by); false when they do not fit, and then nothing is read ahead. */
+static bool read_key(const rly_positions_t *p, const char *limit, char *out)
 {
-    char lim[16];
+    int n = snprintf(out, RLY_STORE_KEY_MAX, "%s|%s|%s|%s", p->shards, p->txids, p->seqs, limit);
+
+    return n > 0 && n < RLY_STORE_KEY_MAX;
+}
+
+/* The horizon (rly_horizon, a statement of its own before the read's), then
+ * the read: sent, or run when *rows is wanted. */
+static svc_err_t read_rows(rly_store_t *st, const rly_positions_t *p, const char *lim,
+                           PGresult **rows, char *errbuf)
+{
     PGresult *h;
     svc_err_t err = query(st, STMT_HORIZON, NULL, &h, errbuf);
 
@@ -217,18 +279,53 @@ svc_err_t rly_store_read(rly_store_t *st, const rly_positions_t *p, int limit, P
         const char *params[] = {p->shards, p->txids, p->seqs, lim, PQgetvalue(h, 0, 0),
                                 PQgetvalue(h, 0, 1)};
 
-        snprintf(lim, sizeof lim, "%d", limit);
-        err = query(st, STMT_READ, params, rows, errbuf);
+        err = rows != NULL ? db_exec(st->db, STMT_READ, params, SVC_DEADLINE_NONE, rows, errbuf)
+                           : db_send(st->db, STMT_READ, params, errbuf);
     }
     PQclear(h);
     return err;
+}
+
+svc_err_t rly_store_read(rly_store_t *st, const rly_positions_t *p, int limit, PGresult **rows,
+                         char *errbuf)
+{
+    char lim[16], key[RLY_STORE_KEY_MAX];
+
+    *rows = NULL;
+    snprintf(lim, sizeof lim, "%d", limit);
+    if (st->ahead[0] != '\0' && read_key(p, lim, key) && strcmp(key, st->ahead) == 0) {
+        svc_err_t err;
+
+        settle(st);
+        *rows = st->early;
+        st->early = NULL;
+        err = st->early_err;
+        if (err != SVC_OK)
+            svc_errbuf_set(errbuf, "%s", st->early_reason);
+        forget_ahead(st);
+        return err;
+    }
+    settle(st);
+    forget_ahead(st); /* read for other positions: the cursors moved back, the lease changed */
+    return read_rows(st, p, lim, rows, errbuf);
+}
+
+void rly_store_read_ahead(rly_store_t *st, const rly_positions_t *p, int limit)
+{
+    char lim[16], errbuf[SVC_ERRBUF_LEN];
+
+    settle(st);
+    forget_ahead(st);
+    snprintf(lim, sizeof lim, "%d", limit);
+    if (read_key(p, lim, st->ahead) && read_rows(st, p, lim, NULL, errbuf) != SVC_OK)
+        st->ahead[0] = '\0'; /* the read itself will meet the failure, and say it */
 }
 
 svc_err_t rly_store_advance(rly_store_t *st, const rly_positions_t *p, char *errbuf)
 {
     const char *params[] = {p->shards, p->txids, p->seqs};
 
-    return db_run(st, STMT_ADVANCE, params, SVC_DEADLINE_NONE, NULL, errbuf);
+    return run(st, STMT_ADVANCE, params, NULL, errbuf);
 }
 
 svc_err_t rly_store_cursors(rly_store_t *st, const char *shards, PGresult **rows, char *errbuf)
@@ -314,12 +411,12 @@ svc_err_t rly_store_prune(rly_store_t *st, const char *shards, int64_t older_tha
     snprintf(age, sizeof age, "%lld", (long long)older_than_s);
     snprintf(lim, sizeof lim, "%d", limit);
     *deleted = 0;
-    return db_run(st, STMT_PRUNE, p, SVC_DEADLINE_NONE, deleted, errbuf);
+    return run(st, STMT_PRUNE, p, deleted, errbuf);
 }
 
 svc_err_t rly_store_bury(rly_store_t *st, const char *id, const char *reason, char *errbuf)
 {
     const char *p[] = {id, reason};
 
-    return db_run(st, STMT_BURY, p, SVC_DEADLINE_NONE, NULL, errbuf);
+    return run(st, STMT_BURY, p, NULL, errbuf);
 }

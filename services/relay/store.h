@@ -11,7 +11,12 @@
 
 #include "db/db.h"
 
-typedef struct db_conn rly_store_t;
+/* The relay's connection (opaque). Not thread-safe: the relay's thread. */
+typedef struct rly_store rly_store_t;
+
+/* The longest parameters a read sent ahead is kept for (8 shards need
+ * about 400 bytes). */
+#define RLY_STORE_KEY_MAX 512
 
 /* The columns of a read row, in this order (RLY_COL_*). */
 enum {
@@ -47,6 +52,12 @@ void rly_store_free(rly_store_t *st);
  * at least one row (RLY_COL_SHARD NULL when none was read). */
 svc_err_t rly_store_read(rly_store_t *st, const rly_positions_t *p, int limit, PGresult **rows,
                          char *errbuf);
+/* Sends the read of these positions ahead, without waiting (a backlog: the
+ * next batch is read while this one is produced). The next rly_store_read
+ * of the same positions and limit takes its result; any other statement
+ * first receives it (and keeps it), and a read of other positions drops
+ * it. A failure is not reported here: the read itself meets it. */
+void rly_store_read_ahead(rly_store_t *st, const rly_positions_t *p, int limit);
 /* Moves each shard's cursor forward to the given position (never back). */
 svc_err_t rly_store_advance(rly_store_t *st, const rly_positions_t *p, char *errbuf);
 /* The cursors of the shards in the literal (e.g. "{0,3}"): rows of

@@ -26,6 +26,8 @@ struct db_conn {
     char options[64];
     size_t *rows;    /* each statement's stats row */
     bool counted;    /* pg is open and counted in db__stats_open */
+    size_t sent;     /* the statement db_send sent, until db_receive; n_stmts: none */
+    uint64_t sent_ns;
 };
 
 void db_opts_init(db_opts_t *o)
@@ -53,6 +55,7 @@ svc_err_t db_conn_new(const db_opts_t *o, db_conn_t **out, char *errbuf)
     }
     for (size_t i = 0; i < o->n_stmts; i++)
         c->rows[i] = db__stats_intern(o->stmts[i].name);
+    c->sent = o->n_stmts;
     snprintf(c->options, sizeof c->options, "-c statement_timeout=%d", o->statement_timeout_ms);
     *out = c;
     return SVC_OK;
@@ -264,27 +267,44 @@ static svc_err_t exec_once(db_conn_t *c, size_t idx, const char *const *params,
     return await_result(c, deadline_ns, res, errbuf);
 }
 
-static svc_err_t exec_checked(db_conn_t *c, size_t idx, const char *const *params,
-                              uint64_t deadline_ns, PGresult **res, char *errbuf)
+/* Never wait without bound: with no caller deadline, give the server's
+ * statement_timeout a moment to fire first. */
+static uint64_t bounded(const db_conn_t *c, uint64_t deadline_ns)
 {
-    uint64_t backstop;
-    bool was_idle;
-    svc_err_t err;
+    uint64_t backstop =
+        svc_now_ns() + ((uint64_t)c->o.statement_timeout_ms + 1000) * SVC_NS_PER_MS;
 
-    *res = NULL;
+    return deadline_ns > backstop ? backstop : deadline_ns;
+}
+
+/* What every call checks first; SVC_OK to go on. */
+static svc_err_t check_call(const db_conn_t *c, size_t idx, uint64_t deadline_ns, char *errbuf)
+{
     if (idx >= c->o.n_stmts) {
-        svc_errbuf_set(errbuf, "db_exec: no statement %zu", idx);
+        svc_errbuf_set(errbuf, "db: no statement %zu", idx);
+        return SVC_EINTERNAL;
+    }
+    if (c->sent != c->o.n_stmts) {
+        svc_errbuf_set(errbuf, "db: statement %s sent and not received", c->o.stmts[c->sent].name);
         return SVC_EINTERNAL;
     }
     if (deadline_ns != SVC_DEADLINE_NONE && svc_now_ns() >= deadline_ns) {
         svc_errbuf_set(errbuf, "deadline expired before the database call");
         return SVC_ETIMEDOUT;
     }
-    /* Never wait without bound: with no caller deadline, give the server's
-     * statement_timeout a moment to fire first. */
-    backstop = svc_now_ns() + ((uint64_t)c->o.statement_timeout_ms + 1000) * SVC_NS_PER_MS;
-    if (deadline_ns > backstop)
-        deadline_ns = backstop;
+    return SVC_OK;
+}
+
+static svc_err_t exec_checked(db_conn_t *c, size_t idx, const char *const *params,
+                              uint64_t deadline_ns, PGresult **res, char *errbuf)
+{
+    bool was_idle;
+    svc_err_t err;
+
+    *res = NULL;
+    if ((err = check_call(c, idx, deadline_ns, errbuf)) != SVC_OK)
+        return err;
+    deadline_ns = bounded(c, deadline_ns);
     was_idle = c->pg != NULL && PQtransactionStatus(c->pg) == PQTRANS_IDLE;
     err = exec_once(c, idx, params, deadline_ns, res, errbuf);
     /* After a Postgres restart every idle connection is dead but does not
@@ -307,6 +327,48 @@ svc_err_t db_exec(db_conn_t *c, size_t idx, const char *const *params, uint64_t 
     if (idx < c->o.n_stmts)
         db__stats_query(c->rows[idx], err, svc_now_ns() - t0);
     return err;
+}
+
+svc_err_t db_send(db_conn_t *c, size_t idx, const char *const *params, char *errbuf)
+{
+    const db_stmt_t *s = &c->o.stmts[idx < c->o.n_stmts ? idx : 0];
+    svc_err_t err = check_call(c, idx, SVC_DEADLINE_NONE, errbuf);
+
+    if (err == SVC_OK)
+        err = ensure_connected(c, bounded(c, SVC_DEADLINE_NONE), errbuf);
+    if (err != SVC_OK)
+        return err;
+    if (!PQsendQueryPrepared(c->pg, s->name, s->nparams, params, NULL, NULL, 0)) {
+        svc_errbuf_set(errbuf, "database unavailable: %s", PQerrorMessage(c->pg));
+        drop(c);
+        return SVC_EUNAVAIL;
+    }
+    c->sent = idx;
+    c->sent_ns = svc_now_ns();
+    return SVC_OK;
+}
+
+svc_err_t db_receive(db_conn_t *c, uint64_t deadline_ns, PGresult **res, char *errbuf)
+{
+    size_t idx = c->sent;
+    svc_err_t err;
+
+    *res = NULL;
+    if (idx == c->o.n_stmts) {
+        svc_errbuf_set(errbuf, "db_receive: nothing was sent");
+        return SVC_EINTERNAL;
+    }
+    c->sent = c->o.n_stmts;
+    err = await_result(c, bounded(c, deadline_ns), res, errbuf);
+    if (err == SVC_EUNAVAIL && c->pg != NULL && PQstatus(c->pg) == CONNECTION_BAD)
+        drop(c);
+    db__stats_query(c->rows[idx], err, svc_now_ns() - c->sent_ns);
+    return err;
+}
+
+bool db_sent(const db_conn_t *c)
+{
+    return c->sent != c->o.n_stmts;
 }
 
 svc_err_t db_conn_open(const char *dsn, const db_stmt_t *stmts, size_t n,

@@ -77,6 +77,18 @@ void db_conn_free(db_conn_t *c);
 svc_err_t db_exec(db_conn_t *c, size_t idx, const char *const *params, uint64_t deadline_ns,
                   PGresult **res, char *errbuf);
 
+/* A statement in two halves, so that the caller works while Postgres does
+ * (the relay reads its next batch while it produces this one). db_send
+ * sends statement idx and returns without waiting; db_receive collects its
+ * result by deadline_ns, as db_exec would. Between the two, no other call
+ * may use c (db_exec and db_send fail with SVC_EINTERNAL); db_sent says
+ * whether a result is still to be received. A send is never retried: a
+ * connection found dead fails it with SVC_EUNAVAIL (the next call makes a
+ * new one). */
+svc_err_t db_send(db_conn_t *c, size_t idx, const char *const *params, char *errbuf);
+svc_err_t db_receive(db_conn_t *c, uint64_t deadline_ns, PGresult **res, char *errbuf);
+bool db_sent(const db_conn_t *c);
+
 /* What every service's store does to open its connection: db_conn_new with
  * dsn, the statement table stmts[0..n), statement_timeout_ms and
  * application_name; the other options their defaults. */
