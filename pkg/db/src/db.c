@@ -251,8 +251,9 @@ static svc_err_t ensure_connected(db_conn_t *c, uint64_t deadline_ns, char *errb
     return err;
 }
 
-static svc_err_t exec_once(db_conn_t *c, size_t idx, const char *const *params,
-                           uint64_t deadline_ns, PGresult **res, char *errbuf)
+/* Sends statement idx on a live connection, without waiting for it. */
+static svc_err_t send_prepared(db_conn_t *c, size_t idx, const char *const *params,
+                               uint64_t deadline_ns, char *errbuf)
 {
     const db_stmt_t *s = &c->o.stmts[idx];
     svc_err_t err = ensure_connected(c, deadline_ns, errbuf);
@@ -264,7 +265,15 @@ static svc_err_t exec_once(db_conn_t *c, size_t idx, const char *const *params,
         drop(c);
         return SVC_EUNAVAIL;
     }
-    return await_result(c, deadline_ns, res, errbuf);
+    return SVC_OK;
+}
+
+static svc_err_t exec_once(db_conn_t *c, size_t idx, const char *const *params,
+                           uint64_t deadline_ns, PGresult **res, char *errbuf)
+{
+    svc_err_t err = send_prepared(c, idx, params, deadline_ns, errbuf);
+
+    return err != SVC_OK ? err : await_result(c, deadline_ns, res, errbuf);
 }
 
 /* Never wait without bound: with no caller deadline, give the server's
@@ -331,18 +340,12 @@ svc_err_t db_exec(db_conn_t *c, size_t idx, const char *const *params, uint64_t 
 
 svc_err_t db_send(db_conn_t *c, size_t idx, const char *const *params, char *errbuf)
 {
-    const db_stmt_t *s = &c->o.stmts[idx < c->o.n_stmts ? idx : 0];
     svc_err_t err = check_call(c, idx, SVC_DEADLINE_NONE, errbuf);
 
     if (err == SVC_OK)
-        err = ensure_connected(c, bounded(c, SVC_DEADLINE_NONE), errbuf);
+        err = send_prepared(c, idx, params, bounded(c, SVC_DEADLINE_NONE), errbuf);
     if (err != SVC_OK)
         return err;
-    if (!PQsendQueryPrepared(c->pg, s->name, s->nparams, params, NULL, NULL, 0)) {
-        svc_errbuf_set(errbuf, "database unavailable: %s", PQerrorMessage(c->pg));
-        drop(c);
-        return SVC_EUNAVAIL;
-    }
     c->sent = idx;
     c->sent_ns = svc_now_ns();
     return SVC_OK;
