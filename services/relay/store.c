@@ -293,19 +293,17 @@ svc_err_t rly_store_read(rly_store_t *st, const rly_positions_t *p, int limit, P
 
     *rows = NULL;
     snprintf(lim, sizeof lim, "%d", limit);
+    settle(st);
     if (st->ahead[0] != '\0' && read_key(p, lim, key) && strcmp(key, st->ahead) == 0) {
-        svc_err_t err;
+        svc_err_t err = st->early_err;
 
-        settle(st);
         *rows = st->early;
         st->early = NULL;
-        err = st->early_err;
         if (err != SVC_OK)
             svc_errbuf_set(errbuf, "%s", st->early_reason);
         forget_ahead(st);
         return err;
     }
-    settle(st);
     forget_ahead(st); /* read for other positions: the cursors moved back, the lease changed */
     return read_rows(st, p, lim, rows, errbuf);
 }
