@@ -145,8 +145,7 @@ static const db_stmt_t stmts[] = {
                    2, true},
 };
 
-/* The session's planner settings, from libpq's PGOPTIONS (set before any
- * thread starts: the relay's start-up).
+/* The session's planner settings (pkg/db's server_options).
  *
  * Generic plans: the read's parameters are arrays, for which Postgres keeps
  * planning every execution anew (a custom plan, 0.2-0.3 ms) although the
@@ -164,16 +163,9 @@ static const db_stmt_t stmts[] = {
  * were written for; tests/integration/relay checks that the relay scans the
  * outbox by index only. No JIT: each execution would compile again, for
  * statements that run in well under a millisecond. */
-static void set_planner(void)
-{
-    const char *was = getenv("PGOPTIONS");
-    char opts[512];
-
-    snprintf(opts, sizeof opts, "%s%s-c plan_cache_mode=force_generic_plan "
-             "-c enable_seqscan=off -c enable_bitmapscan=off -c jit=off",
-             was ? was : "", was && was[0] ? " " : "");
-    setenv("PGOPTIONS", opts, 1);
-}
+#define PLANNER_OPTIONS                                                                    \
+    "-c plan_cache_mode=force_generic_plan -c enable_seqscan=off -c enable_bitmapscan=off " \
+    "-c jit=off"
 
 /* The connection, and the read sent ahead (rly_store_read_ahead): its
  * parameters, and its result once another statement needed the connection. */
@@ -189,6 +181,7 @@ svc_err_t rly_store_new(const char *dsn, const char *name, int statement_timeout
                         rly_store_t **out, char *errbuf)
 {
     rly_store_t *st = calloc(1, sizeof *st);
+    db_opts_t o;
     svc_err_t err;
 
     *out = NULL;
@@ -196,9 +189,14 @@ svc_err_t rly_store_new(const char *dsn, const char *name, int statement_timeout
         svc_errbuf_set(errbuf, "relay store: out of memory");
         return SVC_ENOMEM;
     }
-    set_planner();
-    err = db_conn_open(dsn, stmts, SVC_COUNTOF(stmts), statement_timeout_ms, name, &st->db,
-                       errbuf);
+    db_opts_init(&o);
+    o.dsn = dsn;
+    o.stmts = stmts;
+    o.n_stmts = SVC_COUNTOF(stmts);
+    o.statement_timeout_ms = statement_timeout_ms;
+    o.application_name = name;
+    o.server_options = PLANNER_OPTIONS;
+    err = db_conn_new(&o, &st->db, errbuf);
     if (err != SVC_OK) {
         free(st);
         return err;

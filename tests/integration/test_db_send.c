@@ -11,7 +11,10 @@
  *   - a statement that fails on the server fails at db_receive, with
  *     Postgres' message, and the connection goes on;
  *   - the backend terminated while the statement runs: db_receive says
- *     SVC_EUNAVAIL and the next call connects again.
+ *     SVC_EUNAVAIL and the next call connects again;
+ * and the session's settings: the environment's PGOPTIONS and the caller's
+ * server_options both reach it, beside statement_timeout (libpq alone would
+ * drop PGOPTIONS, as the connection names its options itself).
  */
 #include <setjmp.h>
 #include <stdarg.h>
@@ -25,13 +28,17 @@
 #include "db/db.h"
 #include "support/pgtest.h"
 
-enum { ST_SLOW, ST_PLAIN, ST_DIVIDE, ST_PID };
+enum { ST_SLOW, ST_PLAIN, ST_DIVIDE, ST_PID, ST_SETTINGS };
 
 static const db_stmt_t stmts[] = {
     [ST_SLOW] = {"t_slow", "SELECT $1::int + 1 FROM pg_sleep(0.2)", 1, true},
     [ST_PLAIN] = {"t_plain", "SELECT 2", 0, true},
     [ST_DIVIDE] = {"t_divide", "SELECT 1 / $1::int", 1, true},
     [ST_PID] = {"t_pid", "SELECT pg_backend_pid()", 0, true},
+    [ST_SETTINGS] = {"t_settings",
+                     "SELECT concat_ws(' ', current_setting('bytea_output'), "
+                     "current_setting('jit'), current_setting('enable_seqscan'), "
+                     "current_setting('statement_timeout'))", 0, true},
 };
 
 typedef struct fixture {
@@ -152,6 +159,38 @@ static void a_lost_backend_is_unavailable_then_replaced(void **state)
     assert_int_not_equal(exec_int(f->c, ST_PID), pid); /* a new session */
 }
 
+static void pgoptions_and_server_options_reach_the_session(void **state)
+{
+    fixture_t *f = *state;
+    char errbuf[SVC_ERRBUF_LEN];
+    db_opts_t o;
+    db_conn_t *c = NULL;
+    PGresult *r = NULL;
+
+    db_opts_init(&o);
+    o.dsn = f->db.dsn;
+    o.stmts = stmts;
+    o.n_stmts = sizeof stmts / sizeof stmts[0];
+    o.statement_timeout_ms = 4000;
+    o.server_options = "-c jit=off -c enable_seqscan=off";
+    assert_int_equal(setenv("PGOPTIONS", "-c bytea_output=escape", 1), 0);
+    assert_int_equal(db_conn_new(&o, &c, errbuf), SVC_OK);
+    unsetenv("PGOPTIONS");
+    if (db_exec(c, ST_SETTINGS, NULL, SVC_DEADLINE_NONE, &r, errbuf) != SVC_OK)
+        fail_msg("settings: %s", errbuf);
+    assert_string_equal(PQgetvalue(r, 0, 0), "escape off off 4s");
+    PQclear(r);
+    db_conn_free(c);
+    /* Without either: the server's defaults. */
+    o.server_options = NULL;
+    assert_int_equal(db_conn_new(&o, &c, errbuf), SVC_OK);
+    if (db_exec(c, ST_SETTINGS, NULL, SVC_DEADLINE_NONE, &r, errbuf) != SVC_OK)
+        fail_msg("settings: %s", errbuf);
+    assert_string_equal(PQgetvalue(r, 0, 0), "hex on on 4s");
+    PQclear(r);
+    db_conn_free(c);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -159,6 +198,7 @@ int main(void)
         cmocka_unit_test(other_calls_wait_for_the_receive),
         cmocka_unit_test(a_failed_statement_fails_at_receive),
         cmocka_unit_test(a_lost_backend_is_unavailable_then_replaced),
+        cmocka_unit_test(pgoptions_and_server_options_reach_the_session),
     };
 
     return cmocka_run_group_tests(tests, setup, teardown);

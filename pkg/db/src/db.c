@@ -23,7 +23,7 @@ struct db_conn {
     db_opts_t o;
     char *dsn;
     char *app_name;
-    char options[64];
+    char *options;   /* PGOPTIONS, o.server_options, statement_timeout */
     size_t *rows;    /* each statement's stats row */
     bool counted;    /* pg is open and counted in db__stats_open */
     size_t sent;     /* the statement db_send sent, until db_receive; n_stmts: none */
@@ -36,6 +36,20 @@ void db_opts_init(db_opts_t *o)
     o->connect_timeout_ms = DB_DEFAULT_CONNECT_TIMEOUT_MS;
     o->statement_timeout_ms = DB_DEFAULT_STATEMENT_TIMEOUT_MS;
     o->application_name = "shopmicro";
+}
+
+/* The session's "options": PGOPTIONS, o->server_options, statement_timeout
+ * (db.h); malloc'd, NULL when out of memory. */
+static char *session_options(const db_opts_t *o)
+{
+    const char *env = getenv("PGOPTIONS"), *more = o->server_options;
+    size_t cap = (env ? strlen(env) : 0) + (more ? strlen(more) : 0) + 48;
+    char *s = malloc(cap);
+
+    if (s != NULL)
+        snprintf(s, cap, "%s%s%s%s-c statement_timeout=%d", env ? env : "", env && *env ? " " : "",
+                 more ? more : "", more && *more ? " " : "", o->statement_timeout_ms);
+    return s;
 }
 
 svc_err_t db_conn_new(const db_opts_t *o, db_conn_t **out, char *errbuf)
@@ -56,7 +70,10 @@ svc_err_t db_conn_new(const db_opts_t *o, db_conn_t **out, char *errbuf)
     for (size_t i = 0; i < o->n_stmts; i++)
         c->rows[i] = db__stats_intern(o->stmts[i].name);
     c->sent = o->n_stmts;
-    snprintf(c->options, sizeof c->options, "-c statement_timeout=%d", o->statement_timeout_ms);
+    if ((c->options = session_options(o)) == NULL) {
+        db_conn_free(c);
+        return SVC_ENOMEM;
+    }
     *out = c;
     return SVC_OK;
 }
@@ -76,6 +93,7 @@ void db_conn_free(db_conn_t *c)
         return;
     drop(c);
     free(c->dsn);
+    free(c->options);
     free(c->app_name);
     free(c->rows);
     free(c);

@@ -48,6 +48,12 @@ typedef struct db_opts {
      * statements: Postgres cancels anything running longer. */
     int statement_timeout_ms;     /* DB_DEFAULT_STATEMENT_TIMEOUT_MS         */
     const char *application_name; /* shown in pg_stat_activity; copied       */
+    /* More server settings for the session, "-c name=value ..." (the
+     * relay's planner settings); copied; NULL: none. The session gets, in
+     * this order, the environment's PGOPTIONS (which libpq would apply
+     * only without an explicit options keyword, which this connection
+     * needs for statement_timeout), these, then statement_timeout. */
+    const char *server_options;
 } db_opts_t;
 
 typedef struct db_conn db_conn_t;
