@@ -15,6 +15,7 @@
 /* Reports are overdue once the batch has waited overdue_ms and this much more. */
 #define OVERDUE_MARGIN_MS  1000
 #define POS_LEN            24 /* a bigint or xid8 in text, with its NUL */
+#define WHEN_LEN           64 /* ce_time up to its second, with room     */
 /* Batches in flight at most. Three drained no faster than two in one run
  * (27,000-31,600 against 27,000-34,000 events/s, loadavg 6-7: the two
  * cores were the limit, docs/benchmarks.md). */
@@ -69,6 +70,10 @@ struct rly_batch {
     size_t keys_cap;             /* a power of two >= 4 x slots          */
     char *lit;                   /* three array literals for statements  */
     size_t lit_cap;
+    unsigned char *value;        /* the row being produced's payload     */
+    size_t value_cap;
+    long long when_s;            /* the second of when_date (a backlog's */
+    char when_date[WHEN_LEN];    /* rows share it): "YYYY-MM-DDTHH:MM:SS."*/
 };
 
 static size_t n_slots(const rly_batch_t *b)
@@ -112,6 +117,7 @@ void rly_batch_free(rly_batch_t *b)
     }
     free(b->keys);
     free(b->lit);
+    free(b->value);
     free(b);
 }
 
@@ -242,17 +248,77 @@ static double ms_since(uint64_t *t_ns)
 }
 
 /* Unix microseconds as RFC 3339 in UTC with 6 decimals, the form of ce_time
- * (docs/events.md §2): 2026-12-03T08:41:04.126540Z. */
-static void rfc3339_us(const char *epoch_us, char *out, size_t cap)
+ * (docs/events.md §2): 2026-12-03T08:41:04.126540Z. The date and time up to
+ * the second are formatted once per second: gmtime_r and snprintf for each
+ * row were a tenth of a drain's CPU in the relay (perf, 2026-12-06). */
+static void rfc3339_us(rly_batch_t *b, const char *epoch_us, char out[WHEN_LEN + 8])
 {
     long long us = strtoll(epoch_us, NULL, 10);
-    time_t s = (time_t)(us >= 0 ? us / 1000000 : (us - 999999) / 1000000);
-    struct tm tm;
-    int frac = (int)(us - (long long)s * 1000000); /* 0..999999 */
+    long long s = us >= 0 ? us / 1000000 : (us - 999999) / 1000000;
+    int frac = (int)(us - s * 1000000); /* 0..999999 */
 
-    gmtime_r(&s, &tm);
-    snprintf(out, cap, "%04d-%02d-%02dT%02d:%02d:%02d.%06dZ", (tm.tm_year + 1900) % 10000,
-             tm.tm_mon + 1, tm.tm_mday, tm.tm_hour, tm.tm_min, tm.tm_sec, frac % 1000000);
+    if (s != b->when_s || b->when_date[0] == '\0') {
+        time_t t = (time_t)s;
+        struct tm tm;
+
+        gmtime_r(&t, &tm);
+        snprintf(b->when_date, sizeof b->when_date, "%04d-%02d-%02dT%02d:%02d:%02d.",
+                 (tm.tm_year + 1900) % 10000, tm.tm_mon + 1, tm.tm_mday, tm.tm_hour,
+                 tm.tm_min, tm.tm_sec);
+        b->when_s = s;
+    }
+    size_t n = strlen(b->when_date);
+    memcpy(out, b->when_date, n);
+    for (int d = 5; d >= 0; d--, frac /= 10)
+        out[n + (size_t)d] = (char)('0' + frac % 10);
+    memcpy(out + n + 6, "Z", 2);
+}
+
+static int hex_nibble(char c)
+{
+    if (c >= '0' && c <= '9')
+        return c - '0';
+    if (c >= 'a' && c <= 'f')
+        return c - 'a' + 10;
+    return c >= 'A' && c <= 'F' ? c - 'A' + 10 : -1;
+}
+
+/* Row i's payload (bytea in text, "\x" and hex: bytea_output's default)
+ * decoded into b->value, which grows as needed; librdkafka copies it. No
+ * allocation per row, where PQunescapeBytea's malloc and free were. Another
+ * form (bytea_output = escape) goes through PQunescapeBytea. */
+static svc_err_t row_payload(rly_batch_t *b, PGresult *rows, int i, size_t *len)
+{
+    const char *t = PQgetvalue(rows, i, RLY_COL_PAYLOAD);
+    size_t tlen = (size_t)PQgetlength(rows, i, RLY_COL_PAYLOAD), n;
+    unsigned char *other = NULL;
+
+    if (tlen >= 2 && t[0] == '\\' && t[1] == 'x' && tlen % 2 == 0)
+        n = (tlen - 2) / 2;
+    else if ((other = PQunescapeBytea((const unsigned char *)t, &n)) == NULL)
+        return SVC_ENOMEM;
+    if (n > b->value_cap) {
+        unsigned char *v = realloc(b->value, n);
+        if (v == NULL) {
+            PQfreemem(other);
+            return SVC_ENOMEM;
+        }
+        b->value = v;
+        b->value_cap = n;
+    }
+    *len = n;
+    if (other != NULL) {
+        memcpy(b->value, other, n);
+        PQfreemem(other);
+        return SVC_OK;
+    }
+    for (size_t k = 0; k < n; k++) {
+        int hi = hex_nibble(t[2 + 2 * k]), lo = hex_nibble(t[3 + 2 * k]);
+        if (hi < 0 || lo < 0)
+            return SVC_EINVAL;
+        b->value[k] = (unsigned char)(hi << 4 | lo);
+    }
+    return SVC_OK;
 }
 
 /* Publishes row i of f; its slot records the outcome. */
@@ -260,10 +326,9 @@ static void produce_row(rly_batch_t *b, flight_t *f, int i)
 {
     PGresult *rows = f->rows;
     slot_t *slot = &f->slots[i];
-    char errbuf[SVC_ERRBUF_LEN] = "", when[64];
+    char errbuf[SVC_ERRBUF_LEN] = "", when[WHEN_LEN + 8];
     kfk_header_t h[KFK_CE_MAX_HEADERS];
     size_t n_h = 0, len = 0;
-    const char *key = PQgetvalue(rows, i, RLY_COL_KEY);
     const kfk_ce_t ce = {
         .id = PQgetvalue(rows, i, RLY_COL_ID),
         .type = PQgetvalue(rows, i, RLY_COL_TYPE),
@@ -271,22 +336,28 @@ static void produce_row(rly_batch_t *b, flight_t *f, int i)
         .time = when,
         .request_id = PQgetvalue(rows, i, RLY_COL_REQUEST_ID),
     };
-    unsigned char *value =
-        PQunescapeBytea((const unsigned char *)PQgetvalue(rows, i, RLY_COL_PAYLOAD), &len);
-    svc_err_t err;
+    svc_err_t err = row_payload(b, rows, i, &len);
     kfk_message_t m;
-    uint64_t give_up = svc_now_ms() + QUEUE_FULL_WAIT_MS;
+    uint64_t give_up = 0; /* set once the queue is first full */
 
-    rfc3339_us(PQgetvalue(rows, i, RLY_COL_TIME), when, sizeof when); /* before the headers */
-    err = value == NULL ? SVC_ENOMEM : kfk_ce_headers(&ce, h, &n_h, errbuf);
+    rfc3339_us(b, PQgetvalue(rows, i, RLY_COL_TIME), when); /* before the headers */
+    if (err == SVC_EINVAL)
+        svc_errbuf_set(errbuf, "outbox row %s: payload_pb is not hex", ce.id);
+    else if (err == SVC_OK)
+        err = kfk_ce_headers(&ce, h, &n_h, errbuf);
     m = (kfk_message_t){.topic = PQgetvalue(rows, i, RLY_COL_TOPIC),
-                        .key = key, .key_len = strlen(key), .value = value, .value_len = len,
+                        .key = PQgetvalue(rows, i, RLY_COL_KEY),
+                        .key_len = (size_t)PQgetlength(rows, i, RLY_COL_KEY),
+                        .value = b->value, .value_len = len,
                         .headers = h, .n_headers = n_h, .opaque = slot};
     *slot = (slot_t){f, true, false, SVC_OK, false};
     f->pending++; /* before the call: its report may fire in the poll below */
-    while (err == SVC_OK &&
-           (err = kfk_produce(b->producer, &m, errbuf)) == SVC_EEXHAUSTED &&
-           svc_now_ms() < give_up) {
+    while (err == SVC_OK && (err = kfk_produce(b->producer, &m, errbuf)) == SVC_EEXHAUSTED) {
+        uint64_t now = svc_now_ms();
+        if (give_up == 0)
+            give_up = now + QUEUE_FULL_WAIT_MS;
+        if (now >= give_up)
+            break;
         kfk_producer_poll(b->producer, POLL_SLICE_MS);
         err = SVC_OK;
     }
@@ -295,7 +366,6 @@ static void produce_row(rly_batch_t *b, flight_t *f, int i)
         f->pending--;
         note_failure(f, err, errbuf[0] ? errbuf : svc_strerror(err));
     }
-    PQfreemem(value);
 }
 
 /* The result's rows by shard (they come sorted by shard). */
