@@ -365,7 +365,15 @@ field() { result_field "${LAT[$1]}" "$2"; }
 # cpu_snapshot: "name ticks" lines of every process of the run; a delta over a latency run
 # divided by its orders is each process's CPU per order, which says where a saturated machine
 # spends its time.
-cpu_snapshot() { stack_cpu_snapshot order catalog relay relay-catalog kafka; }
+# "pg:relay" is the relays' own backends (their read and cursor session and their LISTEN
+# session), also counted in "postgres" (every Postgres process): what the relay costs Postgres,
+# apart from the background writers and the other services.
+cpu_snapshot() {
+  local -a pids=()
+  stack_cpu_snapshot order catalog relay relay-catalog kafka
+  mapfile -t pids < <(sql postgres "SELECT pid FROM pg_stat_activity WHERE application_name LIKE 'relay%'")
+  proc_ticks ${pids[@]+"${pids[@]}"} | awk '{ s += $2 } END { print "pg:relay", s + 0 }'
+}
 
 if [[ -n $SAGA_RATES ]]; then
   echo "==== the stock saga: both relays; CreateOrder -> OrderConfirmed at: $SAGA_RATES orders/s"
