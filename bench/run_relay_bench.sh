@@ -29,8 +29,9 @@
 #    waits for every delivery report), the count on the topic checked, the cores kcat and the
 #    broker used; the ratio relay/kcat
 #    (goal >= 0.5) is against both runs together. Before all of it, unless --warm-up 0, the
-#    broker is warmed up: four unmeasured kcat runs of the same records, then 5 s (a fresh
-#    broker's JIT made the first drain of a run the slowest)
+#    broker is warmed up: unmeasured kcat runs of the same records until two in a row agree
+#    within 10 % (6 to 20 runs), then 5 s (a fresh broker's JIT made the first drain of a run
+#    the slowest, and kcat kept speeding up for more than ten runs)
 # 5. latency: with the relay running, bench_relay latency: CreateOrder at --rate/s (default 500,
 #    open loop) for --seconds (default 20, after 1 s of warm-up) through the order service while
 #    a consumer reads shopmicro.orders.v1 from its end; CreateOrder reply -> record read,
@@ -188,19 +189,31 @@ kcat_measured() {
 # warm_broker: before anything is measured, the broker's produce path under the drain's load,
 # unmeasured: a broker started a minute before compiles its hot code meanwhile (C2), and the
 # first drain measured that (2026-12-06: 38,000-55,000 events/s where the same relay drained
-# 72,000-73,000 two drains later). WARM_ROUNDS kcat runs of the drain's records, then a pause
-# for the compiler's queue.
-WARM_ROUNDS=4
+# 72,000-73,000 two drains later). kcat runs of the drain's records until two in a row are
+# within 10 % of each other and at least WARM_MIN_ROUNDS ran (at most WARM_MAX_ROUNDS), then a
+# pause for the compiler's queue. Four fixed rounds were not enough: sixteen kcat runs in a row
+# on one fresh broker went 64,000, 109,000, 170,000, 201,000 ... 420,000, 481,000, 507,000
+# records/s, so kcat before and after the drains of one run differed by up to 1.6x.
+WARM_MIN_ROUNDS=6
+WARM_MAX_ROUNDS=20
 warm_broker() {
-  local i
+  local i prev=0 rate
   (( WARM_S > 0 )) || return 0
   sql orders "TRUNCATE outbox" >/dev/null
   "$BENCH" fill --dsn "host=127.0.0.1 port=$SHOPMICRO_PG_PORT dbname=orders user=postgres" \
     --rows "$ROWS" --kcat-file "$TMP/kcat.in" --topic "$DRAIN_TOPIC" >/dev/null || die "bench_relay fill failed"
-  for (( i = 1; i <= WARM_ROUNDS; i++ )); do
+  for (( i = 1; i <= WARM_MAX_ROUNDS; i++ )); do
     kcat_produce "bench.warm$i.v1"
-    say "warm-up: kcat -P round $i of $WARM_ROUNDS, $ROWS records in $KCAT_SECONDS s, not measured"
+    rate=$(awk -v n="$ROWS" -v s="$KCAT_SECONDS" 'BEGIN { printf "%.0f", n / s }')
+    say "warm-up: kcat -P round $i, $ROWS records in $KCAT_SECONDS s ($rate/s), not measured"
+    if (( i >= WARM_MIN_ROUNDS )) &&
+       awk -v a="$prev" -v b="$rate" 'BEGIN { exit !(b <= 1.1 * a && a <= 1.1 * b) }'; then
+      say "warm-up: two rounds in a row within 10 % of each other"
+      break
+    fi
+    prev=$rate
   done
+  (( i <= WARM_MAX_ROUNDS )) || say "warning: kcat still not steady after $WARM_MAX_ROUNDS rounds"
   sleep 5
 }
 
