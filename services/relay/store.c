@@ -189,12 +189,7 @@ svc_err_t rly_store_new(const char *dsn, const char *name, int statement_timeout
         svc_errbuf_set(errbuf, "relay store: out of memory");
         return SVC_ENOMEM;
     }
-    db_opts_init(&o);
-    o.dsn = dsn;
-    o.stmts = stmts;
-    o.n_stmts = SVC_COUNTOF(stmts);
-    o.statement_timeout_ms = statement_timeout_ms;
-    o.application_name = name;
+    db_opts_fill(&o, dsn, stmts, SVC_COUNTOF(stmts), statement_timeout_ms, name);
     o.server_options = PLANNER_OPTIONS;
     err = db_conn_new(&o, &st->db, errbuf);
     if (err != SVC_OK) {

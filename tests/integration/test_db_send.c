@@ -167,11 +167,7 @@ static void pgoptions_and_server_options_reach_the_session(void **state)
     db_conn_t *c = NULL;
     PGresult *r = NULL;
 
-    db_opts_init(&o);
-    o.dsn = f->db.dsn;
-    o.stmts = stmts;
-    o.n_stmts = sizeof stmts / sizeof stmts[0];
-    o.statement_timeout_ms = 4000;
+    db_opts_fill(&o, f->db.dsn, stmts, sizeof stmts / sizeof stmts[0], 4000, "test_db_send");
     o.server_options = "-c jit=off -c enable_seqscan=off";
     assert_int_equal(setenv("PGOPTIONS", "-c bytea_output=escape", 1), 0);
     assert_int_equal(db_conn_new(&o, &c, errbuf), SVC_OK);

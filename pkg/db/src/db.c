@@ -392,18 +392,24 @@ bool db_sent(const db_conn_t *c)
     return c->sent != c->o.n_stmts;
 }
 
+void db_opts_fill(db_opts_t *o, const char *dsn, const db_stmt_t *stmts, size_t n,
+                  int statement_timeout_ms, const char *application_name)
+{
+    db_opts_init(o);
+    o->dsn = dsn;
+    o->stmts = stmts;
+    o->n_stmts = n;
+    o->statement_timeout_ms = statement_timeout_ms;
+    o->application_name = application_name;
+}
+
 svc_err_t db_conn_open(const char *dsn, const db_stmt_t *stmts, size_t n,
                        int statement_timeout_ms, const char *application_name,
                        db_conn_t **out, char *errbuf)
 {
     db_opts_t o;
 
-    db_opts_init(&o);
-    o.dsn = dsn;
-    o.stmts = stmts;
-    o.n_stmts = n;
-    o.statement_timeout_ms = statement_timeout_ms;
-    o.application_name = application_name;
+    db_opts_fill(&o, dsn, stmts, n, statement_timeout_ms, application_name);
     return db_conn_new(&o, out, errbuf);
 }
 

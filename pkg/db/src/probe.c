@@ -28,13 +28,9 @@ svc_err_t db_probe_new(const char *dsn, const char *application_name, db_probe_t
     *out = NULL;
     if (p == NULL)
         return SVC_ENOMEM;
-    db_opts_init(&o);
-    o.dsn = dsn;
-    o.stmts = probe_stmts;
-    o.n_stmts = SVC_COUNTOF(probe_stmts);
+    db_opts_fill(&o, dsn, probe_stmts, SVC_COUNTOF(probe_stmts), DB_PROBE_TIMEOUT_MS,
+                 application_name);
     o.connect_timeout_ms = DB_PROBE_TIMEOUT_MS;
-    o.statement_timeout_ms = DB_PROBE_TIMEOUT_MS;
-    o.application_name = application_name;
     err = db_conn_new(&o, &p->conn, errbuf);
     if (err != SVC_OK) {
         free(p);

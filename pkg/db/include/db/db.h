@@ -59,6 +59,10 @@ typedef struct db_opts {
 typedef struct db_conn db_conn_t;
 
 void db_opts_init(db_opts_t *o);
+/* db_opts_init, then what every caller sets: dsn, the statement table
+ * stmts[0..n), statement_timeout_ms and application_name. */
+void db_opts_fill(db_opts_t *o, const char *dsn, const db_stmt_t *stmts, size_t n,
+                  int statement_timeout_ms, const char *application_name);
 
 /* Creates a connection handle. Does not connect: the first db_exec does,
  * so a service can start while Postgres is down. *out is owned by caller. */
@@ -96,8 +100,7 @@ svc_err_t db_receive(db_conn_t *c, uint64_t deadline_ns, PGresult **res, char *e
 bool db_sent(const db_conn_t *c);
 
 /* What every service's store does to open its connection: db_conn_new with
- * dsn, the statement table stmts[0..n), statement_timeout_ms and
- * application_name; the other options their defaults. */
+ * db_opts_fill's options (the others their defaults). */
 svc_err_t db_conn_open(const char *dsn, const db_stmt_t *stmts, size_t n,
                        int statement_timeout_ms, const char *application_name,
                        db_conn_t **out, char *errbuf);
