@@ -182,7 +182,9 @@ svc_err_t db_err_from_sqlstate(const char *s)
     return SVC_EINTERNAL;
 }
 
-/* Collects the result of the statement sent last, by the deadline. */
+/* Collects the result of the statement sent last, by the deadline. A
+ * connection found dead on the way is dropped (the next call makes a new
+ * one). */
 static svc_err_t await_result(db_conn_t *c, uint64_t deadline_ns, PGresult **out, char *errbuf)
 {
     PGresult *r, *first = NULL;
@@ -214,6 +216,8 @@ static svc_err_t await_result(db_conn_t *c, uint64_t deadline_ns, PGresult **out
                        first ? PQresultErrorMessage(first) : PQerrorMessage(c->pg));
         PQclear(first);
         first = NULL;
+        if (err == SVC_EUNAVAIL && PQstatus(c->pg) == CONNECTION_BAD)
+            drop(c);
     }
     *out = first;
     return err;
@@ -340,8 +344,6 @@ static svc_err_t exec_checked(db_conn_t *c, size_t idx, const char *const *param
     if (err == SVC_EUNAVAIL && was_idle && c->o.stmts[idx].idempotent &&
         (c->pg == NULL || PQstatus(c->pg) == CONNECTION_BAD))
         err = exec_once(c, idx, params, deadline_ns, res, errbuf);
-    if (err == SVC_EUNAVAIL && c->pg != NULL && PQstatus(c->pg) == CONNECTION_BAD)
-        drop(c);
     return err;
 }
 
@@ -375,14 +377,12 @@ svc_err_t db_receive(db_conn_t *c, uint64_t deadline_ns, PGresult **res, char *e
     svc_err_t err;
 
     *res = NULL;
-    if (idx == c->o.n_stmts) {
+    if (!db_sent(c)) {
         svc_errbuf_set(errbuf, "db_receive: nothing was sent");
         return SVC_EINTERNAL;
     }
     c->sent = c->o.n_stmts;
     err = await_result(c, bounded(c, deadline_ns), res, errbuf);
-    if (err == SVC_EUNAVAIL && c->pg != NULL && PQstatus(c->pg) == CONNECTION_BAD)
-        drop(c);
     db__stats_query(c->rows[idx], err, svc_now_ns() - c->sent_ns);
     return err;
 }
