@@ -227,38 +227,36 @@ fill_outbox() {
   sql postgres "CHECKPOINT" >/dev/null
   (( $(unpublished) == ROWS )) || die "the outbox does not hold $ROWS unpublished rows"
 }
-# read_published: the running relay's shopmicro_relay_published_total (rows its cursors passed)
-# into PUBLISHED, over bash's /dev/tcp. The drain's clock stops when it counts them all: no
-# process per look and no Postgres query (the NOT EXISTS over outbox_pending polled before cost
-# Postgres 59 ms a call, pg_stat_statements 2026-12-06: a third of a core beside the drain).
-read_published() {
+# relay_metric NAME: the running relay's shopmicro_relay_NAME into METRIC (false when the page
+# or the sample is missing), over bash's /dev/tcp: no process per look, so the drain's clock can
+# stop on the published counter (the NOT EXISTS over outbox_pending polled before cost Postgres
+# 59 ms a call, pg_stat_statements 2026-12-06: a third of a core beside the drain).
+relay_metric() {
   local line fd
-  PUBLISHED=""
+  METRIC=""
   exec {fd}<>"/dev/tcp/127.0.0.1/$SHOPMICRO_RELAY_ADMIN_PORT" 2>/dev/null || return 1
   printf 'GET /metrics HTTP/1.1\r\nHost: relay\r\n\r\n' >&"$fd"
   while IFS= read -r line <&"$fd"; do
-    [[ $line == 'shopmicro_relay_published_total '* ]] && PUBLISHED=${line#* }
+    [[ $line == "shopmicro_relay_$1 "* ]] && METRIC=${line#* }
   done
   exec {fd}<&-
-  [[ -n $PUBLISHED ]]
+  [[ -n $METRIC ]]
 }
 # wait_published N S: until the relay counts N rows published (false after S seconds); a line
 # every 2 s.
 # (Times in microseconds by bash arithmetic: no process per look but the sleep.)
 wait_published() {
   local t0=${EPOCHREALTIME/./} last=${EPOCHREALTIME/./} now
-  until read_published && (( PUBLISHED >= $1 )); do
+  until relay_metric published_total && (( METRIC >= $1 )); do
     now=${EPOCHREALTIME/./}
     if (( now - last >= 2000000 )); then
-      say "  $(( (now - t0) / 1000 )) ms: ${PUBLISHED:-?} published of $1"
+      say "  $(( (now - t0) / 1000 )) ms: ${METRIC:-?} published of $1"
       last=$now
     fi
     (( now - t0 <= $2 * 1000000 )) || return 1
     sleep 0.02
   done
 }
-# relay_metric NAME: the running relay's shopmicro_relay_NAME.
-relay_metric() { curl -s "127.0.0.1:$SHOPMICRO_RELAY_ADMIN_PORT/metrics" | sed -n "s/^shopmicro_relay_$1 //p"; }
 # start_relay DIR: the relay of build dir DIR started (the command returns once its admin port
 # is open).
 start_relay() {
@@ -289,7 +287,9 @@ drain() {
       --rows 1 --kcat-file "$TMP/one.in" --topic "$DRAIN_TOPIC" >/dev/null || die "bench_relay fill failed"
     sql orders "NOTIFY outbox" >/dev/null
     wait_published 1 30 || die "the relay did not publish one row in 30 s"
-    p0=$PUBLISHED b0=$(relay_metric batches_total)
+    p0=$METRIC
+    relay_metric batches_total || die "the relay's /metrics has no batches_total"
+    b0=$METRIC
     "$STACK" pause relay >/dev/null || die "cannot pause the relay"
   fi
   fill_outbox
@@ -308,8 +308,10 @@ drain() {
   # Cores each process used while draining: says whether the drain waited for CPU or for I/O.
   DRAIN_CPU[$label]=$(cpu_report cores "$cpu0" "$(cpu_snapshot)" "${DRAIN_S[$label]}")
   DRAIN_RATE[$label]=$(awk -v n="$ROWS" -v s="${DRAIN_S[$label]}" 'BEGIN { printf "%.0f", n / s }')
-  BATCHES[$label]=$(( $(relay_metric batches_total) - b0 ))
-  errs=$(relay_metric produce_errors_total)
+  relay_metric batches_total || die "the relay's /metrics has no batches_total"
+  BATCHES[$label]=$(( METRIC - b0 ))
+  relay_metric produce_errors_total || die "the relay's /metrics has no produce_errors_total"
+  errs=$METRIC
   say "relay $label: $ROWS rows published in ${DRAIN_S[$label]} s: ${DRAIN_RATE[$label]} events/s (${BATCHES[$label]} batches, $errs produce errors)"
   # With --relay-env RELAY_LOG_LEVEL=debug the relay logs each batch's phases: where the time went.
   PHASES[$label]=$(awk -F'[(),]' '/msg="batch: [1-9]/ {
