@@ -24,22 +24,22 @@ enum {
 static const db_stmt_t stmts[] = {
     /* BEGIN is safe to re-run on a fresh connection (pkg/db does that only
      * outside a transaction); nothing after it is. */
-    [STMT_BEGIN] = {"cat_stock_begin", "BEGIN", 0, true},
-    [STMT_COMMIT] = {"cat_stock_commit", "COMMIT", 0, false},
-    [STMT_ROLLBACK] = {"cat_stock_rollback", "ROLLBACK", 0, false},
+    [STMT_BEGIN] = {"cat_stock_begin", "BEGIN", 0, DB_STMT_IDEMPOTENT},
+    [STMT_COMMIT] = {"cat_stock_commit", "COMMIT", 0, 0},
+    [STMT_ROLLBACK] = {"cat_stock_rollback", "ROLLBACK", 0, 0},
     /* Inside the transaction: if another open transaction holds the same
      * event id, Postgres makes this wait for it, so two consumers that got
      * the same event (a rebalance) never both apply it. */
     [STMT_CLAIM] = {"cat_stock_claim",
                     "INSERT INTO processed_events (event_id, event_type) VALUES ($1, $2) "
                     "ON CONFLICT (event_id) DO NOTHING RETURNING 1",
-                    2, false},
+                    2, 0},
     [STMT_DECIDED] = {"cat_stock_decided",
-                      "SELECT 1 FROM stock_decisions WHERE order_id = $1::uuid", 1, false},
+                      "SELECT 1 FROM stock_decisions WHERE order_id = $1::uuid", 1, 0},
     [STMT_LOCK] = {"cat_stock_lock",
                    "SELECT id::text, stock FROM products WHERE id = ANY($1::uuid[]) "
                    "ORDER BY id FOR UPDATE",
-                   1, false},
+                   1, 0},
     [STMT_TAKE] = {"cat_stock_take",
                    "WITH want AS (SELECT * FROM unnest($2::uuid[], $3::int[]) AS t(id, qty)), "
                    "upd AS (UPDATE products p SET stock = p.stock - w.qty FROM want w "
@@ -47,11 +47,11 @@ static const db_stmt_t stmts[] = {
                    "INSERT INTO stock_reservations (order_id, product_id, quantity) "
                    "SELECT $1::uuid, w.id, w.qty FROM want w JOIN upd ON upd.id = w.id "
                    "RETURNING 1",
-                   3, false},
+                   3, 0},
     [STMT_DECIDE] = {"cat_stock_decide",
                      "INSERT INTO stock_decisions (order_id, event_id, outcome) "
                      "VALUES ($1::uuid, $2, $3)",
-                     3, false},
+                     3, 0},
     /* pg_notify is delivered at commit, and never if the transaction rolls
      * back: the relay wakes exactly when there is a row to publish. */
     [STMT_OUTBOX] = {"cat_stock_outbox",
@@ -60,7 +60,7 @@ static const db_stmt_t stmts[] = {
                      "VALUES (gen_random_uuid(), 'order', $1, $2, $3::jsonb, $4, $5, $6, "
                      "$7::bytea, $8) RETURNING 1) "
                      "SELECT pg_notify('outbox', '') FROM ins",
-                     8, false},
+                     8, 0},
 };
 
 svc_err_t cat_stock_new(const char *dsn, int statement_timeout_ms, cat_stock_t **out,

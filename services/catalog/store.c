@@ -22,12 +22,12 @@ static const db_stmt_t stmts[] = {
     [STMT_CREATE] = {"cat_create",
                      "INSERT INTO products (name, description, price_cents, stock) "
                      "VALUES ($1, $2, $3, $4) RETURNING " PRODUCT_COLS,
-                     4, false},
+                     4, 0},
     [STMT_GET] = {"cat_get", "SELECT " PRODUCT_COLS " FROM products WHERE id = $1::uuid", 1,
                   true},
     [STMT_LIST] = {"cat_list",
                    "SELECT " PRODUCT_COLS " FROM products WHERE seq > $1 ORDER BY seq LIMIT $2",
-                   2, true},
+                   2, DB_STMT_IDEMPOTENT},
 };
 
 /* A store is its worker's connection: the statement table above is the

@@ -33,9 +33,9 @@ static const db_stmt_t stmts[] = {
      * statement). BEGIN may be re-run on a fresh connection when the old one
      * is found dead (pkg/db does that only outside a transaction): on a dead
      * session it began nothing. COMMIT and ROLLBACK must never be re-run. */
-    [STMT_BEGIN] = {"ord_begin", "BEGIN", 0, true},
-    [STMT_COMMIT] = {"ord_commit", "COMMIT", 0, false},
-    [STMT_ROLLBACK] = {"ord_rollback", "ROLLBACK", 0, false},
+    [STMT_BEGIN] = {"ord_begin", "BEGIN", 0, DB_STMT_IDEMPOTENT},
+    [STMT_COMMIT] = {"ord_commit", "COMMIT", 0, 0},
+    [STMT_ROLLBACK] = {"ord_rollback", "ROLLBACK", 0, 0},
     /* A replay answers the order's status as it is now (the saga moves it
      * after the key was written), so it comes from orders. The key's own
      * status column is the one at creation; it is the answer only if the
@@ -44,7 +44,7 @@ static const db_stmt_t stmts[] = {
                       "SELECT k.request_hash, k.order_id::text, COALESCE(o.status, k.status), "
                       "k.total_cents FROM idempotency_keys k "
                       "LEFT JOIN orders o ON o.id = k.order_id WHERE k.key = $1",
-                      1, true},
+                      1, DB_STMT_IDEMPOTENT},
     /*
      * CreateOrder's whole write, one statement and so one round trip and one
      * transaction of its own (no BEGIN/COMMIT): the key, the order, its
@@ -93,32 +93,32 @@ static const db_stmt_t stmts[] = {
          "o.created_at, $8, $9, $10, '\\x0a24'::bytea || convert_to(o.id::text, 'UTF8') || "
          "$11::bytea || '\\x2a1b'::bytea || convert_to(o.at, 'UTF8'), $12 FROM o RETURNING 1) "
          "SELECT o.id::text, pg_notify('outbox', '') FROM o, x",
-         12, false},
+         12, 0},
     [STMT_ORDER_GET] = {"ord_order_get",
                         "SELECT o.id::text, o.customer_id, o.status, o.total_cents, "
                         RFC3339("o.created_at") ", "
                         "i.product_id, i.quantity, i.unit_price_cents, o.cancel_reason "
                         "FROM orders o LEFT JOIN order_items i ON i.order_id = o.id "
                         "WHERE o.id = $1::uuid ORDER BY i.position",
-                        1, true},
+                        1, DB_STMT_IDEMPOTENT},
     [STMT_KEYS_EXPIRE] = {"ord_keys_expire",
                           "DELETE FROM idempotency_keys WHERE key IN (SELECT key "
                           "FROM idempotency_keys WHERE created_at < now() - make_interval(secs "
                           "=> $1) ORDER BY created_at LIMIT $2)",
-                          2, true},
+                          2, DB_STMT_IDEMPOTENT},
     /* The saga (ord_store_saga). The event id is claimed first: a
      * redelivered event gets no row and changes nothing. */
     [STMT_EVENT_CLAIM] = {"ord_event_claim",
                           "INSERT INTO processed_events (event_id, event_type) VALUES ($1, $2) "
                           "ON CONFLICT (event_id) DO NOTHING RETURNING 1",
-                          2, false},
+                          2, 0},
     /* The order's status, locked until the transaction ends, and the
      * transaction's time (now() is fixed for the whole transaction, so it is
      * also the outbox row's created_at and the event's *_at field). */
     [STMT_ORDER_LOCK] = {"ord_order_lock",
                          "SELECT status, " RFC3339("now()") " FROM orders "
                          "WHERE id = $1::uuid FOR UPDATE",
-                         1, false},
+                         1, 0},
     /* PENDING -> CONFIRMED and the OrderConfirmed outbox row ($2..$6:
      * topic, type, source, protobuf, request id), one statement. The jsonb
      * payload is the event with the proto's field names, as OrderCreated's.
@@ -134,7 +134,7 @@ static const db_stmt_t stmts[] = {
          "jsonb_build_object('order_id', upd.id, 'confirmed_at', " RFC3339("now()") "), "
          "now(), $2, $3, $4, $5::bytea, $6 FROM upd RETURNING 1) "
          "SELECT pg_notify('outbox', '') FROM ins",
-         6, false},
+         6, 0},
     /* PENDING -> CANCELLED with the reason ($2) and the OrderCancelled
      * outbox row ($7..$11 as $2..$6 above); the shortages come as four
      * parallel arrays ($3..$6: product ids, wanted, available, unknown). */
@@ -153,7 +153,7 @@ static const db_stmt_t stmts[] = {
          "'cancelled_at', " RFC3339("now()") "), "
          "now(), $7, $8, $9, $10::bytea, $11 FROM upd RETURNING 1) "
          "SELECT pg_notify('outbox', '') FROM ins",
-         11, false},
+         11, 0},
 };
 
 /* A store is its worker's connection: the statement table above is the

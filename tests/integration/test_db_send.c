@@ -31,14 +31,14 @@
 enum { ST_SLOW, ST_PLAIN, ST_DIVIDE, ST_PID, ST_SETTINGS };
 
 static const db_stmt_t stmts[] = {
-    [ST_SLOW] = {"t_slow", "SELECT $1::int + 1 FROM pg_sleep(0.2)", 1, true},
-    [ST_PLAIN] = {"t_plain", "SELECT 2", 0, true},
-    [ST_DIVIDE] = {"t_divide", "SELECT 1 / $1::int", 1, true},
-    [ST_PID] = {"t_pid", "SELECT pg_backend_pid()", 0, true},
+    [ST_SLOW] = {"t_slow", "SELECT $1::int + 1 FROM pg_sleep(0.2)", 1, DB_STMT_IDEMPOTENT},
+    [ST_PLAIN] = {"t_plain", "SELECT 2", 0, DB_STMT_IDEMPOTENT},
+    [ST_DIVIDE] = {"t_divide", "SELECT 1 / $1::int", 1, DB_STMT_IDEMPOTENT},
+    [ST_PID] = {"t_pid", "SELECT pg_backend_pid()", 0, DB_STMT_IDEMPOTENT},
     [ST_SETTINGS] = {"t_settings",
                      "SELECT concat_ws(' ', current_setting('bytea_output'), "
                      "current_setting('jit'), current_setting('enable_seqscan'), "
-                     "current_setting('statement_timeout'))", 0, true},
+                     "current_setting('statement_timeout'))", 0, DB_STMT_IDEMPOTENT},
 };
 
 typedef struct fixture {

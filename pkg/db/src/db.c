@@ -282,7 +282,8 @@ static svc_err_t send_prepared(db_conn_t *c, size_t idx, const char *const *para
 
     if (err != SVC_OK)
         return err;
-    if (!PQsendQueryPrepared(c->pg, s->name, s->nparams, params, NULL, NULL, 0)) {
+    if (!PQsendQueryPrepared(c->pg, s->name, s->nparams, params, NULL, NULL,
+                             (s->flags & DB_STMT_BINARY) ? 1 : 0)) {
         svc_errbuf_set(errbuf, "database unavailable: %s", PQerrorMessage(c->pg));
         drop(c);
         return SVC_EUNAVAIL;
@@ -341,7 +342,7 @@ static svc_err_t exec_checked(db_conn_t *c, size_t idx, const char *const *param
     /* After a Postgres restart every idle connection is dead but does not
      * know it until used. An idempotent statement outside a transaction can
      * safely run again on a fresh connection, so the caller never sees it. */
-    if (err == SVC_EUNAVAIL && was_idle && c->o.stmts[idx].idempotent &&
+    if (err == SVC_EUNAVAIL && was_idle && (c->o.stmts[idx].flags & DB_STMT_IDEMPOTENT) &&
         (c->pg == NULL || PQstatus(c->pg) == CONNECTION_BAD))
         err = exec_once(c, idx, params, deadline_ns, res, errbuf);
     return err;

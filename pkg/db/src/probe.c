@@ -8,7 +8,7 @@
 
 #include "db/db.h"
 
-static const db_stmt_t probe_stmts[] = {{"probe", "SELECT 1", 0, true}};
+static const db_stmt_t probe_stmts[] = {{"probe", "SELECT 1", 0, DB_STMT_IDEMPOTENT}};
 
 struct db_probe {
     pthread_mutex_t mu;

@@ -20,13 +20,21 @@
 
 #include "svc/core.h"
 
+/* db_stmt_t.flags */
+#define DB_STMT_IDEMPOTENT 1u /* safe to run twice: retried once on a connection
+                                 found dead (e.g. after a Postgres restart)    */
+#define DB_STMT_BINARY     2u /* results in binary format (parameters stay
+                                 text): no output function per value in the
+                                 server, for wide reads; the caller decodes
+                                 each column's binary form itself           */
+
 /* A statement the connection prepares on every (re)connect. */
 typedef struct db_stmt {
     const char *name;  /* prepared statement name                           */
     const char *sql;   /* with $1..$n placeholders                          */
     int nparams;
-    bool idempotent;   /* safe to run twice: retried once on a connection
-                          found dead (e.g. after a Postgres restart)        */
+    unsigned flags;    /* DB_STMT_*; 0: not retried, results in text (each
+                          value a NUL-terminated string)                    */
 } db_stmt_t;
 
 /* One schema migration; see svc_embed_migrations() in pkg/cmake. */

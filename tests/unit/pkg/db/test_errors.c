@@ -31,7 +31,7 @@ static void sqlstates(void **state)
     assert_int_equal(db_err_from_sqlstate(""), SVC_EUNAVAIL);
 }
 
-static const db_stmt_t stmts[] = {{"one", "SELECT 1", 0, true}};
+static const db_stmt_t stmts[] = {{"one", "SELECT 1", 0, DB_STMT_IDEMPOTENT}};
 
 static db_conn_t *conn_to_nowhere(void)
 {

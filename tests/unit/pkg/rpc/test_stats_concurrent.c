@@ -65,7 +65,7 @@ static void *render(void *arg)
 
 static void counts_are_exact(void **state)
 {
-    static const db_stmt_t stmts[] = {{"concurrent_probe", "SELECT 1", 0, true}};
+    static const db_stmt_t stmts[] = {{"concurrent_probe", "SELECT 1", 0, DB_STMT_IDEMPOTENT}};
     pthread_t th[THREADS], dq[THREADS], r;
     char buf[1 << 16], want[128], errbuf[SVC_ERRBUF_LEN];
     svc_text_t t = {buf, sizeof buf, 0};
