@@ -6,6 +6,7 @@
 #include <unistd.h>
 
 #include "batch.h"
+#include "rows.h"
 
 #define MOD "relay"
 /* A full queue empties as the broker acknowledges; how long one row may
@@ -14,7 +15,7 @@
 #define POLL_SLICE_MS      50
 /* Reports are overdue once the batch has waited overdue_ms and this much more. */
 #define OVERDUE_MARGIN_MS  1000
-#define POS_LEN            24 /* a bigint or xid8 in text, with its NUL */
+#define POS_LEN            21 /* a bigint or xid8 in text */
 #define WHEN_LEN           64 /* ce_time up to its second, with room     */
 /* Batches in flight at most. Three drained no faster than two in one run
  * (27,000-31,600 against 27,000-34,000 events/s, loadavg 6-7: the two
@@ -42,12 +43,14 @@ typedef struct group {
 /* A shard's position: the (txid, seq) of a row. */
 typedef struct pos {
     int shard;
-    char txid[POS_LEN], seq[POS_LEN];
+    uint64_t txid;
+    int64_t seq;
 } pos_t;
 
 /* One read and what became of its rows. */
 struct flight {
-    PGresult *rows;
+    PGresult *rows;         /* what row[] points into                      */
+    rly_row_t *row;         /* the read's rows, decoded: n of them         */
     int n;
     slot_t *slots;          /* rows + RLY_MAX_SHARDS (per-shard rounding) */
     group_t group[RLY_MAX_SHARDS];
@@ -70,8 +73,6 @@ struct rly_batch {
     size_t keys_cap;             /* a power of two >= 4 x slots          */
     char *lit;                   /* three array literals for statements  */
     size_t lit_cap;
-    unsigned char *value;        /* the row being produced's payload     */
-    size_t value_cap;
     long long when_s;            /* the second of when_date (a backlog's */
     char when_date[WHEN_LEN];    /* rows share it): "YYYY-MM-DDTHH:MM:SS."*/
 };
@@ -97,11 +98,10 @@ svc_err_t rly_batch_new(kfk_producer_t *producer, int rows, rly_batch_t **out)
     b->lit_cap = 3 * (RLY_MAX_SHARDS * (POS_LEN + 1) + 3);
     b->keys = calloc(b->keys_cap, sizeof *b->keys);
     b->lit = malloc(b->lit_cap);
-    b->value_cap = 1024; /* never NULL: an empty payload is an empty value, not a tombstone */
-    b->value = malloc(b->value_cap);
     for (int i = 0; i < FLIGHTS; i++)
-        ok = ok && (b->fl[i].slots = calloc(n_slots(b), sizeof *b->fl[i].slots)) != NULL;
-    if (!ok || b->keys == NULL || b->lit == NULL || b->value == NULL) {
+        ok = ok && (b->fl[i].slots = calloc(n_slots(b), sizeof *b->fl[i].slots)) != NULL &&
+             (b->fl[i].row = calloc(n_slots(b), sizeof *b->fl[i].row)) != NULL;
+    if (!ok || b->keys == NULL || b->lit == NULL) {
         rly_batch_free(b);
         return SVC_ENOMEM;
     }
@@ -116,10 +116,10 @@ void rly_batch_free(rly_batch_t *b)
     for (int i = 0; i < FLIGHTS; i++) {
         PQclear(b->fl[i].rows);
         free(b->fl[i].slots);
+        free(b->fl[i].row);
     }
     free(b->keys);
     free(b->lit);
-    free(b->value);
     free(b);
 }
 
@@ -167,8 +167,8 @@ static rly_positions_t literals(rly_batch_t *b, const pos_t *p, int n)
     for (int i = 0; i < n; i++) {
         const char *sep = i ? "," : "";
         s += sprintf(s, "%s%d", sep, p[i].shard);
-        t += sprintf(t, "%s%s", sep, p[i].txid);
-        q += sprintf(q, "%s%s", sep, p[i].seq);
+        t += sprintf(t, "%s%llu", sep, (unsigned long long)p[i].txid);
+        q += sprintf(q, "%s%lld", sep, (long long)p[i].seq);
     }
     strcpy(s, "}");
     strcpy(t, "}");
@@ -193,8 +193,8 @@ svc_err_t rly_batch_load_cursors(rly_batch_t *b, rly_store_t *st, const rly_leas
     for (int i = 0; err == SVC_OK && i < PQntuples(r); i++) {
         pos_t *p = &b->cur[b->n_cur++];
         p->shard = atoi(PQgetvalue(r, i, 0));
-        snprintf(p->txid, sizeof p->txid, "%s", PQgetvalue(r, i, 1));
-        snprintf(p->seq, sizeof p->seq, "%s", PQgetvalue(r, i, 2));
+        p->txid = strtoull(PQgetvalue(r, i, 1), NULL, 10);
+        p->seq = strtoll(PQgetvalue(r, i, 2), NULL, 10);
     }
     memcpy(b->rd, b->cur, sizeof b->rd);
     PQclear(r);
@@ -209,11 +209,9 @@ static pos_t *find_pos(pos_t *set, int n, int shard)
     return NULL;
 }
 
-static void pos_of_row(pos_t *p, PGresult *rows, int i)
+static pos_t pos_of_row(const rly_row_t *r)
 {
-    p->shard = atoi(PQgetvalue(rows, i, RLY_COL_SHARD));
-    snprintf(p->txid, sizeof p->txid, "%s", PQgetvalue(rows, i, RLY_COL_TXID));
-    snprintf(p->seq, sizeof p->seq, "%s", PQgetvalue(rows, i, RLY_COL_SEQ));
+    return (pos_t){r->shard, r->txid, r->seq};
 }
 
 /* FNV-1a: a collision only ends a wave early. */
@@ -253,9 +251,8 @@ static double ms_since(uint64_t *t_ns)
  * (docs/events.md §2): 2026-12-03T08:41:04.126540Z. The date and time up to
  * the second are formatted once per second: gmtime_r and snprintf for each
  * row were a tenth of a drain's CPU in the relay (perf, 2026-12-06). */
-static void rfc3339_us(rly_batch_t *b, const char *epoch_us, char out[WHEN_LEN + 8])
+static void rfc3339_us(rly_batch_t *b, int64_t us, char out[WHEN_LEN + 8])
 {
-    long long us = strtoll(epoch_us, NULL, 10);
     long long s = us >= 0 ? us / 1000000 : (us - 999999) / 1000000;
     int frac = (int)(us - s * 1000000); /* 0..999999 */
 
@@ -276,81 +273,26 @@ static void rfc3339_us(rly_batch_t *b, const char *epoch_us, char out[WHEN_LEN +
     memcpy(out + n + 6, "Z", 2);
 }
 
-static int hex_nibble(char c)
-{
-    if (c >= '0' && c <= '9')
-        return c - '0';
-    if (c >= 'a' && c <= 'f')
-        return c - 'a' + 10;
-    return c >= 'A' && c <= 'F' ? c - 'A' + 10 : -1;
-}
-
-/* Row i's payload (bytea in text, "\x" and hex: bytea_output's default)
- * decoded into b->value, which grows as needed; librdkafka copies it. No
- * allocation per row, where PQunescapeBytea's malloc and free were. Another
- * form (bytea_output = escape) goes through PQunescapeBytea. */
-static svc_err_t row_payload(rly_batch_t *b, PGresult *rows, int i, size_t *len)
-{
-    const char *t = PQgetvalue(rows, i, RLY_COL_PAYLOAD);
-    size_t tlen = (size_t)PQgetlength(rows, i, RLY_COL_PAYLOAD), n;
-    unsigned char *other = NULL;
-
-    if (tlen >= 2 && t[0] == '\\' && t[1] == 'x' && tlen % 2 == 0)
-        n = (tlen - 2) / 2;
-    else if ((other = PQunescapeBytea((const unsigned char *)t, &n)) == NULL)
-        return SVC_ENOMEM;
-    if (n > b->value_cap) {
-        unsigned char *v = realloc(b->value, n);
-        if (v == NULL) {
-            PQfreemem(other);
-            return SVC_ENOMEM;
-        }
-        b->value = v;
-        b->value_cap = n;
-    }
-    *len = n;
-    if (other != NULL) {
-        memcpy(b->value, other, n);
-        PQfreemem(other);
-        return SVC_OK;
-    }
-    for (size_t k = 0; k < n; k++) {
-        int hi = hex_nibble(t[2 + 2 * k]), lo = hex_nibble(t[3 + 2 * k]);
-        if (hi < 0 || lo < 0)
-            return SVC_EINVAL;
-        b->value[k] = (unsigned char)(hi << 4 | lo);
-    }
-    return SVC_OK;
-}
-
 /* Publishes row i of f; its slot records the outcome. */
 static void produce_row(rly_batch_t *b, flight_t *f, int i)
 {
-    PGresult *rows = f->rows;
+    const rly_row_t *r = &f->row[i];
     slot_t *slot = &f->slots[i];
     char errbuf[SVC_ERRBUF_LEN] = "", when[WHEN_LEN + 8];
     kfk_header_t h[KFK_CE_MAX_HEADERS];
-    size_t n_h = 0, len = 0;
+    size_t n_h = 0;
     const kfk_ce_t ce = {
-        .id = PQgetvalue(rows, i, RLY_COL_ID),
-        .type = PQgetvalue(rows, i, RLY_COL_TYPE),
-        .source = PQgetvalue(rows, i, RLY_COL_SOURCE),
-        .time = when,
-        .request_id = PQgetvalue(rows, i, RLY_COL_REQUEST_ID),
+        .id = r->id, .type = r->type, .source = r->source, .time = when,
+        .request_id = r->request_id,
     };
-    svc_err_t err = row_payload(b, rows, i, &len);
+    svc_err_t err;
     kfk_message_t m;
     uint64_t give_up = 0; /* set once the queue is first full */
 
-    rfc3339_us(b, PQgetvalue(rows, i, RLY_COL_TIME), when); /* before the headers */
-    if (err == SVC_EINVAL)
-        svc_errbuf_set(errbuf, "outbox row %s: payload_pb is not hex", ce.id);
-    else if (err == SVC_OK)
-        err = kfk_ce_headers(&ce, h, &n_h, errbuf);
-    m = (kfk_message_t){.topic = PQgetvalue(rows, i, RLY_COL_TOPIC),
-                        .key = PQgetvalue(rows, i, RLY_COL_KEY),
-                        .key_len = (size_t)PQgetlength(rows, i, RLY_COL_KEY),
-                        .value = b->value, .value_len = len,
+    rfc3339_us(b, r->time_us, when); /* before the headers */
+    err = kfk_ce_headers(&ce, h, &n_h, errbuf);
+    m = (kfk_message_t){.topic = r->topic, .key = r->key, .key_len = r->key_len,
+                        .value = r->payload, .value_len = r->payload_len,
                         .headers = h, .n_headers = n_h, .opaque = slot};
     *slot = (slot_t){f, true, false, SVC_OK, false};
     f->pending++; /* before the call: its report may fire in the poll below */
@@ -370,14 +312,13 @@ static void produce_row(rly_batch_t *b, flight_t *f, int i)
     }
 }
 
-/* The result's rows by shard (they come sorted by shard). */
+/* The read's rows by shard (rly_rows_decode sorts them by shard). */
 static void find_groups(flight_t *f)
 {
     f->n_groups = 0;
     for (int i = 0; i < f->n; i++) {
         f->slots[i] = (slot_t){f, false, false, SVC_OK, false};
-        if (i == 0 || strcmp(PQgetvalue(f->rows, i, RLY_COL_SHARD),
-                             PQgetvalue(f->rows, i - 1, RLY_COL_SHARD)) != 0)
+        if (i == 0 || f->row[i].shard != f->row[i - 1].shard)
             f->group[f->n_groups++] = (group_t){i, i, i, 0};
         f->group[f->n_groups - 1].end = i + 1;
     }
@@ -395,11 +336,11 @@ static bool produce_wave(rly_batch_t *b, flight_t *f, int hold_back)
     for (int k = 0; k < hold_back; k++) {
         const flight_t *o = &b->fl[(b->oldest + k) % FLIGHTS];
         for (int i = 0; i < o->n; i++)
-            (void)key_add(b, PQgetvalue(o->rows, i, RLY_COL_KEY));
+            (void)key_add(b, o->row[i].key);
     }
     for (int g = 0; g < f->n_groups; g++) {
         group_t *gr = &f->group[g];
-        while (gr->next < gr->end && key_add(b, PQgetvalue(f->rows, gr->next, RLY_COL_KEY))) {
+        while (gr->next < gr->end && key_add(b, f->row[gr->next].key)) {
             produce_row(b, f, gr->next++);
             any = true;
         }
@@ -454,7 +395,7 @@ static int new_positions(flight_t *f, pos_t *out)
             (*(f->slots[last++].dead ? &f->res.dead : &f->res.published))++;
         if (last == gr->start + gr->passed)
             continue;
-        pos_of_row(&out[moved++], f->rows, last - 1);
+        out[moved++] = pos_of_row(&f->row[last - 1]);
         gr->passed = last - gr->start;
     }
     return moved;
@@ -468,7 +409,7 @@ static svc_err_t bury(rly_store_t *st, flight_t *f)
 {
     for (int i = 0; i < f->n; i++) {
         slot_t *s = &f->slots[i];
-        const char *id = PQgetvalue(f->rows, i, RLY_COL_ID);
+        const char *id = f->row[i].id;
         svc_err_t err;
 
         if (!s->produced || !s->done || s->err != SVC_EINVAL || s->dead)
@@ -479,7 +420,7 @@ static svc_err_t bury(rly_store_t *st, flight_t *f)
         s->dead = true;
         svc_log_warn(MOD, "outbox row %s (key %s, topic %s) refused by Kafka for good: %s; "
                      "copied to outbox_dead_letters, the cursor passes it", id,
-                     PQgetvalue(f->rows, i, RLY_COL_KEY), PQgetvalue(f->rows, i, RLY_COL_TOPIC),
+                     f->row[i].key, f->row[i].topic,
                      f->refused);
     }
     return SVC_OK;
@@ -541,12 +482,10 @@ void rly_batch_start(rly_batch_t *b, rly_store_t *st, const rly_batch_opts_t *o,
     res->read_ms = ms_since(&t);
     if (res->db_err != SVC_OK)
         return;
-    f->n = PQntuples(f->rows);
-    res->held = f->n > 0 && PQgetvalue(f->rows, 0, RLY_COL_HELD)[0] == 't';
-    if (f->n > 0 && PQgetisnull(f->rows, 0, RLY_COL_SHARD))
-        f->n = 0;
+    res->db_err = rly_rows_decode(f->rows, f->row, (int)n_slots(b), &f->n, &res->held,
+                                  res->reason);
     res->read = f->n;
-    if (f->n == 0) {
+    if (res->db_err != SVC_OK || f->n == 0) {
         PQclear(f->rows);
         f->rows = NULL;
         return;
@@ -554,10 +493,10 @@ void rly_batch_start(rly_batch_t *b, rly_store_t *st, const rly_batch_opts_t *o,
     find_groups(f);
     for (int g = 0; g < f->n_groups; g++) { /* the next read starts after these rows */
         group_t *gr = &f->group[g];
-        pos_t *p = find_pos(b->rd, b->n_cur, atoi(PQgetvalue(f->rows, gr->start, RLY_COL_SHARD)));
+        pos_t *p = find_pos(b->rd, b->n_cur, f->row[gr->start].shard);
         res->more |= gr->end - gr->start >= per_shard; /* a full shard: more may wait */
         if (p != NULL)
-            pos_of_row(p, f->rows, gr->end - 1);
+            *p = pos_of_row(&f->row[gr->end - 1]);
     }
     b->flying++;
     atomic_fetch_add_explicit(o->in_flight, f->n, memory_order_relaxed);

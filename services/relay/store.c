@@ -6,9 +6,6 @@
 
 #include "store.h"
 
-/* created_at in Unix microseconds: the relay formats ce_time itself
- * (batch.c), since to_char() was a third of a large read's time. */
-#define EPOCH_US(col) "(extract(epoch FROM " col ") * 1000000)::bigint"
 /* The advisory lock keys (two int4s; pg_locks shows them as classid and
  * objid): a shard's lease is (RLY_LOCK_SHARD, shard), exclusive; every
  * relay of a database also holds (RLY_LOCK_MEMBER, 0) shared, so that each
@@ -45,7 +42,7 @@ static const db_stmt_t stmts[] = {
                       "coalesce(array_agg(a.backend_xid), '{}')::text FROM pg_stat_activity a "
                       "WHERE a.datid = (SELECT oid FROM pg_database WHERE datname = "
                       "current_database()) AND a.backend_xid IS NOT NULL)",
-                      0, true},
+                      0, DB_STMT_IDEMPOTENT},
     /* h: the horizon (above; $5 B, $6 L), taken once. held: whether a
      * shard's newest committed row is above it, waiting for an older
      * transaction (whose end may send no NOTIFY), so the relay looks again
@@ -54,7 +51,10 @@ static const db_stmt_t stmts[] = {
      * matches, ran as a scan of every row kept: 400 a second.) Then, per
      * shard, its rows after its position: one index range scan each
      * (outbox_relay_order). The LEFT JOIN keeps one row when none is read,
-     * to carry held. */
+     * to carry held. No ORDER BY: the nested loop yields each shard's range
+     * in turn, and rly_rows_decode checks (a sort here cost ~0.6 us a row).
+     * Results in binary (rows.h decodes them): no output function per
+     * value. */
     [STMT_READ] = {"rly_read",
                    "WITH h AS MATERIALIZED (SELECT least(pg_snapshot_xmax(s.s), (SELECT min(x) "
                    "FROM pg_snapshot_xip(s.s) AS x WHERE x >= $5::xid8 OR xid(x) = "
@@ -64,16 +64,14 @@ static const db_stmt_t stmts[] = {
                    "t AS (SELECT coalesce(bool_or(n.txid >= h.x), false) AS held FROM h, c, "
                    "LATERAL (SELECT txid FROM outbox WHERE shard = c.shard "
                    "ORDER BY txid DESC, seq DESC LIMIT 1) n) "
-                   "SELECT t.held, r.shard, r.txid::text, r.seq, r.id::text, r.aggregate_id, "
-                   "r.topic, r.ce_type, r.ce_source, r.payload_pb, r.request_id, "
-                   EPOCH_US("r.created_at") " "
+                   "SELECT t.held, r.shard, r.txid, r.seq, r.id, r.aggregate_id, "
+                   "r.topic, r.ce_type, r.ce_source, r.payload_pb, r.request_id, r.created_at "
                    "FROM h CROSS JOIN t LEFT JOIN LATERAL ("
                    "SELECT o.* FROM c, LATERAL (SELECT shard, txid, seq, id, aggregate_id, "
                    "topic, ce_type, ce_source, payload_pb, request_id, created_at FROM outbox "
                    "WHERE shard = c.shard AND (txid, seq) > (c.txid, c.seq) AND txid < h.x "
-                   "AND payload_pb IS NOT NULL ORDER BY txid, seq LIMIT $4) o) r ON true "
-                   "ORDER BY r.shard, r.txid, r.seq",
-                   6, true},
+                   "AND payload_pb IS NOT NULL ORDER BY txid, seq LIMIT $4) o) r ON true",
+                   6, DB_STMT_IDEMPOTENT | DB_STMT_BINARY},
     /* Forward only: a relay that lost its lease without knowing (its
      * session re-made) can only ever move a cursor over rows it had
      * published itself, never back over another's. The commit need not
@@ -85,12 +83,12 @@ static const db_stmt_t stmts[] = {
                       "FROM unnest($1::smallint[], $2::xid8[], $3::bigint[]) AS n(shard, txid, "
                       "seq), (SELECT set_config('synchronous_commit', 'off', true)) AS async "
                       "WHERE k.shard = n.shard AND (k.txid, k.seq) < (n.txid, n.seq)",
-                      3, true},
+                      3, DB_STMT_IDEMPOTENT},
     [STMT_CURSORS] = {"rly_cursors",
                       "SELECT shard, txid::text, seq FROM outbox_cursor "
                       "WHERE shard = ANY($1::smallint[]) ORDER BY shard",
-                      1, true},
-    [STMT_SHARDS] = {"rly_shards", "SELECT shard FROM outbox_cursor ORDER BY shard", 0, true},
+                      1, DB_STMT_IDEMPOTENT},
+    [STMT_SHARDS] = {"rly_shards", "SELECT shard FROM outbox_cursor ORDER BY shard", 0, DB_STMT_IDEMPOTENT},
     /* For /metrics: each shard's rows after its cursor, by index range (the
      * view outbox_pending joins the two tables, which the planner does with
      * a scan of every row kept); the count stops at $1 rows, so a refresh
@@ -104,23 +102,23 @@ static const db_stmt_t stmts[] = {
                     "FROM outbox_cursor c, LATERAL (SELECT created_at FROM outbox o WHERE "
                     "o.shard = c.shard AND (o.txid, o.seq) > (c.txid, c.seq) AND o.payload_pb "
                     "IS NOT NULL ORDER BY o.txid, o.seq LIMIT 1) f), 0)",
-                    1, true},
+                    1, DB_STMT_IDEMPOTENT},
     [STMT_HELD] = {"rly_locks_held",
                    "SELECT CASE WHEN classid = " RLY_LOCK_MEMBER " THEN 'm' ELSE 's' END, "
                    "objid::int " MY_ADVISORY_LOCKS "AND pid = pg_backend_pid() "
                    "AND classid IN (" RLY_LOCK_SHARD ", " RLY_LOCK_MEMBER ")",
-                   0, true},
+                   0, DB_STMT_IDEMPOTENT},
     [STMT_JOIN] = {"rly_join", "SELECT pg_try_advisory_lock_shared(" RLY_LOCK_MEMBER ", 0)", 0,
                    false},
     [STMT_MEMBERS] = {"rly_members",
                       "SELECT count(*) " MY_ADVISORY_LOCKS "AND classid = " RLY_LOCK_MEMBER
                       " AND objid = 0 AND database = "
                       "(SELECT oid FROM pg_database WHERE datname = current_database())",
-                      0, true},
+                      0, DB_STMT_IDEMPOTENT},
     [STMT_LOCK] = {"rly_lock_shard", "SELECT pg_try_advisory_lock(" RLY_LOCK_SHARD ", $1::int)",
-                   1, false},
+                   1, 0},
     [STMT_UNLOCK] = {"rly_unlock_shard", "SELECT pg_advisory_unlock(" RLY_LOCK_SHARD ", $1::int)",
-                     1, false},
+                     1, 0},
     /* Retention: per shard, of the oldest $3 rows its cursor has passed,
      * those older than $2 s. Only the oldest $3 are looked at, so a prune
      * costs at most that many rows of an index range per shard even when
@@ -133,7 +131,7 @@ static const db_stmt_t stmts[] = {
                     "ORDER BY txid, seq LIMIT $3) x WHERE k.shard = ANY($1::smallint[]) "
                     "AND x.created_at < now() - make_interval(secs => $2::double precision)) "
                     "DELETE FROM outbox o USING d WHERE o.id = d.id RETURNING 1",
-                    3, true},
+                    3, DB_STMT_IDEMPOTENT},
     /* A row Kafka refuses for good, copied before its cursor passes it
      * (schema/0008). A repeat (a crash before the cursor moved) keeps the
      * first copy. */
@@ -142,7 +140,7 @@ static const db_stmt_t stmts[] = {
                    "ce_type, payload_pb, created_at, reason) SELECT id, shard, aggregate_id, "
                    "event_type, topic, ce_type, payload_pb, created_at, $2 FROM outbox "
                    "WHERE id = $1::uuid ON CONFLICT (id) DO NOTHING",
-                   2, true},
+                   2, DB_STMT_IDEMPOTENT},
 };
 
 /* The session's planner settings (pkg/db's server_options).

@@ -18,20 +18,21 @@ typedef struct rly_store rly_store_t;
  * about 400 bytes). */
 #define RLY_STORE_KEY_MAX 512
 
-/* The columns of a read row, in this order (RLY_COL_*). */
+/* The columns of a read row, in this order, in binary format (rows.h
+ * decodes them). */
 enum {
-    RLY_COL_HELD,      /* "t": committed rows wait for an older transaction */
-    RLY_COL_SHARD,     /* NULL in the one row of an empty read */
-    RLY_COL_TXID,      /* the row's position: (txid, seq) */
+    RLY_COL_HELD,      /* bool: committed rows wait for an older transaction */
+    RLY_COL_SHARD,     /* smallint; NULL in the one row of an empty read */
+    RLY_COL_TXID,      /* xid8 and bigint: the row's position (txid, seq) */
     RLY_COL_SEQ,
-    RLY_COL_ID,        /* uuid text: ce_id */
-    RLY_COL_KEY,       /* aggregate_id: the Kafka key */
+    RLY_COL_ID,        /* uuid: ce_id */
+    RLY_COL_KEY,       /* aggregate_id (text): the Kafka key */
     RLY_COL_TOPIC,
     RLY_COL_TYPE,
     RLY_COL_SOURCE,
-    RLY_COL_PAYLOAD,   /* bytea, text form (\x...): PQunescapeBytea */
+    RLY_COL_PAYLOAD,   /* bytea */
     RLY_COL_REQUEST_ID,
-    RLY_COL_TIME,      /* created_at, Unix microseconds */
+    RLY_COL_TIME,      /* created_at: timestamptz */
 };
 
 /* Three Postgres array literals naming shards and their positions, e.g.
@@ -46,10 +47,10 @@ svc_err_t rly_store_new(const char *dsn, const char *name, int statement_timeout
 void rly_store_free(rly_store_t *st);
 
 /* Up to `limit` rows of each shard in p after its position, oldest first
- * ((txid, seq) order), sorted by shard then position; only rows whose
- * transaction and every older one of this database have ended (two
- * statements: the horizon, then the read). *rows owned by caller (PQclear);
- * at least one row (RLY_COL_SHARD NULL when none was read). */
+ * ((txid, seq) order); only rows whose transaction and every older one of
+ * this database have ended (two statements: the horizon, then the read).
+ * *rows owned by caller (PQclear), binary, for rly_rows_decode; at least
+ * one row (RLY_COL_SHARD NULL when none was read). */
 svc_err_t rly_store_read(rly_store_t *st, const rly_positions_t *p, int limit, PGresult **rows,
                          char *errbuf);
 /* Sends the read of these positions ahead, without waiting (a backlog: the

@@ -20,7 +20,7 @@
  *     whole outbox (index ranges only);
  *   - a transaction open in another database holds no event back; an older
  *     one of this database holds its shard's later rows until it commits;
- *   - payloads read with bytea_output=escape are published as written;
+ *   - a session's bytea_output, TimeZone and DateStyle change nothing published;
  *   - retention deletes published rows past RELAY_RETENTION_S, never an
  *     unpublished one, however old.
  * The tests share one broker, one order stack and one relay, in this order.
@@ -642,15 +642,19 @@ static void older_transaction_holds_later_rows(void **state)
            "in order\n");
 }
 
-/* The relay decodes bytea's hex text itself; a session whose bytea_output is
- * escape (a database or role may set it) still gets every payload right,
- * through libpq's decoder. check_topic compares each payload and ce_time. */
-static void escape_format_payloads_publish_the_same(void **state)
+/* The relay reads its rows in binary (services/relay/rows.h), so the
+ * settings that shape text output - bytea_output, TimeZone, DateStyle, which
+ * a database or role may set - change nothing it publishes. check_topic
+ * compares each payload and ce_time with what was written. */
+static void session_output_settings_change_nothing_published(void **state)
 {
     fixture_t *f = *state;
     enum { N = 5 };
     char ids[N][37], admin[64];
-    const char *escape[] = {admin, "PGOPTIONS=-c bytea_output=escape", NULL};
+    const char *escape[] = {admin,
+                            "PGOPTIONS=-c bytea_output=escape -c TimeZone=Pacific/Chatham "
+                            "-c DateStyle=SQL,DMY",
+                            NULL};
 
     assert_int_equal(rly_it_relay_stop(&f->relay, NULL), 0);
     snprintf(admin, sizeof admin, "RELAY_ADMIN_LISTEN=127.0.0.1:%d", f->admin_port);
@@ -660,7 +664,8 @@ static void escape_format_payloads_publish_the_same(void **state)
     wait_published(f, ord_it_int(f->ord, "SELECT count(*) FROM outbox"));
     assert_int_equal(ord_it_int(f->ord, UNPUBLISHED), 0);
     check_topic(f, ids, N, true);
-    printf("[relay] %d events read with bytea_output=escape, payloads and ce_time as written\n", N);
+    printf("[relay] %d events read with bytea_output=escape, TimeZone=Pacific/Chatham, "
+           "DateStyle=SQL,DMY: payloads and ce_time as written\n", N);
 }
 
 /* Retention: of the rows older than RELAY_RETENTION_S only those a cursor has
@@ -723,7 +728,7 @@ int main(void)
         cmocka_unit_test(reads_never_scan_the_whole_outbox),
         cmocka_unit_test(other_database_transaction_holds_nothing),
         cmocka_unit_test(older_transaction_holds_later_rows),
-        cmocka_unit_test(escape_format_payloads_publish_the_same),
+        cmocka_unit_test(session_output_settings_change_nothing_published),
         cmocka_unit_test(retention_deletes_only_published_old_rows),
     };
     int rc;
