@@ -318,6 +318,20 @@ proc_cs() {
   done
 }
 
+# nap S: sleeps S seconds (fractions allowed) without a process: read's timeout on a FIFO that
+# never has data (opened read-write, so never at its end). For polls every few tens of
+# milliseconds during a measurement, where a sleep process per look costs CPU that the
+# programs measured want.
+nap() {
+  if [[ -z ${NAP_FD:-} ]]; then
+    local f
+    f=$(mktemp -u "${TMPDIR:-/tmp}/bench-nap.XXXXXX") && mkfifo "$f" || return 1
+    exec {NAP_FD}<>"$f"
+    rm -f "$f"
+  fi
+  read -r -t "$1" -u "$NAP_FD" _ || true
+}
+
 # cpu_snap VAR: the machine's CPU counters from /proc/stat into VAR;
 # cpu_since VAR: how busy the machine has been since that snapshot.
 cpu_snap() { local l; read -r l </proc/stat; printf -v "$1" '%s' "${l#cpu }"; }

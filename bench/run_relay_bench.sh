@@ -244,7 +244,7 @@ relay_metric() {
 }
 # wait_published N S: until the relay counts N rows published (false after S seconds); a line
 # every 2 s.
-# (Times in microseconds by bash arithmetic: no process per look but the sleep.)
+# (Times in microseconds by bash arithmetic, the pause by nap: no process per look.)
 wait_published() {
   local t0=${EPOCHREALTIME/./} last=${EPOCHREALTIME/./} now
   until relay_metric published_total && (( METRIC >= $1 )); do
@@ -254,7 +254,7 @@ wait_published() {
       last=$now
     fi
     (( now - t0 <= $2 * 1000000 )) || return 1
-    sleep 0.02
+    nap 0.02
   done
 }
 # start_relay DIR: the relay of build dir DIR started (the command returns once its admin port
@@ -304,9 +304,10 @@ drain() {
   fi
   wait_published $(( p0 + ROWS )) 600 || die "not drained after 600 s"
   DRAIN_S[$label]=$(since "$t0")
-  drained || die "the relay counts $ROWS rows published, but $(unpublished) are not"
   # Cores each process used while draining: says whether the drain waited for CPU or for I/O.
+  # Taken before the table is checked, whose query is not the drain's work.
   DRAIN_CPU[$label]=$(cpu_report cores "$cpu0" "$(cpu_snapshot)" "${DRAIN_S[$label]}")
+  drained || die "the relay counts $ROWS rows published, but $(unpublished) are not"
   DRAIN_RATE[$label]=$(awk -v n="$ROWS" -v s="${DRAIN_S[$label]}" 'BEGIN { printf "%.0f", n / s }')
   relay_metric batches_total || die "the relay's /metrics has no batches_total"
   BATCHES[$label]=$(( METRIC - b0 ))
