@@ -310,6 +310,11 @@ void rly_store_read_ahead(rly_store_t *st, const rly_positions_t *p, int limit)
         st->ahead[0] = '\0'; /* the read itself will meet the failure, and say it */
 }
 
+void rly_store_pump(rly_store_t *st)
+{
+    (void)db_pump(st->db);
+}
+
 svc_err_t rly_store_advance(rly_store_t *st, const rly_positions_t *p, char *errbuf)
 {
     const char *params[] = {p->shards, p->txids, p->seqs};

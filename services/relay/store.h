@@ -59,6 +59,10 @@ svc_err_t rly_store_read(rly_store_t *st, const rly_positions_t *p, int limit, P
  * first receives it (and keeps it), and a read of other positions drops
  * it. A failure is not reported here: the read itself meets it. */
 void rly_store_read_ahead(rly_store_t *st, const rly_positions_t *p, int limit);
+/* Takes in what has arrived of a read sent ahead, without waiting: called
+ * while the relay waits for the broker, so that the next batch's rows are
+ * parsed then, not when the next statement needs the connection. */
+void rly_store_pump(rly_store_t *st);
 /* Moves each shard's cursor forward to the given position (never back). */
 svc_err_t rly_store_advance(rly_store_t *st, const rly_positions_t *p, char *errbuf);
 /* The cursors of the shards in the literal (e.g. "{0,3}"): rows of

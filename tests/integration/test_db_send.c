@@ -8,11 +8,14 @@
  *   - while a result waits, every other call on the connection is refused
  *     (SVC_EINTERNAL) and the result is still there afterwards;
  *   - a receive with nothing sent is refused;
+ *   - db_pump takes the result in without waiting: false while the
+ *     statement runs, true once it is in, and db_receive then has it;
  *   - a statement that fails on the server fails at db_receive, with
  *     Postgres' message, and the connection goes on;
  *   - the backend terminated while the statement runs: db_receive says
  *     SVC_EUNAVAIL and the next call connects again;
- * and the session's settings: the environment's PGOPTIONS and the caller's
+ * a DB_STMT_BINARY statement's result comes in binary format (parameters
+ * still text); and the session's settings: the environment's PGOPTIONS and the caller's
  * server_options both reach it, beside statement_timeout (libpq alone would
  * drop PGOPTIONS, as the connection names its options itself).
  */
@@ -22,19 +25,21 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #include <cmocka.h>
 
 #include "db/db.h"
 #include "support/pgtest.h"
 
-enum { ST_SLOW, ST_PLAIN, ST_DIVIDE, ST_PID, ST_SETTINGS };
+enum { ST_SLOW, ST_PLAIN, ST_DIVIDE, ST_PID, ST_SETTINGS, ST_BINARY };
 
 static const db_stmt_t stmts[] = {
     [ST_SLOW] = {"t_slow", "SELECT $1::int + 1 FROM pg_sleep(0.2)", 1, DB_STMT_IDEMPOTENT},
     [ST_PLAIN] = {"t_plain", "SELECT 2", 0, DB_STMT_IDEMPOTENT},
     [ST_DIVIDE] = {"t_divide", "SELECT 1 / $1::int", 1, DB_STMT_IDEMPOTENT},
     [ST_PID] = {"t_pid", "SELECT pg_backend_pid()", 0, DB_STMT_IDEMPOTENT},
+    [ST_BINARY] = {"t_binary", "SELECT $1::int8", 1, DB_STMT_IDEMPOTENT | DB_STMT_BINARY},
     [ST_SETTINGS] = {"t_settings",
                      "SELECT concat_ws(' ', current_setting('bytea_output'), "
                      "current_setting('jit'), current_setting('enable_seqscan'), "
@@ -106,6 +111,42 @@ static void sent_rows_come_with_receive(void **state)
     assert_string_equal(PQgetvalue(r, 0, 0), "42");
     PQclear(r);
     assert_int_equal(exec_int(f->c, ST_PLAIN), 2);
+}
+
+static void pump_takes_the_result_in_without_waiting(void **state)
+{
+    fixture_t *f = *state;
+    char errbuf[SVC_ERRBUF_LEN];
+    const char *p[] = {"9"};
+    PGresult *r = NULL;
+    int looks = 0;
+
+    assert_true(db_pump(f->c)); /* nothing sent: nothing to wait for */
+    assert_int_equal(db_send(f->c, ST_SLOW, p, errbuf), SVC_OK);
+    assert_false(db_pump(f->c)); /* the statement sleeps 0.2 s first */
+    while (!db_pump(f->c) && looks++ < 500)
+        nanosleep(&(struct timespec){0, 10 * 1000 * 1000}, NULL);
+    assert_true(db_pump(f->c));
+    assert_true(db_sent(f->c)); /* in, but still to be received */
+    assert_int_equal(db_receive(f->c, SVC_DEADLINE_NONE, &r, errbuf), SVC_OK);
+    assert_string_equal(PQgetvalue(r, 0, 0), "10");
+    PQclear(r);
+    printf("[db] db_pump: false while the statement ran, true after %d looks 10 ms apart\n", looks);
+}
+
+static void a_binary_statement_answers_in_binary(void **state)
+{
+    fixture_t *f = *state;
+    char errbuf[SVC_ERRBUF_LEN];
+    const char *p[] = {"258"};
+    PGresult *r = NULL;
+
+    assert_int_equal(db_exec(f->c, ST_BINARY, p, SVC_DEADLINE_NONE, &r, errbuf), SVC_OK);
+    assert_int_equal(PQfformat(r, 0), 1);
+    assert_int_equal(PQgetlength(r, 0, 0), 8);
+    assert_memory_equal(PQgetvalue(r, 0, 0), "\0\0\0\0\0\0\x01\x02", 8);
+    PQclear(r);
+    assert_int_equal(exec_int(f->c, ST_PLAIN), 2); /* the others still in text */
 }
 
 static void other_calls_wait_for_the_receive(void **state)
@@ -191,6 +232,8 @@ int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(sent_rows_come_with_receive),
+        cmocka_unit_test(pump_takes_the_result_in_without_waiting),
+        cmocka_unit_test(a_binary_statement_answers_in_binary),
         cmocka_unit_test(other_calls_wait_for_the_receive),
         cmocka_unit_test(a_failed_statement_fails_at_receive),
         cmocka_unit_test(a_lost_backend_is_unavailable_then_replaced),

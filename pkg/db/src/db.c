@@ -393,6 +393,14 @@ bool db_sent(const db_conn_t *c)
     return c->sent != c->o.n_stmts;
 }
 
+bool db_pump(db_conn_t *c)
+{
+    if (!db_sent(c) || c->pg == NULL)
+        return true;
+    /* The socket is non-blocking (libpq's own), so neither call waits. */
+    return !PQconsumeInput(c->pg) || !PQisBusy(c->pg);
+}
+
 void db_opts_fill(db_opts_t *o, const char *dsn, const db_stmt_t *stmts, size_t n,
                   int statement_timeout_ms, const char *application_name)
 {

@@ -106,6 +106,12 @@ svc_err_t db_exec(db_conn_t *c, size_t idx, const char *const *params, uint64_t 
 svc_err_t db_send(db_conn_t *c, size_t idx, const char *const *params, char *errbuf);
 svc_err_t db_receive(db_conn_t *c, uint64_t deadline_ns, PGresult **res, char *errbuf);
 bool db_sent(const db_conn_t *c);
+/* Between the two: takes in what has arrived of the result, without
+ * waiting (libpq parses each row as it comes), so that a large result is
+ * parsed while the caller would otherwise idle rather than all at once in
+ * db_receive. true when db_receive will not wait (also after a failure,
+ * which db_receive reports). */
+bool db_pump(db_conn_t *c);
 
 /* What every service's store does to open its connection: db_conn_new with
  * db_opts_fill's options (the others their defaults). */
