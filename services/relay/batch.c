@@ -19,7 +19,8 @@
 #define WHEN_LEN           64 /* ce_time up to its second, with room     */
 /* Batches in flight at most. Three drained no faster than two in one run
  * (27,000-31,600 against 27,000-34,000 events/s, loadavg 6-7: the two
- * cores were the limit, docs/benchmarks.md). */
+ * cores were the limit, docs/benchmarks.md), nor later with the binary
+ * read (four pairs within the noise, 2026-12-06). */
 #define FLIGHTS            2
 
 typedef struct flight flight_t;
