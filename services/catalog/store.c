@@ -24,7 +24,7 @@ static const db_stmt_t stmts[] = {
                      "VALUES ($1, $2, $3, $4) RETURNING " PRODUCT_COLS,
                      4, 0},
     [STMT_GET] = {"cat_get", "SELECT " PRODUCT_COLS " FROM products WHERE id = $1::uuid", 1,
-                  true},
+                  DB_STMT_IDEMPOTENT},
     [STMT_LIST] = {"cat_list",
                    "SELECT " PRODUCT_COLS " FROM products WHERE seq > $1 ORDER BY seq LIMIT $2",
                    2, DB_STMT_IDEMPOTENT},

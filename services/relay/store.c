@@ -16,7 +16,7 @@
     "FROM pg_locks WHERE locktype = 'advisory' AND granted AND objsubid = 2 "
 
 enum {
-    STMT_HORIZON, STMT_READ, STMT_ADVANCE, STMT_CURSORS, STMT_SHARDS, STMT_STATS,
+    STMT_HORIZON, STMT_READ, STMT_CURSORS, STMT_SHARDS, STMT_STATS,
     STMT_HELD, STMT_JOIN, STMT_MEMBERS, STMT_LOCK, STMT_UNLOCK, STMT_PRUNE,
     STMT_BURY,
 };
@@ -72,23 +72,12 @@ static const db_stmt_t stmts[] = {
                    "WHERE shard = c.shard AND (txid, seq) > (c.txid, c.seq) AND txid < h.x "
                    "AND payload_pb IS NOT NULL ORDER BY txid, seq LIMIT $4) o) r ON true",
                    6, DB_STMT_IDEMPOTENT | DB_STMT_BINARY},
-    /* Forward only: a relay that lost its lease without knowing (its
-     * session re-made) can only ever move a cursor over rows it had
-     * published itself, never back over another's. The commit need not
-     * wait for the WAL flush: a move lost in a Postgres crash (the last
-     * ~0.6 s, 3 x wal_writer_delay) only publishes its rows again, with the
-     * same ce_id, which the contract allows after any crash. */
-    [STMT_ADVANCE] = {"rly_advance",
-                      "UPDATE outbox_cursor k SET txid = n.txid, seq = n.seq, moved_at = now() "
-                      "FROM unnest($1::smallint[], $2::xid8[], $3::bigint[]) AS n(shard, txid, "
-                      "seq), (SELECT set_config('synchronous_commit', 'off', true)) AS async "
-                      "WHERE k.shard = n.shard AND (k.txid, k.seq) < (n.txid, n.seq)",
-                      3, DB_STMT_IDEMPOTENT},
     [STMT_CURSORS] = {"rly_cursors",
                       "SELECT shard, txid::text, seq FROM outbox_cursor "
                       "WHERE shard = ANY($1::smallint[]) ORDER BY shard",
                       1, DB_STMT_IDEMPOTENT},
-    [STMT_SHARDS] = {"rly_shards", "SELECT shard FROM outbox_cursor ORDER BY shard", 0, DB_STMT_IDEMPOTENT},
+    [STMT_SHARDS] = {"rly_shards", "SELECT shard FROM outbox_cursor ORDER BY shard", 0,
+                     DB_STMT_IDEMPOTENT},
     /* For /metrics: each shard's rows after its cursor, by index range (the
      * view outbox_pending joins the two tables, which the planner does with
      * a scan of every row kept); the count stops at $1 rows, so a refresh
@@ -108,8 +97,7 @@ static const db_stmt_t stmts[] = {
                    "objid::int " MY_ADVISORY_LOCKS "AND pid = pg_backend_pid() "
                    "AND classid IN (" RLY_LOCK_SHARD ", " RLY_LOCK_MEMBER ")",
                    0, DB_STMT_IDEMPOTENT},
-    [STMT_JOIN] = {"rly_join", "SELECT pg_try_advisory_lock_shared(" RLY_LOCK_MEMBER ", 0)", 0,
-                   false},
+    [STMT_JOIN] = {"rly_join", "SELECT pg_try_advisory_lock_shared(" RLY_LOCK_MEMBER ", 0)", 0, 0},
     [STMT_MEMBERS] = {"rly_members",
                       "SELECT count(*) " MY_ADVISORY_LOCKS "AND classid = " RLY_LOCK_MEMBER
                       " AND objid = 0 AND database = "
@@ -143,6 +131,23 @@ static const db_stmt_t stmts[] = {
                    2, DB_STMT_IDEMPOTENT},
 };
 
+/* The cursor move, on a connection of its own (the mover, below).
+ *
+ * Forward only: a relay that lost its lease without knowing (its
+ * session re-made) can only ever move a cursor over rows it had
+ * published itself, never back over another's. The commit need not
+ * wait for the WAL flush: a move lost in a Postgres crash (the last
+ * ~0.6 s, 3 x wal_writer_delay) only publishes its rows again, with the
+ * same ce_id, which the contract allows after any crash. */
+static const db_stmt_t mover_stmts[] = {
+    {"rly_advance",
+     "UPDATE outbox_cursor k SET txid = n.txid, seq = n.seq, moved_at = now() "
+     "FROM unnest($1::smallint[], $2::xid8[], $3::bigint[]) AS n(shard, txid, seq), "
+     "(SELECT set_config('synchronous_commit', 'off', true)) AS async "
+     "WHERE k.shard = n.shard AND (k.txid, k.seq) < (n.txid, n.seq)",
+     3, DB_STMT_IDEMPOTENT},
+};
+
 /* The session's planner settings (pkg/db's server_options).
  *
  * Generic plans: the read's parameters are arrays, for which Postgres keeps
@@ -166,9 +171,14 @@ static const db_stmt_t stmts[] = {
     "-c jit=off"
 
 /* The connection, and the read sent ahead (rly_store_read_ahead): its
- * parameters, and its result once another statement needed the connection. */
+ * parameters, and its result once another statement needed the connection.
+ * The cursor moves have a connection of their own, the mover: on db they
+ * waited behind the read sent ahead (it runs for milliseconds during a
+ * backlog), which held up the finished batch and, behind it, the next one.
+ * The move needs no lease of this session (it is forward only, above). */
 struct rly_store {
     db_conn_t *db;
+    db_conn_t *mover;
     char ahead[RLY_STORE_KEY_MAX]; /* "" when none; else shards|txids|seqs|limit */
     PGresult *early;               /* its result, received early; or NULL     */
     svc_err_t early_err;
@@ -190,8 +200,12 @@ svc_err_t rly_store_new(const char *dsn, const char *name, int statement_timeout
     db_opts_fill(&o, dsn, stmts, SVC_COUNTOF(stmts), statement_timeout_ms, name);
     o.server_options = PLANNER_OPTIONS;
     err = db_conn_new(&o, &st->db, errbuf);
+    if (err == SVC_OK) {
+        db_opts_fill(&o, dsn, mover_stmts, SVC_COUNTOF(mover_stmts), statement_timeout_ms, name);
+        err = db_conn_new(&o, &st->mover, errbuf);
+    }
     if (err != SVC_OK) {
-        free(st);
+        rly_store_free(st);
         return err;
     }
     *out = st;
@@ -211,6 +225,7 @@ void rly_store_free(rly_store_t *st)
         return;
     forget_ahead(st);
     db_conn_free(st->db);
+    db_conn_free(st->mover);
     free(st);
 }
 
@@ -319,7 +334,7 @@ svc_err_t rly_store_advance(rly_store_t *st, const rly_positions_t *p, char *err
 {
     const char *params[] = {p->shards, p->txids, p->seqs};
 
-    return run(st, STMT_ADVANCE, params, NULL, errbuf);
+    return db_run(st->mover, 0, params, SVC_DEADLINE_NONE, NULL, errbuf);
 }
 
 svc_err_t rly_store_cursors(rly_store_t *st, const char *shards, PGresult **rows, char *errbuf)

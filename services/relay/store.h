@@ -63,7 +63,8 @@ void rly_store_read_ahead(rly_store_t *st, const rly_positions_t *p, int limit);
  * while the relay waits for the broker, so that the next batch's rows are
  * parsed then, not when the next statement needs the connection. */
 void rly_store_pump(rly_store_t *st);
-/* Moves each shard's cursor forward to the given position (never back). */
+/* Moves each shard's cursor forward to the given position (never back), on
+ * a connection of its own: it never waits behind a read sent ahead. */
 svc_err_t rly_store_advance(rly_store_t *st, const rly_positions_t *p, char *errbuf);
 /* The cursors of the shards in the literal (e.g. "{0,3}"): rows of
  * (shard, txid text, seq). *rows owned by caller. */
