@@ -10,11 +10,10 @@
 #define PG_EPOCH_UNIX_US 946684800000000LL
 
 /* The binary width of each fixed-size column; 0: any length (text, bytea). */
-static const int widths[] = {
+static const int widths[RLY_N_COLS] = {
     [RLY_COL_HELD] = 1,  [RLY_COL_SHARD] = 2, [RLY_COL_TXID] = 8, [RLY_COL_SEQ] = 8,
     [RLY_COL_ID] = 16,   [RLY_COL_TIME] = 8,
 };
-#define N_COLS ((int)(sizeof widths / sizeof *widths))
 
 static int be16(const char *p)
 {
@@ -51,7 +50,7 @@ static void uuid_text(const char *raw, char out[RLY_ROW_ID_LEN])
 /* Whether row i's fixed-size values have their binary widths. */
 static bool widths_ok(const PGresult *r, int i)
 {
-    for (int c = 0; c < N_COLS; c++)
+    for (int c = 0; c < RLY_N_COLS; c++)
         if (widths[c] != 0 && !PQgetisnull(r, i, c) && PQgetlength(r, i, c) != widths[c])
             return false;
     return true;
@@ -93,9 +92,9 @@ svc_err_t rly_rows_decode(const PGresult *r, rly_row_t *out, int cap, int *n, bo
 
     *n = 0;
     *held = false;
-    if (PQnfields(r) != N_COLS || PQfformat(r, RLY_COL_ID) != 1) {
+    if (PQnfields(r) != RLY_N_COLS || PQfformat(r, RLY_COL_ID) != 1) {
         svc_errbuf_set(errbuf, "relay read: %d columns in format %d, want %d in binary",
-                       PQnfields(r), PQnfields(r) > 0 ? PQfformat(r, 0) : -1, N_COLS);
+                       PQnfields(r), PQnfields(r) > 0 ? PQfformat(r, 0) : -1, RLY_N_COLS);
         return SVC_EINTERNAL;
     }
     if (rows == 0 || (rows == 1 && PQgetisnull(r, 0, RLY_COL_SHARD))) {

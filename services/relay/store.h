@@ -33,6 +33,7 @@ enum {
     RLY_COL_PAYLOAD,   /* bytea */
     RLY_COL_REQUEST_ID,
     RLY_COL_TIME,      /* created_at: timestamptz */
+    RLY_N_COLS
 };
 
 /* Three Postgres array literals naming shards and their positions, e.g.

@@ -18,7 +18,7 @@
 #include "rows.h"
 #include "store.h"
 
-#define N_COLS (RLY_COL_TIME + 1)
+#define N_COLS RLY_N_COLS
 /* 2026-12-03T08:41:04.126540Z: in Unix microseconds, and from 2000-01-01. */
 #define WHEN_UNIX_US 1796287264126540LL
 #define WHEN_PG_US   849602464126540LL
