@@ -173,6 +173,8 @@ children_ticks() {
       for (i = 1; i <= 2; i++) { split($i, p, /[ms]/); t += p[1] * 60 + p[2] }
       printf "%d\n", t * hz }' "$TMP/times")
 }
+# rows_per_s S: ROWS in S seconds, per second, rounded.
+rows_per_s() { awk -v n="$ROWS" -v s="$1" 'BEGIN { printf "%.0f", n / s }'; }
 # kcat_measured LABEL TOPIC: kcat_produce, the records on the topic counted; KCAT_RATE[LABEL].
 declare -A KCAT_RATE=() KCAT_S=()
 kcat_measured() {
@@ -182,7 +184,7 @@ kcat_measured() {
   n=$(kcat -C -b "$BROKERS" -t "$2" -o beginning -e -q -f '%p\n' 2>/dev/null | wc -l)
   (( n == ROWS )) || die "kcat -P: $n records on $2, not $ROWS"
   KCAT_S[$1]=$KCAT_SECONDS
-  KCAT_RATE[$1]=$(awk -v n="$ROWS" -v s="$KCAT_SECONDS" 'BEGIN { printf "%.0f", n / s }')
+  KCAT_RATE[$1]=$(rows_per_s "$KCAT_SECONDS")
   say "kcat $1: $ROWS records in ${KCAT_S[$1]} s: ${KCAT_RATE[$1]} events/s (all $n on the topic)"
   say "kcat $1 cpu: $KCAT_CPU"
 }
@@ -204,7 +206,7 @@ warm_broker() {
     --rows "$ROWS" --kcat-file "$TMP/kcat.in" --topic "$DRAIN_TOPIC" >/dev/null || die "bench_relay fill failed"
   for (( i = 1; i <= WARM_MAX_ROUNDS; i++ )); do
     kcat_produce "bench.warm$i.v1"
-    rate=$(awk -v n="$ROWS" -v s="$KCAT_SECONDS" 'BEGIN { printf "%.0f", n / s }')
+    rate=$(rows_per_s "$KCAT_SECONDS")
     say "warm-up: kcat -P round $i, $ROWS records in $KCAT_SECONDS s ($rate/s), not measured"
     if (( i >= WARM_MIN_ROUNDS )) &&
        awk -v a="$prev" -v b="$rate" 'BEGIN { exit !(b <= 1.1 * a && a <= 1.1 * b) }'; then
@@ -242,6 +244,8 @@ relay_metric() {
   exec {fd}<&-
   [[ -n $METRIC ]]
 }
+# need_metric NAME: relay_metric NAME, or the run stops saying which sample is missing.
+need_metric() { relay_metric "$1" || die "the relay's /metrics has no shopmicro_relay_$1"; }
 # wait_published N S: until the relay counts N rows published (false after S seconds); a line
 # every 2 s.
 # (Times in microseconds by bash arithmetic, the pause by nap: no process per look.)
@@ -288,7 +292,7 @@ drain() {
     sql orders "NOTIFY outbox" >/dev/null
     wait_published 1 30 || die "the relay did not publish one row in 30 s"
     p0=$METRIC
-    relay_metric batches_total || die "the relay's /metrics has no batches_total"
+    need_metric batches_total
     b0=$METRIC
     "$STACK" pause relay >/dev/null || die "cannot pause the relay"
   fi
@@ -308,10 +312,10 @@ drain() {
   # Taken before the table is checked, whose query is not the drain's work.
   DRAIN_CPU[$label]=$(cpu_report cores "$cpu0" "$(cpu_snapshot)" "${DRAIN_S[$label]}")
   drained || die "the relay counts $ROWS rows published, but $(unpublished) are not"
-  DRAIN_RATE[$label]=$(awk -v n="$ROWS" -v s="${DRAIN_S[$label]}" 'BEGIN { printf "%.0f", n / s }')
-  relay_metric batches_total || die "the relay's /metrics has no batches_total"
+  DRAIN_RATE[$label]=$(rows_per_s "${DRAIN_S[$label]}")
+  need_metric batches_total
   BATCHES[$label]=$(( METRIC - b0 ))
-  relay_metric produce_errors_total || die "the relay's /metrics has no produce_errors_total"
+  need_metric produce_errors_total
   errs=$METRIC
   say "relay $label: $ROWS rows published in ${DRAIN_S[$label]} s: ${DRAIN_RATE[$label]} events/s (${BATCHES[$label]} batches, $errs produce errors)"
   # With --relay-env RELAY_LOG_LEVEL=debug the relay logs each batch's phases: where the time went.

@@ -92,7 +92,7 @@ svc_err_t rly_rows_decode(const PGresult *r, rly_row_t *out, int cap, int *n, bo
 
     *n = 0;
     *held = false;
-    if (PQnfields(r) != RLY_N_COLS || PQfformat(r, RLY_COL_ID) != 1) {
+    if (PQnfields(r) != RLY_N_COLS || PQfformat(r, 0) != 1) {
         svc_errbuf_set(errbuf, "relay read: %d columns in format %d, want %d in binary",
                        PQnfields(r), PQnfields(r) > 0 ? PQfformat(r, 0) : -1, RLY_N_COLS);
         return SVC_EINTERNAL;
