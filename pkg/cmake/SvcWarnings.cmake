@@ -2,9 +2,10 @@
 # does not link it (it is compiled as a separate target).
 add_library(svc_warnings INTERFACE)
 target_compile_options(svc_warnings INTERFACE
-  -Wall -Wextra -Wpedantic -Wshadow -Wstrict-prototypes -Wmissing-prototypes
-  -Wold-style-definition -Wformat=2 -Wpointer-arith -Wundef
+  -Wall -Wextra -Wpedantic -Wshadow -Wformat=2 -Wpointer-arith -Wundef
+  # C only (g++ warns that they do not apply; pkg/rpc/src/absl_quiet.cc is C++)
+  "$<$<COMPILE_LANGUAGE:C>:-Wstrict-prototypes;-Wmissing-prototypes;-Wold-style-definition>"
   -Wwrite-strings -Wvla -Wimplicit-fallthrough -Wno-unused-parameter
-  -Werror=implicit-function-declaration -Werror=incompatible-pointer-types
+  "$<$<COMPILE_LANGUAGE:C>:-Werror=implicit-function-declaration;-Werror=incompatible-pointer-types>"
   $<$<BOOL:${SVC_WERROR}>:-Werror>)
 target_compile_definitions(svc_warnings INTERFACE _POSIX_C_SOURCE=200809L _DEFAULT_SOURCE)

@@ -29,6 +29,7 @@
 #include <grpc/grpc_security.h>
 #include <grpc/support/log.h>
 
+#include "absl_quiet.h"
 #include "builtin.h"
 #include "rpc_int.h"
 #include "sock.h"
@@ -104,6 +105,7 @@ void rpc_init(void)
     pthread_sigmask(SIG_BLOCK, &set, NULL);
     signal(SIGPIPE, SIG_IGN);
     rpc__route_grpc_logs();
+    rpc__absl_deadlock_detection_off();
     grpc_init();
 }
 
