@@ -245,6 +245,11 @@ int kfk_producer_flush(kfk_producer_t *p, int timeout_ms)
     return atomic_load(&p->outstanding);
 }
 
+void kfk_producer_yield(kfk_producer_t *p)
+{
+    rd_kafka_yield(p->rk); /* a flag of the calling thread, checked after each report */
+}
+
 svc_err_t kfk_producer_ping(kfk_producer_t *p, int timeout_ms, char *errbuf)
 {
     const struct rd_kafka_metadata *md = NULL;

@@ -158,6 +158,14 @@ int kfk_producer_poll(kfk_producer_t *p, int timeout_ms);
  * outstanding. Call it from the polling thread. */
 int kfk_producer_flush(kfk_producer_t *p, int timeout_ms);
 
+/* From inside on_delivery only: the kfk_producer_poll or kfk_producer_flush
+ * serving that report returns as soon as the callback does; reports not yet
+ * served stay queued for the next call. For a caller waiting for some of
+ * its messages while others are outstanding: a flush would otherwise serve
+ * reports until its timeout (the relay waits for one batch while the next
+ * is in flight). */
+void kfk_producer_yield(kfk_producer_t *p);
+
 /* Asks a broker for metadata and waits up to timeout_ms for the answer:
  * SVC_OK when one answered, SVC_EUNAVAIL (no broker reachable, or no answer
  * in time: down or hung) with librdkafka's reason in errbuf. Blocks the

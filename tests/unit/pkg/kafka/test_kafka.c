@@ -191,6 +191,47 @@ static void produce_refusals_and_purge(void **state)
     assert_ptr_equal(rep.opaque, &tag);
 }
 
+typedef struct yielding {
+    kfk_producer_t *p;
+    bool yield; /* kfk_producer_yield in each report */
+    int n;
+} yielding_t;
+
+static void yield_delivery(void *ctx, void *opaque, svc_err_t err, const char *reason)
+{
+    yielding_t *y = ctx;
+
+    y->n++;
+    if (y->yield)
+        kfk_producer_yield(y->p);
+}
+
+/* A report that yields ends the flush serving it, whatever is outstanding
+ * (the relay's wait for one batch while the next is in flight); the reports
+ * left are served by the next call. Without the yield, the first flush would
+ * serve all three (they time out together, no broker being there). */
+static void yield_ends_the_flush_at_that_report(void **state)
+{
+    yielding_t y = {NULL, true, 0};
+    kfk_producer_opts_t o;
+    kfk_message_t m = {.topic = "t", .value = "v", .value_len = 1};
+    char errbuf[SVC_ERRBUF_LEN] = "";
+
+    valid_opts(&o);
+    o.on_delivery = yield_delivery;
+    o.ctx = &y;
+    o.delivery_timeout_ms = 1000; /* the least: each message fails after 1 s */
+    assert_int_equal(kfk_producer_new(&o, &y.p, errbuf), SVC_OK);
+    for (int i = 0; i < 3; i++)
+        assert_int_equal(kfk_produce(y.p, &m, errbuf), SVC_OK);
+    assert_int_equal(kfk_producer_flush(y.p, 10000), 2);
+    assert_int_equal(y.n, 1);
+    y.yield = false;
+    assert_int_equal(kfk_producer_flush(y.p, 10000), 0);
+    assert_int_equal(y.n, 3);
+    kfk_producer_free(y.p, 0);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -201,6 +242,7 @@ int main(void)
         cmocka_unit_test(opts_validation),
         cmocka_unit_test(error_mapping),
         cmocka_unit_test(produce_refusals_and_purge),
+        cmocka_unit_test(yield_ends_the_flush_at_that_report),
     };
     return cmocka_run_group_tests_name("kfk", tests, NULL, NULL);
 }
