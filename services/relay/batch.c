@@ -100,11 +100,11 @@ svc_err_t rly_batch_new(kfk_producer_t *producer, int rows, rly_batch_t **out)
     b->lit_cap = 3 * (RLY_MAX_SHARDS * (POS_LEN + 1) + 3);
     b->keys = calloc(b->keys_cap, sizeof *b->keys);
     b->lit = malloc(b->lit_cap);
-    for (int i = 0; i < FLIGHTS; i++)
+    for (int i = 0; i < FLIGHTS; i++) {
         b->fl[i].b = b;
-    for (int i = 0; i < FLIGHTS; i++)
         ok = ok && (b->fl[i].slots = calloc(n_slots(b), sizeof *b->fl[i].slots)) != NULL &&
              (b->fl[i].row = calloc(n_slots(b), sizeof *b->fl[i].row)) != NULL;
+    }
     if (!ok || b->keys == NULL || b->lit == NULL) {
         rly_batch_free(b);
         return SVC_ENOMEM;

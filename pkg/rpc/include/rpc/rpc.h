@@ -30,7 +30,7 @@
 /* Call first in main(), before any thread exists: blocks SIGTERM/SIGINT in
  * the calling thread (every thread created later inherits the mask, so only
  * rpc_server_run receives them), ignores SIGPIPE, turns off abseil's mutex
- * deadlock detection (a debugging aid Debian's abseil leaves on; ~3-8 % of a
+ * deadlock detection (a debugging aid Debian's abseil leaves on; 2-5 % of a
  * gRPC process's CPU, src/absl_quiet.cc) and calls grpc_init(). */
 void rpc_init(void);
 /* Pairs with rpc_init(): grpc_shutdown(). */
