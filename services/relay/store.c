@@ -200,10 +200,9 @@ svc_err_t rly_store_new(const char *dsn, const char *name, int statement_timeout
     db_opts_fill(&o, dsn, stmts, SVC_COUNTOF(stmts), statement_timeout_ms, name);
     o.server_options = PLANNER_OPTIONS;
     err = db_conn_new(&o, &st->db, errbuf);
-    if (err == SVC_OK) {
-        db_opts_fill(&o, dsn, mover_stmts, SVC_COUNTOF(mover_stmts), statement_timeout_ms, name);
-        err = db_conn_new(&o, &st->mover, errbuf);
-    }
+    if (err == SVC_OK) /* the move needs none of the read's planner settings */
+        err = db_conn_open(dsn, mover_stmts, SVC_COUNTOF(mover_stmts), statement_timeout_ms, name,
+                           &st->mover, errbuf);
     if (err != SVC_OK) {
         rly_store_free(st);
         return err;

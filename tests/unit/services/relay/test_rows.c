@@ -18,7 +18,6 @@
 #include "rows.h"
 #include "store.h"
 
-#define N_COLS RLY_N_COLS
 /* 2026-12-03T08:41:04.126540Z: in Unix microseconds, and from 2000-01-01. */
 #define WHEN_UNIX_US 1796287264126540LL
 #define WHEN_PG_US   849602464126540LL
@@ -28,20 +27,20 @@ static const unsigned char UUID[16] = {0x0f, 0x1e, 0x2d, 0x3c, 0x4b, 0x5a, 0x69,
 
 static PGresult *result(int format)
 {
-    static const char *names[N_COLS] = {"held",   "shard",   "txid",       "seq",
+    static const char *names[RLY_N_COLS] = {"held",   "shard",   "txid",       "seq",
                                         "id",     "aggregate_id", "topic", "ce_type",
                                         "ce_source", "payload_pb", "request_id", "created_at"};
-    PGresAttDesc a[N_COLS];
+    PGresAttDesc a[RLY_N_COLS];
     PGresult *r = PQmakeEmptyPGresult(NULL, PGRES_TUPLES_OK);
 
     assert_non_null(r);
     memset(a, 0, sizeof a);
-    for (int c = 0; c < N_COLS; c++) {
+    for (int c = 0; c < RLY_N_COLS; c++) {
         a[c].name = (char *)names[c];
         a[c].format = format;
         a[c].typlen = -1;
     }
-    assert_int_equal(PQsetResultAttrs(r, N_COLS, a), 1);
+    assert_int_equal(PQsetResultAttrs(r, RLY_N_COLS, a), 1);
     return r;
 }
 
@@ -178,7 +177,7 @@ static void an_empty_read_carries_held(void **state)
 
     (void)state;
     set_be(r, 0, RLY_COL_HELD, 1, 1);
-    for (int c = RLY_COL_SHARD; c < N_COLS; c++)
+    for (int c = RLY_COL_SHARD; c < RLY_N_COLS; c++)
         set(r, 0, c, NULL, -1);
     assert_int_equal(rly_rows_decode(r, out, 1, &n, &held, errbuf), SVC_OK);
     assert_int_equal(n, 0);
