@@ -16,7 +16,7 @@ extern const size_t cat_migrations_count;
     "id::text, name, description, price_cents, stock, "                                            \
     "to_char(created_at AT TIME ZONE 'UTC', 'YYYY-MM-DD\"T\"HH24:MI:SS.US\"Z\"'), seq"
 
-enum { STMT_CREATE, STMT_GET, STMT_LIST };
+enum { STMT_CREATE, STMT_GET, STMT_GET_MANY, STMT_LIST };
 
 static const db_stmt_t stmts[] = {
     [STMT_CREATE] = {"cat_create",
@@ -25,6 +25,12 @@ static const db_stmt_t stmts[] = {
                      4, 0},
     [STMT_GET] = {"cat_get", "SELECT " PRODUCT_COLS " FROM products WHERE id = $1::uuid", 1,
                   DB_STMT_IDEMPOTENT},
+    /* The lateral subquery keeps PRODUCT_COLS' bare names on products;
+     * ord is the 1-based position of the id in $1. */
+    [STMT_GET_MANY] = {"cat_get_many",
+                       "SELECT p.*, q.ord FROM unnest($1::uuid[]) WITH ORDINALITY AS q(want, ord), "
+                       "LATERAL (SELECT " PRODUCT_COLS " FROM products WHERE id = q.want) p",
+                       1, DB_STMT_IDEMPOTENT},
     [STMT_LIST] = {"cat_list",
                    "SELECT " PRODUCT_COLS " FROM products WHERE seq > $1 ORDER BY seq LIMIT $2",
                    2, DB_STMT_IDEMPOTENT},
@@ -103,6 +109,60 @@ svc_err_t cat_store_get(cat_store_t *st, const char *id, uint64_t deadline_ns,
 
     if (err == SVC_OK)
         err = one_product(r, a, out);
+    PQclear(r);
+    return err;
+}
+
+/* A text array literal of the UUIDs among ids (no quoting needed: only hex
+ * digits and dashes), and pos[k] = the index in ids of its k-th element. */
+static size_t uuid_array(const char *const *ids, size_t n, char *lit, size_t *pos)
+{
+    size_t k = 0, len = 1;
+
+    lit[0] = '{';
+    for (size_t i = 0; i < n; i++) {
+        if (!svc_is_uuid(ids[i]))
+            continue;
+        if (k > 0)
+            lit[len++] = ',';
+        memcpy(lit + len, ids[i], CAT_UUID_CHARS);
+        len += CAT_UUID_CHARS;
+        pos[k++] = i;
+    }
+    lit[len++] = '}';
+    lit[len] = '\0';
+    return k;
+}
+
+svc_err_t cat_store_get_many(cat_store_t *st, const char *const *ids, size_t n,
+                             uint64_t deadline_ns, const svc_alloc_t *a, cat_product_t **out,
+                             char *errbuf)
+{
+    char lit[CAT_BATCH_MAX * (CAT_UUID_CHARS + 1) + 2];
+    size_t pos[CAT_BATCH_MAX], asked;
+    const char *params[] = {lit};
+    PGresult *r = NULL;
+    svc_err_t err = SVC_OK;
+
+    if (n > CAT_BATCH_MAX) {
+        svc_errbuf_set(errbuf, "%zu ids, at most %d", n, CAT_BATCH_MAX);
+        return SVC_EINVAL;
+    }
+    for (size_t i = 0; i < n; i++)
+        out[i] = NULL;
+    /* Ids that are no UUID name no product: no need to ask. */
+    if ((asked = uuid_array(ids, n, lit, pos)) == 0)
+        return SVC_OK;
+    err = db_exec(st, STMT_GET_MANY, params, deadline_ns, &r, errbuf);
+    for (int row = 0; err == SVC_OK && row < PQntuples(r); row++) {
+        size_t k = (size_t)strtoull(PQgetvalue(r, row, 7), NULL, 10) - 1;
+        if (k >= asked) {
+            svc_errbuf_set(errbuf, "cat_get_many: position %zu of %zu", k + 1, asked);
+            err = SVC_EINTERNAL;
+        } else if ((out[pos[k]] = row_to_product(r, row, a)) == NULL) {
+            err = SVC_ENOMEM;
+        }
+    }
     PQclear(r);
     return err;
 }

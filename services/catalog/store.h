@@ -31,6 +31,15 @@ svc_err_t cat_store_create(cat_store_t *st, const char *name, const char *descri
 /* SVC_ENOTFOUND when no product has this id (id must be a canonical UUID). */
 svc_err_t cat_store_get(cat_store_t *st, const char *id, uint64_t deadline_ns,
                         const svc_alloc_t *a, cat_product_t **out, char *errbuf);
+#define CAT_BATCH_MAX  100 /* ids of one cat_store_get_many */
+#define CAT_UUID_CHARS 36
+
+/* The products named by ids[0..n) (n <= CAT_BATCH_MAX) in one statement:
+ * out[i] for ids[i], NULL when no product has that id (an id that is no
+ * UUID included). Duplicates are answered each. */
+svc_err_t cat_store_get_many(cat_store_t *st, const char *const *ids, size_t n,
+                             uint64_t deadline_ns, const svc_alloc_t *a, cat_product_t **out,
+                             char *errbuf);
 /* Up to `limit` products with seq > after, in seq order. *last_seq is the
  * seq of the last one returned; *more says whether any follow it. */
 svc_err_t cat_store_list(cat_store_t *st, int64_t after, int limit, uint64_t deadline_ns,

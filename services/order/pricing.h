@@ -13,36 +13,36 @@
 #include "lines.h"
 #include "rs/grpc.h"
 
-#define ORD_CATALOG_GET_PRODUCT "/shopmicro.catalog.v1.CatalogService/GetProduct"
+#define ORD_CATALOG_BATCH_GET "/shopmicro.catalog.v1.CatalogService/BatchGetProducts"
 
 /*
  * The catalog client from the ORDER_CATALOG_* settings: upstream "catalog",
- * method table {GetProduct: RS_IDEMPOTENT}. Call after rpc_init() (it starts
+ * method table {BatchGetProducts: RS_IDEMPOTENT}. Call after rpc_init() (it starts
  * a thread). On SVC_OK *out is owned by caller (rs_grpc_client_free, after
  * the server has stopped). SVC_EINVAL names a bad setting in errbuf.
  */
 svc_err_t ord_catalog_new(const ord_config_t *cfg, rs_grpc_client_t **out, char *errbuf);
 
 /*
- * Sets unit_price_cents of every line (distinct products) from catalog
- * GetProduct. All calls are in flight at once (rs_grpc_call_async), so this
- * costs about one round trip whatever the number of lines; the calling
- * thread waits for all of them. Each call gets deadline_ns (the incoming
- * call's) as its overall deadline. A line refused by a half-open breaker
- * while this order holds the trial is priced in a second round, once the
- * trial has settled: so the first order after a catalog outage succeeds,
- * whatever its number of lines. The first failure cancels the calls still
- * running (a trial among them runs on to its verdict) and is the result:
+ * Sets unit_price_cents of every line (distinct products) from one catalog
+ * BatchGetProducts call through the resilience chain (retried as a whole;
+ * deadline_ns, the incoming call's, is its overall deadline). The calling
+ * thread blocks until it is over. Since an order is one call, a half-open
+ * breaker's trial is a whole order: the first order after a catalog outage
+ * is priced like any other, whatever its number of lines. Result:
  *
- *   SVC_EINVAL     "unknown product <id>" (catalog NOT_FOUND)
+ *   SVC_EINVAL     "unknown product <id>" (the first line the catalog does
+ *                  not know)
  *   SVC_ETIMEDOUT  the deadline passed
  *   SVC_EUNAVAIL   catalog unavailable: breaker open, retries spent, budget
  *                  exhausted, bulkhead full, any other catalog failure
- *   SVC_EINTERNAL  the catalog answered with a negative price
+ *   SVC_EINTERNAL  the catalog answered with a negative price, or not one
+ *                  product per id
  *
- * with a message naming the product, the resilience reason and the number of
- * attempts in errbuf, and in *retry_after_ms when to come back (our breaker's
- * cooldown, a full bulkhead, catalog's own pushback), or 0. lines borrowed. Thread-safe.
+ * with a message naming the product, or the resilience reason and the
+ * number of attempts, in errbuf, and in *retry_after_ms when to come back
+ * (our breaker's cooldown, a full bulkhead, catalog's own pushback), or 0.
+ * lines borrowed. Thread-safe.
  */
 svc_err_t ord_price_lines(rs_grpc_client_t *cl, ord_line_t *lines, size_t n, uint64_t deadline_ns,
                           uint32_t *retry_after_ms, char *errbuf);

@@ -345,6 +345,23 @@ svc_err_t it_get(grpc_channel *ch, const char *id, int timeout_ms, it_product_t 
     return err;
 }
 
+svc_err_t it_batch_get(grpc_channel *ch, const char *const *ids, size_t n, int timeout_ms,
+                       it_batch_t **out, rpc_result_t *res)
+{
+    Shopmicro__Catalog__V1__BatchGetProductsRequest req =
+        SHOPMICRO__CATALOG__V1__BATCH_GET_PRODUCTS_REQUEST__INIT;
+    ProtobufCMessage *m = NULL;
+    svc_err_t err;
+
+    req.ids = (char **)ids;
+    req.n_ids = n;
+    err = call(ch, METHOD("BatchGetProducts"), &req.base,
+               &shopmicro__catalog__v1__batch_get_products_response__descriptor, timeout_ms, &m,
+               res);
+    *out = (it_batch_t *)m;
+    return err;
+}
+
 svc_err_t it_list(grpc_channel *ch, int32_t page_size, const char *page_token, int timeout_ms,
                   it_list_t **out, rpc_result_t *res)
 {

@@ -32,6 +32,7 @@
 
 typedef Shopmicro__Catalog__V1__Product it_product_t;
 typedef Shopmicro__Catalog__V1__ListProductsResponse it_list_t;
+typedef Shopmicro__Catalog__V1__BatchGetProductsResponse it_batch_t;
 
 #define IT_DEFAULT_CALL_MS  5000 /* deadline of a call that should be quick */
 #define IT_START_MS         10000 /* catalog start-up to "listening", unscaled */
@@ -114,6 +115,8 @@ svc_err_t it_get(grpc_channel *ch, const char *id, int timeout_ms, it_product_t 
                  rpc_result_t *res);
 svc_err_t it_list(grpc_channel *ch, int32_t page_size, const char *page_token, int timeout_ms,
                   it_list_t **out, rpc_result_t *res);
+svc_err_t it_batch_get(grpc_channel *ch, const char *const *ids, size_t n, int timeout_ms,
+                       it_batch_t **out, rpc_result_t *res);
 /* Frees a message from the calls above. NULL-safe. */
 void it_free(void *msg);
 

@@ -263,6 +263,52 @@ static void get_unknown_ids_are_not_found(void **state)
     it_free(p);
 }
 
+/* products[i] answers ids[i]: a product, or an empty one for an id that
+ * names none (a malformed id included); duplicates are answered each. */
+static void batch_get_answers_each_id_in_place(void **state)
+{
+    cat_it_t *t = *state;
+    it_product_t *p1 = create_ok(t, "one", "", 100, 1), *p2 = create_ok(t, "two", "d", 200, 2);
+    char random_id[37], many[101][37];
+    const char *ids[] = {p2->id, random_id, p1->id, "'; DROP TABLE products;--", p2->id, ""};
+    const char *all[101];
+    it_batch_t *b = NULL;
+    rpc_result_t res;
+
+    it_random_uuid(random_id);
+    it_batch_get(t->ch, ids, SVC_COUNTOF(ids), 0, &b, &res);
+    IT_ASSERT_CODE(res, SVC_OK);
+    assert_int_equal(b->n_products, SVC_COUNTOF(ids));
+    assert_same_product(p2, b->products[0]);
+    assert_string_equal(b->products[1]->id, "");
+    assert_same_product(p1, b->products[2]);
+    assert_string_equal(b->products[3]->id, "");
+    assert_same_product(p2, b->products[4]);
+    assert_string_equal(b->products[5]->id, "");
+    it_free(b);
+    assert_int_equal(count_products(t), 2);
+
+    /* 1..100 ids: 100 is served (the last one known), 0 and 101 are not. */
+    for (size_t i = 0; i < 101; i++) {
+        it_random_uuid(many[i]);
+        all[i] = many[i];
+    }
+    all[99] = p1->id;
+    it_batch_get(t->ch, all, 100, 0, &b, &res);
+    IT_ASSERT_CODE(res, SVC_OK);
+    assert_int_equal(b->n_products, 100);
+    assert_string_equal(b->products[0]->id, "");
+    assert_same_product(p1, b->products[99]);
+    it_free(b);
+    it_batch_get(t->ch, all, 101, 0, &b, &res);
+    IT_ASSERT_ERROR(res, SVC_EINVAL, "ids must have 1-100 entries (got 101)");
+    it_batch_get(t->ch, all, 0, 0, &b, &res);
+    IT_ASSERT_ERROR(res, SVC_EINVAL, "ids must have 1-100 entries (got 0)");
+    assert_null(b);
+    it_free(p1);
+    it_free(p2);
+}
+
 #define N_PAGINATED 250
 
 /* Walks every page with page_size and checks each product appears exactly
@@ -352,6 +398,8 @@ int main(void)
         cmocka_unit_test_setup_teardown(list_rejects_invalid_requests, cat_it_setup,
                                         cat_it_teardown),
         cmocka_unit_test_setup_teardown(get_unknown_ids_are_not_found, cat_it_setup,
+                                        cat_it_teardown),
+        cmocka_unit_test_setup_teardown(batch_get_answers_each_id_in_place, cat_it_setup,
                                         cat_it_teardown),
         cmocka_unit_test_setup_teardown(pagination_over_250_products, cat_it_setup,
                                         cat_it_teardown),

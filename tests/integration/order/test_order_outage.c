@@ -23,7 +23,7 @@
 
 #include "order_it.h"
 
-#define GET         "/shopmicro.catalog.v1.CatalogService/GetProduct"
+#define GET         "/shopmicro.catalog.v1.CatalogService/BatchGetProducts"
 #define COOLDOWN_MS 1500
 #define OPENED      "breaker catalog: closed -> open after 5 consecutive failures"
 
@@ -57,7 +57,7 @@ static void catalog_down_fails_before_writing_opens_breaker_and_heals(void **sta
     before = ord_it_counts(t);
 
     ord_it_catalog_kill(t);
-    /* Failures 1-4: each GetProduct is retried, then the call is UNAVAILABLE;
+    /* Failures 1-4: each BatchGetProducts is retried, then the call is UNAVAILABLE;
      * the breaker is not open yet. */
     for (int i = 1; i <= 4; i++) {
         t0 = svc_now_ns();

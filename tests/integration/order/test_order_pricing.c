@@ -1,13 +1,11 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /*
  * How the order service asks the catalog for prices, seen from a fake
- * catalog in this process that answers GetProduct slowly and counts the
- * calls it holds at once: an order's distinct products are all priced at
- * the same time (one round trip, not one per item), each product once, and
- * the first failure cancels the rest instead of waiting for them.
- *
- * The fake runs on pkg/rpc with one pending call per worker, so it really
- * serves concurrent calls concurrently (see docs/order.md, "Concurrency").
+ * catalog in this process that answers BatchGetProducts slowly and records
+ * what it was asked: an order's distinct products are priced by one call
+ * (one round trip, whatever the number of lines), each product once, in the
+ * order of the lines; the first unknown product names the order's error; a
+ * catalog answer that breaks the contract fails the order without a write.
  */
 #include <pthread.h>
 #include <setjmp.h>
@@ -23,55 +21,68 @@
 
 #include "order_it.h"
 
-#define FAKE_WORKERS 16
+#define FAKE_WORKERS 2
 #define SLOW_MS      300
+
+#define MAX_IDS 100
 
 typedef struct fake {
     rpc_server_t *srv;
     pthread_t thread;
     char addr[32];
-    atomic_int in_flight, max_in_flight, calls;
-    atomic_int delay_ms;
+    atomic_int calls, delay_ms;
+    size_t n_ids;             /* of the last call; written by the fake's worker, */
+    char ids[MAX_IDS][24];    /* read after the order's answer                   */
 } fake_t;
 
 static fake_t fake;
 
-/* GetProduct: "missing-*" is NOT_FOUND at once; any other id costs 100
- * cents plus its trailing number, after delay_ms. */
-static svc_err_t fake_get(rpc_ctx_t *ctx, const ProtobufCMessage *in, ProtobufCMessage **out,
-                          char *errbuf)
+/* BatchGetProducts: "missing-*" is unknown (an empty Product), "neg-*"
+ * costs -1, "short-*" first makes the answer one product short; any other
+ * id costs 100 cents plus its trailing number. Every call takes delay_ms. */
+static svc_err_t fake_batch(rpc_ctx_t *ctx, const ProtobufCMessage *in, ProtobufCMessage **out,
+                            char *errbuf)
 {
-    const Shopmicro__Catalog__V1__GetProductRequest *req =
-        (const Shopmicro__Catalog__V1__GetProductRequest *)in;
-    Shopmicro__Catalog__V1__Product *p;
-    const char *dash = strrchr(req->id, '-');
-    int now, max;
+    const Shopmicro__Catalog__V1__BatchGetProductsRequest *req =
+        (const Shopmicro__Catalog__V1__BatchGetProductsRequest *)in;
+    Shopmicro__Catalog__V1__BatchGetProductsResponse *r = rpc_ctx_alloc(ctx, sizeof *r);
+    size_t n = req->n_ids;
 
+    (void)errbuf;
     atomic_fetch_add(&fake.calls, 1);
-    if (strncmp(req->id, "missing", 7) == 0) {
-        svc_errbuf_set(errbuf, "product not found");
-        return SVC_ENOTFOUND;
-    }
-    now = atomic_fetch_add(&fake.in_flight, 1) + 1;
-    max = atomic_load(&fake.max_in_flight);
-    while (now > max && !atomic_compare_exchange_weak(&fake.max_in_flight, &max, now))
-        ;
+    fake.n_ids = n;
+    for (size_t i = 0; i < n && i < MAX_IDS; i++)
+        snprintf(fake.ids[i], sizeof fake.ids[i], "%s", req->ids[i]);
     ord_it_sleep_ms(atomic_load(&fake.delay_ms));
-    atomic_fetch_sub(&fake.in_flight, 1);
-    p = rpc_ctx_alloc(ctx, sizeof *p);
-    if (p == NULL)
+    if (r == NULL)
         return SVC_ENOMEM;
-    shopmicro__catalog__v1__product__init(p);
-    p->id = rpc_ctx_strdup(ctx, req->id);
-    p->name = (char *)"fake";
-    p->price_cents = 100 + (dash != NULL ? strtol(dash + 1, NULL, 10) : 0);
-    *out = &p->base;
+    shopmicro__catalog__v1__batch_get_products_response__init(r);
+    if ((r->products = rpc_ctx_alloc(ctx, n * sizeof *r->products)) == NULL)
+        return SVC_ENOMEM;
+    r->n_products = n > 0 && strncmp(req->ids[0], "short", 5) == 0 ? n - 1 : n;
+    for (size_t i = 0; i < r->n_products; i++) {
+        Shopmicro__Catalog__V1__Product *p = rpc_ctx_alloc(ctx, sizeof *p);
+        const char *dash = strrchr(req->ids[i], '-');
+
+        if (p == NULL)
+            return SVC_ENOMEM;
+        shopmicro__catalog__v1__product__init(p);
+        r->products[i] = p;
+        if (strncmp(req->ids[i], "missing", 7) == 0)
+            continue;
+        p->id = rpc_ctx_strdup(ctx, req->ids[i]);
+        p->name = (char *)"fake";
+        p->price_cents = strncmp(req->ids[i], "neg", 3) == 0
+                             ? -1
+                             : 100 + (dash != NULL ? strtol(dash + 1, NULL, 10) : 0);
+    }
+    *out = &r->base;
     return SVC_OK;
 }
 
 static const rpc_method_t fake_methods[] = {
-    {"/shopmicro.catalog.v1.CatalogService/GetProduct",
-     &shopmicro__catalog__v1__get_product_request__descriptor, fake_get},
+    {"/shopmicro.catalog.v1.CatalogService/BatchGetProducts",
+     &shopmicro__catalog__v1__batch_get_products_request__descriptor, fake_batch},
 };
 
 static void *fake_main(void *arg)
@@ -112,13 +123,7 @@ static int teardown(void **state)
     return rc;
 }
 
-static void reset_counters(void)
-{
-    atomic_store(&fake.calls, 0);
-    atomic_store(&fake.max_in_flight, 0);
-}
-
-static void distinct_products_are_priced_at_once_and_once_each(void **state)
+static void distinct_products_are_priced_in_one_call(void **state)
 {
     enum { N = 10 };
     ord_it_t *t = *state;
@@ -138,49 +143,61 @@ static void distinct_products_are_priced_at_once_and_once_each(void **state)
     items[N] = (it_item_t){ids[3], 1}; /* repeated products are priced once */
     items[N + 1] = (it_item_t){ids[7], 1};
     want += 103 + 107;
-    reset_counters();
+    atomic_store(&fake.calls, 0);
     t0 = svc_now_ns();
     it_order_create(t->ord_ch, "cust-p", items, N + 2, NULL, 10000, &c, &res);
     ms = ord_it_ms_since(t0);
     IT_ASSERT_CODE(res, SVC_OK);
-    fprintf(stderr, "%d products at %d ms each: priced in %.0f ms, at most %d at once\n", N,
-            SLOW_MS, ms, atomic_load(&fake.max_in_flight));
+    fprintf(stderr, "%d products at %d ms a call: priced in %.0f ms by %d call(s)\n", N, SLOW_MS,
+            ms, atomic_load(&fake.calls));
     assert_int_equal(c->total_cents, want);
-    assert_int_equal(atomic_load(&fake.calls), N);
-    assert_int_equal(atomic_load(&fake.max_in_flight), N);
-    /* One round trip: one after another would take N x SLOW_MS. */
+    assert_int_equal(atomic_load(&fake.calls), 1);
+    assert_int_equal(fake.n_ids, N);
+    for (int i = 0; i < N; i++)
+        assert_string_equal(fake.ids[i], ids[i]);
     if (ms >= SLOW_MS + it_ms(SLOW_MS))
         fail_msg("pricing %d products took %.0f ms", N, ms);
     it_free(c);
 }
 
-static void first_failure_cancels_the_other_calls(void **state)
+/* The order's error names its first line the catalog does not know. */
+static void an_unknown_product_is_named_and_nothing_written(void **state)
 {
     ord_it_t *t = *state;
-    it_item_t items[4] = {{"slow-1", 1}, {"slow-2", 1}, {"missing-9", 1}, {"slow-3", 1}};
+    it_item_t items[4] = {{"part-1", 1}, {"missing-9", 1}, {"part-2", 1}, {"missing-4", 1}};
     ord_it_counts_t before = ord_it_counts(t);
     it_created_t *c = NULL;
     rpc_result_t res;
-    uint64_t t0;
-    double ms;
 
-    atomic_store(&fake.delay_ms, 2000);
-    t0 = svc_now_ns();
     it_order_create(t->ord_ch, "cust-p", items, 4, NULL, 10000, &c, &res);
-    ms = ord_it_ms_since(t0);
-    atomic_store(&fake.delay_ms, SLOW_MS);
-    fprintf(stderr, "unknown product answered after %.0f ms\n", ms);
     IT_ASSERT_ERROR(res, SVC_EINVAL, "unknown product missing-9");
-    if (ms >= it_ms(1000))
-        fail_msg("the order waited %.0f ms for calls it no longer needed", ms);
+    ord_it_assert_counts(ord_it_counts(t), before);
+}
+
+/* A negative price, or not one product per id: the catalog broke the
+ * contract, so the order fails as INTERNAL, and writes nothing. */
+static void a_wrong_answer_fails_the_order_without_a_write(void **state)
+{
+    ord_it_t *t = *state;
+    it_item_t neg[2] = {{"part-1", 1}, {"neg-2", 1}};
+    it_item_t shrt[2] = {{"short-1", 1}, {"part-2", 1}};
+    ord_it_counts_t before = ord_it_counts(t);
+    it_created_t *c = NULL;
+    rpc_result_t res;
+
+    it_order_create(t->ord_ch, "cust-p", neg, 2, NULL, 10000, &c, &res);
+    IT_ASSERT_ERROR(res, SVC_EINTERNAL, "catalog returned price -1 for product neg-2");
+    it_order_create(t->ord_ch, "cust-p", shrt, 2, NULL, 10000, &c, &res);
+    IT_ASSERT_ERROR(res, SVC_EINTERNAL, "catalog answered 1 products for 2 ids");
     ord_it_assert_counts(ord_it_counts(t), before);
 }
 
 int main(void)
 {
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test(distinct_products_are_priced_at_once_and_once_each),
-        cmocka_unit_test(first_failure_cancels_the_other_calls),
+        cmocka_unit_test(distinct_products_are_priced_in_one_call),
+        cmocka_unit_test(an_unknown_product_is_named_and_nothing_written),
+        cmocka_unit_test(a_wrong_answer_fails_the_order_without_a_write),
     };
     int rc;
 

@@ -6,15 +6,17 @@
  * every 200 ms (no single-item order among them, which would hide the trap
  * below). Each client must see its first success within the cooldown plus a
  * second, and none may fail after that. And for each shape, 1 item
- * included: the first order placed after the cooldown succeeds (its first
- * line is the trial; the others wait for it, then go).
+ * included: the first order placed after the cooldown succeeds (the order's
+ * one pricing call is the breaker's trial).
  *
- * The trap this guards: an order prices its lines with concurrent calls. In
- * half-open the first line's call is the breaker's trial and the second is
- * rejected, so the order fails and cancels its other calls. If that cancel
- * killed the trial, the breaker would hand the permit to the next order,
- * which would do the same, and multi-line orders would never recover (it was
- * seen for 40+ s with a 10 s cooldown).
+ * The trap this guards: an order used to price its lines with one
+ * GetProduct each, all at once. In half-open the first line's call was the
+ * breaker's trial and the second was rejected, so the order failed and
+ * cancelled its other calls; had that cancel killed the trial, the breaker
+ * would have handed the permit to the next order, which would do the same,
+ * and multi-line orders would never recover (seen for 40+ s with a 10 s
+ * cooldown). An order is one BatchGetProducts call now, so that cannot
+ * happen by construction; the test keeps every shape honest.
  */
 #include <pthread.h>
 #include <setjmp.h>
@@ -63,7 +65,7 @@ static int setup(void **state)
     /* Short attempts and backoffs, so a frozen catalog trips the breaker in
      * a few seconds; the breaker needs 5 failures as in production. The
      * attempt timeout still leaves a loaded (sanitizer) catalog time to
-     * answer 400 GetProducts at once: a recovered catalog must not look
+     * answer 400 pricing calls at once: a recovered catalog must not look
      * slow enough to trip the breaker again. */
     static char attempt[64];
     const char *const env[] = {"ORDER_CATALOG_BREAKER_COOLDOWN_MS=1500", attempt,

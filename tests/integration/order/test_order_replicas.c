@@ -3,7 +3,8 @@
  * Two catalog replicas behind one order service (ORDER_CATALOG_ADDR
  * "ipv4:A,B": pkg/rpc's round robin with health-checked addresses):
  *
- *  - the GetProduct calls of a run of orders reach both replicas;
+ *  - the pricing calls (BatchGetProducts) of a run of orders reach both
+ *    replicas;
  *  - kill -9 of one replica while orders keep coming: no order fails and
  *    none takes past its deadline (the calls that were on the dead replica
  *    are retried by pkg/resilience, round robin sends them to the live one),
@@ -24,7 +25,7 @@
 
 #include "order_it.h"
 
-#define GET_OK      "/shopmicro.catalog.v1.CatalogService/GetProduct OK"
+#define GET_OK      "/shopmicro.catalog.v1.CatalogService/BatchGetProducts OK"
 #define DEADLINE_MS 3000
 
 static int setup(void **state)
@@ -62,7 +63,7 @@ static void calls_reach_both_replicas_and_survive_one_killed(void **state)
     ord_it_product(t, "Replica shade", 700, b);
     for (int i = 0; i < 20; i++)
         order_two(t, items, &ok);
-    fprintf(stderr, "20 orders: replica 1 served %zu GetProducts, replica 2 %zu\n",
+    fprintf(stderr, "20 orders: replica 1 served %zu pricing calls, replica 2 %zu\n",
             spawn_log_count(t->cat, GET_OK), spawn_log_count(t->cat2, GET_OK));
     assert_true(spawn_log_count(t->cat, GET_OK) >= 5);
     assert_true(spawn_log_count(t->cat2, GET_OK) >= 5);
@@ -87,7 +88,7 @@ static void calls_reach_both_replicas_and_survive_one_killed(void **state)
     until = svc_now_ns() + (uint64_t)it_ms(10000) * SVC_NS_PER_MS;
     while (spawn_log_count(t->cat, GET_OK) < 3 && svc_now_ns() < until)
         order_two(t, items, &ok);
-    fprintf(stderr, "replica 1 restarted: it served %zu GetProducts\n",
+    fprintf(stderr, "replica 1 restarted: it served %zu pricing calls\n",
             spawn_log_count(t->cat, GET_OK));
     assert_true(spawn_log_count(t->cat, GET_OK) >= 3);
 }
