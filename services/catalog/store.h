@@ -36,7 +36,7 @@ svc_err_t cat_store_get(cat_store_t *st, const char *id, uint64_t deadline_ns,
 
 /* The products named by ids[0..n) (n <= CAT_BATCH_MAX) in one statement:
  * out[i] for ids[i], NULL when no product has that id (an id that is no
- * UUID included). Duplicates are answered each. */
+ * UUID included). Duplicates are answered each (with the same product). */
 svc_err_t cat_store_get_many(cat_store_t *st, const char *const *ids, size_t n,
                              uint64_t deadline_ns, const svc_alloc_t *a, cat_product_t **out,
                              char *errbuf);

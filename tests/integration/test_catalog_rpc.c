@@ -6,6 +6,7 @@
  * counts and orders are exact; teardown also requires a clean exit 0 on
  * SIGTERM (in the ASan build: no leaks).
  */
+#include <ctype.h>
 #include <stdio.h>
 #include <stdlib.h>
 
@@ -269,13 +270,16 @@ static void batch_get_answers_each_id_in_place(void **state)
 {
     cat_it_t *t = *state;
     it_product_t *p1 = create_ok(t, "one", "", 100, 1), *p2 = create_ok(t, "two", "d", 200, 2);
-    char random_id[37], many[101][37];
-    const char *ids[] = {p2->id, random_id, p1->id, "'; DROP TABLE products;--", p2->id, ""};
+    char random_id[37], upper[37], many[101][37];
+    const char *ids[] = {p2->id, random_id, p1->id, "'; DROP TABLE products;--", p2->id, "",
+                         upper};
     const char *all[101];
     it_batch_t *b = NULL;
     rpc_result_t res;
 
     it_random_uuid(random_id);
+    for (size_t i = 0; i < sizeof upper; i++)
+        upper[i] = (char)toupper((unsigned char)p1->id[i]);
     it_batch_get(t->ch, ids, SVC_COUNTOF(ids), 0, &b, &res);
     IT_ASSERT_CODE(res, SVC_OK);
     assert_int_equal(b->n_products, SVC_COUNTOF(ids));
@@ -285,6 +289,7 @@ static void batch_get_answers_each_id_in_place(void **state)
     assert_string_equal(b->products[3]->id, "");
     assert_same_product(p2, b->products[4]);
     assert_string_equal(b->products[5]->id, "");
+    assert_same_product(p1, b->products[6]); /* a UUID in upper case names the same product */
     it_free(b);
     assert_int_equal(count_products(t), 2);
 
