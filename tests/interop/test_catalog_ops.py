@@ -249,7 +249,7 @@ class Reflection(unittest.TestCase):
             self.assertEqual(fd.name, "shopmicro/catalog/v1/catalog.proto")
             self.assertEqual(fd.package, "shopmicro.catalog.v1")
             self.assertEqual([m.name for m in fd.service[0].method],
-                             ["CreateProduct", "GetProduct", "ListProducts"])
+                             ["CreateProduct", "GetProduct", "ListProducts", "BatchGetProducts"])
         (hfd,) = self.files(answers[3])
         self.assertEqual(hfd.name, HEALTH)
         self.assertEqual(answers[0].original_request.file_containing_symbol, CATALOG_SERVICE)

@@ -130,8 +130,8 @@ def walkthrough():
     stack("start", "catalog", "order", "gateway")
     require(wait_for(lambda: req("GET", "/healthz")[0] == 200, 10), "gateway /healthz 200")
 
-    # 1. create two products, list them, place a 2-item order (the headline scenario covers the
-    #    fan-out: an order prices its lines with concurrent GetProduct calls)
+    # 1. create two products, list them, place a 2-item order (the headline scenario covers an
+    #    order of several lines: it is priced by one BatchGetProducts call)
     log("step 1: create two products, list them, place a 2-item order")
     st, _, prod, _ = req("POST", "/v1/products",
                           {"name": "Walkthrough mug", "description": "350 ml", "priceCents": 1299})
@@ -170,16 +170,15 @@ def walkthrough():
             f"{' Retry-After=' + hdrs['Retry-After'] if 'Retry-After' in hdrs else ''}")
     t_opened = time.monotonic()
     check(all(c == 503 for c in codes), f"all 8 orders -> 503 ({codes})")
-    # Each order prices its two lines at once; the first line to fail ends the order and its
-    # sibling is cancelled, which the breaker ignores. So an order counts one failure, or two when
-    # both lines failed together, and the 5th failure comes with order 3, 4 or 5.
+    # Each order prices its two lines with one call, so each order is one failure for the breaker,
+    # and the 5th (consecutive failures to open it) is order 5.
     texts = [json.dumps(b) for b in bodies]
     n_slow = next((i for i, t in enumerate(texts) if "circuit open" in t), len(texts))
-    check(3 <= n_slow <= 5 and all("attempts=3" in t for t in texts[:n_slow]),
-          f"orders 1-{n_slow} made 3 attempts each, then the breaker opened (3 to 5 such orders)")
+    check(n_slow == 5 and all("attempts=3" in t for t in texts[:n_slow]),
+          f"orders 1-{n_slow} made 3 attempts each, then the breaker opened (5 such orders)")
     slow, fast = sorted(times[:n_slow]), times[n_slow:]
-    # Full jitter draws each backoff from [0, window] and an order waits for the quicker of its two
-    # lines, so one order alone can be quick: the median is checked, against the ~1 ms of a refusal.
+    # Full jitter draws each backoff from [0, window] (100 then 200 ms), so one order alone can be
+    # quick: the median is checked, against the ~1 ms of a refusal.
     check(slow[len(slow) // 2] >= 0.020,
           f"median of the retried orders >= 20 ms ({slow[len(slow) // 2] * 1000:.1f} ms)")
     check(all(t < 0.020 for t in fast), f"orders {n_slow + 1}-8 < 20 ms each ({[round(t * 1000, 1) for t in fast]} ms)")
@@ -189,7 +188,7 @@ def walkthrough():
     check(all(w is not None and 1 <= int(w) <= 10 for w in waits[n_slow:]),
           f"orders {n_slow + 1}-8 carry order's breaker cooldown as Retry-After 1-10 ({waits})")
     olog = read_log("order")
-    n_retry = len(re.findall(r"GetProduct failed \(attempt [12]/3\), retrying in \d+ms", olog))
+    n_retry = len(re.findall(r"BatchGetProducts failed \(attempt [12]/3\), retrying in \d+ms", olog))
     check(n_retry >= 2 * n_slow, f"order.log: >= {2 * n_slow} \"retrying in\" lines (2 per retried order): {n_retry}")
     check("breaker catalog: closed -> open after 5 consecutive failures" in olog,
           "order.log: \"breaker catalog: closed -> open after 5 consecutive failures\"")

@@ -27,7 +27,7 @@ static const gw_route_t routes[] = {
 };
 
 static const char refusal_text[] =
-    "pricing product p1: catalog unavailable: circuit open (reason=breaker-open attempts=0)";
+    "pricing: catalog unavailable: circuit open (reason=breaker-open attempts=0)";
 
 /* What order's refusal looks like to the gateway: one attempt, not
  * retryable (a dependency failure), with its breaker's cooldown. */
