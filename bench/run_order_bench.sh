@@ -227,7 +227,7 @@ order_phase() {
     "GATEWAY_ORDER_ADDR=127.0.0.1:${SVC_PORT[order]}" \
     ${GATEWAY_THREADS:+"GATEWAY_THREADS=$GATEWAY_THREADS"}
   URL="http://127.0.0.1:${SVC_PORT[gateway]}"
-  say "settings: ORDER_WORKERS=${ORDER_WORKERS:-4 (default)} CATALOG_WORKERS=${CATALOG_WORKERS:-4 (default)} GATEWAY_THREADS=${GATEWAY_THREADS:-$(nproc) (default: nproc)}"
+  say "settings: ORDER_WORKERS=${ORDER_WORKERS:-8 (default)} CATALOG_WORKERS=${CATALOG_WORKERS:-4 (default)} GATEWAY_THREADS=${GATEWAY_THREADS:-$(nproc) (default: nproc)}"
 
   say "seeding $PRODUCTS products via POST /v1/products"
   "$BENCH" --url "$URL" --ensure "$PRODUCTS" --seed-only >"$TMP/seed.log" 2>&1 ||

@@ -10,7 +10,10 @@ static const svc_cfg_entry_t table[] = {
     {"ORDER_DB_DSN", SVC_CFG_STR, 1, 511,
      "host=127.0.0.1 port=25432 dbname=orders user=postgres", OFF(db_dsn),
      "libpq connection string of the orders database"},
-    {"ORDER_WORKERS", SVC_CFG_INT, 1, 256, "4", OFF(workers),
+    /* 8 on 2 cores: a CreateOrder holds its worker through two waits (the
+     * pricing call, the commit), so 4 left orders queued while cores idled
+     * (docs/benchmarks.md, "ORDER_WORKERS at 16 connections"). */
+    {"ORDER_WORKERS", SVC_CFG_INT, 1, 256, "8", OFF(workers),
      "worker threads (each has one database connection)"},
     {"ORDER_LOG_LEVEL", SVC_CFG_LOG_LEVEL, 0, 0, "info", OFF(log_level),
      "debug | info | warn | error"},
