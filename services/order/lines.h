@@ -26,7 +26,7 @@
 
 #define ORD_CUSTOMER_ID_MAX_CHARS 100
 #define ORD_PRODUCT_ID_MAX_CHARS  100
-#define ORD_MAX_ITEMS             100
+#define ORD_MAX_ITEMS             100 /* <= BatchGetProducts' 100 ids (catalog.proto) */
 #define ORD_QUANTITY_MAX          1000
 #define ORD_FINGERPRINT_LEN       65 /* 64 lower-case hex digits + NUL */
 

@@ -40,17 +40,27 @@ svc_err_t ord_catalog_new(const ord_config_t *cfg, rs_grpc_client_t **out, char 
     return rs_grpc_client_new(&o, out, errbuf);
 }
 
-/* Turns a failed call into the order's answer. */
+/* Turns a failed call into the order's answer. INVALID_ARGUMENT and
+ * UNIMPLEMENTED do not mean that the catalog is down but that the two
+ * services disagree (a request it refuses; a catalog older than
+ * BatchGetProducts): INTERNAL, not a 503 to wait out. */
 static svc_err_t describe(const rs_grpc_result_t *res, char *errbuf)
 {
-    if (res->err == SVC_ETIMEDOUT) {
+    switch (res->err) {
+    case SVC_ETIMEDOUT:
         svc_errbuf_set(errbuf, "pricing: deadline exceeded: %s (reason=%s attempts=%u)",
                        res->message, rs_reason_name(res->reason), res->attempts);
         return SVC_ETIMEDOUT;
+    case SVC_EINVAL:
+    case SVC_EUNIMPL:
+        svc_errbuf_set(errbuf, "pricing: the catalog refused BatchGetProducts: %s %s",
+                       svc_err_name(res->err), res->message);
+        return SVC_EINTERNAL;
+    default:
+        svc_errbuf_set(errbuf, "pricing: catalog unavailable: %s (reason=%s attempts=%u)",
+                       res->message, rs_reason_name(res->reason), res->attempts);
+        return SVC_EUNAVAIL;
     }
-    svc_errbuf_set(errbuf, "pricing: catalog unavailable: %s (reason=%s attempts=%u)",
-                   res->message, rs_reason_name(res->reason), res->attempts);
-    return SVC_EUNAVAIL;
 }
 
 /* products[i] answers lines[i]; an empty id means no such product. */

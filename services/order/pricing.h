@@ -37,7 +37,8 @@ svc_err_t ord_catalog_new(const ord_config_t *cfg, rs_grpc_client_t **out, char 
  *   SVC_EUNAVAIL   catalog unavailable: breaker open, retries spent, budget
  *                  exhausted, bulkhead full, any other catalog failure
  *   SVC_EINTERNAL  the catalog answered with a negative price, or not one
- *                  product per id
+ *                  product per id, or refused the call (INVALID_ARGUMENT,
+ *                  UNIMPLEMENTED: a catalog older than BatchGetProducts)
  *
  * with a message naming the product, or the resilience reason and the
  * number of attempts, in errbuf, and in *retry_after_ms when to come back

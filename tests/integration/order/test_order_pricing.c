@@ -38,8 +38,9 @@ typedef struct fake {
 static fake_t fake;
 
 /* BatchGetProducts: "missing-*" is unknown (an empty Product), "neg-*"
- * costs -1, "short-*" first makes the answer one product short; any other
- * id costs 100 cents plus its trailing number. Every call takes delay_ms. */
+ * costs -1, "short-*" first makes the answer one product short, "refuse-*"
+ * first makes the call INVALID_ARGUMENT; any other id costs 100 cents plus
+ * its trailing number. Every call takes delay_ms. */
 static svc_err_t fake_batch(rpc_ctx_t *ctx, const ProtobufCMessage *in, ProtobufCMessage **out,
                             char *errbuf)
 {
@@ -48,12 +49,15 @@ static svc_err_t fake_batch(rpc_ctx_t *ctx, const ProtobufCMessage *in, Protobuf
     Shopmicro__Catalog__V1__BatchGetProductsResponse *r = rpc_ctx_alloc(ctx, sizeof *r);
     size_t n = req->n_ids;
 
-    (void)errbuf;
     atomic_fetch_add(&fake.calls, 1);
     fake.n_ids = n;
     for (size_t i = 0; i < n && i < MAX_IDS; i++)
         snprintf(fake.ids[i], sizeof fake.ids[i], "%s", req->ids[i]);
     ord_it_sleep_ms(atomic_load(&fake.delay_ms));
+    if (n > 0 && strncmp(req->ids[0], "refuse", 6) == 0) {
+        svc_errbuf_set(errbuf, "ids must have 1-100 entries");
+        return SVC_EINVAL;
+    }
     if (r == NULL)
         return SVC_ENOMEM;
     shopmicro__catalog__v1__batch_get_products_response__init(r);
@@ -192,12 +196,32 @@ static void a_wrong_answer_fails_the_order_without_a_write(void **state)
     ord_it_assert_counts(ord_it_counts(t), before);
 }
 
+/* A catalog that refuses the call (here INVALID_ARGUMENT; UNIMPLEMENTED
+ * from one older than BatchGetProducts is treated alike) is no outage:
+ * INTERNAL at once, one call, no retry, nothing written. */
+static void a_refused_call_is_internal_not_unavailable(void **state)
+{
+    ord_it_t *t = *state;
+    it_item_t items[1] = {{"refuse-1", 1}};
+    ord_it_counts_t before = ord_it_counts(t);
+    it_created_t *c = NULL;
+    rpc_result_t res;
+
+    atomic_store(&fake.calls, 0);
+    it_order_create(t->ord_ch, "cust-p", items, 1, NULL, 10000, &c, &res);
+    IT_ASSERT_ERROR(res, SVC_EINTERNAL,
+                    "the catalog refused BatchGetProducts: INVALID_ARGUMENT ids must have 1-100 entries");
+    assert_int_equal(atomic_load(&fake.calls), 1);
+    ord_it_assert_counts(ord_it_counts(t), before);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(distinct_products_are_priced_in_one_call),
         cmocka_unit_test(an_unknown_product_is_named_and_nothing_written),
         cmocka_unit_test(a_wrong_answer_fails_the_order_without_a_write),
+        cmocka_unit_test(a_refused_call_is_internal_not_unavailable),
     };
     int rc;
 
