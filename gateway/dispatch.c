@@ -61,19 +61,44 @@ static uint64_t next_random(gw_loop_t *l)
     return x * UINT64_C(0x2545F4914F6CDD1D);
 }
 
+/* 32 lower-case hex digits of two random numbers, NUL-terminated; returns
+ * 32. (What "%016llx%016llx" prints, without a printf per request.) */
+static size_t random_id(gw_loop_t *l, char *out)
+{
+    static const char hex[] = "0123456789abcdef";
+
+    for (int half = 0; half < 2; half++) {
+        uint64_t x = next_random(l);
+        for (int i = 15; i >= 0; i--, x >>= 4)
+            out[half * 16 + i] = hex[x & 15];
+    }
+    out[32] = '\0';
+    return 32;
+}
+
 /* The client's X-Request-Id (sanitised), or a new random one. */
 static const char *request_id(gw_loop_t *l, h2o_req_t *req)
 {
     char *id = h2o_mem_alloc_pool(&req->pool, GW_REQUEST_ID_MAX + 1);
     ssize_t i = h2o_find_header_by_str(&req->headers, H2O_STRLIT("x-request-id"), -1);
+    size_t n = i == -1 ? 0
+                       : gw_request_id_sanitize(req->headers.entries[i].value.base,
+                                                req->headers.entries[i].value.len, id);
 
-    if (i == -1 || gw_request_id_sanitize(req->headers.entries[i].value.base,
-                                          req->headers.entries[i].value.len, id) == 0)
-        snprintf(id, GW_REQUEST_ID_MAX + 1, "%016llx%016llx", (unsigned long long)next_random(l),
-                 (unsigned long long)next_random(l));
+    if (n == 0)
+        n = random_id(l, id);
     h2o_add_header_by_str(&req->pool, &req->res.headers, H2O_STRLIT("x-request-id"), 0,
-                          "X-Request-Id", id, strlen(id));
+                          "X-Request-Id", id, n);
     return id;
+}
+
+/* Copies at most cap - 1 bytes of s[0..len) and a NUL into out. */
+static void copy_cut(char *out, size_t cap, const char *s, size_t len)
+{
+    if (len > cap - 1)
+        len = cap - 1;
+    memcpy(out, s, len);
+    out[len] = '\0';
 }
 
 static void answer_error(const gw_access_t *e, h2o_req_t *req, int status, int code,
@@ -473,8 +498,8 @@ static void forward(gw_loop_t *l, h2o_req_t *req, const gw_match_t *m, const gw_
     p->req = req;
     p->route = r;
     p->start_ns = e->start_ns;
-    snprintf(p->id, sizeof p->id, "%s", id);
-    snprintf(p->path, sizeof p->path, "%.*s", (int)e->path_len, e->path);
+    copy_cut(p->id, sizeof p->id, id, strlen(id));
+    copy_cut(p->path, sizeof p->path, e->path, e->path_len);
     p->key_len = key_len;
     memcpy(p->key, key, key_len);
     err = gw_upstream_call(l->app->ups, r, msg, &o, &p->call);

@@ -7,9 +7,7 @@
  * below writes without checking each append; functions return an error only
  * for what makes the message itself unencodable.
  */
-#include <inttypes.h>
-#include <stdarg.h>
-#include <stdio.h>
+#include <stdint.h>
 #include <string.h>
 
 #include "internal.h"
@@ -32,21 +30,30 @@ static svc_err_t field_error(enc_t *e, const ProtobufCMessage *m, const Protobuf
     return SVC_EINVAL;
 }
 
-static void put_int(enc_t *e, bool quoted, const char *fmt, ...) PBJ__FMT(3, 4);
-static void put_int(enc_t *e, bool quoted, const char *fmt, ...)
+/* An integer in decimal, as printf's %llu / %lld would write it (with a
+ * minus sign when negative), without parsing a format: the gateway writes
+ * two of them for every product it answers. */
+static void put_uint(enc_t *e, bool quoted, bool negative, uint64_t v)
 {
-    char tmp[24];
-    va_list ap;
-    int n;
+    char tmp[24], *p = tmp + sizeof tmp;
 
-    va_start(ap, fmt);
-    n = vsnprintf(tmp, sizeof(tmp), fmt, ap);
-    va_end(ap);
+    do {
+        *--p = (char)('0' + v % 10);
+        v /= 10;
+    } while (v != 0);
+    if (negative)
+        *--p = '-';
     if (quoted)
         pbj__buf_putc(&e->buf, '"');
-    pbj__buf_put(&e->buf, tmp, (size_t)n);
+    pbj__buf_put(&e->buf, p, (size_t)(tmp + sizeof tmp - p));
     if (quoted)
         pbj__buf_putc(&e->buf, '"');
+}
+
+static void put_sint(enc_t *e, bool quoted, int64_t v)
+{
+    /* The magnitude in unsigned arithmetic: -INT64_MIN does not fit. */
+    put_uint(e, quoted, v < 0, v < 0 ? (uint64_t)0 - (uint64_t)v : (uint64_t)v);
 }
 
 static svc_err_t put_bytes(enc_t *e, const ProtobufCMessage *m, const ProtobufCFieldDescriptor *f,
@@ -80,7 +87,7 @@ static void put_enum(enc_t *e, const ProtobufCFieldDescriptor *f, int v)
 
     /* A number without a name (from a newer peer) is written as a number. */
     if (ev == NULL || !pbj__buf_put_json_string(&e->buf, ev->name, strlen(ev->name)))
-        put_int(e, false, "%d", v);
+        put_sint(e, false, v);
 }
 
 static void put_double(enc_t *e, double v, bool is_float)
@@ -100,20 +107,20 @@ static svc_err_t encode_value(enc_t *e, const ProtobufCMessage *m,
     case PROTOBUF_C_TYPE_INT32:
     case PROTOBUF_C_TYPE_SINT32:
     case PROTOBUF_C_TYPE_SFIXED32:
-        put_int(e, false, "%" PRId32, *(const int32_t *)v);
+        put_sint(e, false, *(const int32_t *)v);
         break;
     case PROTOBUF_C_TYPE_UINT32:
     case PROTOBUF_C_TYPE_FIXED32:
-        put_int(e, false, "%" PRIu32, *(const uint32_t *)v);
+        put_uint(e, false, false, *(const uint32_t *)v);
         break;
     case PROTOBUF_C_TYPE_INT64:
     case PROTOBUF_C_TYPE_SINT64:
     case PROTOBUF_C_TYPE_SFIXED64:
-        put_int(e, true, "%" PRId64, *(const int64_t *)v);
+        put_sint(e, true, *(const int64_t *)v);
         break;
     case PROTOBUF_C_TYPE_UINT64:
     case PROTOBUF_C_TYPE_FIXED64:
-        put_int(e, true, "%" PRIu64, *(const uint64_t *)v);
+        put_uint(e, true, false, *(const uint64_t *)v);
         break;
     case PROTOBUF_C_TYPE_FLOAT:
         put_double(e, *(const float *)v, true);
@@ -174,11 +181,11 @@ static svc_err_t encode_map_key(enc_t *e, const ProtobufCMessage *entry,
     case PROTOBUF_C_TYPE_INT32:
     case PROTOBUF_C_TYPE_SINT32:
     case PROTOBUF_C_TYPE_SFIXED32:
-        put_int(e, true, "%" PRId32, *(const int32_t *)k);
+        put_sint(e, true, *(const int32_t *)k);
         break;
     case PROTOBUF_C_TYPE_UINT32:
     case PROTOBUF_C_TYPE_FIXED32:
-        put_int(e, true, "%" PRIu32, *(const uint32_t *)k);
+        put_uint(e, true, false, *(const uint32_t *)k);
         break;
     default:
         return encode_value(e, entry, kf, k, 0); /* 64-bit: already quoted */
