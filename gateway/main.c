@@ -16,11 +16,17 @@ static void raise_fd_limit(void)
 {
     struct rlimit rl;
 
+    unsigned long long was;
+
     if (getrlimit(RLIMIT_NOFILE, &rl) != 0 || rl.rlim_cur == rl.rlim_max)
         return;
+    was = (unsigned long long)rl.rlim_cur;
     rl.rlim_cur = rl.rlim_max;
     if (setrlimit(RLIMIT_NOFILE, &rl) != 0)
         svc_log_warn("gateway", "cannot raise the open-file limit: %s", strerror(errno));
+    else
+        svc_log_info("gateway", "open files: soft limit raised from %llu to the hard limit %llu",
+                     was, (unsigned long long)rl.rlim_max);
 }
 
 int main(int argc, char **argv)

@@ -62,6 +62,7 @@ typedef struct gw_thread {
     pthread_t tid;
     int fd; /* the listening socket, until the loop wraps it */
     h2o_socket_t *listener;
+    h2o_timeout_entry_t accept_pause; /* linked while accepts wait for descriptors */
     h2o_accept_ctx_t accept;
     h2o_multithread_receiver_t ctl_rx;
     h2o_multithread_message_t stop_msg;
@@ -268,6 +269,40 @@ static void raise_peak(gw_server_t *s, size_t conns)
         ;
 }
 
+/* ------------------------------------------------------------------------
+ * Running out of descriptors
+ * ------------------------------------------------------------------------ */
+
+static void on_accept(h2o_socket_t *listener, const char *err);
+
+static void on_accept_pause_end(h2o_timeout_entry_t *entry)
+{
+    gw_thread_t *t = H2O_STRUCT_FROM_MEMBER(gw_thread_t, accept_pause, entry);
+
+    if (t->listener != NULL)
+        h2o_socket_read_start(t->listener, on_accept);
+}
+
+/* accept() failed for want of descriptors (or kernel memory). The waiting
+ * connection stays in the backlog and the listener stays readable, so
+ * trying again at once would spin the loop at 100 % of a core, serving
+ * nobody: the loop stops watching the listener for 100 ms instead, and its
+ * open connections go on meanwhile. One line a second at most. */
+static void pause_accepting(gw_thread_t *t, int err)
+{
+    char kv[96];
+
+    h2o_socket_read_stop(t->listener);
+    h2o_timeout_link(t->loop.ctx.loop, &t->loop.ctx.hundred_ms_timeout, &t->accept_pause);
+    snprintf(kv, sizeof kv, " connections=%zu errno=%s",
+             atomic_load_explicit(&t->srv->n_conns, memory_order_relaxed),
+             err == EMFILE ? "EMFILE" : err == ENFILE ? "ENFILE" : "ENOMEM");
+    svc_log_write_repeat(SVC_LOG_WARN, LOG_MOD, "accept paused", kv,
+                         "cannot accept a connection: %s; new connections wait in the "
+                         "listen backlog, accepting again in 100 ms",
+                         strerror(err));
+}
+
 static void on_accept(h2o_socket_t *listener, const char *err)
 {
     gw_thread_t *t = listener->data;
@@ -280,8 +315,11 @@ static void on_accept(h2o_socket_t *listener, const char *err)
         h2o_socket_t *sock = h2o_evloop_socket_accept(listener);
         int on = 1;
 
-        if (sock == NULL)
+        if (sock == NULL) {
+            if (errno == EMFILE || errno == ENFILE || errno == ENOBUFS || errno == ENOMEM)
+                pause_accepting(t, errno == ENOBUFS ? ENOMEM : errno);
             return;
+        }
         setsockopt(h2o_socket_get_fd(sock), IPPROTO_TCP, TCP_NODELAY, &on, sizeof on);
         raise_peak(t->srv, atomic_fetch_add_explicit(&t->srv->n_conns, 1, memory_order_relaxed) + 1);
         sock->on_close.cb = on_conn_close;
@@ -295,6 +333,8 @@ static void begin_stop(gw_thread_t *t)
     if (t->loop.stopping)
         return;
     t->loop.stopping = true;
+    if (h2o_timeout_is_linked(&t->accept_pause))
+        h2o_timeout_unlink(&t->accept_pause);
     h2o_socket_read_stop(t->listener);
     h2o_socket_close(t->listener);
     t->listener = NULL;
@@ -393,6 +433,7 @@ static void *loop_main(void *arg)
     t->listener = h2o_evloop_socket_create(ev, t->fd, H2O_SOCKET_FLAG_DONT_READ);
     t->fd = -1; /* the socket owns it now */
     t->listener->data = t;
+    t->accept_pause.cb = on_accept_pause_end;
     h2o_socket_read_start(t->listener, on_accept);
 
     pthread_mutex_lock(&s->mu);
