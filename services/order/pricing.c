@@ -12,8 +12,6 @@
 #include "pricing.h"
 #include "shopmicro/catalog/v1/catalog.pb-c.h"
 
-#define LOG_MOD "order.pricing"
-
 typedef Shopmicro__Catalog__V1__Product product_t;
 typedef Shopmicro__Catalog__V1__BatchGetProductsRequest batch_req_t;
 typedef Shopmicro__Catalog__V1__BatchGetProductsResponse batch_resp_t;
