@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # bench/run_order_bench.sh: CreateOrder through the gateway vs pgbench -N, in one run.
 #
-#   bench/run_order_bench.sh [--connections N] [--seconds D] [--products N]
+#   bench/run_order_bench.sh [--connections N] [--seconds D] [--products N] [--items N]
 #                            [--order-workers N] [--catalog-workers N]
 #                            [--gateway-threads N] [--idempotency-keys]
 #                            [--order-bin [LABEL=]PATH]...
@@ -21,12 +21,12 @@
 #    access line per call; workers: the services' defaults unless given),
 #    seeds --products products through POST /v1/products, VACUUM ANALYZEs
 # 4. runs bench_http: --connections keep-alive connections (default 16), one
-#    POST /v1/orders in flight on each (2 distinct products per order), 1 s
+#    POST /v1/orders in flight on each (--items distinct products per order, default 2), 1 s
 #    warm-up, --seconds measured (default 10); orders/s, p50/p90/p99, failures
 #    by HTTP status
 # 5. stops the services (SIGTERM: they drain), then checks with SQL that the
 #    database holds exactly what the HTTP 200s announced: orders = OK,
-#    order_items = 2 x OK, outbox = OK, every returned id an order
+#    order_items = items x OK, outbox = OK, every returned id an order
 # 6. creates a fresh pgbench database (pgbench -i -s 10) and runs
 #    pgbench -N -M prepared -c 4 -j 2 -T <seconds> over TCP 127.0.0.1 against
 #    the same Postgres
@@ -65,6 +65,7 @@ while (( $# > 0 )); do
     --connections)      CONNS=${2:?}; shift 2 ;;
     --seconds)          SECONDS_RUN=${2:?}; shift 2 ;;
     --products)         PRODUCTS=${2:?}; shift 2 ;;
+    --items)            ITEMS=${2:?}; shift 2 ;;
     --order-workers)    ORDER_WORKERS=${2:?}; shift 2 ;;
     --catalog-workers)  CATALOG_WORKERS=${2:?}; shift 2 ;;
     --gateway-threads)  GATEWAY_THREADS=${2:?}; shift 2 ;;
@@ -74,7 +75,7 @@ while (( $# > 0 )); do
     *) unknown_arg "$1" ;;
   esac
 done
-need_positive "$CONNS" "$SECONDS_RUN" "$PRODUCTS" ${ORDER_WORKERS:+"$ORDER_WORKERS"} \
+need_positive "$CONNS" "$SECONDS_RUN" "$PRODUCTS" "$ITEMS" ${ORDER_WORKERS:+"$ORDER_WORKERS"} \
   ${CATALOG_WORKERS:+"$CATALOG_WORKERS"} ${GATEWAY_THREADS:+"$GATEWAY_THREADS"}
 (( PRODUCTS >= ITEMS )) || arg_error "--products must be at least $ITEMS"
 PHASE_LABEL=() PHASE_BIN=()
