@@ -449,6 +449,7 @@ static void forward(gw_loop_t *l, h2o_req_t *req, const gw_match_t *m, const gw_
     char key[GW_CACHE_KEY_MAX + 1];
 
     memset(&o, 0, sizeof o);
+    o.lane = l->lane;
     if (!deadline_of(l, req, e->start_ns, &o.deadline_ns, errbuf)) {
         answer_error(e, req, 0, 3, errbuf, 0);
         return;

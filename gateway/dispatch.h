@@ -56,6 +56,7 @@ typedef struct gw_loop {
     h2o_timeout_entry_t peek;           /* client-disconnect check while calls are pending */
     bool stopping;                      /* answers now carry Connection: close */
     uint64_t rng;                       /* request ids */
+    unsigned lane;                      /* its upstream channel: the loop's index */
 } gw_loop_t;
 
 /* Registers the dispatcher for every path of host, and the filter that

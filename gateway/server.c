@@ -427,6 +427,7 @@ static void *loop_main(void *arg)
 
     h2o_context_init(&t->loop.ctx, ev, &s->conf);
     gw_loop_dispatch_init(&t->loop, &s->app);
+    t->loop.lane = (unsigned)t->index;
     h2o_multithread_register_receiver(t->loop.ctx.queue, &t->ctl_rx, on_ctl);
     t->accept.ctx = &t->loop.ctx;
     t->accept.hosts = s->conf.hosts;

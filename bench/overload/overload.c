@@ -126,7 +126,7 @@ static outcome_t call_guarded(run_t *r, uint64_t deadline_ns)
 {
     Shopmicro__Catalog__V1__GetProductRequest req =
         SHOPMICRO__CATALOG__V1__GET_PRODUCT_REQUEST__INIT;
-    rs_grpc_call_opts_t co = {deadline_ns, NULL, NULL, 0};
+    rs_grpc_call_opts_t co = {deadline_ns, NULL, NULL, 0, 0};
     ProtobufCMessage *resp = NULL;
     rs_grpc_result_t res;
 

@@ -93,7 +93,7 @@ svc_err_t ord_price_lines(rs_grpc_client_t *cl, ord_line_t *lines, size_t n, uin
     batch_req_t req = SHOPMICRO__CATALOG__V1__BATCH_GET_PRODUCTS_REQUEST__INIT;
     const char *rid = svc_log_request_id();
     rpc_md_t md = {"x-request-id", rid};
-    rs_grpc_call_opts_t o = {deadline_ns, NULL, &md, rid[0] != '\0' ? 1 : 0};
+    rs_grpc_call_opts_t o = {deadline_ns, NULL, &md, rid[0] != '\0' ? 1 : 0, 0};
     ProtobufCMessage *resp = NULL;
     rs_grpc_result_t res;
     svc_err_t err;

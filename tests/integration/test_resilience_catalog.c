@@ -75,7 +75,8 @@ static void catalog_kill(fixture_t *f)
     f->cat = NULL;
 }
 
-static rs_grpc_client_t *client_new(const char *addr, uint32_t breaker_failures)
+static rs_grpc_client_t *client_new_channels(const char *addr, uint32_t breaker_failures,
+                                             int channels)
 {
     static const rs_method_t methods[] = {
         {.path = GET, .idempotency = RS_IDEMPOTENT},
@@ -95,9 +96,15 @@ static rs_grpc_client_t *client_new(const char *addr, uint32_t breaker_failures)
     o.upstream.policy.backoff_cap_ms = 100;
     o.upstream.breaker.cooldown_ms = COOLDOWN_MS;
     o.upstream.breaker.failures = breaker_failures;
+    o.channels = channels;
     if (rs_grpc_client_new(&o, &cl, errbuf) != SVC_OK)
         fail_msg("rs_grpc_client_new: %s", errbuf);
     return cl;
+}
+
+static rs_grpc_client_t *client_new(const char *addr, uint32_t breaker_failures)
+{
+    return client_new_channels(addr, breaker_failures, 1);
 }
 
 static int setup(void **state)
@@ -554,6 +561,83 @@ static void clients_share_one_thread_and_leave_in_any_order(void **state)
     wait_in_flight_zero(f);
 }
 
+/* Established TCP connections to port, from /proc/net/tcp and tcp6 (gRPC's
+ * sockets may be IPv6 ones with a v4-mapped address). */
+static int connections_to(int port)
+{
+    static const char *const files[] = {"/proc/net/tcp", "/proc/net/tcp6"};
+    int n = 0;
+
+    for (size_t i = 0; i < SVC_COUNTOF(files); i++) {
+        char line[256];
+        FILE *f = fopen(files[i], "r");
+
+        while (f != NULL && fgets(line, sizeof line, f) != NULL) {
+            unsigned rport, st;
+            if (sscanf(line, " %*d: %*x:%*x %*x:%x %x", &rport, &st) == 2 &&
+                (int)rport == port && st == 1)
+                n++;
+        }
+        if (f != NULL)
+            fclose(f);
+    }
+    return n;
+}
+
+static bool wait_connections(int port, int want)
+{
+    uint64_t until = svc_now_ns() + (uint64_t)it_ms(3000) * SVC_NS_PER_MS;
+
+    while (connections_to(port) != want && svc_now_ns() < until)
+        usleep(20 * 1000);
+    return connections_to(port) == want;
+}
+
+/* channels = 3: one upstream over three connections of its own; a call's
+ * lane picks one, every lane works, and freeing the client closes them. */
+static void channels_carry_calls_on_connections_of_their_own(void **state)
+{
+    fixture_t *f = *state;
+    Shopmicro__Catalog__V1__GetProductRequest get = SHOPMICRO__CATALOG__V1__GET_PRODUCT_REQUEST__INIT;
+    char errbuf[SVC_ERRBUF_LEN] = "";
+    rs_grpc_client_t *cl, *bad = NULL;
+    rs_grpc_opts_t o;
+    int n0;
+
+    ASSERT_CALL(call(f, GET, f->product_id, 2000), SVC_OK, RS_REASON_OK); /* f->cl connected */
+    n0 = connections_to(f->port);
+    assert_true(n0 >= 1);
+    cl = client_new_channels(f->addr, 5, 3);
+    get.id = f->product_id;
+    for (unsigned lane = 0; lane < 4; lane++) {
+        rs_grpc_call_opts_t co = {.deadline_ns = svc_now_ns() + 3000 * SVC_NS_PER_MS, .lane = lane};
+        ProtobufCMessage *resp = NULL;
+        rs_grpc_result_t res;
+
+        if (rs_grpc_call(cl, GET, &get.base, &shopmicro__catalog__v1__product__descriptor, &resp,
+                         &co, &res) != SVC_OK)
+            fail_msg("lane %u: %s", lane, res.message);
+        protobuf_c_message_free_unpacked(resp, NULL);
+    }
+    if (!wait_connections(f->port, n0 + 3))
+        fail_msg("%d connections to the catalog, want %d + 3", connections_to(f->port), n0);
+    assert_string_equal(rs_grpc_client_connectivity(cl), "ready");
+    rs_grpc_client_free(cl);
+    if (!wait_connections(f->port, n0))
+        fail_msg("%d connections to the catalog after the free, want %d", connections_to(f->port),
+                 n0);
+    /* 1..RS_GRPC_MAX_CHANNELS */
+    rs_grpc_opts_init(&o);
+    o.target = f->addr;
+    o.upstream.name = "catalog";
+    o.channels = RS_GRPC_MAX_CHANNELS + 1;
+    assert_int_equal(rs_grpc_client_new(&o, &bad, errbuf), SVC_EINVAL);
+    assert_non_null(strstr(errbuf, "channels must be 1-16"));
+    o.channels = 0;
+    assert_int_equal(rs_grpc_client_new(&o, &bad, errbuf), SVC_EINVAL);
+    assert_null(bad);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -567,6 +651,8 @@ int main(void)
                                         teardown),
         cmocka_unit_test_setup_teardown(async_calls_succeed_retry_and_cancel, setup, teardown),
         cmocka_unit_test_setup_teardown(cancelled_trial_runs_on_and_closes_the_breaker, setup,
+                                        teardown),
+        cmocka_unit_test_setup_teardown(channels_carry_calls_on_connections_of_their_own, setup,
                                         teardown),
         cmocka_unit_test_setup_teardown(clients_share_one_thread_and_leave_in_any_order, setup,
                                         teardown),

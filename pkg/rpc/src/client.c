@@ -71,7 +71,7 @@ static bool is_replicated(const char *target)
 grpc_channel *rpc_channel_new(const char *target, const rpc_channel_opts_t *o)
 {
     rpc_channel_opts_t def;
-    grpc_arg args[5];
+    grpc_arg args[6];
     grpc_channel_args ch_args = {4, args};
     grpc_channel_credentials *creds;
     grpc_channel *ch;
@@ -90,6 +90,9 @@ grpc_channel *rpc_channel_new(const char *target, const rpc_channel_opts_t *o)
                          {.integer = o->max_message_bytes}};
     args[3] = (grpc_arg){GRPC_ARG_INTEGER, (char *)GRPC_ARG_MAX_SEND_MESSAGE_LENGTH,
                          {.integer = o->max_message_bytes}};
+    if (o->own_connections)
+        args[ch_args.num_args++] = (grpc_arg){
+            GRPC_ARG_INTEGER, (char *)GRPC_ARG_USE_LOCAL_SUBCHANNEL_POOL, {.integer = 1}};
     if (is_replicated(target))
         args[ch_args.num_args++] = (grpc_arg){GRPC_ARG_STRING, (char *)GRPC_ARG_SERVICE_CONFIG,
                                               {.string = (char *)REPLICA_SERVICE_CONFIG}};

@@ -36,7 +36,7 @@ typedef struct outcome {
     gw_it_t *t;
     fake_up_t fake;
     char addr[64];
-    const char *env[4]; /* the gateway's, for a restart */
+    const char *env[5]; /* the gateway's, for a restart */
 } outcome_t;
 
 /* Handles the frames in buf[*off..n); true once a call has arrived whole. */
@@ -158,7 +158,10 @@ static int outcome_setup(void **state)
     o->env[0] = o->addr;
     o->env[1] = "GATEWAY_BREAKER_FAILURES=0";
     o->env[2] = "GATEWAY_DRAIN_MS=300";
-    o->env[3] = NULL;
+    /* One loop, so one connection to the fake, which serves one at a time
+     * (a connection per loop: rs_grpc_opts_t.channels). */
+    o->env[3] = "GATEWAY_THREADS=1";
+    o->env[4] = NULL;
     if (gw_it_setup_env(&t, false, o->env) != 0)
         return -1;
     o->t = t;

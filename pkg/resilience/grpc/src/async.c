@@ -202,7 +202,7 @@ static bool start_batch(rs_grpc_async_t *a, uint64_t deadline_ns, uint32_t numbe
         snprintf(a->message, sizeof a->message, "client shut down");
         return false;
     }
-    started = rpc_unary_start(&a->u, a->cl->ch, NULL, a->cl->cq, a->method,
+    started = rpc_unary_start(&a->u, rs__channel(a->cl, &a->o), NULL, a->cl->cq, a->method,
                               grpc_byte_buffer_copy(a->request), a->attempt_md, n, deadline_ns,
                               false, a);
     a->in_flight = started;

@@ -12,7 +12,7 @@
 #define RS__GRPC_LOG_MODULE "resilience"
 
 /* The driver's completion-queue tags: an async call (rs_grpc_async_t *) for
- * an attempt, or its client's address with this bit set for the watch. The
+ * an attempt, or a lane's address with this bit set for its watch. The
  * kind is in the pointer, not behind it: nothing is read before the locks
  * that order the threads are taken (gRPC's queue is no ordering that
  * ThreadSanitizer can see). */
@@ -20,13 +20,20 @@
 
 typedef struct rs__driver rs__driver_t; /* client.c: the process's one client thread */
 
-struct rs_grpc_client {
+/* One channel of a client (rs_grpc_opts_t.channels). */
+typedef struct rs__lane {
+    rs_grpc_client_t *cl;
     grpc_channel *ch;
+    atomic_int connectivity; /* grpc_connectivity_state, for readiness */
+} rs__lane_t;
+
+struct rs_grpc_client {
+    rs__lane_t lane[RS_GRPC_MAX_CHANNELS];
+    int n_lanes;
     rs_upstream_t *up;
     rs__driver_t *driver;
     grpc_completion_queue *cq; /* the driver's, shared by every client */
     int watch_ms;
-    atomic_int connectivity;  /* grpc_connectivity_state, for readiness */
     pthread_mutex_t mu;       /* guards stopping and on_cq */
     pthread_cond_t idle;      /* on_cq reached 0 while stopping */
     bool stopping;
@@ -41,6 +48,8 @@ struct rs_grpc_client {
 };
 
 /* client.c */
+/* The channel a call with these options uses. */
+grpc_channel *rs__channel(const rs_grpc_client_t *cl, const rs_grpc_call_opts_t *o);
 void rs__result_fill(rs_grpc_client_t *cl, const rs_result_t *r, const char *last_message,
                      rs_grpc_result_t *res);
 /* A CANCELLED the caller did not ask for is UNAVAILABLE (see client.c). */

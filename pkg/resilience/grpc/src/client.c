@@ -1,6 +1,6 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /*
- * client.c - the gRPC binding: a channel and an upstream per client, and one
+ * client.c - the gRPC binding: channels and an upstream per client, and one
  * thread for all clients (the driver) that drives async calls, their backoff
  * timers and each client's connectivity watch.
  *
@@ -60,20 +60,23 @@ void rs__on_cq_done(rs_grpc_client_t *cl)
     pthread_mutex_unlock(&cl->mu);
 }
 
-/* Keeps one connectivity watch pending at all times. Its only job is to
- * make the driver poll the channel, so reconnects are processed as soon
- * as they happen; try_to_connect=1 also wakes an idle channel. */
-static void watch(rs_grpc_client_t *cl)
+/* Keeps one connectivity watch pending on each channel at all times. Its
+ * only job is to make the driver poll the channel, so reconnects are
+ * processed as soon as they happen; try_to_connect=1 also wakes an idle
+ * channel. */
+static void watch(rs__lane_t *lane)
 {
+    rs_grpc_client_t *cl = lane->cl;
+
     pthread_mutex_lock(&cl->mu);
     if (!cl->stopping) {
-        grpc_connectivity_state st = grpc_channel_check_connectivity_state(cl->ch, 1);
-        atomic_store(&cl->connectivity, (int)st);
+        grpc_connectivity_state st = grpc_channel_check_connectivity_state(lane->ch, 1);
+        atomic_store(&lane->connectivity, (int)st);
         cl->on_cq++;
         grpc_channel_watch_connectivity_state(
-            cl->ch, st,
+            lane->ch, st,
             rpc_deadline_to_timespec(svc_now_ns() + (uint64_t)cl->watch_ms * SVC_NS_PER_MS),
-            cl->cq, (void *)((uintptr_t)cl | RS__WATCH_TAG_BIT));
+            cl->cq, (void *)((uintptr_t)lane | RS__WATCH_TAG_BIT));
     }
     pthread_mutex_unlock(&cl->mu);
 }
@@ -112,9 +115,9 @@ static void *driver_main(void *arg)
         if (ev.type == GRPC_QUEUE_SHUTDOWN)
             break;
         if (ev.type == GRPC_OP_COMPLETE && (tag & RS__WATCH_TAG_BIT) != 0) {
-            rs_grpc_client_t *cl = (rs_grpc_client_t *)(tag & ~RS__WATCH_TAG_BIT);
-            watch(cl);
-            rs__on_cq_done(cl);
+            rs__lane_t *lane = (rs__lane_t *)(tag & ~RS__WATCH_TAG_BIT);
+            watch(lane);
+            rs__on_cq_done(lane->cl);
         } else if (ev.type == GRPC_OP_COMPLETE) {
             rs__async_attempt_done(ev.tag);
         }
@@ -194,6 +197,25 @@ void rs_grpc_opts_init(rs_grpc_opts_t *o)
     rs_upstream_opts_init(&o->upstream);
     rpc_channel_opts_init(&o->channel);
     o->watch_ms = RS_GRPC_DEFAULT_WATCH_MS;
+    o->channels = 1;
+}
+
+/* The client's channels. With more than one, each makes connections of its
+ * own: by default gRPC would give channels of the same target and settings
+ * one shared connection. */
+static svc_err_t open_lanes(rs_grpc_client_t *cl, const rs_grpc_opts_t *o)
+{
+    rpc_channel_opts_t co = o->channel;
+
+    co.own_connections = co.own_connections || o->channels > 1;
+    for (int i = 0; i < o->channels; i++) {
+        cl->lane[i].cl = cl;
+        cl->lane[i].ch = rpc_channel_new(o->target, &co);
+        if (cl->lane[i].ch == NULL)
+            return SVC_ENOMEM;
+        cl->n_lanes = i + 1;
+    }
+    return SVC_OK;
 }
 
 svc_err_t rs_grpc_client_new(const rs_grpc_opts_t *o, rs_grpc_client_t **out, char *errbuf)
@@ -206,6 +228,11 @@ svc_err_t rs_grpc_client_new(const rs_grpc_opts_t *o, rs_grpc_client_t **out, ch
         svc_errbuf_set(errbuf, "rs_grpc_client_new: target is required");
         return SVC_EINVAL;
     }
+    if (o->channels < 1 || o->channels > RS_GRPC_MAX_CHANNELS) {
+        svc_errbuf_set(errbuf, "rs_grpc_client_new: channels must be 1-%d (got %d)",
+                       RS_GRPC_MAX_CHANNELS, o->channels);
+        return SVC_EINVAL;
+    }
     cl = calloc(1, sizeof *cl);
     if (cl == NULL)
         return SVC_ENOMEM;
@@ -215,17 +242,17 @@ svc_err_t rs_grpc_client_new(const rs_grpc_opts_t *o, rs_grpc_client_t **out, ch
     err = rs_upstream_new(&o->upstream, &cl->up, errbuf);
     if (err != SVC_OK)
         goto fail;
-    cl->ch = rpc_channel_new(o->target, &o->channel);
+    err = open_lanes(cl, o);
     cl->driver = driver_acquire();
-    if (cl->ch == NULL || cl->driver == NULL) {
-        svc_errbuf_set(errbuf, "cannot create the channel or thread for %s", o->target);
+    if (err != SVC_OK || cl->driver == NULL) {
+        svc_errbuf_set(errbuf, "cannot create the channels or thread for %s", o->target);
         err = SVC_ENOMEM;
         goto fail;
     }
     cl->cq = cl->driver->cq;
     driver_add(cl->driver, cl);
-    if (cl->watch_ms > 0)
-        watch(cl);
+    for (int i = 0; cl->watch_ms > 0 && i < cl->n_lanes; i++)
+        watch(&cl->lane[i]);
     *out = cl;
     return SVC_OK;
 fail:
@@ -242,9 +269,10 @@ void rs_grpc_client_free(rs_grpc_client_t *cl)
      * from starting a retry on it. */
     pthread_mutex_lock(&cl->mu);
     cl->stopping = true;
-    if (cl->ch != NULL)
-        grpc_channel_destroy(cl->ch);
-    cl->ch = NULL;
+    for (int i = 0; i < cl->n_lanes; i++) {
+        grpc_channel_destroy(cl->lane[i].ch);
+        cl->lane[i].ch = NULL;
+    }
     pthread_mutex_unlock(&cl->mu);
     if (cl->driver != NULL) {
         driver_remove(cl->driver, cl);
@@ -271,7 +299,11 @@ rs_upstream_t *rs_grpc_client_upstream(rs_grpc_client_t *cl)
 
 const char *rs_grpc_client_connectivity(rs_grpc_client_t *cl)
 {
-    switch ((grpc_connectivity_state)atomic_load(&cl->connectivity)) {
+    grpc_connectivity_state st = GRPC_CHANNEL_READY;
+
+    for (int i = 0; i < cl->n_lanes && st == GRPC_CHANNEL_READY; i++)
+        st = (grpc_connectivity_state)atomic_load(&cl->lane[i].connectivity);
+    switch (st) {
     case GRPC_CHANNEL_IDLE:
         return "idle";
     case GRPC_CHANNEL_CONNECTING:
@@ -289,6 +321,11 @@ const char *rs_grpc_client_connectivity(rs_grpc_client_t *cl)
 /* ------------------------------------------------------------------------
  * What both call styles share
  * ------------------------------------------------------------------------ */
+
+grpc_channel *rs__channel(const rs_grpc_client_t *cl, const rs_grpc_call_opts_t *o)
+{
+    return cl->lane[o->lane % (unsigned)cl->n_lanes].ch;
+}
 
 void rs__result_fill(rs_grpc_client_t *cl, const rs_result_t *r, const char *last_message,
                      rs_grpc_result_t *res)
@@ -366,7 +403,7 @@ static void blocking_attempt(void *arg, const rs_attempt_t *at, rs_outcome_t *ou
     rpc_result_t r;
 
     co.n_md = rs__md_with_attempt(b->o, at->number, num, md);
-    rpc_call_unary(b->cl->ch, b->method, b->req, b->resp_desc, &b->resp, &co, &r);
+    rpc_call_unary(rs__channel(b->cl, b->o), b->method, b->req, b->resp_desc, &b->resp, &co, &r);
     memcpy(b->message, r.message, sizeof b->message);
     out->err = rs__server_cancel_is_unavailable(r.err);
     /* rpc_call_unary only ever sees our attempt deadline (a parent's earlier

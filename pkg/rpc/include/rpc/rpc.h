@@ -208,6 +208,10 @@ typedef struct rpc_channel_opts {
     int initial_reconnect_ms; /* RPC_DEFAULT_INITIAL_RECONNECT_MS (gRPC default 1000) */
     int max_reconnect_ms;     /* RPC_DEFAULT_MAX_RECONNECT_MS (gRPC default 120000)   */
     int max_message_bytes;    /* RPC_DEFAULT_MAX_MESSAGE                              */
+    /* false (default): channels to the same target with the same settings
+     * share gRPC's global subchannel pool, so one TCP connection; true: this
+     * channel makes connections of its own (rs/grpc.h, "channels"). */
+    bool own_connections;
 } rpc_channel_opts_t;
 
 void rpc_channel_opts_init(rpc_channel_opts_t *o);

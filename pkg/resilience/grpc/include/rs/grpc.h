@@ -41,12 +41,24 @@
 typedef struct rs_grpc_client rs_grpc_client_t;
 
 #define RS_GRPC_DEFAULT_WATCH_MS 1000 /* connectivity re-check period */
+#define RS_GRPC_MAX_CHANNELS     16
 
+/*
+ * channels: how many channels (each its own HTTP/2 connection) the client
+ * keeps to the target, all behind its one upstream: one breaker, one retry
+ * budget, one bulkhead and one set of metrics whichever carries a call. A
+ * call picks one with rs_grpc_call_opts_t.lane. Why more than one: every
+ * call on a connection goes through that connection's gRPC combiner, so
+ * threads that call at once (the gateway's loops) queue for it and hand
+ * its work to gRPC's executor; with a connection per calling thread they
+ * do not (the gateway's GET: docs/benchmarks.md, "A connection per loop").
+ */
 typedef struct rs_grpc_opts {
     const char *target;          /* "127.0.0.1:25051"; copied */
     rs_upstream_opts_t upstream; /* name, policy, method table, breaker, ... */
     rpc_channel_opts_t channel;  /* reconnect backoff: 100 ms .. 500 ms by default */
     int watch_ms;                /* RS_GRPC_DEFAULT_WATCH_MS; 0 = no watcher */
+    int channels;                /* 1 (default) .. RS_GRPC_MAX_CHANNELS */
 } rs_grpc_opts_t;
 
 /* Defaults everywhere; upstream.name and target must still be set. */
@@ -63,8 +75,9 @@ void rs_grpc_client_free(rs_grpc_client_t *cl);
 
 /* The client's upstream: breaker state, Retry-After, metrics. Borrowed. */
 rs_upstream_t *rs_grpc_client_upstream(rs_grpc_client_t *cl);
-/* The channel's connectivity, for readiness checks: "idle", "connecting",
- * "ready", "transient-failure" or "shutdown". */
+/* The channels' connectivity, for readiness checks: "idle", "connecting",
+ * "ready", "transient-failure" or "shutdown": "ready" when every channel
+ * is, else the state of the first one that is not. */
 const char *rs_grpc_client_connectivity(rs_grpc_client_t *cl);
 
 #define RS_GRPC_MAX_MD 15 /* metadata entries a caller may send; more is SVC_EINVAL */
@@ -75,6 +88,7 @@ typedef struct rs_grpc_call_opts {
     const rpc_md_t *md;    /* borrowed during the call; copied by the async call;
                               at most RS_GRPC_MAX_MD entries */
     size_t n_md;
+    unsigned lane;         /* the channel: lane % channels (0 with one channel) */
 } rs_grpc_call_opts_t;
 
 typedef struct rs_grpc_result {
