@@ -53,6 +53,7 @@ void rpc_channel_opts_init(rpc_channel_opts_t *o)
     o->initial_reconnect_ms = RPC_DEFAULT_INITIAL_RECONNECT_MS;
     o->max_reconnect_ms = RPC_DEFAULT_MAX_RECONNECT_MS;
     o->max_message_bytes = RPC_DEFAULT_MAX_MESSAGE;
+    o->own_connections = false;
 }
 
 /* Several addresses ("ipv4:a:1,b:2") or a name that may resolve to several
