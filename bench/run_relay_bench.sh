@@ -204,6 +204,8 @@ kcat_measured() {
 # pause for the compiler's queue. Four fixed rounds were not enough: sixteen kcat runs in a row
 # on one fresh broker went 64,000, 109,000, 170,000, 201,000 ... 420,000, 481,000, 507,000
 # records/s, so kcat before and after the drains of one run differed by up to 1.6x.
+# within_10pct A B: whether two rates agree within 10 % of each other (the warm-ups' "steady").
+within_10pct() { awk -v a="$1" -v b="$2" 'BEGIN { exit !(b <= 1.1 * a && a <= 1.1 * b) }'; }
 WARM_MIN_ROUNDS=6
 WARM_MAX_ROUNDS=20
 warm_broker() {
@@ -217,7 +219,7 @@ warm_broker() {
     rate=$(rows_per_s "$KCAT_SECONDS")
     say "warm-up: kcat -P round $i, $ROWS records in $KCAT_SECONDS s ($rate/s), not measured"
     if (( i >= WARM_MIN_ROUNDS )) &&
-       awk -v a="$prev" -v b="$rate" 'BEGIN { exit !(b <= 1.1 * a && a <= 1.1 * b) }'; then
+       within_10pct "$prev" "$rate"; then
       say "warm-up: two rounds in a row within 10 % of each other"
       break
     fi
@@ -244,7 +246,7 @@ warm_relay() {
     rate=${DRAIN_RATE[warm$i]}
     say "warm-up: relay drain $i, $ROWS rows in ${DRAIN_S[warm$i]} s ($rate/s), not measured"
     if (( i >= WARM_RELAY_MIN )) &&
-       awk -v a="$prev" -v b="$rate" 'BEGIN { exit !(b <= 1.1 * a && a <= 1.1 * b) }'; then
+       within_10pct "$prev" "$rate"; then
       say "warm-up: two relay drains in a row within 10 % of each other"
       return 0
     fi

@@ -6,6 +6,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
+#include <sys/resource.h>
 #include <sys/wait.h>
 #include <time.h>
 
@@ -472,4 +473,39 @@ void gw_it_product(CURL *h, const gw_it_t *t, const char *name, int64_t price_ce
     if (!gw_json_str(r.body, "id", id, 37) || !it_is_uuid(id))
         fail_msg("no product id in %s", r.body);
     gw_res_free(&r);
+}
+
+int gw_it_setup_nofile(void **state, unsigned long long soft, const char *const *gw_env)
+{
+    struct rlimit rl, saved;
+    int rc;
+
+    if (getrlimit(RLIMIT_NOFILE, &saved) != 0)
+        return -1;
+    rl = saved;
+    rl.rlim_cur = (rlim_t)soft;
+    if (soft < 64 || rl.rlim_cur > rl.rlim_max || setrlimit(RLIMIT_NOFILE, &rl) != 0) {
+        fprintf(stderr, "cannot start the services with a soft limit of %llu open files "
+                        "(hard limit %llu)\n",
+                soft, (unsigned long long)saved.rlim_max);
+        return -1;
+    }
+    rc = gw_it_setup_env(state, false, gw_env);
+    setrlimit(RLIMIT_NOFILE, &saved);
+    return rc;
+}
+
+bool gw_it_nofile(pid_t pid, char soft[32], char hard[32])
+{
+    char path[64], line[256];
+    bool found = false;
+    FILE *f;
+
+    snprintf(path, sizeof path, "/proc/%d/limits", (int)pid);
+    if ((f = fopen(path, "r")) == NULL)
+        return false;
+    while (!found && fgets(line, sizeof line, f) != NULL)
+        found = sscanf(line, "Max open files %31s %31s", soft, hard) == 2;
+    fclose(f);
+    return found;
 }

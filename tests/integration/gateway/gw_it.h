@@ -68,6 +68,14 @@ svc_err_t gw_it_catalog_restart(gw_it_t *t, char *errbuf);
  * so that nothing it was doing can still answer afterwards. */
 void gw_it_freeze(spawn_proc_t *p);
 
+/* gw_it_setup_env with the services started under a soft RLIMIT_NOFILE of
+ * `soft` (e.g. 1024, the usual default of systemd units and containers);
+ * this process gets its own limit back. -1 when that limit cannot be set. */
+int gw_it_setup_nofile(void **state, unsigned long long soft, const char *const *gw_env);
+/* "Max open files" of pid as /proc shows them ("1024", "unlimited");
+ * false when they cannot be read. */
+bool gw_it_nofile(pid_t pid, char soft[32], char hard[32]);
+
 /* ---- HTTP ---------------------------------------------------------------- */
 
 typedef struct gw_res {

@@ -86,46 +86,11 @@ static bool raise_nofile(void)
 static int setup(void **state)
 {
     const char *gw_nofile = getenv("SVC_TEST_GATEWAY_NOFILE");
-    struct rlimit rl, saved;
-    int rc;
 
     nofile_ok = raise_nofile(); /* else the test skips */
     if (gw_nofile == NULL || gw_nofile[0] == '\0')
         return gw_it_setup_env(state, false, NULL);
-    /* The services inherit a lower soft limit, e.g. 1024 (the usual
-     * default of systemd units, login sessions and containers); this
-     * process gets its own back afterwards. */
-    getrlimit(RLIMIT_NOFILE, &saved);
-    rl = saved;
-    rl.rlim_cur = (rlim_t)strtoull(gw_nofile, NULL, 10);
-    if (rl.rlim_cur < 64 || rl.rlim_cur > rl.rlim_max || setrlimit(RLIMIT_NOFILE, &rl) != 0) {
-        fprintf(stderr, "SVC_TEST_GATEWAY_NOFILE=%s: cannot set that soft limit\n", gw_nofile);
-        return -1;
-    }
-    rc = gw_it_setup_env(state, false, NULL);
-    setrlimit(RLIMIT_NOFILE, &saved);
-    return rc;
-}
-
-/* "Max open files" of pid, as "soft/hard". */
-static void nofile_of(pid_t pid, char *out, size_t len)
-{
-    char path[64], line[256];
-    FILE *f;
-
-    snprintf(out, len, "?");
-    snprintf(path, sizeof path, "/proc/%d/limits", (int)pid);
-    f = fopen(path, "r");
-    if (f == NULL)
-        return;
-    while (fgets(line, sizeof line, f) != NULL) {
-        char soft[32], hard[32];
-        if (sscanf(line, "Max open files %31s %31s", soft, hard) == 2) {
-            snprintf(out, len, "%s soft, %s hard", soft, hard);
-            break;
-        }
-    }
-    fclose(f);
+    return gw_it_setup_nofile(state, strtoull(gw_nofile, NULL, 10), NULL);
 }
 
 /* How many of pid's descriptors are sockets. */
@@ -271,7 +236,7 @@ static void thousand_concurrent_connections(void **state)
     gw_it_t *t = *state;
     CURL *h = curl_easy_init();
     struct sockaddr_in sa;
-    char limits[96], path[64];
+    char limits[96] = "?", soft[32], hard[32], path[64];
     unsigned long long before, after;
     uint64_t t0, t_conn, t_sent, t_done, deadline;
     int connected = 0, sent = 0, done = 0, held_before, held, pending;
@@ -284,7 +249,8 @@ static void thousand_concurrent_connections(void **state)
                 NOFILE_WANT, (unsigned long long)rl.rlim_cur, (unsigned long long)rl.rlim_max);
         skip();
     }
-    nofile_of(spawn_pid(t->gw), limits, sizeof limits);
+    if (gw_it_nofile(spawn_pid(t->gw), soft, hard))
+        snprintf(limits, sizeof limits, "%s soft, %s hard", soft, hard);
     held_before = sockets_of(spawn_pid(t->gw));
     fprintf(stderr, "gateway pid %d: open-file limit %s; %d sockets before the load\n",
             (int)spawn_pid(t->gw), limits, held_before);

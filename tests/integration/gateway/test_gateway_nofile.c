@@ -34,39 +34,8 @@
 static int setup(void **state)
 {
     static const char *const gw_env[] = {"GATEWAY_LOG_LEVEL=info", NULL};
-    struct rlimit rl, saved;
-    int rc;
 
-    /* The gateway inherits a soft limit below the hard one; this process
-     * gets its own back afterwards. */
-    if (getrlimit(RLIMIT_NOFILE, &saved) != 0 || saved.rlim_max <= SOFT_LOW) {
-        fprintf(stderr, "the hard limit of open files is %llu: cannot test raising it\n",
-                (unsigned long long)saved.rlim_max);
-        return -1;
-    }
-    rl = saved;
-    rl.rlim_cur = SOFT_LOW;
-    if (setrlimit(RLIMIT_NOFILE, &rl) != 0)
-        return -1;
-    rc = gw_it_setup_env(state, false, gw_env);
-    setrlimit(RLIMIT_NOFILE, &saved);
-    return rc;
-}
-
-/* "Max open files" of pid: soft and hard. */
-static bool limits_of(pid_t pid, unsigned long long *soft, unsigned long long *hard)
-{
-    char path[64], line[256];
-    bool found = false;
-    FILE *f;
-
-    snprintf(path, sizeof path, "/proc/%d/limits", (int)pid);
-    if ((f = fopen(path, "r")) == NULL)
-        return false;
-    while (!found && fgets(line, sizeof line, f) != NULL)
-        found = sscanf(line, "Max open files %llu %llu", soft, hard) == 2;
-    fclose(f);
-    return found;
+    return gw_it_setup_nofile(state, SOFT_LOW, gw_env);
 }
 
 static int fds_of(pid_t pid)
@@ -167,12 +136,12 @@ static int ask(const int *fd, bool *answered, bool *sent, int n, int wait_ms)
 static void raises_its_soft_limit(void **state)
 {
     gw_it_t *t = *state;
-    unsigned long long soft = 0, hard = 0;
+    char soft[32], hard[32];
 
-    assert_true(limits_of(spawn_pid(t->gw), &soft, &hard));
-    fprintf(stderr, "gateway started with a soft limit of %d: now %llu soft, %llu hard\n",
-            SOFT_LOW, soft, hard);
-    assert_true(soft == hard);
+    assert_true(gw_it_nofile(spawn_pid(t->gw), soft, hard));
+    fprintf(stderr, "gateway started with a soft limit of %d: now %s soft, %s hard\n", SOFT_LOW,
+            soft, hard);
+    assert_string_equal(soft, hard);
     assert_int_equal(spawn_log_wait(t->gw, "open files: soft limit raised from 256 to the hard limit",
                                     it_ms(2000)),
                      SVC_OK);

@@ -27,9 +27,9 @@ static const unsigned char UUID[16] = {0x0f, 0x1e, 0x2d, 0x3c, 0x4b, 0x5a, 0x69,
 
 static PGresult *result(int format)
 {
-    static const char *names[RLY_N_COLS] = {"held",   "shard",   "txid",       "seq",
-                                        "id",     "aggregate_id", "topic", "ce_type",
-                                        "ce_source", "payload_pb", "request_id", "created_at"};
+    static const char *names[RLY_N_COLS] = {"held",      "shard",      "txid",       "seq",
+                                            "id",        "aggregate_id", "topic",    "ce_type",
+                                            "ce_source", "payload_pb", "request_id", "created_at"};
     PGresAttDesc a[RLY_N_COLS];
     PGresult *r = PQmakeEmptyPGresult(NULL, PGRES_TUPLES_OK);
 
