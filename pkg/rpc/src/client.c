@@ -93,10 +93,10 @@ grpc_channel *rpc_channel_new(const char *target, const rpc_channel_opts_t *o)
                          {.integer = o->max_message_bytes}};
     /* pkg/resilience is the one retry layer. gRPC's own (on by default
      * since 1.40) holds a copy of every call's metadata and message until
-     * the answer's headers, in case it retries a call the server never saw:
-     * 4-7 us of the gateway's ~40 per request (docs/benchmarks.md, "gRPC's
-     * retry layer off"). Such a call now fails UNAVAILABLE, which
-     * pkg/resilience retries when the method is idempotent. */
+     * the answer's headers, in case it retries a call the server never
+     * saw: 1-10 us (median 7) of the gateway's 33-44 per request
+     * (benchmarks.md, "gRPC's retry layer off"). Such a call now fails
+     * UNAVAILABLE, which pkg/resilience retries if the method is idempotent. */
     args[4] = (grpc_arg){GRPC_ARG_INTEGER, (char *)GRPC_ARG_ENABLE_RETRIES, {.integer = 0}};
     if (o->own_connections)
         args[ch_args.num_args++] = (grpc_arg){
