@@ -144,7 +144,7 @@ static int teardown(void **state)
 
     rpc_shutdown();
     atomic_store(&s->stop, true);
-    shutdown(s->listener, SHUT_RDWR); /* ends a connection's serve() too */
+    shutdown(s->listener, SHUT_RDWR); /* the channel, and its connections, are gone */
     pthread_join(s->thread, NULL);
     close(s->listener);
     return 0;
