@@ -38,6 +38,21 @@ need_positive() {
   done
 }
 
+# phase_bins OPTION PREFIX [LABEL=]PATH...: PHASE_LABEL and PHASE_BIN, one entry per binary (the
+# label given, or PREFIX1, PREFIX2, ...), each path made absolute; arg_error when one is not an
+# executable. For the scripts that measure binaries in turn (--order-bin, --gateway-bin).
+phase_bins() {
+  local opt=$1 prefix=$2 b l
+  shift 2
+  PHASE_LABEL=() PHASE_BIN=()
+  for b; do
+    l=$prefix$(( ${#PHASE_LABEL[@]} + 1 ))
+    [[ $b == *=* ]] && { l=${b%%=*}; b=${b#*=}; }
+    [[ -x $b ]] || arg_error "$opt: $b is not an executable"
+    PHASE_LABEL+=("$l") PHASE_BIN+=("$(cd "$(dirname "$b")" && pwd -P)/$(basename "$b")")
+  done
+}
+
 # say_machine: the "==== machine" lines every run starts with.
 say_machine() {
   echo "==== machine"

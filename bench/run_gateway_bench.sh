@@ -8,7 +8,7 @@
 #                              [--products N] [--conns N] [--conns-hold S]
 #                              [--conns-after S] [--rss-minutes M] [--skip-breaker]
 #                              [--memory-only] [--reinit-pgbench] [--pg-wait S]
-#                              [--perf-out DIR] [--gateway-bin PATH] [--catalog-bin PATH]
+#                              [--perf-out DIR] [--gateway-bin [LABEL=]PATH]... [--catalog-bin PATH]
 #                              [--catalog-workers N]
 #                              [--gateway-env NAME=VALUE]...
 #
@@ -45,8 +45,12 @@
 #    (--skip-breaker skips it)
 # --memory-only: only the warm-up, the throughput phase (the warm state) and
 #    the connections phase (no pgbench, RSS or breaker phase).
-# --gateway-bin PATH: run that gateway binary instead of the build's (e.g. an
-#    older build, for a before/after comparison); catalog is still built.
+# --gateway-bin [LABEL=]PATH: run that gateway binary instead of the build's
+#    (catalog is still built). Given more than once, e.g. before=A after=B
+#    before=A after=B: step 4 runs for each in turn on the same catalog,
+#    database and ids (the gateway restarted between them), pgbench once
+#    after them, and the summary has the figures of each; the connections,
+#    RSS and breaker phases are skipped, and --perf-out is refused.
 # --catalog-bin PATH: the same for the catalog (both given: nothing is built).
 # --catalog-workers N: CATALOG_WORKERS of the catalog (default 4, its own default).
 # --gateway-env NAME=VALUE: extra environment for the gateway (repeatable), for
@@ -96,7 +100,8 @@ CONNS_HOLD=5
 CONNS_AFTER=30
 CONNS_STEP=5
 MEMORY_ONLY=0
-GW_BIN=""
+GW_BINS=()   # [LABEL=]PATH of each throughput phase; none: the build's gateway
+GW_BIN=""    # the running gateway's binary (start_gateway)
 CAT_BIN=""   # read by catalog_start (bench/lib.sh)
 
 while (( $# > 0 )); do
@@ -111,7 +116,7 @@ while (( $# > 0 )); do
     --conns-hold)     CONNS_HOLD=${2:?}; shift 2 ;;
     --conns-after)    CONNS_AFTER=${2:?}; shift 2 ;;
     --memory-only)    MEMORY_ONLY=1; shift ;;
-    --gateway-bin)    GW_BIN=${2:?}; shift 2 ;;
+    --gateway-bin)    GW_BINS+=("${2:?}"); shift 2 ;;
     --catalog-bin)    CAT_BIN=${2:?}; shift 2 ;;
     --catalog-workers) CATALOG_WORKERS=${2:?}; shift 2 ;;
     --reinit-pgbench) REINIT_PGBENCH=1; shift ;;
@@ -138,7 +143,13 @@ abs_bin() {
   [[ -x $2 ]] || { echo "run_gateway_bench: $1 $2 is not an executable" >&2; exit 2; }
   printf '%s/%s' "$(cd "$(dirname "$2")" && pwd -P)" "$(basename "$2")"
 }
-[[ -z $GW_BIN ]] || GW_BIN=$(abs_bin --gateway-bin "$GW_BIN")
+phase_bins --gateway-bin gateway ${GW_BINS[@]+"${GW_BINS[@]}"}
+if (( ${#PHASE_BIN[@]} > 1 )); then
+  [[ -z $PERF_OUT ]] || arg_error "--perf-out takes one --gateway-bin"
+  CONNS=0 RSS_MINUTES=0 SKIP_BREAKER=1
+fi
+if (( ${#PHASE_BIN[@]} == 0 )); then PHASE_LABEL=(gateway) PHASE_BIN=(""); fi
+GW_BIN=${PHASE_BIN[0]}
 [[ -z $CAT_BIN ]] || CAT_BIN=$(abs_bin --catalog-bin "$CAT_BIN")
 if (( CONNS > 0 )) && (( $(ulimit -n) < CONNS + 64 )); then
   # The client holds every connection; the gateway raises its own limit.
@@ -263,29 +274,47 @@ say "products in $BENCH_DB: $("${PSQL[@]}" -d "$BENCH_DB" -tAc 'SELECT count(*) 
 sample_id=$(head -n1 "$TMP/ids.txt")
 say "sample: GET /v1/products/$sample_id -> $(curl -s "$GW_URL/v1/products/$sample_id")"
 
-echo "==== wrk: GET /v1/products/{id}, -t$WRK_THREADS -c$CONNECTIONS, ${WARMUP} s warm-up + $SECONDS_RUN s"
-say "other sessions on this Postgres: $(other_pg_sessions "${OWN_DBS[@]}"); loadavg $(load1)"
-run_wrk warmup "$WARMUP"
-say "warm-up: $(result_field "$WRK_RESULT" requests) requests, $(result_field "$WRK_RESULT" non2xx) non-2xx"
-say "wrk -t$WRK_THREADS -c$CONNECTIONS -d${SECONDS_RUN}s --timeout 5s -s bench/wrk/get_product.lua $GW_URL"
-start_wrk main "$SECONDS_RUN"
-perf_pids=""
-if [[ -n $PERF_OUT ]]; then
-  for p in gateway:"$GW_PID" catalog:"$CAT_PID"; do
-    perf record -q --call-graph dwarf,16384 -F 499 -p "${p#*:}" -o "$PERF_OUT/perf-${p%%:*}.data" \
-      -- sleep $((SECONDS_RUN > 4 ? SECONDS_RUN - 3 : 1)) >"$PERF_OUT/perf-${p%%:*}.log" 2>&1 &
-    perf_pids+=" $!"
-  done
-fi
-finish_wrk
-for p in $perf_pids; do wait "$p" || true; done
-perf_pids=""
-sed -n '1,/^RESULT/p' "$TMP/wrk-main.log"
-cat "$TMP/watch-main.log"
-MAIN=$WRK_RESULT
-MAIN_OWN=$(own_cores "$TMP/watch-main.log")
-MAIN_BAD=$(( $(result_field "$MAIN" non2xx) + $(result_field "$MAIN" connect_err) + $(result_field "$MAIN" read_err) + $(result_field "$MAIN" write_err) + $(result_field "$MAIN" timeouts) ))
-say "gateway VmRSS after the throughput phase: $(rss_kb "$GW_PID") kB"
+# throughput I: step 4 with the gateway of phase I (started anew unless it is the first): wrk's
+# warm-up, then the measured run (and perf, when asked). Sets MAIN[I] (wrk's RESULT line),
+# MAIN_OWN[I] (the cores of the benchmark's own processes) and MAIN_BAD[I] (failed requests); the
+# CPU report is $TMP/watch-mainI.log.
+MAIN=() MAIN_OWN=() MAIN_BAD=()
+throughput() {
+  local i=$1 p r
+  if (( i > 0 )); then
+    stop_proc gateway GW_PID || GW_EXIT_BAD=1
+    GW_BIN=${PHASE_BIN[i]}
+    start_gateway
+  fi
+  echo "==== wrk: GET /v1/products/{id}, -t$WRK_THREADS -c$CONNECTIONS, ${WARMUP} s warm-up + $SECONDS_RUN s"
+  (( ${#PHASE_BIN[@]} == 1 )) ||
+    say "phase $((i + 1)) of ${#PHASE_BIN[@]}, ${PHASE_LABEL[i]}: gateway pid $GW_PID, binary ${GW_BIN:-$BUILD_DIR/gateway/gateway}"
+  say "other sessions on this Postgres: $(other_pg_sessions "${OWN_DBS[@]}"); loadavg $(load1)"
+  run_wrk "warmup$i" "$WARMUP"
+  say "warm-up: $(result_field "$WRK_RESULT" requests) requests, $(result_field "$WRK_RESULT" non2xx) non-2xx"
+  say "wrk -t$WRK_THREADS -c$CONNECTIONS -d${SECONDS_RUN}s --timeout 5s -s bench/wrk/get_product.lua $GW_URL"
+  start_wrk "main$i" "$SECONDS_RUN"
+  perf_pids=""
+  if [[ -n $PERF_OUT ]]; then
+    for p in gateway:"$GW_PID" catalog:"$CAT_PID"; do
+      perf record -q --call-graph dwarf,16384 -F 499 -p "${p#*:}" -o "$PERF_OUT/perf-${p%%:*}.data" \
+        -- sleep $((SECONDS_RUN > 4 ? SECONDS_RUN - 3 : 1)) >"$PERF_OUT/perf-${p%%:*}.log" 2>&1 &
+      perf_pids+=" $!"
+    done
+  fi
+  finish_wrk
+  for p in $perf_pids; do wait "$p" || true; done
+  perf_pids=""
+  sed -n '1,/^RESULT/p' "$TMP/wrk-main$i.log"
+  cat "$TMP/watch-main$i.log"
+  r=$WRK_RESULT
+  MAIN[i]=$r
+  MAIN_OWN[i]=$(own_cores "$TMP/watch-main$i.log")
+  MAIN_BAD[i]=$(( $(result_field "$r" non2xx) + $(result_field "$r" connect_err) + $(result_field "$r" read_err) + $(result_field "$r" write_err) + $(result_field "$r" timeouts) ))
+  say "gateway VmRSS after the throughput phase: $(rss_kb "$GW_PID") kB"
+}
+
+for (( i = 0; i < ${#PHASE_BIN[@]}; i++ )); do throughput "$i"; done
 
 if [[ -n $PERF_OUT ]]; then
   for p in gateway catalog; do
@@ -509,34 +538,40 @@ echo "==== gateway shutdown"
 if stop_proc gateway GW_PID; then say "gateway exited 0 after SIGTERM"; else GW_EXIT_BAD=1; fi
 
 echo "==== summary"
-RPS=$(result_field "$MAIN" rps)
-P99=$(result_field "$MAIN" p99_ms)
-MET_P99=$(goal_met "$P99" '<=' "$TARGET_P99_MS")
+# phase_summary I: the throughput figures of phase I, against pgbench's, and the goals.
+phase_summary() {
+  local i=$1 main=${MAIN[$1]} own=${MAIN_OWN[$1]:-} rps p99 us p
+  rps=$(result_field "$main" rps)
+  p99=$(result_field "$main" p99_ms)
+  (( ${#PHASE_BIN[@]} == 1 )) || printf -- '---- %s: %s\n' "${PHASE_LABEL[i]}" "${PHASE_BIN[i]}"
+  printf 'gateway GetProduct       %s req/s  p50 %s ms  p99 %s ms  (wrk -t%s -c%s -d%ss; %s requests, %s failed)\n' \
+    "$rps" "$(result_field "$main" p50_ms)" "$p99" "$WRK_THREADS" "$CONNECTIONS" "$SECONDS_RUN" \
+    "$(result_field "$main" requests)" "${MAIN_BAD[i]}"
+  if [[ -n $PGB_TPS ]]; then
+    p=$(ratio "$rps" "$PGB_TPS" 3)
+    printf 'ratio gateway/pgbench    %s  (target >= %s: %s)\n' "$p" "$TARGET_RATIO" "$(goal_met "$p" '>=' "$TARGET_RATIO")"
+  fi
+  printf 'p99                      %s ms  (target <= %s ms: %s)\n' "$p99" "$TARGET_P99_MS" \
+    "$(goal_met "$p99" '<=' "$TARGET_P99_MS")"
+  if [[ -n $own && -n ${PGB_OWN:-} ]]; then
+    printf 'cores used by the run    gateway phase %s, pgbench phase %s (of %s)\n' "$own" "$PGB_OWN" "$(nproc)"
+    printf 'ratio per CPU-second     %s\n' "$(per_cpu_ratio "$rps" "$own" "$PGB_TPS" "$PGB_OWN")"
+  fi
+  # CPU and context switches per request of each process in the throughput
+  # phase, from its watch_cpu report (per_request, bench/lib.sh).
+  if [[ -s $TMP/watch-main$i.log ]]; then
+    per_request "$TMP/watch-main$i.log" "$rps" | tee "$TMP/per-request.txt"
+    for p in gateway catalog; do
+      us=$(sed -n "s/^CPU us per request .*$p \([0-9]*\).*/\1/p" "$TMP/per-request.txt")
+      [[ -z $us ]] || printf '%-24s %s us  (target <= %s us: %s)\n' "CPU of the $p" "$us" "$TARGET_CPU_US" \
+        "$(goal_met "$us" '<=' "$TARGET_CPU_US")"
+    done
+  fi
+}
 printf 'nproc                    %s\n' "$(nproc)"
-printf 'gateway GetProduct       %s req/s  p50 %s ms  p99 %s ms  (wrk -t%s -c%s -d%ss; %s requests, %s failed)\n' \
-  "$RPS" "$(result_field "$MAIN" p50_ms)" "$P99" "$WRK_THREADS" "$CONNECTIONS" "$SECONDS_RUN" \
-  "$(result_field "$MAIN" requests)" "$MAIN_BAD"
-if [[ -n $PGB_TPS ]]; then
-  RATIO=$(ratio "$RPS" "$PGB_TPS" 3)
-  MET_RATIO=$(goal_met "$RATIO" '>=' "$TARGET_RATIO")
+[[ -z $PGB_TPS ]] ||
   printf 'pgbench -S -M prepared   %.0f tps  (-c 4 -j 2 -T %s, TCP 127.0.0.1)\n' "$PGB_TPS" "$SECONDS_RUN"
-  printf 'ratio gateway/pgbench    %s  (target >= %s: %s)\n' "$RATIO" "$TARGET_RATIO" "$MET_RATIO"
-fi
-printf 'p99                      %s ms  (target <= %s ms: %s)\n' "$P99" "$TARGET_P99_MS" "$MET_P99"
-if [[ -n ${MAIN_OWN:-} && -n ${PGB_OWN:-} ]]; then
-  printf 'cores used by the run    gateway phase %s, pgbench phase %s (of %s)\n' "$MAIN_OWN" "$PGB_OWN" "$(nproc)"
-  printf 'ratio per CPU-second     %s\n' "$(per_cpu_ratio "$RPS" "$MAIN_OWN" "$PGB_TPS" "$PGB_OWN")"
-fi
-# CPU and context switches per request of each process in the throughput
-# phase, from its watch_cpu report (per_request, bench/lib.sh).
-if [[ -s $TMP/watch-main.log ]]; then
-  per_request "$TMP/watch-main.log" "$RPS" | tee "$TMP/per-request.txt"
-  for p in gateway catalog; do
-    us=$(sed -n "s/^CPU us per request .*$p \([0-9]*\).*/\1/p" "$TMP/per-request.txt")
-    [[ -z $us ]] || printf '%-24s %s us  (target <= %s us: %s)\n' "CPU of the $p" "$us" "$TARGET_CPU_US" \
-      "$(goal_met "$us" '<=' "$TARGET_CPU_US")"
-  done
-fi
+for (( i = 0; i < ${#PHASE_BIN[@]}; i++ )); do phase_summary "$i"; done
 if [[ -n ${PGB_OWN:-} ]]; then
   printf 'CPU us per pgbench tx    %.0f (pgbench + its Postgres backends)\n' \
     "$(awk -v c="$PGB_OWN" -v t="$PGB_TPS" 'BEGIN { print c * 1e6 / t }')"
@@ -558,9 +593,11 @@ fi
 if [[ -n $RSS_SUMMARY ]]; then
   printf 'gateway RSS (%s min)      %s\n' "$RSS_MINUTES" "$RSS_SUMMARY"
 fi
-if (( MAIN_BAD > 0 )); then
-  printf 'WARNING                  %s requests failed in the throughput phase: the figures are suspect\n' "$MAIN_BAD"
-fi
+for (( i = 0; i < ${#PHASE_BIN[@]}; i++ )); do
+  (( MAIN_BAD[i] == 0 )) ||
+    printf 'WARNING                  %s requests failed in the throughput phase of %s: the figures are suspect\n' \
+      "${MAIN_BAD[i]}" "${PHASE_LABEL[i]}"
+done
 warn_if_pg_restarted 25
 if (( ${GW_EXIT_BAD:-0} )); then
   printf 'WARNING                  the gateway did not exit 0 after SIGTERM\n'

@@ -78,13 +78,7 @@ done
 need_positive "$CONNS" "$SECONDS_RUN" "$PRODUCTS" "$ITEMS" ${ORDER_WORKERS:+"$ORDER_WORKERS"} \
   ${CATALOG_WORKERS:+"$CATALOG_WORKERS"} ${GATEWAY_THREADS:+"$GATEWAY_THREADS"}
 (( PRODUCTS >= ITEMS )) || arg_error "--products must be at least $ITEMS"
-PHASE_LABEL=() PHASE_BIN=()
-for b in "${ORDER_BINS[@]}"; do
-  l=order$(( ${#PHASE_LABEL[@]} + 1 ))
-  [[ $b == *=* ]] && { l=${b%%=*}; b=${b#*=}; }
-  [[ -x $b ]] || arg_error "--order-bin: $b is not an executable"
-  PHASE_LABEL+=("$l") PHASE_BIN+=("$(cd "$(dirname "$b")" && pwd -P)/$(basename "$b")")
-done
+phase_bins --order-bin order ${ORDER_BINS[@]+"${ORDER_BINS[@]}"}
 
 pg_clients "$PG_PORT"
 PGB_DB="order_bench_pgb_$$"
