@@ -38,9 +38,16 @@ need_positive() {
   done
 }
 
+# exe_path OPTION PATH: PATH made absolute (the binary an option names); arg_error when it is not
+# an executable. Use as a plain assignment, v=$(exe_path ...), so that set -e stops on the error.
+exe_path() {
+  [[ -x $2 ]] || arg_error "$1: $2 is not an executable"
+  printf '%s/%s\n' "$(cd "$(dirname "$2")" && pwd -P)" "$(basename "$2")"
+}
+
 # phase_bins OPTION PREFIX [LABEL=]PATH...: PHASE_LABEL and PHASE_BIN, one entry per binary (the
-# label given, or PREFIX1, PREFIX2, ...), each path made absolute; arg_error when one is not an
-# executable. For the scripts that measure binaries in turn (--order-bin, --gateway-bin).
+# label given, or PREFIX1, PREFIX2, ...; exe_path's path). For the scripts that measure binaries
+# in turn (--order-bin, --gateway-bin).
 phase_bins() {
   local opt=$1 prefix=$2 b l
   shift 2
@@ -48,8 +55,8 @@ phase_bins() {
   for b; do
     l=$prefix$(( ${#PHASE_LABEL[@]} + 1 ))
     [[ $b == *=* ]] && { l=${b%%=*}; b=${b#*=}; }
-    [[ -x $b ]] || arg_error "$opt: $b is not an executable"
-    PHASE_LABEL+=("$l") PHASE_BIN+=("$(cd "$(dirname "$b")" && pwd -P)/$(basename "$b")")
+    b=$(exe_path "$opt" "$b")
+    PHASE_LABEL+=("$l") PHASE_BIN+=("$b")
   done
 }
 

@@ -50,7 +50,7 @@ OPEN_CONNECTIONS=64
 WRK_THREADS=2
 ROUNDS=1
 PG_WAIT=600
-GW_LABELS=() GW_BINS=() GW_EXTRA_ENV=()
+GW_SPECS=() GW_EXTRA_ENV=()   # --gateway-bin LABEL=PATH each; GW_LABELS, GW_BINS from them
 TARGET_RPS=25000
 TARGET_P99_MS=2
 
@@ -63,15 +63,16 @@ while (( $# > 0 )); do
     --open-connections) OPEN_CONNECTIONS=${2:?}; shift 2 ;;
     --rounds)      ROUNDS=${2:?}; shift 2 ;;
     --pg-wait)     PG_WAIT=${2:?}; shift 2 ;;
-    --gateway-bin) [[ ${2:?} == ?*=?* && -x ${2#*=} ]] || arg_error "--gateway-bin wants LABEL=PATH of an executable"
-                   GW_LABELS+=("${2%%=*}") GW_BINS+=("$(cd "$(dirname "${2#*=}")" && pwd -P)/$(basename "${2#*=}")")
-                   shift 2 ;;
+    --gateway-bin) [[ ${2:?} == ?*=?* ]] || arg_error "--gateway-bin wants LABEL=PATH of an executable"
+                   GW_SPECS+=("$2"); shift 2 ;;
     --gateway-env) need_env GATEWAY --gateway-env "${2:?}"; GW_EXTRA_ENV+=("$2"); shift 2 ;;
     -h|--help)     usage; exit 0 ;;
     *) unknown_arg "$1" ;;
   esac
 done
 need_positive "$SECONDS_RUN" "$CONNECTIONS" "$WRK_THREADS" "$ROUNDS" "$OPEN_CONNECTIONS"
+phase_bins --gateway-bin gateway ${GW_SPECS[@]+"${GW_SPECS[@]}"}
+GW_LABELS=(${PHASE_LABEL[@]+"${PHASE_LABEL[@]}"}) GW_BINS=(${PHASE_BIN[@]+"${PHASE_BIN[@]}"})
 [[ $RATE =~ ^[0-9]+$ ]] || arg_error "--rate wants a whole number of requests per second (0: no open-loop phase)"
 (( SECONDS_RUN >= 4 )) || arg_error "--seconds must be at least 4 (the CPU is measured inside the load)"
 command -v wrk >/dev/null || { echo "run_breaker_bench: wrk is not installed (deploy/local/packages.txt)" >&2; exit 1; }

@@ -61,10 +61,7 @@ done
 IFS=',' read -r -a WORKER_LIST <<<"$WORKERS"
 [[ $CLIENT == async || $CLIENT == threads ]] || arg_error "--client must be async or threads"
 need_positive "${WORKER_LIST[@]}" "$THREADS" "$SECONDS_RUN" "$PRODUCTS"
-if [[ -n $CAT_BIN ]]; then
-  [[ -x $CAT_BIN ]] || arg_error "--catalog-bin $CAT_BIN is not an executable"
-  CAT_BIN=$(cd "$(dirname "$CAT_BIN")" && pwd -P)/$(basename "$CAT_BIN")
-fi
+[[ -z $CAT_BIN ]] || CAT_BIN=$(exe_path --catalog-bin "$CAT_BIN")
 
 pg_clients "$PG_PORT"
 BENCH_DB="catalog_bench_$$"

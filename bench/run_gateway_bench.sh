@@ -138,11 +138,6 @@ if [[ -n $PERF_OUT ]]; then
   PERF_OUT=$(cd "$PERF_OUT" && pwd -P)
 fi
 if (( MEMORY_ONLY )); then RSS_MINUTES=0 SKIP_BREAKER=1; fi
-# abs_bin OPTION PATH: PATH made absolute, or exit 2 when it is no executable.
-abs_bin() {
-  [[ -x $2 ]] || { echo "run_gateway_bench: $1 $2 is not an executable" >&2; exit 2; }
-  printf '%s/%s' "$(cd "$(dirname "$2")" && pwd -P)" "$(basename "$2")"
-}
 phase_bins --gateway-bin gateway ${GW_BINS[@]+"${GW_BINS[@]}"}
 if (( ${#PHASE_BIN[@]} > 1 )); then
   [[ -z $PERF_OUT ]] || arg_error "--perf-out takes one --gateway-bin"
@@ -150,7 +145,7 @@ if (( ${#PHASE_BIN[@]} > 1 )); then
 fi
 if (( ${#PHASE_BIN[@]} == 0 )); then PHASE_LABEL=(gateway) PHASE_BIN=(""); fi
 GW_BIN=${PHASE_BIN[0]}
-[[ -z $CAT_BIN ]] || CAT_BIN=$(abs_bin --catalog-bin "$CAT_BIN")
+[[ -z $CAT_BIN ]] || CAT_BIN=$(exe_path --catalog-bin "$CAT_BIN")
 if (( CONNS > 0 )) && (( $(ulimit -n) < CONNS + 64 )); then
   # The client holds every connection; the gateway raises its own limit.
   ulimit -n "$(ulimit -Hn)" 2>/dev/null || true
