@@ -15,7 +15,6 @@
 static void raise_fd_limit(void)
 {
     struct rlimit rl;
-
     unsigned long long was;
 
     if (getrlimit(RLIMIT_NOFILE, &rl) != 0 || rl.rlim_cur == rl.rlim_max)
