@@ -28,6 +28,10 @@ struct db_conn {
     bool counted;    /* pg is open and counted in db__stats_open */
     size_t sent;     /* the statement db_send sent, until db_receive; n_stmts: none */
     uint64_t sent_ns;
+    /* The transaction status when the statement in flight was sent: what
+     * the server must say after it (expected_tx). */
+    PGTransactionStatusType sent_tx;
+    bool unknown;    /* the last call's failure: see db_outcome_unknown */
 };
 
 void db_opts_init(db_opts_t *o)
@@ -182,42 +186,110 @@ svc_err_t db_err_from_sqlstate(const char *s)
     return SVC_EINTERNAL;
 }
 
-/* Collects the result of the statement sent last, by the deadline. A
- * connection found dead on the way is dropped (the next call makes a new
- * one). */
+/* Waits, by the deadline, until libpq can hand over the next result (or
+ * tell that there is none) without blocking: PQgetResult itself would wait
+ * without bound. 0 ready, -1 deadline, -2 the connection failed. */
+static int wait_result(PGconn *pg, uint64_t deadline_ns)
+{
+    while (PQisBusy(pg)) {
+        int w = wait_socket(pg, POLLIN, deadline_ns);
+        if (w != 0)
+            return w;
+        if (!PQconsumeInput(pg))
+            return -2;
+    }
+    return 0;
+}
+
+static bool result_ok(const PGresult *r)
+{
+    return PQresultStatus(r) == PGRES_TUPLES_OK || PQresultStatus(r) == PGRES_COMMAND_OK;
+}
+
+/* The transaction status a statement that succeeded leaves behind: BEGIN
+ * opens one, COMMIT and ROLLBACK close one, anything else leaves it as it
+ * was. For a statement sent outside a transaction, IDLE after it is the
+ * server's word that its implicit transaction committed. */
+static PGTransactionStatusType expected_tx(PGTransactionStatusType before, const char *cmd)
+{
+    if (strcmp(cmd, "BEGIN") == 0)
+        return PQTRANS_INTRANS;
+    if (strcmp(cmd, "COMMIT") == 0 || strcmp(cmd, "ROLLBACK") == 0)
+        return PQTRANS_IDLE;
+    return before;
+}
+
+/* The statement was sent and the server never said how it ended: its
+ * effects may have been committed or not (see db_outcome_unknown). */
+static svc_err_t outcome_lost(db_conn_t *c, svc_err_t err, const PGresult *failed, char *errbuf)
+{
+    const char *why = failed != NULL ? PQresultErrorMessage(failed) : PQerrorMessage(c->pg);
+
+    if (err == SVC_ETIMEDOUT)
+        svc_errbuf_set(errbuf, "database call abandoned at its deadline (outcome unknown)");
+    else
+        svc_errbuf_set(errbuf, "database unavailable: connection lost before the server confirmed "
+                               "the statement (outcome unknown): %s", why);
+    c->unknown = true;
+    drop(c);
+    return err;
+}
+
+/* A failed result the server answered and then said ReadyForQuery: a
+ * verdict (the statement's implicit transaction, if any, was rolled back). */
+static svc_err_t refused(db_conn_t *c, const PGresult *failed, char *errbuf)
+{
+    svc_err_t err = db_err_from_sqlstate(PQresultErrorField(failed, PG_DIAG_SQLSTATE));
+
+    svc_errbuf_set(errbuf, "%s%s", err == SVC_EUNAVAIL ? "database unavailable: " : "",
+                   PQresultErrorMessage(failed));
+    return err;
+}
+
+/*
+ * Collects every result of the statement sent last, by the deadline, up to
+ * the server's ReadyForQuery. The statement has succeeded only when every
+ * result was OK, ReadyForQuery came, and the transaction status it carried
+ * is the one the statement should leave (expected_tx). Postgres sends a
+ * statement's rows and CommandComplete before it commits the statement's
+ * implicit transaction (at Sync), so rows alone prove nothing: a backend
+ * ended between the two (a fast shutdown, pg_terminate_backend) rolls them
+ * back. *out gets the first result; a connection lost or abandoned on the
+ * way is dropped (the next call makes a new one).
+ */
 static svc_err_t await_result(db_conn_t *c, uint64_t deadline_ns, PGresult **out, char *errbuf)
 {
-    PGresult *r, *first = NULL;
+    PGresult *r, *first = NULL, *failed = NULL;
     svc_err_t err = SVC_OK;
+    int w;
 
-    while (PQisBusy(c->pg)) {
-        int w = wait_socket(c->pg, POLLIN, deadline_ns);
-        if (w == -1) {
-            svc_errbuf_set(errbuf, "database call abandoned at its deadline");
-            drop(c);
-            return SVC_ETIMEDOUT;
-        }
-        if (w == -2 || !PQconsumeInput(c->pg))
-            break;
-    }
-    /* Drain every result so the connection is ready for the next call;
-     * keep the first one, which carries any error. */
-    while ((r = PQgetResult(c->pg)) != NULL) {
+    while ((w = wait_result(c->pg, deadline_ns)) == 0 && (r = PQgetResult(c->pg)) != NULL) {
+        if (failed == NULL && !result_ok(r))
+            failed = r;
         if (first == NULL)
             first = r;
-        else
+        else if (r != failed)
             PQclear(r);
     }
-    if (first == NULL || (PQresultStatus(first) != PGRES_TUPLES_OK &&
-                          PQresultStatus(first) != PGRES_COMMAND_OK)) {
-        const char *state = first ? PQresultErrorField(first, PG_DIAG_SQLSTATE) : NULL;
-        err = db_err_from_sqlstate(state);
-        svc_errbuf_set(errbuf, "%s%s", err == SVC_EUNAVAIL ? "database unavailable: " : "",
-                       first ? PQresultErrorMessage(first) : PQerrorMessage(c->pg));
+    if (w != 0 || PQstatus(c->pg) != CONNECTION_OK)
+        err = outcome_lost(c, w == -1 ? SVC_ETIMEDOUT : SVC_EUNAVAIL, failed, errbuf);
+    else if (failed != NULL)
+        err = refused(c, failed, errbuf);
+    else if (first == NULL) {
+        svc_errbuf_set(errbuf, "database: the statement returned no result");
+        err = SVC_EINTERNAL;
+    } else if (PQtransactionStatus(c->pg) != expected_tx(c->sent_tx, PQcmdStatus(first))) {
+        svc_errbuf_set(errbuf, "database: transaction status %d after \"%s\", expected %d",
+                       (int)PQtransactionStatus(c->pg), PQcmdStatus(first),
+                       (int)expected_tx(c->sent_tx, PQcmdStatus(first)));
+        drop(c); /* whatever it left open is rolled back with it */
+        err = SVC_EINTERNAL;
+    }
+    if (failed != first)
+        PQclear(failed);
+    if (err != SVC_OK) {
         PQclear(first);
         first = NULL;
-        if (err == SVC_EUNAVAIL && PQstatus(c->pg) == CONNECTION_BAD)
-            drop(c);
     }
     *out = first;
     return err;
@@ -235,6 +307,7 @@ static svc_err_t prepare_all(db_conn_t *c, uint64_t deadline_ns, char *errbuf)
             drop(c);
             return SVC_EUNAVAIL;
         }
+        c->sent_tx = PQTRANS_IDLE;
         err = await_result(c, deadline_ns, &r, errbuf);
         PQclear(r);
         if (err != SVC_OK) {
@@ -270,6 +343,7 @@ static svc_err_t ensure_connected(db_conn_t *c, uint64_t deadline_ns, char *errb
     err = connect_by(c, deadline_ns, errbuf);
     if (err == SVC_OK)
         err = prepare_all(c, deadline_ns, errbuf);
+    c->unknown = false; /* a PREPARE lost on the way changes no data */
     return err;
 }
 
@@ -282,9 +356,14 @@ static svc_err_t send_prepared(db_conn_t *c, size_t idx, const char *const *para
 
     if (err != SVC_OK)
         return err;
+    c->sent_tx = PQtransactionStatus(c->pg);
     if (!PQsendQueryPrepared(c->pg, s->name, s->nparams, params, NULL, NULL,
                              (s->flags & DB_STMT_BINARY) ? 1 : 0)) {
         svc_errbuf_set(errbuf, "database unavailable: %s", PQerrorMessage(c->pg));
+        /* A statement outside a transaction commits only at the Sync that
+         * ends the message, so a send that broke did nothing. Inside one,
+         * a COMMIT commits when it executes, before Sync: unknown. */
+        c->unknown = c->sent_tx == PQTRANS_INTRANS;
         drop(c);
         return SVC_EUNAVAIL;
     }
@@ -310,8 +389,9 @@ static uint64_t bounded(const db_conn_t *c, uint64_t deadline_ns)
 }
 
 /* What every call checks first; SVC_OK to go on. */
-static svc_err_t check_call(const db_conn_t *c, size_t idx, uint64_t deadline_ns, char *errbuf)
+static svc_err_t check_call(db_conn_t *c, size_t idx, uint64_t deadline_ns, char *errbuf)
 {
+    c->unknown = false;
     if (idx >= c->o.n_stmts) {
         svc_errbuf_set(errbuf, "db: no statement %zu", idx);
         return SVC_EINTERNAL;
@@ -343,8 +423,10 @@ static svc_err_t exec_checked(db_conn_t *c, size_t idx, const char *const *param
      * know it until used. An idempotent statement outside a transaction can
      * safely run again on a fresh connection, so the caller never sees it. */
     if (err == SVC_EUNAVAIL && was_idle && (c->o.stmts[idx].flags & DB_STMT_IDEMPOTENT) &&
-        (c->pg == NULL || PQstatus(c->pg) == CONNECTION_BAD))
+        (c->pg == NULL || PQstatus(c->pg) == CONNECTION_BAD)) {
+        c->unknown = false; /* whatever the first run did, running it again is harmless */
         err = exec_once(c, idx, params, deadline_ns, res, errbuf);
+    }
     return err;
 }
 
@@ -355,7 +437,7 @@ svc_err_t db_exec(db_conn_t *c, size_t idx, const char *const *params, uint64_t 
     svc_err_t err = exec_checked(c, idx, params, deadline_ns, res, errbuf);
 
     if (idx < c->o.n_stmts)
-        db__stats_query(c->rows[idx], err, svc_now_ns() - t0);
+        db__stats_query(c->rows[idx], err, c->unknown, svc_now_ns() - t0);
     return err;
 }
 
@@ -384,8 +466,13 @@ svc_err_t db_receive(db_conn_t *c, uint64_t deadline_ns, PGresult **res, char *e
     }
     c->sent = c->o.n_stmts;
     err = await_result(c, bounded(c, deadline_ns), res, errbuf);
-    db__stats_query(c->rows[idx], err, svc_now_ns() - c->sent_ns);
+    db__stats_query(c->rows[idx], err, c->unknown, svc_now_ns() - c->sent_ns);
     return err;
+}
+
+bool db_outcome_unknown(const db_conn_t *c)
+{
+    return c->unknown;
 }
 
 bool db_sent(const db_conn_t *c)

@@ -13,6 +13,7 @@ typedef struct row {
     _Atomic uint64_t outcome[SVC__ERR_LAST];
     _Atomic uint64_t bucket[SVC_LATENCY_BUCKETS + 1];
     _Atomic uint64_t sum_ns;
+    _Atomic uint64_t unknown;
 } row_t;
 
 static struct {
@@ -40,13 +41,15 @@ size_t db__stats_intern(const char *name)
     return i;
 }
 
-void db__stats_query(size_t row, svc_err_t outcome, uint64_t ns)
+void db__stats_query(size_t row, svc_err_t outcome, bool unknown, uint64_t ns)
 {
     row_t *r = &g.rows[row < DB__STATS_MAX ? row : DB__STATS_MAX];
 
     if ((unsigned)outcome >= SVC__ERR_LAST)
         outcome = SVC_EINTERNAL;
     atomic_fetch_add_explicit(&r->outcome[outcome], 1, memory_order_relaxed);
+    if (unknown)
+        atomic_fetch_add_explicit(&r->unknown, 1, memory_order_relaxed);
     atomic_fetch_add_explicit(&r->bucket[svc_latency_bucket(ns)], 1, memory_order_relaxed);
     atomic_fetch_add_explicit(&r->sum_ns, ns, memory_order_relaxed);
 }
@@ -86,6 +89,22 @@ static void put_queries(svc_text_t *o, size_t n)
     }
 }
 
+/* Apart from the outcomes, because each of these is also counted there
+ * (UNAVAILABLE or DEADLINE_EXCEEDED): what an operator reconciles. */
+static void put_unknown(svc_text_t *o, size_t n)
+{
+    svc_text_printf(o, "# HELP shopmicro_db_outcome_unknown_total Statements that failed after "
+                       "they were sent and before the server said how they ended (committed "
+                       "or not).\n"
+                       "# TYPE shopmicro_db_outcome_unknown_total counter\n");
+    for (size_t i = 0; i <= n; i++) {
+        uint64_t v = LOAD(g.rows[i < n ? i : DB__STATS_MAX].unknown);
+        if (i < n || v > 0)
+            svc_text_printf(o, "shopmicro_db_outcome_unknown_total{statement=\"%s\"} %llu\n",
+                            row_name(i, n), (unsigned long long)v);
+    }
+}
+
 static void put_latency(svc_text_t *o, size_t n)
 {
     svc_text_printf(o, "# HELP shopmicro_db_query_seconds From the call to its result (a "
@@ -113,6 +132,7 @@ svc_err_t db_metrics_render(char *buf, size_t cap, size_t *len)
     size_t n = atomic_load(&g.n);
 
     put_queries(&o, n);
+    put_unknown(&o, n);
     put_latency(&o, n);
     svc_text_printf(&o,
                     "# HELP shopmicro_db_connects_total Connection attempts, by result.\n"

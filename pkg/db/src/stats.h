@@ -15,7 +15,9 @@
 
 /* The row of statement `name` (stable for the process's life). */
 size_t db__stats_intern(const char *name);
-void db__stats_query(size_t row, svc_err_t outcome, uint64_t ns);
+/* One call of the statement of `row`; unknown: it failed without the
+ * server's verdict (db_outcome_unknown). */
+void db__stats_query(size_t row, svc_err_t outcome, bool unknown, uint64_t ns);
 void db__stats_connect(bool ok);
 void db__stats_open(int delta);
 

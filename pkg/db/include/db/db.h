@@ -83,6 +83,12 @@ void db_conn_free(db_conn_t *c);
  * parameters (NULL = SQL NULL), finishing by deadline_ns (monotonic;
  * SVC_DEADLINE_NONE: statement_timeout only).
  *
+ * SVC_OK only when the server answered every result OK and then said
+ * ReadyForQuery with the transaction where the statement leaves it: idle
+ * after a statement outside a transaction (its implicit transaction
+ * committed) or after COMMIT/ROLLBACK, open after BEGIN or inside one.
+ * Rows that arrived before a connection was lost are not a success.
+ *
  * On SVC_OK, *res is the result (PGRES_TUPLES_OK or PGRES_COMMAND_OK),
  * owned by caller: PQclear() it. Errors:
  *   SVC_EUNAVAIL   connection down or lost (re-established on the next call)
@@ -94,6 +100,18 @@ void db_conn_free(db_conn_t *c);
  */
 svc_err_t db_exec(db_conn_t *c, size_t idx, const char *const *params, uint64_t deadline_ns,
                   PGresult **res, char *errbuf);
+
+/*
+ * After a failed call: true when its statement may have been carried out
+ * all the same. It was sent and the server never said how it ended: the
+ * connection was lost or the deadline passed before ReadyForQuery (or a
+ * COMMIT's send broke). A write is then neither done nor undone as far as
+ * the caller knows; only the database can tell (an idempotency key, an
+ * event id). False after a success and after the server's own verdict (an
+ * error followed by ReadyForQuery: nothing of the statement was kept).
+ * Counted in shopmicro_db_outcome_unknown_total.
+ */
+bool db_outcome_unknown(const db_conn_t *c);
 
 /* A statement in two halves, so that the caller works while Postgres does
  * (the relay reads its next batch while it produces this one). db_send
