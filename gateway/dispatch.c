@@ -157,7 +157,10 @@ static void answer_upstream_error(const gw_access_t *e, h2o_req_t *req, const rs
         code = 14;
         msg = "the gateway is shutting down";
     }
-    if (outcome_unknown(e->route, res, drain_cancelled)) {
+    /* The order service says it itself when its database left the outcome
+     * unknown: once is enough. */
+    if (outcome_unknown(e->route, res, drain_cancelled) &&
+        strstr(msg, gw_upstream_unknown_outcome(e->route->upstream)) == NULL) {
         snprintf(note, sizeof note, "%s; %s", msg, gw_upstream_unknown_outcome(e->route->upstream));
         msg = note;
     }

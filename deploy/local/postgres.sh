@@ -216,7 +216,11 @@ pg_down() {
   say "postgres: stopped"
 }
 
+# pg_restart [fast|immediate]: fast (the default) ends every session and checkpoints; immediate
+# is a crash as far as the sessions can tell (no checkpoint: crash recovery at the start).
 pg_restart() {
+  local mode=${1:-fast}
+  [[ $mode == fast || $mode == immediate ]] || die "pg-restart: mode must be fast or immediate, not '$mode'"
   if ! pg_running; then
     say "postgres: not running; starting it"
     pg_up
@@ -225,8 +229,8 @@ pg_restart() {
   pg_check_port_matches
   pg_resume_quietly
   pg_write_conf
-  say "postgres: restarting (pid $PG_RUN_PID)"
-  as_pg "$PG_BIN/pg_ctl" restart -D "$PG_DATA" -l "$PG_LOG" -m fast -w -t 60 >/dev/null \
+  say "postgres: restarting (pid $PG_RUN_PID, -m $mode)"
+  as_pg "$PG_BIN/pg_ctl" restart -D "$PG_DATA" -l "$PG_LOG" -m "$mode" -w -t 60 >/dev/null \
     3>&- 4>&- 5>&- 6>&- 7>&- 8>&- 9>&- ||
     { pg_log_tail; die "pg_ctl restart failed"; }
   pg_running || { pg_log_tail; die "postgres did not come back"; }
@@ -305,7 +309,7 @@ pg_sigkill() {
 
 cmd_pg_up()      { pg_lock; pg_up;      pg_unlock; }
 cmd_pg_down()    { pg_lock; pg_down;    pg_unlock; }
-cmd_pg_restart() { pg_lock; pg_restart; pg_unlock; }
+cmd_pg_restart() { pg_lock; pg_restart "$@"; pg_unlock; }
 
 # ---------------------------------------------------------------------------
 # The component verbs (stack.sh's start/stop/restart/kill/pause/resume/status/logs postgres)

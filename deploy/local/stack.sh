@@ -144,7 +144,8 @@ The whole stack:
   pg-up       start this repo's Postgres (127.0.0.1:\$SHOPMICRO_PG_PORT, default 25432,
               data in .run/pg/data) and create the databases ${PG_DATABASES[*]}; idempotent
   pg-down     stop that Postgres (fast mode); harmless when it is not running
-  pg-restart  restart that Postgres (pg_ctl restart -m fast -w)
+  pg-restart [fast|immediate]
+              restart that Postgres (pg_ctl restart -m fast -w; immediate: no checkpoint, crash recovery)
   build       configure (once) and build \$SHOPMICRO_BUILD_DIR (default build/) with Ninja
   up          deps + pg-up, Kafka (127.0.0.1:\$SHOPMICRO_KAFKA_PORT, default 19092; the jars are
               fetched once), RabbitMQ (127.0.0.1:\$SHOPMICRO_RABBITMQ_PORT, default 25772), build,
@@ -180,7 +181,7 @@ main() {
     deps)         cmd_deps ;;
     pg-up)        cmd_pg_up ;;
     pg-down)      cmd_pg_down ;;
-    pg-restart)   cmd_pg_restart ;;
+    pg-restart)   cmd_pg_restart "$@" ;;
     build)        cmd_build ;;
     up)           cmd_up ;;
     down)         cmd_down ;;

@@ -200,7 +200,8 @@ static svc_err_t tx_commit(void *ctx, uint64_t deadline_ms, char *errbuf)
 
     if (err != SVC_OK && s->tx_reserved + s->tx_rejected > 0)
         svc_log_warn(MOD, "commit failed (%s): the %llu decisions logged since the last commit "
-                          "were not kept; their orders are decided again", errbuf,
+                          "are taken again (any kept after all are known by their event ids)",
+                     errbuf,
                      s->tx_reserved + s->tx_rejected);
     if (err == SVC_OK) {
         atomic_fetch_add(&s->reserved, s->tx_reserved);

@@ -185,6 +185,13 @@ static svc_err_t create_order(rpc_ctx_t *ctx, const ProtobufCMessage *in, Protob
     if (err != SVC_OK)
         return err;
     err = ord_store_create(w->store, &o, deadline, &created, &taken, errbuf);
+    if (err != SVC_OK && ord_store_outcome_unknown(w->store)) {
+        /* The database's detail is for the log; the client needs to know
+         * that the order may exist and how to find out. */
+        svc_log_warn(LOG_MOD, "CreateOrder's outcome is unknown (%s key): %s",
+                     key != NULL ? "with a" : "without a", errbuf);
+        svc_errbuf_set(errbuf, "the database did not confirm the order: " ORD_UNKNOWN_NOTE);
+    }
     if (err == SVC_OK && taken) {
         /* Another call with this key committed while we priced; our
          * transaction waited for it and wrote nothing. Its answer is ours. */

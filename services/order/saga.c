@@ -266,7 +266,8 @@ static svc_err_t tx_commit(void *ctx, uint64_t deadline_ms, char *errbuf)
 
     if (err != SVC_OK)
         svc_log_warn(ORD_SAGA_LOG_MODULE, "commit failed (%s): the moves logged since the last "
-                                          "commit were not kept; their events are applied again",
+                                          "commit are applied again (any kept after all are "
+                                          "known by their event ids)",
                      errbuf);
     return err;
 }

@@ -340,6 +340,11 @@ out:
     return err;
 }
 
+bool ord_store_outcome_unknown(const ord_store_t *st)
+{
+    return db_outcome_unknown(st);
+}
+
 svc_err_t ord_store_get(ord_store_t *st, const char *id, uint64_t deadline_ns,
                         const svc_alloc_t *a, ord_order_t **out, char *errbuf)
 {

@@ -117,6 +117,16 @@ svc_err_t ord_store_key_get(ord_store_t *st, const char *key, uint64_t deadline_
 svc_err_t ord_store_create(ord_store_t *st, const ord_new_order_t *o, uint64_t deadline_ns,
                            ord_created_t *out, bool *key_taken, char *errbuf);
 
+/* What a CreateOrder whose outcome is unknown tells its client: the words
+ * the gateway adds to such an answer (gateway/upstream.c), so that a client
+ * sees the same advice whichever way it called. */
+#define ORD_UNKNOWN_NOTE "the order may have been placed: retry with the same Idempotency-Key"
+
+/* After a failed ord_store_create (or any call): true when its write may
+ * have been committed all the same, the database never having said
+ * (db_outcome_unknown). Only the idempotency key can tell then. */
+bool ord_store_outcome_unknown(const ord_store_t *st);
+
 /* The order with its items in position order. SVC_ENOTFOUND when no order
  * has this id (id must be a canonical UUID). */
 svc_err_t ord_store_get(ord_store_t *st, const char *id, uint64_t deadline_ns,

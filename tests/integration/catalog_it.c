@@ -187,9 +187,14 @@ int cat_it_teardown(void **state)
 
 int it_stack(const char *cmd)
 {
+    return it_stack_args(cmd, NULL);
+}
+
+int it_stack_args(const char *cmd, const char *arg)
+{
     char errbuf[SVC_ERRBUF_LEN] = "", log[512];
     const char *stack = getenv("SVC_IT_STACK_SH");
-    const char *argv[3] = {stack, cmd, NULL};
+    const char *argv[4] = {stack, cmd, arg, NULL};
     spawn_opts_t o;
     int wstatus = -1;
 
@@ -209,7 +214,8 @@ int it_stack(const char *cmd)
     if (!WIFEXITED(wstatus) || WEXITSTATUS(wstatus) != 0) {
         char st[64];
         spawn_status_text(wstatus, st, sizeof st);
-        fprintf(stderr, "stack.sh %s ended with %s; output in %s\n", cmd, st, log);
+        fprintf(stderr, "stack.sh %s %s ended with %s; output in %s\n", cmd, arg ? arg : "", st,
+                log);
     }
     return wstatus;
 }

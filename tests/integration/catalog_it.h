@@ -94,6 +94,8 @@ int cat_it_teardown(void **state);
 /* Runs deploy/local/stack.sh <cmd> (pg-up, pg-down, pg-restart) to
  * completion; returns its wait status, or -1 when it cannot run. */
 int it_stack(const char *cmd);
+/* The same with one argument after cmd (NULL: none), e.g. pg-restart immediate. */
+int it_stack_args(const char *cmd, const char *arg);
 
 /* A random version-4 UUID in canonical lower-case form (37 bytes). */
 void it_random_uuid(char out[37]);
