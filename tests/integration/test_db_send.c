@@ -29,6 +29,8 @@
 
 #include <cmocka.h>
 
+#include "support/group.h"
+
 #include "db/db.h"
 #include "support/pgtest.h"
 
@@ -240,5 +242,5 @@ int main(void)
         cmocka_unit_test(pgoptions_and_server_options_reach_the_session),
     };
 
-    return cmocka_run_group_tests(tests, setup, teardown);
+    return svc_test_run_group_tests(tests, setup, teardown);
 }

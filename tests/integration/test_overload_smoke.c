@@ -134,7 +134,7 @@ int main(void)
     int rc;
 
     cat_it_global_init();
-    rc = cmocka_run_group_tests_name("overload_smoke", tests, setup, cat_it_teardown);
+    rc = svc_test_run_group_tests_name("overload_smoke", tests, setup, cat_it_teardown);
     cat_it_global_fini();
     return rc;
 }

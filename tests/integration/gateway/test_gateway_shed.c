@@ -110,7 +110,8 @@ static void shed_get_is_retried_after_the_pushback(void **state)
     take_the_slot(&hd, t, id, "off=1&slots=1&latency_ms=600&pushback_ms=900");
     gw_call(h, t, "GET", path, NULL, NULL, &r);
     gw_assert_status(&r, 200); /* refused once, then served after 900 ms */
-    assert_true(r.ms >= 0.85);
+    if (r.ms < 850) /* a lower bound: a slower (sanitizer) build only waits longer */
+        fail_msg("served after %.1f ms: before the 900 ms pushback ran out", r.ms);
     gw_res_free(&r);
     pthread_join(hd.th, NULL);
     assert_int_equal(knobs("off=1", "rejected"), 1);

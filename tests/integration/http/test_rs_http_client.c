@@ -20,6 +20,7 @@
 #include <cmocka.h>
 
 #include "http_it.h"
+#include "support/group.h"
 #include "server.h"
 #include "support/spawn.h"
 #include "webhook/webhook.h"
@@ -402,5 +403,5 @@ int main(void)
         T(in_flight_is_bounded_and_free_cancels),
     };
 
-    return cmocka_run_group_tests_name("rs_http", tests, group_setup, group_teardown);
+    return svc_test_run_group_tests_name("rs_http", tests, group_setup, group_teardown);
 }

@@ -25,6 +25,8 @@
 
 #include <cmocka.h>
 
+#include "support/group.h"
+
 #include "grpc/health/v1/health.pb-c.h"
 #include "rpc/rpc.h"
 
@@ -181,5 +183,5 @@ int main(void)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(a_call_the_server_did_not_see_reaches_it_once),
     };
-    return cmocka_run_group_tests(tests, setup, teardown);
+    return svc_test_run_group_tests(tests, setup, teardown);
 }
