@@ -19,6 +19,7 @@
 #include <cmocka.h>
 
 #include "failfast.h"
+#include "support/worker_check.h"
 
 #define LOOPS     3
 #define ADMITS    20000
@@ -34,6 +35,7 @@ typedef struct shared {
     _Atomic uint64_t now;      /* the clock, advanced by the reporter */
     _Atomic uint64_t passed, refused, probed;
     _Atomic bool stop;
+    worker_check_t check;
 } shared_t;
 
 static rs_grpc_result_t refusal(void)
@@ -57,8 +59,8 @@ static void *loop_main(void *arg)
             atomic_fetch_add(&s->passed, 1);
             break;
         case GW_FAILFAST_REFUSE:
-            assert_int_equal(res.err, SVC_EUNAVAIL);
-            assert_true(res.retry_after_ms >= 1);
+            WORKER_CHECK(&s->check, res.err == SVC_EUNAVAIL);
+            WORKER_CHECK(&s->check, res.retry_after_ms >= 1);
             atomic_fetch_add(&s->refused, 1);
             break;
         case GW_FAILFAST_PROBE:
@@ -83,7 +85,7 @@ static void *reporter_main(void *arg)
         if (i % 7 == 0)
             gw_failfast_end(s->ff, 0, 0, &no, atomic_load(&s->now));
         if (i % 50 == 0)
-            assert_int_equal(gw_failfast_render(s->ff, buf, sizeof buf, NULL), SVC_OK);
+            WORKER_CHECK(&s->check, gw_failfast_render(s->ff, buf, sizeof buf, NULL) == SVC_OK);
     }
     return NULL;
 }
@@ -116,6 +118,7 @@ static void loops_and_reporter_share_one_route(void **state)
         pthread_join(loops[i], NULL);
     atomic_store(&s.stop, true);
     pthread_join(reporter, NULL);
+    worker_check_assert(&s.check);
 
     print_message("  %d admits: %llu passed, %llu refused, %llu probes\n", LOOPS * ADMITS,
                   (unsigned long long)s.passed, (unsigned long long)s.refused,

@@ -9,6 +9,7 @@
 
 #include "internal.h"
 #include "rs_test.h"
+#include "support/worker_check.h"
 
 #define THREADS 8
 #define ROUNDS 200
@@ -19,6 +20,7 @@ typedef struct trial_ctx {
     rt_t *t;
     pthread_barrier_t start, decided, done;
     _Atomic int admitted;
+    worker_check_t check;
 } trial_ctx_t;
 
 static void *contender(void *arg)
@@ -37,8 +39,8 @@ static void *contender(void *arg)
             atomic_fetch_add(&x->admitted, 1);
         pthread_barrier_wait(&x->decided);
         if (in) { /* the trial fails: the breaker re-opens for the next round */
-            assert_int_equal(rs_call_attempt(&c, &dl), SVC_OK);
-            assert_int_equal(rs_call_end_attempt(&c, &unavail).action, RS_FAIL);
+            WORKER_CHECK(&x->check, rs_call_attempt(&c, &dl) == SVC_OK);
+            WORKER_CHECK(&x->check, rs_call_end_attempt(&c, &unavail).action == RS_FAIL);
         }
         rs_call_finish(&c, NULL);
         pthread_barrier_wait(&x->done);
@@ -49,7 +51,7 @@ static void *contender(void *arg)
 static void half_open_admits_exactly_one_trial(void **state)
 {
     rt_t *t = *state;
-    trial_ctx_t x = {.t = t};
+    trial_ctx_t x = {.t = t, .check = WORKER_CHECK_INIT};
     pthread_t th[THREADS];
     rs_result_t res;
 
@@ -74,6 +76,7 @@ static void half_open_admits_exactly_one_trial(void **state)
     }
     for (int i = 0; i < THREADS; i++)
         pthread_join(th[i], NULL);
+    worker_check_assert(&x.check);
     /* 1 trip, then per round open -> half-open -> open */
     assert_int_equal(t->n_transitions, 1 + 2 * ROUNDS);
     pthread_barrier_destroy(&x.start);
@@ -90,6 +93,7 @@ typedef struct hammer {
     rs_upstream_t *up;
     _Atomic uint64_t attempts, ok;
     _Atomic int running;
+    worker_check_t check;
 } hammer_t;
 
 static uint64_t xorshift(uint64_t *x)
@@ -149,7 +153,7 @@ static void *render_thread(void *arg)
     size_t len;
 
     while (atomic_load(&h->running))
-        assert_int_equal(rs_metrics_render(&h->up, 1, page, sizeof page, &len), SVC_OK);
+        WORKER_CHECK(&h->check, rs_metrics_render(&h->up, 1, page, sizeof page, &len) == SVC_OK);
     return NULL;
 }
 
@@ -203,6 +207,7 @@ static void hammer_keeps_every_invariant(void **state)
         pthread_join(th[i], NULL);
     atomic_store(&h.running, 0);
     pthread_join(renderer, NULL);
+    worker_check_assert(&h.check);
 
     assert_int_equal(rs_upstream_in_flight(h.up), 0);
     assert_int_equal(rs_metrics_render(&h.up, 1, page, sizeof page, &len), SVC_OK);
