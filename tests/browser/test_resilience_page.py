@@ -325,8 +325,9 @@ class PageTest:
                         lambda: self.d.execute_script("return window.__seen['gateway/catalog:open']"),
                         OPEN_WITHIN_MS / 1000 + 3)
         late = seen - tripped_ms
+        limit = scaled(OPEN_WITHIN_MS / 1000) * 1000  # the page polls; a sanitizer build answers slower
         say("the page showed gateway/catalog open %d ms after the trip" % late)
-        assert late <= OPEN_WITHIN_MS, "shown %d ms after the trip (limit %d)" % (late, OPEN_WITHIN_MS)
+        assert late <= limit, "shown %d ms after the trip (limit %d)" % (late, limit)
         c = card(self.d, "gateway/catalog")
         assert c["badge"] == "open", c
 

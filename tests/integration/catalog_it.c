@@ -14,6 +14,7 @@
 #include <unistd.h>
 
 #include "catalog_it.h"
+#include "support/scale.h"
 
 #define METHOD(name) "/shopmicro.catalog.v1.CatalogService/" name
 #define ENV_MAX      64 /* entries of the catalog's extra environment */
@@ -36,10 +37,7 @@ void cat_it_global_fini(void)
 
 int it_ms(int ms)
 {
-    const char *s = getenv("SVC_TEST_TIMEOUT_MULTIPLIER");
-    int m = s != NULL ? atoi(s) : 1;
-
-    return ms * (m >= 1 ? m : 1);
+    return svc_test_ms(ms);
 }
 
 uint64_t it_now_ms(void)

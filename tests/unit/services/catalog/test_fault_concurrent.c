@@ -17,6 +17,7 @@
 #include <cmocka.h>
 
 #include "fault.h"
+#include "support/scale.h"
 
 typedef struct caller {
     cat_fault_t *f;
@@ -99,7 +100,7 @@ static void no_queue_rejects_at_once(void **state)
 
     (void)state;
     assert_int_equal(cat_fault_new(&f), SVC_OK);
-    set(f, 300, 1, 0);
+    set(f, (uint32_t)svc_test_ms(300), 1, 0); /* held while the main thread is refused */
     start(&holder, f, &seq);
     await(f, 1, 0);
     assert_int_equal(cat_fault_enter(f, NULL, &pass, errbuf), SVC_EEXHAUSTED);
@@ -127,7 +128,7 @@ static void queue_is_fifo_and_bounded(void **state)
 
     (void)state;
     assert_int_equal(cat_fault_new(&f), SVC_OK);
-    set(f, 50, 1, 2);
+    set(f, (uint32_t)svc_test_ms(50), 1, 2); /* held while two queue and one is refused */
     start(&c[0], f, &seq);
     await(f, 1, 0);
     start(&c[1], f, &seq);
