@@ -6,18 +6,35 @@
 
 TEST_SUMMARY=()
 
-# suite_summary LABEL DIR RC LOG T0: TEST_SUMMARY += the line of a suite whose ctest exited RC
-# (its counts from LOG; T0 = $SECONDS at its start).
+# ctest's options for every tree: one JUnit file per suite, with every test's output kept (a
+# cmocka skip() shows only there), which suite_summary reads.
+CTEST_JUNIT_ARGS=(--test-output-size-passed 4194304 --test-output-size-failed 4194304)
+
+# suite_summary LABEL DIR RC LOG T0: TEST_SUMMARY += the line of a suite whose ctest exited RC:
+# passed, failed and skipped from its JUnit file (tests/lint/junit_summary.py; a skip not in
+# tests/allowed-skips.txt fails the suite), and the skips under it (T0 = $SECONDS at its start).
+# Returns 1 when the suite failed, by ctest's word or by an unexpected skip.
 suite_summary() {
-  local label=$1 dir=$2 rc=$3 log=$4 t0=$5 counts
-  counts=$(grep -E 'tests passed, [0-9]+ tests failed out of|No tests were found' "$log" | tail -n 1 || true)
-  [[ -n $counts ]] || counts="no ctest summary line (see $(rel "$log"))"
+  local label=$1 dir=$2 rc=$3 log=$4 t0=$5 junit="$2/ctest-$1.xml" counts src=0 line
+  local -a skips=()
+  if [[ -f $junit ]]; then
+    counts=$(python3 "$ROOT/tests/lint/junit_summary.py" "$junit" "$ROOT/tests/allowed-skips.txt") || src=$?
+    mapfile -t skips < <(tail -n +2 <<<"$counts")
+    counts=$(head -n 1 <<<"$counts")
+    (( src == 0 || src == 1 )) || counts="cannot read $(rel "$junit")"
+  else
+    counts="no JUnit file (see $(rel "$log"))"
+    src=2
+  fi
+  if (( src != 0 && rc == 0 )); then rc=1; fi  # an unexpected skip fails a green ctest
   if (( rc == 0 )); then
     TEST_SUMMARY+=("$(printf '%-26s passed  %s (%d s)' "$label $(rel "$dir")" "$counts" $((SECONDS - t0)))")
   else
-    TEST_SUMMARY+=("$(printf '%-26s FAILED  ctest exit %d: %s (%d s, log %s)' "$label $(rel "$dir")" "$rc" "$counts" \
+    TEST_SUMMARY+=("$(printf '%-26s FAILED  ctest exit %d: %s (%d s, log %s)' "$label $(rel "$dir")" "$3" "$counts" \
       $((SECONDS - t0)) "$(rel "$log")")")
   fi
+  for line in "${skips[@]}"; do TEST_SUMMARY+=("    $line"); done
+  return $(( rc != 0 ))
 }
 
 # run_suite LABEL DIR CMAKE_ARGS... (environment for ctest from the caller)
@@ -32,11 +49,12 @@ run_suite() {
   fi
   section "$label: ctest --test-dir $(rel "$dir")"
   set +e
-  ctest --test-dir "$dir" --output-on-failure -j2 --timeout 300 2>&1 | tee "$log"
-  rc=$?
+  rm -f "$dir/ctest-$label.xml"
+  ctest --test-dir "$dir" --output-on-failure -j2 --timeout 300 "${CTEST_JUNIT_ARGS[@]}" \
+    --output-junit "$dir/ctest-$label.xml" 2>&1 | tee "$log"
+  rc=${PIPESTATUS[0]}
   set -e
   suite_summary "$label" "$dir" "$rc" "$log" "$t0"
-  return "$rc"
 }
 
 # ThreadSanitizer run of the concurrent unit tests: configure TSAN_BUILD_DIR with
@@ -84,12 +102,12 @@ for t in json.load(sys.stdin).get("tests", []):
   fi
   section "$label: ctest --test-dir $(rel "$dir") -L unit -R concurrent"
   set +e
-  TSAN_OPTIONS=halt_on_error=1 ctest --test-dir "$dir" -L unit -R concurrent --output-on-failure -j2 --timeout 300 2>&1 |
-    tee "$log"
+  rm -f "$dir/ctest-$label.xml"
+  TSAN_OPTIONS=halt_on_error=1 ctest --test-dir "$dir" -L unit -R concurrent --output-on-failure -j2 --timeout 300 \
+    "${CTEST_JUNIT_ARGS[@]}" --output-junit "$dir/ctest-$label.xml" 2>&1 | tee "$log"
   rc=${PIPESTATUS[0]}
   set -e
   suite_summary "$label" "$dir" "$rc" "$log" "$t0"
-  return "$rc"
 }
 
 # The test run's own stack, so that tests never touch the user's (its run folder, its Postgres and
