@@ -416,24 +416,14 @@ static bool deadline_of(gw_loop_t *l, h2o_req_t *req, uint64_t start, uint64_t *
                         char *errbuf)
 {
     const h2o_header_t *h = gw_find_header(req, H2O_STRLIT("grpc-timeout"));
-    int64_t ns;
+    const char *v = h != NULL ? h->value.base : NULL;
+    size_t len = h != NULL ? h->value.len : 0;
 
-    if (h == NULL) {
-        int64_t ms = l->app->cfg->default_timeout_ms;
-        *deadline = ms > 0 ? start + (uint64_t)ms * SVC_NS_PER_MS : SVC_DEADLINE_NONE;
+    if (gw_grpc_timeout_deadline(v, len, l->app->cfg->default_timeout_ms, start, deadline) ==
+        GW_TIMEOUT_OK)
         return true;
-    }
-    if (!gw_grpc_timeout_parse(h->value.base, h->value.len, &ns)) {
-        svc_errbuf_set(errbuf, "invalid grpc-timeout: %.*s",
-                       (int)(h->value.len < 200 ? h->value.len : 200), h->value.base);
-        return false;
-    }
-    if (ns <= 0)
-        *deadline = start; /* already expired: the engine answers DEADLINE_EXCEEDED */
-    else
-        *deadline = (uint64_t)ns > SVC_DEADLINE_NONE - start - 1 ? SVC_DEADLINE_NONE
-                                                                  : start + (uint64_t)ns;
-    return true;
+    svc_errbuf_set(errbuf, "invalid grpc-timeout: %.*s", (int)(len < 200 ? len : 200), v);
+    return false;
 }
 
 static void forward(gw_loop_t *l, h2o_req_t *req, const gw_match_t *m, const gw_access_t *e,

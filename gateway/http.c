@@ -251,6 +251,30 @@ bool gw_grpc_timeout_parse(const char *s, size_t len, int64_t *out_ns)
     return true;
 }
 
+/* start_ns + ns (ns > 0); a sum past the clock's end saturates to "none". */
+static uint64_t deadline_after(uint64_t start_ns, uint64_t ns)
+{
+    return ns > SVC_DEADLINE_NONE - start_ns - 1 ? SVC_DEADLINE_NONE : start_ns + ns;
+}
+
+gw_timeout_verdict_t gw_grpc_timeout_deadline(const char *s, size_t len, int64_t default_ms,
+                                              uint64_t start_ns, uint64_t *deadline_ns)
+{
+    int64_t ns;
+
+    if (s == NULL) {
+        *deadline_ns = default_ms > 0
+                           ? deadline_after(start_ns, (uint64_t)default_ms * SVC_NS_PER_MS)
+                           : SVC_DEADLINE_NONE;
+        return GW_TIMEOUT_OK;
+    }
+    if (!gw_grpc_timeout_parse(s, len, &ns))
+        return GW_TIMEOUT_INVALID;
+    /* already expired: the engine answers DEADLINE_EXCEEDED */
+    *deadline_ns = ns <= 0 ? start_ns : deadline_after(start_ns, (uint64_t)ns);
+    return GW_TIMEOUT_OK;
+}
+
 size_t gw_request_id_sanitize(const char *in, size_t len, char out[GW_REQUEST_ID_MAX + 1])
 {
     size_t n = 0;

@@ -49,6 +49,22 @@ size_t gw_json_escape(char *buf, size_t cap, size_t pos, const char *s, size_t l
  */
 bool gw_grpc_timeout_parse(const char *s, size_t len, int64_t *out_ns);
 
+/* What a request's Grpc-Timeout makes of its call (gw_grpc_timeout_deadline). */
+typedef enum gw_timeout_verdict {
+    GW_TIMEOUT_OK,      /* *deadline_ns is the call's deadline (SVC_DEADLINE_NONE: none) */
+    GW_TIMEOUT_INVALID, /* malformed: 400 "invalid grpc-timeout: <value>" */
+} gw_timeout_verdict_t;
+
+/*
+ * The overall deadline (monotonic ns) of a call whose request arrived at
+ * start_ns, from its Grpc-Timeout value s (len bytes; s NULL: no header):
+ * with no header, default_ms after start_ns (0: none); a value that is zero
+ * or negative is already expired and gives start_ns; a positive one
+ * start_ns + the value, saturated.
+ */
+gw_timeout_verdict_t gw_grpc_timeout_deadline(const char *s, size_t len, int64_t default_ms,
+                                              uint64_t start_ns, uint64_t *deadline_ns);
+
 /* Request ids: at most this many characters of [A-Za-z0-9-_.:/+=@]. */
 #define GW_REQUEST_ID_MAX 63
 /* Copies the allowed characters of in (len bytes) into out (at most
