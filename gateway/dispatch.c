@@ -411,19 +411,17 @@ static void on_done(h2o_multithread_receiver_t *rx, h2o_linklist_t *msgs)
     }
 }
 
-/* The call's overall deadline: Grpc-Timeout, else the configured default. */
-static bool deadline_of(gw_loop_t *l, h2o_req_t *req, uint64_t start, uint64_t *deadline,
-                        char *errbuf)
+/* The call's overall deadline: Grpc-Timeout, else the configured default.
+ * Returns 0, or the gRPC code of the answer that replaces the call. */
+static int deadline_of(gw_loop_t *l, h2o_req_t *req, uint64_t start, uint64_t *deadline,
+                       char *errbuf)
 {
     const h2o_header_t *h = gw_find_header(req, H2O_STRLIT("grpc-timeout"));
-    const char *v = h != NULL ? h->value.base : NULL;
-    size_t len = h != NULL ? h->value.len : 0;
 
-    if (gw_grpc_timeout_deadline(v, len, l->app->cfg->default_timeout_ms, start, deadline) ==
-        GW_TIMEOUT_OK)
-        return true;
-    svc_errbuf_set(errbuf, "invalid grpc-timeout: %.*s", (int)(len < 200 ? len : 200), v);
-    return false;
+    return (int)gw_grpc_timeout_deadline(h != NULL ? h->value.base : NULL,
+                                         h != NULL ? h->value.len : 0,
+                                         l->app->cfg->default_timeout_ms, start, svc_now_ns(),
+                                         deadline, errbuf);
 }
 
 static void forward(gw_loop_t *l, h2o_req_t *req, const gw_match_t *m, const gw_access_t *e,
@@ -438,13 +436,14 @@ static void forward(gw_loop_t *l, h2o_req_t *req, const gw_match_t *m, const gw_
     const char *query = NULL;
     size_t query_len = 0, key_len = 0;
     svc_err_t err;
-    int status;
+    int status, code;
     char key[GW_CACHE_KEY_MAX + 1];
 
     memset(&o, 0, sizeof o);
     o.lane = l->lane;
-    if (!deadline_of(l, req, e->start_ns, &o.deadline_ns, errbuf)) {
-        answer_error(e, req, 0, 3, errbuf, 0);
+    code = deadline_of(l, req, e->start_ns, &o.deadline_ns, errbuf);
+    if (code != 0) {
+        answer_error(e, req, 0, code, errbuf, 0);
         return;
     }
     if (req->entity.base != NULL && req->entity.len > (size_t)l->app->cfg->max_body_bytes) {

@@ -4,7 +4,8 @@
  * every route of the table:
  *
  *   request id -> framing (400, closes) -> route match (404 / 501 / 400) ->
- *   Grpc-Timeout deadline -> metadata (Idempotency-Key 400, size 431) ->
+ *   Grpc-Timeout deadline (400, 504 when already expired) ->
+ *   metadata (Idempotency-Key 400, size 431) ->
  *   request message (bind.h) -> rs_grpc_call_async -> ... ->
  *   (completion handed back to this loop) -> JSON or error body ->
  *   one access-log line and the metrics.

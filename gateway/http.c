@@ -258,20 +258,36 @@ static uint64_t deadline_after(uint64_t start_ns, uint64_t ns)
 }
 
 gw_timeout_verdict_t gw_grpc_timeout_deadline(const char *s, size_t len, int64_t default_ms,
-                                              uint64_t start_ns, uint64_t *deadline_ns)
+                                              uint64_t start_ns, uint64_t now_ns,
+                                              uint64_t *deadline_ns, char *errbuf)
 {
+    uint64_t at;
     int64_t ns;
 
-    if (s == NULL) {
+    /* Go's Header.Get cannot tell an empty value from no header. */
+    if (s == NULL || len == 0) {
         *deadline_ns = default_ms > 0
                            ? deadline_after(start_ns, (uint64_t)default_ms * SVC_NS_PER_MS)
                            : SVC_DEADLINE_NONE;
         return GW_TIMEOUT_OK;
     }
-    if (!gw_grpc_timeout_parse(s, len, &ns))
+    if (!gw_grpc_timeout_parse(s, len, &ns)) {
+        svc_errbuf_set(errbuf, "invalid grpc-timeout: %.*s", (int)(len < 200 ? len : 200), s);
         return GW_TIMEOUT_INVALID;
-    /* already expired: the engine answers DEADLINE_EXCEEDED */
-    *deadline_ns = ns <= 0 ? start_ns : deadline_after(start_ns, (uint64_t)ns);
+    }
+    if (ns == 0) { /* annotateContext only sets a timeout that is not 0 */
+        *deadline_ns = SVC_DEADLINE_NONE;
+        return GW_TIMEOUT_OK;
+    }
+    /* A context whose deadline has passed is done before the call starts:
+     * nothing is sent, and no stale answer may stand in, since the catalog's
+     * availability was never in question. */
+    at = ns > 0 ? deadline_after(start_ns, (uint64_t)ns) : start_ns;
+    if (ns < 0 || at <= now_ns) {
+        svc_errbuf_set(errbuf, "%s", svc_strerror(SVC_ETIMEDOUT));
+        return GW_TIMEOUT_EXPIRED;
+    }
+    *deadline_ns = at;
     return GW_TIMEOUT_OK;
 }
 

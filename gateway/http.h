@@ -49,21 +49,29 @@ size_t gw_json_escape(char *buf, size_t cap, size_t pos, const char *s, size_t l
  */
 bool gw_grpc_timeout_parse(const char *s, size_t len, int64_t *out_ns);
 
-/* What a request's Grpc-Timeout makes of its call (gw_grpc_timeout_deadline). */
+/* What a request's Grpc-Timeout makes of its call; each value is the gRPC
+ * code of the gateway's answer (0: the call goes on). */
 typedef enum gw_timeout_verdict {
-    GW_TIMEOUT_OK,      /* *deadline_ns is the call's deadline (SVC_DEADLINE_NONE: none) */
-    GW_TIMEOUT_INVALID, /* malformed: 400 "invalid grpc-timeout: <value>" */
+    GW_TIMEOUT_OK = 0,      /* *deadline_ns is the call's deadline (SVC_DEADLINE_NONE: none) */
+    GW_TIMEOUT_INVALID = 3, /* INVALID_ARGUMENT, 400 "invalid grpc-timeout: <value>" */
+    GW_TIMEOUT_EXPIRED = 4, /* DEADLINE_EXCEEDED, 504 at once: nothing is sent upstream */
 } gw_timeout_verdict_t;
 
 /*
  * The overall deadline (monotonic ns) of a call whose request arrived at
- * start_ns, from its Grpc-Timeout value s (len bytes; s NULL: no header):
- * with no header, default_ms after start_ns (0: none); a value that is zero
- * or negative is already expired and gives start_ns; a positive one
- * start_ns + the value, saturated.
+ * start_ns and is forwarded at now_ns, from its Grpc-Timeout value s (len
+ * bytes), as grpc-gateway v2's annotateContext makes its context:
+ *   s NULL (no header) or empty: default_ms after start_ns (0: none);
+ *   zero in any unit: no deadline at all (not the default);
+ *   negative, or start_ns + value <= now_ns ("1n"): GW_TIMEOUT_EXPIRED;
+ *   otherwise start_ns + value, saturated (grpc-gateway's product wraps);
+ *   malformed (gw_grpc_timeout_parse): GW_TIMEOUT_INVALID.
+ * On a verdict other than OK, errbuf (SVC_ERRBUF_LEN) gets the answer's
+ * message and *deadline_ns is left alone.
  */
 gw_timeout_verdict_t gw_grpc_timeout_deadline(const char *s, size_t len, int64_t default_ms,
-                                              uint64_t start_ns, uint64_t *deadline_ns);
+                                              uint64_t start_ns, uint64_t now_ns,
+                                              uint64_t *deadline_ns, char *errbuf);
 
 /* Request ids: at most this many characters of [A-Za-z0-9-_.:/+=@]. */
 #define GW_REQUEST_ID_MAX 63

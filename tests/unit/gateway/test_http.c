@@ -5,6 +5,7 @@
 #include <stdarg.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <stdio.h>
 #include <string.h>
 
 #include <cmocka.h>
@@ -190,6 +191,138 @@ static void grpc_timeout_malformed(void **state)
     timeout_bad("1e3m");
 }
 
+/* The table of Grpc-Timeout values against grpc-gateway v2 (runtime/
+ * context.go: timeoutDecode, then context.WithTimeout unless it is 0). The
+ * request arrived at START and is forwarded 50 us later, at NOW. */
+#define START (UINT64_C(1000) * 1000000000)
+#define NOW (START + 50000)
+#define AT(ns) (START + (uint64_t)(ns))
+#define DEFAULT_MS 10000
+#define NO_DEADLINE SVC_DEADLINE_NONE
+#define REFUSED 0 /* no deadline to compare: an answer replaces the call */
+
+typedef struct timeout_row {
+    const char *value; /* NULL: no header */
+    gw_timeout_verdict_t verdict;
+    uint64_t deadline;
+} timeout_row_t;
+
+static const timeout_row_t timeout_table[] = {
+    /* no value: the configured default (grpc-gateway's Header.Get gives "") */
+    {NULL, GW_TIMEOUT_OK, AT(DEFAULT_MS * SVC_NS_PER_MS)},
+    {"", GW_TIMEOUT_OK, AT(DEFAULT_MS * SVC_NS_PER_MS)},
+    /* zero in every unit and spelling: no deadline at all, not the default */
+    {"0H", GW_TIMEOUT_OK, NO_DEADLINE},
+    {"0M", GW_TIMEOUT_OK, NO_DEADLINE},
+    {"0S", GW_TIMEOUT_OK, NO_DEADLINE},
+    {"0m", GW_TIMEOUT_OK, NO_DEADLINE},
+    {"0u", GW_TIMEOUT_OK, NO_DEADLINE},
+    {"0n", GW_TIMEOUT_OK, NO_DEADLINE},
+    {"-0S", GW_TIMEOUT_OK, NO_DEADLINE},
+    {"+0m", GW_TIMEOUT_OK, NO_DEADLINE},
+    {"0000000000n", GW_TIMEOUT_OK, NO_DEADLINE},
+    /* already expired: a context born done, or done before the call */
+    {"1n", GW_TIMEOUT_EXPIRED, REFUSED},
+    {"-1n", GW_TIMEOUT_EXPIRED, REFUSED},
+    {"-1S", GW_TIMEOUT_EXPIRED, REFUSED},
+    {"-5m", GW_TIMEOUT_EXPIRED, REFUSED},
+    {"-2H", GW_TIMEOUT_EXPIRED, REFUSED},
+    {"50u", GW_TIMEOUT_EXPIRED, REFUSED}, /* ends at NOW: Go's "dur <= 0" */
+    {"-9223372036854775808n", GW_TIMEOUT_EXPIRED, REFUSED},
+    {"-9223372036854775807H", GW_TIMEOUT_EXPIRED, REFUSED},
+    /* a deadline from the request's arrival, in each unit */
+    {"51u", GW_TIMEOUT_OK, AT(51000)},
+    {"100000007n", GW_TIMEOUT_OK, AT(100000007)},
+    {"250u", GW_TIMEOUT_OK, AT(250000)},
+    {"500m", GW_TIMEOUT_OK, AT(500000000)},
+    {"5S", GW_TIMEOUT_OK, AT(INT64_C(5000000000))},
+    {"+5S", GW_TIMEOUT_OK, AT(INT64_C(5000000000))},
+    {"00000001S", GW_TIMEOUT_OK, AT(INT64_C(1000000000))},
+    {"2M", GW_TIMEOUT_OK, AT(INT64_C(120000000000))},
+    {"17H", GW_TIMEOUT_OK, AT(INT64_C(61200000000000))},
+    /* more than gRPC's 8 digits: ParseInt takes them, so do we */
+    {"123456789S", GW_TIMEOUT_OK, AT(INT64_C(123456789000000000))},
+    /* huge: clamped to the longest deadline (Go's product wraps, e.g. to -1h) */
+    {"9223372036854775807n", GW_TIMEOUT_OK, AT(INT64_MAX)},
+    {"9223372036854775807H", GW_TIMEOUT_OK, AT(INT64_MAX)},
+    {"2562048H", GW_TIMEOUT_OK, AT(INT64_MAX)},
+    /* malformed: 400, as timeoutDecode's and ParseInt's errors */
+    {"5", GW_TIMEOUT_INVALID, REFUSED},
+    {"S", GW_TIMEOUT_INVALID, REFUSED},
+    {"5x", GW_TIMEOUT_INVALID, REFUSED},
+    {"5s", GW_TIMEOUT_INVALID, REFUSED},
+    {"5ms", GW_TIMEOUT_INVALID, REFUSED},
+    {" 5S", GW_TIMEOUT_INVALID, REFUSED},
+    {"5 S", GW_TIMEOUT_INVALID, REFUSED},
+    {"5.5S", GW_TIMEOUT_INVALID, REFUSED},
+    {"-m", GW_TIMEOUT_INVALID, REFUSED},
+    {"0x10S", GW_TIMEOUT_INVALID, REFUSED},
+    {"1e3m", GW_TIMEOUT_INVALID, REFUSED},
+    {"1_000m", GW_TIMEOUT_INVALID, REFUSED},
+    {"9223372036854775808n", GW_TIMEOUT_INVALID, REFUSED},
+    {"-9223372036854775809n", GW_TIMEOUT_INVALID, REFUSED},
+    {"99999999999999999999999S", GW_TIMEOUT_INVALID, REFUSED},
+};
+
+/* "none" or "START+<ns>", for a failure's message. */
+static const char *deadline_str(uint64_t d, char out[32])
+{
+    if (d == NO_DEADLINE)
+        return "none";
+    snprintf(out, 32, "START%+lld ns", (long long)(d - START));
+    return out;
+}
+
+/* The body the gateway answers a refused row with. */
+static void expect_answer(const timeout_row_t *row, const char *errbuf)
+{
+    char body[512], want[512];
+
+    if (row->verdict == GW_TIMEOUT_EXPIRED)
+        snprintf(want, sizeof want,
+                 "{\"code\":4,\"message\":\"deadline exceeded\",\"details\":[]}");
+    else
+        snprintf(want, sizeof want,
+                 "{\"code\":3,\"message\":\"invalid grpc-timeout: %s\",\"details\":[]}",
+                 row->value);
+    gw_error_body(body, sizeof body, (int)row->verdict, errbuf);
+    if (strcmp(body, want) != 0)
+        fail_msg("\"%s\": body %s, want %s", row->value, body, want);
+    assert_int_equal(gw_http_status_from_grpc((int)row->verdict),
+                     row->verdict == GW_TIMEOUT_EXPIRED ? 504 : 400);
+}
+
+static void grpc_timeout_table_matches_grpc_gateway(void **state)
+{
+    size_t failed = 0;
+
+    (void)state;
+    for (size_t i = 0; i < sizeof timeout_table / sizeof timeout_table[0]; i++) {
+        const timeout_row_t *row = &timeout_table[i];
+        const char *v = row->value != NULL ? row->value : "(none)";
+        size_t len = row->value != NULL ? strlen(row->value) : 0;
+        uint64_t deadline = 42;
+        char errbuf[SVC_ERRBUF_LEN] = "";
+        gw_timeout_verdict_t got = gw_grpc_timeout_deadline(row->value, len, DEFAULT_MS, START,
+                                                            NOW, &deadline, errbuf);
+
+        if (got != row->verdict) {
+            print_error("\"%s\": verdict %d, want %d\n", v, (int)got, (int)row->verdict);
+            failed++;
+        } else if (got == GW_TIMEOUT_OK && deadline != row->deadline) {
+            char a[32], b[32];
+            print_error("\"%s\": deadline %s, want %s\n", v, deadline_str(deadline, a),
+                        deadline_str(row->deadline, b));
+            failed++;
+        } else if (got != GW_TIMEOUT_OK) {
+            expect_answer(row, errbuf);
+        }
+    }
+    if (failed > 0)
+        fail_msg("%zu of %zu Grpc-Timeout rows differ from grpc-gateway", failed,
+                 sizeof timeout_table / sizeof timeout_table[0]);
+}
+
 static void request_id_sanitising(void **state)
 {
     char out[GW_REQUEST_ID_MAX + 1];
@@ -339,6 +472,7 @@ int main(void)
         cmocka_unit_test(grpc_timeout_units),
         cmocka_unit_test(grpc_timeout_signs_and_limits),
         cmocka_unit_test(grpc_timeout_malformed),
+        cmocka_unit_test(grpc_timeout_table_matches_grpc_gateway),
         cmocka_unit_test(request_id_sanitising),
         cmocka_unit_test(retry_after_rounds_up),
         cmocka_unit_test(framing_rules_of_rfc9112),
