@@ -283,6 +283,84 @@ static void grpc_timeout_is_validated(void **state)
     gw_res_free(&r);
 }
 
+/* Every call the gateway's resilience layer made to the catalog so far: the
+ * sum of its shopmicro_resilience_calls_total series. */
+static long long catalog_calls(const api_t *a)
+{
+    static const char series[] = "shopmicro_resilience_calls_total{upstream=\"catalog\"";
+    long long sum = 0;
+    gw_res_t r;
+
+    gw_call(a->h, a->t, "GET", "/metrics", NULL, NULL, &r);
+    gw_assert_status(&r, 200);
+    for (const char *p = strstr(r.body, series); p != NULL; p = strstr(p + 1, series))
+        sum += strtoll(strchr(p, '}') + 1, NULL, 10);
+    gw_res_free(&r);
+    return sum;
+}
+
+/* GET path with this Grpc-Timeout value (NULL: an empty header); false,
+ * with the reason printed, unless the answer is the 504 of an expired
+ * deadline (want_fresh false) or a fresh 200 (true). */
+static bool timeout_row_ok(const api_t *a, const char *path, const char *value, bool want_fresh)
+{
+    static const char expired[] = "{\"code\":4,\"message\":\"deadline exceeded\",\"details\":[]}";
+    char line[96], stale[16];
+    const char *headers[] = {line, NULL};
+    bool ok, is_stale;
+    gw_res_t r;
+
+    if (value != NULL)
+        snprintf(line, sizeof line, "Grpc-Timeout: %s", value);
+    else
+        snprintf(line, sizeof line, "Grpc-Timeout;"); /* curl's spelling of an empty value */
+    gw_call(a->h, a->t, "GET", path, NULL, headers, &r);
+    is_stale = gw_res_header(&r, "X-Shopmicro-Stale", stale, sizeof stale);
+    ok = r.status == (want_fresh ? 200 : 504) && (want_fresh || strcmp(r.body, expired) == 0) &&
+         !is_stale;
+    if (!ok)
+        print_error("Grpc-Timeout: %s: %ld%s %s, want %s\n", value != NULL ? value : "(empty)",
+                    r.status, is_stale ? " stale" : "", r.body,
+                    want_fresh ? "a fresh 200" : expired);
+    gw_res_free(&r);
+    return ok;
+}
+
+/* grpc-gateway's table (docs/gateway.md "Headers, metadata, deadlines"):
+ * an expired value is 504 at once, even for a product the stale cache
+ * holds, and the catalog is not called; zero is no deadline; an empty
+ * value is no header; a huge one is the longest deadline. */
+static void grpc_timeout_expired_zero_and_huge(void **state)
+{
+    static const char *const expired[] = {"1n", "-1S", "-5m", "-9223372036854775808n"};
+    static const char *const served[] = {"0S", "0n", "0H", "-0m", NULL, "9223372036854775807H",
+                                         "2562048H"};
+    const size_t n_served = sizeof served / sizeof served[0];
+    api_t *a = *state;
+    char id[37], path[80];
+    long long calls, expired_calls;
+    size_t failed = 0;
+    gw_res_t r;
+
+    gw_it_product(a->h, a->t, "deadline mug", 900, 4, id);
+    snprintf(path, sizeof path, "/v1/products/%s", id);
+    gw_call(a->h, a->t, "GET", path, NULL, NULL, &r); /* now in the stale cache */
+    gw_assert_status(&r, 200);
+    gw_res_free(&r);
+    calls = catalog_calls(a);
+    for (size_t i = 0; i < sizeof expired / sizeof expired[0]; i++)
+        failed += !timeout_row_ok(a, path, expired[i], false);
+    expired_calls = catalog_calls(a) - calls;
+    for (size_t i = 0; i < n_served; i++)
+        failed += !timeout_row_ok(a, path, served[i], true);
+    if (failed > 0 || expired_calls != 0)
+        fail_msg("%zu Grpc-Timeout rows wrong; the expired ones went into the catalog's "
+                 "resilience chain %lld times (want 0)",
+                 failed, expired_calls);
+    /* the counter is not blind: it saw each of the served ones */
+    assert_int_equal(catalog_calls(a) - calls, (long long)n_served);
+}
+
 static void request_ids_are_echoed_and_forwarded(void **state)
 {
     api_t *a = *state;
@@ -551,6 +629,7 @@ int main(void)
         cmocka_unit_test(empty_body_reaches_validation),
         cmocka_unit_test(unknown_path_and_wrong_method),
         cmocka_unit_test(grpc_timeout_is_validated),
+        cmocka_unit_test(grpc_timeout_expired_zero_and_huge),
         cmocka_unit_test(request_ids_are_echoed_and_forwarded),
         cmocka_unit_test(keep_alive_survives_errors),
         cmocka_unit_test(body_over_one_mib_is_413),
