@@ -96,7 +96,9 @@ if [[ -z $normalised ]]; then
   echo "FAIL: no tool accepted the file, so the rules below were not checked"
   FAILS=$((FAILS + 1))
 elif ! python3 -c 'import yaml' 2>/dev/null; then
-  echo "SKIPPED: rules: python3-yaml is not installed (it comes with the docker-compose package)"
+  # A missing prerequisite is a failure, not a pass: deploy/local/packages.txt lists it.
+  echo "FAIL: rules: python3-yaml is not installed (deploy/local/stack.sh deps installs it)"
+  FAILS=$((FAILS + 1))
 else
   rc=0
   HELP_VARS=$help_vars python3 - "$normalised" <<'EOF' || rc=$?
