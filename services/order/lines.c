@@ -4,8 +4,9 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include <openssl/evp.h>
+
 #include "lines.h"
-#include "sha256.h"
 
 svc_err_t ord_lines_build(const char *customer_id, ord_item_t *const *items, size_t n_items,
                           ord_line_t lines[ORD_MAX_ITEMS], size_t *n_lines, char *errbuf)
@@ -85,49 +86,61 @@ static int by_product(const void *a, const void *b)
 
 /* A length (or count) as 4 big-endian bytes: the prefix that keeps the
  * canonical form unambiguous whatever bytes the strings hold. */
-static void put_u32(ord_sha256_t *h, uint32_t v)
+static int put_u32(EVP_MD_CTX *h, uint32_t v)
 {
     unsigned char b[4] = {(unsigned char)(v >> 24), (unsigned char)(v >> 16),
                           (unsigned char)(v >> 8), (unsigned char)v};
 
-    ord_sha256_update(h, b, sizeof b);
+    return EVP_DigestUpdate(h, b, sizeof b);
 }
 
-static void put_str(ord_sha256_t *h, const char *s)
+static int put_str(EVP_MD_CTX *h, const char *s)
 {
     size_t len = strlen(s);
 
-    put_u32(h, (uint32_t)len);
-    ord_sha256_update(h, s, len);
+    return put_u32(h, (uint32_t)len) && EVP_DigestUpdate(h, s, len);
 }
 
-void ord_lines_fingerprint(const char *customer_id, const ord_line_t *lines, size_t n,
-                           char out[ORD_FINGERPRINT_LEN])
+/* The canonical form, fed to h: 1 when every update took. */
+static int canonical_form(EVP_MD_CTX *h, const char *customer_id, const ord_line_t *const *sorted,
+                          size_t n)
+{
+    /* A version tag: changing the canonical form later must not make old
+     * keys match new requests by accident. */
+    int ok = put_str(h, "shopmicro.order.v1.CreateOrder/1") && put_str(h, customer_id) &&
+             put_u32(h, (uint32_t)n);
+
+    for (size_t i = 0; ok && i < n; i++)
+        ok = put_str(h, sorted[i]->product_id) && put_u32(h, (uint32_t)sorted[i]->quantity);
+    return ok;
+}
+
+svc_err_t ord_lines_fingerprint(const char *customer_id, const ord_line_t *lines, size_t n,
+                                char out[ORD_FINGERPRINT_LEN])
 {
     static const char hex[] = "0123456789abcdef";
     const ord_line_t *sorted[ORD_MAX_ITEMS];
-    unsigned char digest[ORD_SHA256_LEN];
-    ord_sha256_t h;
+    unsigned char digest[EVP_MAX_MD_SIZE];
+    unsigned int len = 0;
+    EVP_MD_CTX *h = EVP_MD_CTX_new();
+    int ok;
 
     if (n > ORD_MAX_ITEMS)
         n = ORD_MAX_ITEMS;
     for (size_t i = 0; i < n; i++)
         sorted[i] = &lines[i];
     qsort(sorted, n, sizeof sorted[0], by_product);
-    ord_sha256_init(&h);
-    /* A version tag: changing the canonical form later must not make old
-     * keys match new requests by accident. */
-    put_str(&h, "shopmicro.order.v1.CreateOrder/1");
-    put_str(&h, customer_id);
-    put_u32(&h, (uint32_t)n);
-    for (size_t i = 0; i < n; i++) {
-        put_str(&h, sorted[i]->product_id);
-        put_u32(&h, (uint32_t)sorted[i]->quantity);
-    }
-    ord_sha256_final(&h, digest);
-    for (size_t i = 0; i < ORD_SHA256_LEN; i++) {
+    ok = h != NULL && EVP_DigestInit_ex(h, EVP_sha256(), NULL) &&
+         canonical_form(h, customer_id, sorted, n) && EVP_DigestFinal_ex(h, digest, &len) &&
+         len * 2 + 1 == ORD_FINGERPRINT_LEN;
+    EVP_MD_CTX_free(h);
+    out[0] = '\0';
+    if (!ok)
+        return SVC_ENOMEM; /* OpenSSL's only way to fail here is memory */
+    for (unsigned int i = 0; i < len; i++) {
         out[2 * i] = hex[digest[i] >> 4];
         out[2 * i + 1] = hex[digest[i] & 0xf];
     }
-    out[2 * ORD_SHA256_LEN] = '\0';
+    out[2 * len] = '\0';
+    return SVC_OK;
 }

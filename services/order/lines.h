@@ -57,10 +57,10 @@ svc_err_t ord_lines_total(const ord_line_t *lines, size_t n, int64_t *total, cha
  * form of customer_id and the merged lines sorted by product id. Reordering
  * the items, or splitting a quantity over repeated items, gives the same
  * fingerprint; any other change gives a different one. Prices are not part
- * of it.
+ * of it. OpenSSL's SHA-256 (EVP); SVC_ENOMEM when it cannot get memory.
  */
-void ord_lines_fingerprint(const char *customer_id, const ord_line_t *lines, size_t n,
-                           char out[ORD_FINGERPRINT_LEN]);
+svc_err_t ord_lines_fingerprint(const char *customer_id, const ord_line_t *lines, size_t n,
+                                char out[ORD_FINGERPRINT_LEN]);
 
 
 #endif

@@ -160,7 +160,12 @@ static svc_err_t create_order(rpc_ctx_t *ctx, const ProtobufCMessage *in, Protob
     /* A replay is answered from the database alone: it must work while the
      * catalog is down, and must not price anything. */
     if (key != NULL) {
-        ord_lines_fingerprint(req->customer_id, lines, n, hash);
+        err = ord_lines_fingerprint(req->customer_id, lines, n, hash);
+        if (err != SVC_OK) {
+            svc_errbuf_set(errbuf, "cannot fingerprint the request: out of memory (nothing was "
+                                   "written)");
+            return SVC_EINTERNAL; /* as for the key's copy: a retry would meet the same */
+        }
         err = replay(w->store, key, hash, deadline, &created, errbuf);
         if (err != SVC_ENOTFOUND)
             return err == SVC_OK ? respond(ctx, &created, out) : err;
