@@ -42,7 +42,7 @@ struct rmq_fetched {
     const rmq_browse_t *owner;
     uint64_t tag;
     unsigned epoch;
-    bool settled, redelivered;
+    bool settled;
     char message_id[ID_MAX], content_type[ID_MAX], dead_at[RMQ_FETCHED_VALUE_MAX];
     size_t n_headers;
     fetched_header_t h[RMQ_MAX_HEADERS];
@@ -221,7 +221,6 @@ svc_err_t rmq_browse_next(rmq_browse_t *b, rmq_fetched_t **out, char *errbuf)
     rmq_fetched_t *f;
     amqp_rpc_reply_t r;
     uint64_t tag;
-    bool redelivered;
     svc_err_t err = rmq__conn_check(b->c, errbuf);
 
     *out = NULL;
@@ -242,7 +241,6 @@ svc_err_t rmq_browse_next(rmq_browse_t *b, rmq_fetched_t **out, char *errbuf)
         return err;
     }
     tag = ((const amqp_basic_get_ok_t *)r.reply.decoded)->delivery_tag;
-    redelivered = ((const amqp_basic_get_ok_t *)r.reply.decoded)->redelivered != 0;
     /* The message is held from the get-ok on: it is tracked before its
      * content is read, so that a release covers it whatever happens next. */
     b->held[b->n_held++] = tag;
@@ -257,7 +255,6 @@ svc_err_t rmq_browse_next(rmq_browse_t *b, rmq_fetched_t **out, char *errbuf)
     f->owner = b;
     f->tag = tag;
     f->epoch = b->epoch;
-    f->redelivered = redelivered;
     fill(f);
     *out = f;
     return SVC_OK;
@@ -394,11 +391,6 @@ const char *rmq_fetched_message_id(const rmq_fetched_t *f)
 const char *rmq_fetched_content_type(const rmq_fetched_t *f)
 {
     return f->content_type;
-}
-
-bool rmq_fetched_redelivered(const rmq_fetched_t *f)
-{
-    return f->redelivered;
 }
 
 size_t rmq_fetched_header_count(const rmq_fetched_t *f)

@@ -209,11 +209,6 @@ uint64_t rpc_ctx_deadline(const rpc_ctx_t *c)
     return c->deadline_ns;
 }
 
-const char *rpc_ctx_method(const rpc_ctx_t *c)
-{
-    return c->method->path;
-}
-
 void *rpc_ctx_worker(rpc_ctx_t *c)
 {
     return c->worker;

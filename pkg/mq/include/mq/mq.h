@@ -405,8 +405,6 @@ void rmq_fetched_free(rmq_fetched_t *f);
 const void *rmq_fetched_body(const rmq_fetched_t *f, size_t *len);
 const char *rmq_fetched_message_id(const rmq_fetched_t *f);   /* "" when absent */
 const char *rmq_fetched_content_type(const rmq_fetched_t *f); /* "" when absent */
-/* True when it was delivered before (e.g. to an earlier browse). */
-bool rmq_fetched_redelivered(const rmq_fetched_t *f);
 /* Its headers, in the order they came, rendered as text for people (see
  * RMQ_FETCHED_VALUE_MAX): strings, numbers, booleans, timestamps as RFC
  * 3339, arrays and tables (x-death) as [..] and {k=v, ...}. */

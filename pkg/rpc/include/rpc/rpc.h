@@ -144,8 +144,6 @@ svc_err_t rpc_server_metrics_render(const rpc_server_t *s, char *buf, size_t cap
 
 /* The call's deadline on the monotonic clock (ns); SVC_DEADLINE_NONE if none. */
 uint64_t rpc_ctx_deadline(const rpc_ctx_t *c);
-/* The full method path being served. */
-const char *rpc_ctx_method(const rpc_ctx_t *c);
 /* This worker's state from worker_init (NULL without one). */
 void *rpc_ctx_worker(rpc_ctx_t *c);
 void *rpc_ctx_app(rpc_ctx_t *c);
