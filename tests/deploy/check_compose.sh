@@ -78,10 +78,9 @@ help_vars=""
 for arg in "$@"; do
   name=${arg%%=*}
   bin=${arg#*=}
-  if [[ -z $bin ]]; then
-    echo "SKIPPED: $name: no such target in this build tree: its environment names are not checked"
-  elif [[ ! -x $bin ]]; then
-    echo "SKIPPED: $name: $bin is not built: its environment names are not checked"
+  if [[ -z $bin || ! -x $bin ]]; then
+    echo "FAIL: $name: ${bin:-(no path)} is not built: its environment names cannot be checked"
+    FAILS=$((FAILS + 1))
   else
     vars=$("$bin" --help 2>&1 | sed -n 's/^  \([A-Z][A-Z0-9_]*\) (default.*/\1/p' | tr '\n' ' ')
     if [[ -z $vars ]]; then

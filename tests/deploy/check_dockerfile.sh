@@ -10,15 +10,13 @@
 #   check_dockerfile.sh [--root DIR] libs NAME=BINARY...
 #       The runtime stage's packages and their Depends/Pre-Depends (apt-cache depends --recurse)
 #       provide every shared library that ldd reports for each BINARY. Each library is mapped to its
-#       package with dpkg -S. "NAME=" with an empty path means the target is not in this build
-#       tree. It is reported as skipped.
-#   check_dockerfile.sh [--root DIR] build [--absent-target NAME]...
+#       package with dpkg -S. A BINARY that is not built fails the check.
+#   check_dockerfile.sh [--root DIR] build
 #       Copies only the build stage's COPY sources to a temporary folder and runs the stage's
 #       commands there: the same cmake configure (its -D flags) and `cmake --build --target` of its
 #       target list. Then checks that each /build/... path the stage installs was made. This
 #       proves the COPY list is complete and the commands work with the local packages (about 20 s,
-#       mostly cmake's configure). An absent target (its CMakeLists.txt is not in this checkout
-#       yet) is skipped, and so is a missing COPY source with the same name.
+#       mostly cmake's configure). A missing COPY source fails it, as it would fail docker build.
 #
 # Conventions this parser relies on (see the Dockerfile's header): the stages are named `build` and
 # `runtime`; `apt-get install` lists package names and options only, up to `&&`; COPY uses the
@@ -36,7 +34,6 @@ PACKAGES_FILE="$ROOT/deploy/local/packages.txt"
 FAILS=0
 fail() { printf 'FAIL: %s\n' "$*"; FAILS=$((FAILS + 1)); }
 ok()   { printf 'ok:   %s\n' "$*"; }
-skip() { printf 'SKIPPED: %s\n' "$*"; }
 die()  { printf 'check_dockerfile: error: %s\n' "$*" >&2; exit 2; }
 
 [[ -r $DOCKERFILE ]] || die "cannot read $DOCKERFILE"
@@ -206,12 +203,8 @@ check_libs() {
   for arg in "$@"; do
     name=${arg%%=*}
     bin=${arg#*=}
-    if [[ -z $bin ]]; then
-      skip "$name: no such target in this build tree (its CMakeLists.txt is not in this checkout yet)"
-      continue
-    fi
-    if [[ ! -x $bin ]]; then
-      skip "$name: $bin is not built"
+    if [[ -z $bin || ! -x $bin ]]; then
+      fail "$name: ${bin:-(no path)} is not built: ctest builds every program first"
       continue
     fi
     checked=$((checked + 1))
@@ -259,16 +252,9 @@ BUILD_TMP=""
 cleanup_build_tmp() { [[ -z $BUILD_TMP ]] || rm -rf "$BUILD_TMP"; }
 
 check_build() {
-  local -a absent=() sources=() targets=() present=() defs=() outs=()
-  local -A is_absent=()
+  local -a sources=() targets=() present=() defs=() outs=()
   local line w src t out found
-  while (( $# > 0 )); do
-    case $1 in
-      --absent-target) absent+=("$2"); shift 2 ;;
-      *) die "build: unknown argument $1" ;;
-    esac
-  done
-  for t in "${absent[@]}"; do is_absent[$t]=1; done
+  (( $# == 0 )) || die "build: unknown argument $1"
   while read -r line; do
     [[ $line == *--from=* ]] && continue
     [[ $line == \[* ]] && { fail "COPY in JSON form is not understood by this check: $line"; continue; }
@@ -286,13 +272,7 @@ check_build() {
   echo "build stage targets:      ${targets[*]}"
   (( ${#sources[@]} > 0 )) || { fail "found no COPY in the build stage"; return 0; }
   (( ${#targets[@]} > 0 )) || { fail "found no 'cmake --build ... --target' in the build stage"; return 0; }
-  for t in "${targets[@]}"; do
-    if [[ -n ${is_absent[$t]:-} ]]; then
-      skip "target $t: not defined in this checkout (its CMakeLists.txt is missing); not built"
-    else
-      present+=("$t")
-    fi
-  done
+  present=("${targets[@]}")
 
   BUILD_TMP=$(mktemp -d "${TMPDIR:-/tmp}/shopmicro-dockerfile.XXXXXX")
   trap cleanup_build_tmp EXIT
@@ -300,10 +280,6 @@ check_build() {
   for src in "${sources[@]}"; do
     src=${src#./}
     if [[ ! -e $ROOT/$src ]]; then
-      if [[ -n ${is_absent[$src]:-} ]]; then
-        skip "COPY $src: not in this checkout (target $src is absent too); docker build would stop here"
-        continue
-      fi
       fail "COPY source $src does not exist in $ROOT: docker build would fail"
       continue
     fi
@@ -348,7 +324,7 @@ case $cmd in
   packages) check_packages ;;
   libs)     check_libs "$@" ;;
   build)    check_build "$@" ;;
-  *)        die "usage: $0 [--root DIR] packages | libs NAME=BINARY... | build [--absent-target NAME]..." ;;
+  *)        die "usage: $0 [--root DIR] packages | libs NAME=BINARY... | build" ;;
 esac
 if (( FAILS > 0 )); then
   printf '%d check(s) FAILED\n' "$FAILS"
