@@ -16,13 +16,6 @@
 #define START_TRIES 3
 #define BODY_MAX    (8 * 1024 * 1024)
 
-bool gw_it_have_order(void)
-{
-    const char *bin = getenv("ORDER_BIN");
-
-    return bin != NULL && bin[0] != '\0';
-}
-
 static const char *binary(const char *var)
 {
     const char *bin = getenv(var);

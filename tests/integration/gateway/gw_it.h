@@ -29,9 +29,6 @@ typedef struct gw_it {
     char base[64];        /* "http://127.0.0.1:<port>" */
 } gw_it_t;
 
-/* True when ORDER_BIN is set, i.e. the tree builds services/order. */
-bool gw_it_have_order(void);
-
 /*
  * cmocka setup: catalog (+ order when with_order), then the gateway with
  * GATEWAY_LISTEN on a free port, both upstream addresses, 2 threads,

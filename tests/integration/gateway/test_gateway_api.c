@@ -22,7 +22,7 @@ static int group_setup(void **state)
     api_t *a = calloc(1, sizeof *a);
     void *t = NULL;
 
-    if (a == NULL || gw_it_setup_env(&t, gw_it_have_order(), NULL) != 0) {
+    if (a == NULL || gw_it_setup_env(&t, true, NULL) != 0) {
         free(a);
         return -1;
     }
@@ -483,10 +483,6 @@ static void orders_round_trip(void **state)
     const char *idem[] = {key, NULL};
     gw_res_t r;
 
-    if (!gw_it_have_order()) {
-        fprintf(stderr, "order service not in this tree (no ORDER_BIN): skipping order routes\n");
-        skip();
-    }
     gw_it_product(a->h, a->t, "Orderable", 1299, 100, pid);
     snprintf(body, sizeof body,
              "{\"customer_id\":\"c1\",\"items\":[{\"product_id\":\"%s\",\"quantity\":2}]}", pid);
@@ -548,10 +544,6 @@ static void order_errors(void **state)
     char uuid[37], path[96], body[256];
     gw_res_t r;
 
-    if (!gw_it_have_order()) {
-        fprintf(stderr, "order service not in this tree (no ORDER_BIN): skipping order routes\n");
-        skip();
-    }
     it_random_uuid(uuid);
     snprintf(path, sizeof path, "/v1/orders/%s", uuid);
     gw_call(a->h, a->t, "GET", path, NULL, NULL, &r);
@@ -583,15 +575,9 @@ static void healthz_readyz_metrics(void **state)
     assert_non_null(strstr(r.body, "{\"name\":\"catalog\",\"target\":\""));
     assert_non_null(strstr(r.body, "\"breaker\":\"closed\",\"connectivity\":\"ready\","
                                    "\"ready\":true}"));
-    if (gw_it_have_order()) {
-        /* both upstreams up and used: ready */
-        gw_assert_status(&r, 200);
-        assert_true(strncmp(r.body, "{\"status\":\"ok\",\"upstreams\":[", 28) == 0);
-    } else {
-        /* nothing listens at the order address: not ready */
-        gw_assert_status(&r, 503);
-        assert_true(strncmp(r.body, "{\"status\":\"unavailable\",", 24) == 0);
-    }
+    /* both upstreams up and used: ready */
+    gw_assert_status(&r, 200);
+    assert_true(strncmp(r.body, "{\"status\":\"ok\",\"upstreams\":[", 28) == 0);
     gw_res_free(&r);
 
     gw_call(a->h, a->t, "GET", "/metrics", NULL, NULL, &r);

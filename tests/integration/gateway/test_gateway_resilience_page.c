@@ -25,8 +25,6 @@ static int setup(void **state)
     gw_it_t *t;
     int port = 0;
 
-    if (!gw_it_have_order())
-        return gw_it_setup_env(state, false, NULL); /* the tests skip */
     if (gw_it_setup_env(state, true, NULL) != 0)
         return -1;
     t = *state;
@@ -67,8 +65,6 @@ static void the_page_is_self_contained(void **state)
     char v[128];
     gw_res_t r;
 
-    if (!gw_it_have_order())
-        skip();
     gw_call(h, t, "GET", "/debug/resilience", NULL, NULL, &r);
     gw_assert_status(&r, 200);
     assert_true(gw_res_header(&r, "Content-Type", v, sizeof v));
@@ -89,8 +85,6 @@ static void order_serves_its_feed_cross_origin(void **state)
     char url[128], v[64];
     gw_res_t r;
 
-    if (!gw_it_have_order())
-        skip();
     order_feed_url(h, t, url, sizeof url);
     /* The trailing '/' of the setting is dropped before the path. */
     assert_non_null(strstr(url, "/debug/resilience.json"));
@@ -138,8 +132,6 @@ static void the_feed_follows_an_outage(void **state)
     char id[37], *feed;
     gw_res_t r;
 
-    if (!gw_it_have_order())
-        skip();
     gw_it_product(h, t, "page mug", 900, 3, id);
     feed = catalog_feed(h, t);
     assert_non_null(strstr(feed, "{\"name\":\"catalog\",\"breaker\":{\"state\":\"closed\","));
