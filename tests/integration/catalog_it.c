@@ -218,6 +218,18 @@ int it_stack_args(const char *cmd, const char *arg)
     return wstatus;
 }
 
+int it_teardown_after_pg(void **state, int (*teardown)(void **state))
+{
+    int st = it_stack("pg-up"); /* first: the fixture's teardown needs the database */
+    int rc = teardown(state);
+
+    if (st == -1 || !WIFEXITED(st) || WEXITSTATUS(st) != 0) {
+        fprintf(stderr, "teardown: stack.sh pg-up failed\n");
+        rc = -1;
+    }
+    return rc;
+}
+
 void it_random_uuid(char out[37])
 {
     unsigned char b[16];

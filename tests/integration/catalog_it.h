@@ -96,6 +96,10 @@ int cat_it_teardown(void **state);
 int it_stack(const char *cmd);
 /* The same with one argument after cmd (NULL: none), e.g. pg-restart immediate. */
 int it_stack_args(const char *cmd, const char *arg);
+/* For the teardown of a test that stops or restarts the shared test Postgres:
+ * `stack.sh pg-up`, whatever the test did, then the fixture's own teardown
+ * (cat_it_teardown, ord_it_teardown, ...); -1 when either failed. */
+int it_teardown_after_pg(void **state, int (*teardown)(void **state));
 
 /* A random version-4 UUID in canonical lower-case form (37 bytes). */
 void it_random_uuid(char out[37]);

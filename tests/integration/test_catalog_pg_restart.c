@@ -87,14 +87,7 @@ static int setup(void **state)
 
 static int teardown(void **state)
 {
-    int st = it_stack("pg-up"); /* first: whatever the test did, bring it back */
-    int rc = cat_it_teardown(state);
-
-    if (st == -1 || !WIFEXITED(st) || WEXITSTATUS(st) != 0) {
-        fprintf(stderr, "teardown: stack.sh pg-up failed\n");
-        rc = -1;
-    }
-    return rc;
+    return it_teardown_after_pg(state, cat_it_teardown);
 }
 
 static char *create_id(cat_it_t *t, const char *name)

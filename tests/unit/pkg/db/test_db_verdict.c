@@ -35,6 +35,7 @@
 
 #include "db/db.h"
 #include "support/group.h"
+#include "support/listen.h"
 #include "support/scale.h"
 
 typedef enum after_rows { AFTER_READY, AFTER_CLOSE, AFTER_FATAL, AFTER_OPEN_TX, AFTER_ERROR,
@@ -260,15 +261,10 @@ enum { WRITE, READ };
 static int setup(void **state)
 {
     static fake_pg_t f;
-    struct sockaddr_in a = {.sin_family = AF_INET, .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
-    socklen_t len = sizeof a;
 
     memset(&f, 0, sizeof f);
-    f.listen_fd = socket(AF_INET, SOCK_STREAM, 0);
-    if (f.listen_fd < 0 || bind(f.listen_fd, (struct sockaddr *)&a, sizeof a) != 0 ||
-        listen(f.listen_fd, 4) != 0 || getsockname(f.listen_fd, (struct sockaddr *)&a, &len) != 0)
+    if ((f.listen_fd = svc_test_listen_loopback(&f.port)) < 0)
         return -1;
-    f.port = ntohs(a.sin_port);
     if (pthread_create(&f.thread, NULL, fake_main, &f) != 0)
         return -1;
     *state = &f;

@@ -26,6 +26,7 @@
 #include <cmocka.h>
 
 #include "support/group.h"
+#include "support/listen.h"
 
 #include "grpc/health/v1/health.pb-c.h"
 #include "rpc/rpc.h"
@@ -124,16 +125,10 @@ static void *refuser_main(void *arg)
 static int setup(void **state)
 {
     static refuser_t s;
-    struct sockaddr_in a = {.sin_family = AF_INET, .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
-    socklen_t alen = sizeof a;
 
     memset(&s, 0, sizeof s);
-    s.listener = socket(AF_INET, SOCK_STREAM, 0);
+    s.listener = svc_test_listen_loopback(&s.port);
     assert_true(s.listener >= 0);
-    assert_int_equal(bind(s.listener, (struct sockaddr *)&a, sizeof a), 0);
-    assert_int_equal(listen(s.listener, 4), 0);
-    assert_int_equal(getsockname(s.listener, (struct sockaddr *)&a, &alen), 0);
-    s.port = ntohs(a.sin_port);
     assert_int_equal(pthread_create(&s.thread, NULL, refuser_main, &s), 0);
     rpc_init();
     *state = &s;
