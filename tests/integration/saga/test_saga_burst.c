@@ -17,119 +17,33 @@
  *   - for every product, initial stock - the quantities of its CONFIRMED
  *     orders = its stock now, and that is never below 0.
  */
-#include <limits.h>
 #include <pthread.h>
-#include <signal.h>
 #include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <unistd.h>
 
-#include "relay_it.h"
+#include "saga_it.h"
 
 #define N_PRODUCTS 20
 #define N_CLIENTS  8
 #define N_ORDERS   200
 #define STOCK      8   /* 160 units; the orders ask for about 300 */
-#define ENV_N      16
 
 enum { V_CATALOG, V_ORDER, V_RELAY, V_RELAY_CAT, N_VICTIMS };
 
-/* A service this test starts, kills and starts again with the same env. */
-typedef struct proc {
-    const char *name, *bin, *ready;
-    char env_text[ENV_N][PGTEST_DSN_MAX + 64];
-    const char *env[ENV_N + 1];
-    int n_env, starts, kills;
-    spawn_proc_t *p;
-} proc_t;
-
 static rly_it_kafka_t kafka;
 static pgtest_db_t cat_db, ord_db;
-static proc_t procs[N_VICTIMS];
+static saga_proc_t procs[N_VICTIMS];
 static char cat_addr[32], ord_addr[32];
 static char products[N_PRODUCTS][37];
 static atomic_int clients_done;
 static atomic_int client_retries;
 
-/* NAME=value; value NULL: name is the whole entry. */
-static void env_add(proc_t *p, const char *name, const char *value)
-{
-    snprintf(p->env_text[p->n_env], sizeof p->env_text[0], "%s%s%s", name,
-             value != NULL ? "=" : "", value != NULL ? value : "");
-    p->env[p->n_env] = p->env_text[p->n_env];
-    p->env[++p->n_env] = NULL;
-}
-
-static svc_err_t proc_start(proc_t *p)
-{
-    char log[PATH_MAX], errbuf[SVC_ERRBUF_LEN] = "";
-    spawn_opts_t o;
-    svc_err_t err;
-
-    spawn_opts_init(&o);
-    o.path = p->bin;
-    o.env = p->env;
-    snprintf(log, sizeof log, "%s/burst-%s-%d-%d.log", getenv("SVC_TEST_LOG_DIR"), p->name,
-             (int)getpid(), p->starts++);
-    o.log_path = log;
-    err = spawn_start(&o, &p->p, errbuf);
-    if (err == SVC_OK)
-        err = spawn_log_wait(p->p, p->ready, it_ms(20000));
-    if (err != SVC_OK) {
-        fprintf(stderr, "%s did not start: %s\n", p->name, errbuf);
-        if (p->p != NULL)
-            spawn_log_dump(p->p, 30);
-    }
-    return err;
-}
-
-static void proc_kill(proc_t *p)
-{
-    spawn_signal(p->p, SIGKILL);
-    spawn_wait_exit(p->p, it_ms(5000), NULL);
-    spawn_free(p->p);
-    p->p = NULL;
-    p->kills++;
-}
-
-/* SIGTERM; 0 when it exited 0. */
-static int proc_stop(proc_t *p)
-{
-    int st = -1;
-
-    if (p->p == NULL)
-        return 0;
-    spawn_signal(p->p, SIGTERM);
-    if (spawn_wait_exit(p->p, it_ms(20000), &st) != SVC_OK || st != 0) {
-        fprintf(stderr, "%s did not exit 0\n", p->name);
-        spawn_log_dump(p->p, 30);
-        st = -1;
-    }
-    spawn_free(p->p);
-    p->p = NULL;
-    return st == 0 ? 0 : -1;
-}
-
-static void relay_proc(proc_t *p, const char *name, const char *dsn)
-{
-    p->name = name;
-    p->bin = getenv("RELAY_BIN");
-    p->ready = "relaying the outbox";
-    env_add(p, "RELAY_DB_DSN", dsn);
-    env_add(p, "RELAY_KAFKA_BROKERS", kafka.brokers);
-    env_add(p, "RELAY_NAME", name);
-    env_add(p, "RELAY_ADMIN_LISTEN=0", NULL);
-    env_add(p, "RELAY_POLL_INTERVAL_MS=1000", NULL);
-    env_add(p, "RELAY_KAFKA_DELIVERY_TIMEOUT_MS=3000", NULL);
-    env_add(p, "RELAY_BACKOFF_BASE_MS=100", NULL);
-    env_add(p, "RELAY_BACKOFF_CAP_MS=1000", NULL);
-}
-
 static int setup(void **state)
 {
     char errbuf[SVC_ERRBUF_LEN] = "";
-    proc_t *c = &procs[V_CATALOG], *o = &procs[V_ORDER];
+    saga_proc_t *c = &procs[V_CATALOG], *o = &procs[V_ORDER];
 
     (void)state;
     rly_it_kafka_cleanup(&kafka);
@@ -144,29 +58,29 @@ static int setup(void **state)
     c->name = "catalog";
     c->bin = getenv("CATALOG_BIN");
     c->ready = "listening on";
-    env_add(c, "CATALOG_LISTEN", cat_addr);
-    env_add(c, "CATALOG_DB_DSN", cat_db.dsn);
-    env_add(c, "CATALOG_KAFKA_BROKERS", kafka.brokers);
+    saga_env_add(c, "CATALOG_LISTEN", cat_addr);
+    saga_env_add(c, "CATALOG_DB_DSN", cat_db.dsn);
+    saga_env_add(c, "CATALOG_KAFKA_BROKERS", kafka.brokers);
     /* The broker's least: a killed consumer's partitions go to its successor
      * after 6 s, not librdkafka's 45. */
-    env_add(c, "CATALOG_CONSUMER_SESSION_TIMEOUT_MS=6000", NULL);
-    env_add(c, "CATALOG_ADMIN_LISTEN=127.0.0.1:0", NULL);
-    env_add(c, "CATALOG_WORKERS=8", NULL);
+    saga_env_add(c, "CATALOG_CONSUMER_SESSION_TIMEOUT_MS=6000", NULL);
+    saga_env_add(c, "CATALOG_ADMIN_LISTEN=127.0.0.1:0", NULL);
+    saga_env_add(c, "CATALOG_WORKERS=8", NULL);
     o->name = "order";
     o->bin = getenv("ORDER_BIN");
     o->ready = "listening on";
-    env_add(o, "ORDER_LISTEN", ord_addr);
-    env_add(o, "ORDER_DB_DSN", ord_db.dsn);
-    env_add(o, "ORDER_CATALOG_ADDR", cat_addr);
-    env_add(o, "ORDER_KAFKA_BROKERS", kafka.brokers);
-    env_add(o, "ORDER_CONSUMER_SESSION_TIMEOUT_MS=6000", NULL);
-    env_add(o, "ORDER_ADMIN_LISTEN=127.0.0.1:0", NULL);
+    saga_env_add(o, "ORDER_LISTEN", ord_addr);
+    saga_env_add(o, "ORDER_DB_DSN", ord_db.dsn);
+    saga_env_add(o, "ORDER_CATALOG_ADDR", cat_addr);
+    saga_env_add(o, "ORDER_KAFKA_BROKERS", kafka.brokers);
+    saga_env_add(o, "ORDER_CONSUMER_SESSION_TIMEOUT_MS=6000", NULL);
+    saga_env_add(o, "ORDER_ADMIN_LISTEN=127.0.0.1:0", NULL);
     /* A short cooldown: the clients retry through catalog's outages. */
-    env_add(o, "ORDER_CATALOG_BREAKER_COOLDOWN_MS=500", NULL);
-    relay_proc(&procs[V_RELAY], "relay", ord_db.dsn);
-    relay_proc(&procs[V_RELAY_CAT], "relay-catalog", cat_db.dsn);
+    saga_env_add(o, "ORDER_CATALOG_BREAKER_COOLDOWN_MS=500", NULL);
+    saga_relay_proc(&procs[V_RELAY], "relay", ord_db.dsn, kafka.brokers);
+    saga_relay_proc(&procs[V_RELAY_CAT], "relay-catalog", cat_db.dsn, kafka.brokers);
     for (int i = 0; i < N_VICTIMS; i++)
-        if (proc_start(&procs[i]) != SVC_OK)
+        if (saga_proc_start(&procs[i], "burst") != SVC_OK)
             return -1;
     return 0;
 }
@@ -177,7 +91,7 @@ static int teardown(void **state)
 
     (void)state;
     for (int i = N_VICTIMS - 1; i >= 0; i--)
-        if (proc_stop(&procs[i]) != 0)
+        if (saga_proc_stop(&procs[i]) != 0)
             rc = -1;
     pgtest_db_drop(&cat_db, NULL);
     pgtest_db_drop(&ord_db, NULL);
@@ -243,7 +157,7 @@ static bool chaos_until_clients_done(void)
     unsigned seed = 4242;
 
     for (int turn = 0; atomic_load(&clients_done) < N_CLIENTS; turn++) {
-        proc_t *v = &procs[turn % N_VICTIMS];
+        saga_proc_t *v = &procs[turn % N_VICTIMS];
         uint64_t at = it_now_ms() + 2000 + rand_r(&seed) % 2000;
 
         while (it_now_ms() < at && atomic_load(&clients_done) < N_CLIENTS)
@@ -251,9 +165,9 @@ static bool chaos_until_clients_done(void)
         if (atomic_load(&clients_done) == N_CLIENTS)
             break;
         fprintf(stderr, "chaos: kill -9 %s\n", v->name);
-        proc_kill(v);
+        saga_proc_kill(v);
         ord_it_sleep_ms(200 + (int)(rand_r(&seed) % 600));
-        for (int tries = 0; proc_start(v) != SVC_OK; tries++) {
+        for (int tries = 0; saga_proc_start(v, "burst") != SVC_OK; tries++) {
             if (tries == 5)
                 return false;
             ord_it_sleep_ms(500);
@@ -264,20 +178,12 @@ static bool chaos_until_clients_done(void)
 
 static int64_t ord_int(const char *sql)
 {
-    char errbuf[SVC_ERRBUF_LEN];
-    int64_t v = -1;
-
-    assert_int_equal(pgtest_scalar_int(ord_db.dsn, sql, &v, errbuf), SVC_OK);
-    return v;
+    return saga_db_int(ord_db.dsn, sql);
 }
 
 static int64_t cat_int(const char *sql)
 {
-    char errbuf[SVC_ERRBUF_LEN];
-    int64_t v = -1;
-
-    assert_int_equal(pgtest_scalar_int(cat_db.dsn, sql, &v, errbuf), SVC_OK);
-    return v;
+    return saga_db_int(cat_db.dsn, sql);
 }
 
 /* Order ids of one status, sorted and joined by ',' (to compare the two
