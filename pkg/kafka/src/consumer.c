@@ -265,9 +265,12 @@ static void on_rebalance(rd_kafka_t *rk, rd_kafka_resp_err_t err,
  * ------------------------------------------------------------------------ */
 static svc_err_t configure(rd_kafka_conf_t *conf, const kfk_consumer_opts_t *o, char *errbuf)
 {
-    char session[16], poll[16];
+    char session[16], heartbeat[16], poll[16];
+    const char *const instance[][2] = {{"group.instance.id", o->group_instance_id}};
+    svc_err_t err;
 
     snprintf(session, sizeof session, "%d", o->session_timeout_ms);
+    snprintf(heartbeat, sizeof heartbeat, "%d", o->heartbeat_interval_ms);
     snprintf(poll, sizeof poll, "%d", o->max_poll_interval_ms);
     const char *const kv[][2] = {
         {"bootstrap.servers", o->brokers},
@@ -279,12 +282,17 @@ static svc_err_t configure(rd_kafka_conf_t *conf, const kfk_consumer_opts_t *o, 
         {"auto.offset.reset", "earliest"},
         {"partition.assignment.strategy", "cooperative-sticky"},
         {"session.timeout.ms", session},
+        {"heartbeat.interval.ms", heartbeat},
         {"max.poll.interval.ms", poll},
         /* Only committed transactions' records, should a producer use them. */
         {"isolation.level", "read_committed"},
         {"log.queue", "true"},
     };
-    return kfk__conf_apply(conf, "consumer", kv, SVC_COUNTOF(kv), errbuf);
+    err = kfk__conf_apply(conf, "consumer", kv, SVC_COUNTOF(kv), errbuf);
+    /* Set only when given: librdkafka has no value that means "dynamic". */
+    if (err == SVC_OK && o->group_instance_id != NULL)
+        err = kfk__conf_apply(conf, "consumer", instance, 1, errbuf);
+    return err;
 }
 
 static void on_dlq_delivery(void *ctx, void *msg_opaque, svc_err_t err, const char *reason)
@@ -373,12 +381,14 @@ svc_err_t kfk_consumer_new(const kfk_consumer_opts_t *o, kfk_consumer_t **out, c
     c->o = *o;
     c->group_id = strdup(o->group_id);
     c->dlq_topic = o->dlq_topic != NULL ? strdup(o->dlq_topic) : NULL;
+    c->instance_id = o->group_instance_id != NULL ? strdup(o->group_instance_id) : NULL;
     c->o.group_id = c->group_id;
     c->o.dlq_topic = c->dlq_topic;
+    c->o.group_instance_id = c->instance_id;
     c->rand_state = (uint64_t)time(NULL) ^ ((uint64_t)getpid() << 32) ^ (uintptr_t)c;
     c->slots = calloc(o->batch_max, sizeof *c->slots);
     if (c->group_id == NULL || (o->dlq_topic != NULL && c->dlq_topic == NULL) ||
-        c->slots == NULL)
+        (o->group_instance_id != NULL && c->instance_id == NULL) || c->slots == NULL)
         err = SVC_ENOMEM;
     if (err == SVC_OK)
         err = make_client(c, errbuf);
@@ -397,6 +407,40 @@ svc_err_t kfk_consumer_new(const kfk_consumer_opts_t *o, kfk_consumer_t **out, c
     return SVC_OK;
 }
 
+/* True once the consumer is no member of the group: it has left (librdkafka
+ * forgets the member id as it sends the LeaveGroup), or never joined. */
+static bool out_of_group(kfk_consumer_t *c)
+{
+    char *id = rd_kafka_memberid(c->rk);
+    bool out = id == NULL || id[0] == '\0';
+
+    if (id != NULL)
+        rd_kafka_mem_free(c->rk, id);
+    return out;
+}
+
+/* Leaves the group ahead of rd_kafka_consumer_close, which sends no
+ * LeaveGroup for a static member (KIP-345: closing is taken for a restart),
+ * so that its partitions would wait out its session however cleanly it
+ * stopped. An unsubscribe is no termination: librdkafka revokes the
+ * assignment (served by these polls: on_revoke commits), then leaves by
+ * member id, which the coordinator honours for a static member too. Records
+ * the polls still hand out are dropped unhandled: their offsets were never
+ * stored, so the next owner gets them. A dynamic member leaves the same way
+ * (its close would have done it anyway). */
+static void leave_group(kfk_consumer_t *c)
+{
+    uint64_t by = svc_now_ms() + KFK_CONSUMER_LEAVE_WAIT_MS;
+
+    if (out_of_group(c) || rd_kafka_unsubscribe(c->rk) != RD_OK)
+        return;
+    while (!out_of_group(c) && svc_now_ms() < by) {
+        rd_kafka_message_t *m = rd_kafka_consumer_poll(c->rk, 20);
+        if (m != NULL)
+            rd_kafka_message_destroy(m);
+    }
+}
+
 svc_err_t kfk_consumer_close(kfk_consumer_t *c, char *errbuf)
 {
     svc_err_t err;
@@ -411,8 +455,9 @@ svc_err_t kfk_consumer_close(kfk_consumer_t *c, char *errbuf)
     c->stored = false;
     if (c->commit_q != NULL) /* the last asynchronous commits' results */
         (void)rd_kafka_queue_poll_callback(c->commit_q, 0);
-    /* Serves the final revoke (on_revoke commits again: nothing new) and
-     * leaves the group, so the others need not wait out our session. */
+    leave_group(c);
+    /* Serves what is left of the revoke and waits for the LeaveGroup's
+     * answer (librdkafka holds its termination for it). */
     (void)rd_kafka_consumer_close(c->rk);
     return err;
 }
@@ -434,6 +479,7 @@ void kfk_consumer_free(kfk_consumer_t *c)
     free(c->slots);
     free(c->group_id);
     free(c->dlq_topic);
+    free(c->instance_id);
     kfk__stats_dispose(&c->st);
     free(c);
 }

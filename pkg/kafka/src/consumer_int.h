@@ -54,7 +54,7 @@ struct kfk_consumer {
     rd_kafka_t *rk;
     kfk_producer_t *dlq;
     kfk_consumer_opts_t o;    /* strings below are our copies              */
-    char *group_id, *dlq_topic;
+    char *group_id, *dlq_topic, *instance_id;
     atomic_bool stop;
     bool closed;
     bool polled;              /* the last poll called rd_kafka_consumer_poll */

@@ -443,7 +443,17 @@ static bool admit(kfk_consumer_t *c, rd_kafka_message_t *m, svc_err_t *err, char
 
     if (m->err == RD_KAFKA_RESP_ERR_NO_ERROR && !behind_kept(c, m))
         return true;
-    if (m->err != RD_KAFKA_RESP_ERR_NO_ERROR && m->err != RD_KAFKA_RESP_ERR__PARTITION_EOF) {
+    if (m->err == RD_KAFKA_RESP_ERR__FATAL) {
+        /* For good: librdkafka consumes nothing more. The cause, e.g. a
+         * second consumer started with this one's group.instance.id (the
+         * broker fences the older one), is worth more than "fatal". */
+        char cause[200];
+        rd_kafka_resp_err_t e = rd_kafka_fatal_error(c->rk, cause, sizeof cause);
+        svc_errbuf_set(why, "kafka consumer: stopped for good (%s): %s", rd_kafka_err2name(e),
+                       cause);
+        keep_first(err, errbuf, SVC_EINTERNAL, why);
+    } else if (m->err != RD_KAFKA_RESP_ERR_NO_ERROR &&
+               m->err != RD_KAFKA_RESP_ERR__PARTITION_EOF) {
         svc_errbuf_set(why, "kafka consumer: %s", rd_kafka_message_errstr(m));
         keep_first(err, errbuf, kfk_err_from_rd(m->err), why);
     }

@@ -21,6 +21,7 @@ void kfk_consumer_opts_init(kfk_consumer_opts_t *o)
     memset(o, 0, sizeof *o);
     o->client_id = KFK_DEFAULT_CLIENT_ID;
     o->session_timeout_ms = KFK_CONSUMER_DEFAULT_SESSION_TIMEOUT_MS;
+    o->heartbeat_interval_ms = KFK_CONSUMER_DEFAULT_HEARTBEAT_INTERVAL_MS;
     o->max_poll_interval_ms = KFK_CONSUMER_DEFAULT_MAX_POLL_INTERVAL_MS;
     o->handler_timeout_ms = KFK_CONSUMER_DEFAULT_HANDLER_TIMEOUT_MS;
     o->backoff_base_ms = KFK_CONSUMER_DEFAULT_BACKOFF_BASE_MS;
@@ -61,10 +62,34 @@ static const char *bad_topics(const kfk_consumer_opts_t *o)
     return NULL;
 }
 
+/* The broker refuses a JoinGroup whose id breaks its rules
+ * (INVALID_GROUP_ID, or no answer a caller could act on): checked here so
+ * that a bad name fails at start, with its name. */
+static const char *bad_instance_id(const char *id)
+{
+    size_t n = 0;
+
+    if (id == NULL)
+        return NULL;
+    for (; id[n] != '\0'; n++) {
+        char ch = id[n];
+        if (!((ch >= 'a' && ch <= 'z') || (ch >= 'A' && ch <= 'Z') || (ch >= '0' && ch <= '9') ||
+              ch == '.' || ch == '_' || ch == '-'))
+            return "group_instance_id: only [A-Za-z0-9._-]";
+    }
+    if (n == 0 || n > KFK_CONSUMER_INSTANCE_ID_MAX)
+        return "group_instance_id must be NULL (dynamic membership) or 1..249 characters";
+    if (strcmp(id, ".") == 0 || strcmp(id, "..") == 0)
+        return "group_instance_id must not be . or ..";
+    return NULL;
+}
+
 static const char *bad_timing(const kfk_consumer_opts_t *o)
 {
     if (!in_range(o->session_timeout_ms, 6000, 300000))
         return "session_timeout_ms must be 6000..300000";
+    if (!in_range(o->heartbeat_interval_ms, 100, o->session_timeout_ms / 3))
+        return "heartbeat_interval_ms must be 100..session_timeout_ms / 3";
     if (!in_range(o->handler_timeout_ms, 100, 600000))
         return "handler_timeout_ms must be 100..600000";
     if (!in_range(o->dlq_timeout_ms, 1000, 300000))
@@ -103,6 +128,8 @@ svc_err_t kfk_consumer_opts_validate(const kfk_consumer_opts_t *o, char *errbuf)
     else if (o->dlq_topic != NULL && o->dlq_topic[0] == '\0')
         bad = "dlq_topic must be NULL (the default) or a name";
     else if ((bad = bad_topics(o)) != NULL)
+        ;
+    else if ((bad = bad_instance_id(o->group_instance_id)) != NULL)
         ;
     else if ((bad = bad_timing(o)) != NULL)
         ;

@@ -7,11 +7,13 @@
  * first failure, a different failure, the recovery), never one per poll, so
  * a broker that is down for an hour costs three lines, not a million.
  */
+#include <errno.h>
 #include <pthread.h>
 #include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "kafka/worker.h"
 
@@ -160,9 +162,12 @@ svc_err_t kfk_worker_start(const kfk_consumer_opts_t *o, const char *log_module,
         free(w);
         return err;
     }
-    svc_log_info(w->module, "consumer started (group %s, brokers %s, up to %u records per %s)",
-                 o->group_id, o->brokers, o->batch_max,
-                 o->batch != NULL ? "transaction" : "poll");
+    svc_log_info(w->module,
+                 "consumer started (group %s, %s%s, session %d ms, brokers %s, up to %u "
+                 "records per %s)",
+                 o->group_id, o->group_instance_id != NULL ? "static member " : "dynamic member",
+                 o->group_instance_id != NULL ? o->group_instance_id : "", o->session_timeout_ms,
+                 o->brokers, o->batch_max, o->batch != NULL ? "transaction" : "poll");
     *out = w;
     return SVC_OK;
 }
@@ -190,6 +195,7 @@ svc_err_t kfk_worker_start_cfg(const kfk_worker_cfg_t *cfg, const char *const *t
                                char *errbuf)
 {
     kfk_consumer_opts_t o;
+    char host[KFK_CONSUMER_INSTANCE_ID_MAX + 2] = "";
 
     *out = NULL;
     if (strcmp(cfg->brokers, "none") == 0) {
@@ -199,6 +205,18 @@ svc_err_t kfk_worker_start_cfg(const kfk_worker_cfg_t *cfg, const char *const *t
     kfk_consumer_opts_init(&o);
     o.brokers = cfg->brokers;
     o.group_id = cfg->group;
+    if (strcmp(cfg->instance_id, KFK_WORKER_INSTANCE_HOSTNAME) == 0) {
+        /* One byte more than an id may have: a longer name is then cut to
+         * one that validation refuses, not to another host's id. */
+        if (gethostname(host, sizeof host - 1) != 0 || host[0] == '\0') {
+            svc_errbuf_set(errbuf, "kafka consumer: gethostname: %s (set the instance id)",
+                           strerror(errno));
+            return SVC_EINVAL;
+        }
+        o.group_instance_id = host;
+    } else if (strcmp(cfg->instance_id, "none") != 0) {
+        o.group_instance_id = cfg->instance_id;
+    }
     o.topics = topics;
     o.client_id = client_id;
     o.session_timeout_ms = (int)cfg->session_timeout_ms;

@@ -49,6 +49,18 @@
  * earliest offset (auto.offset.reset=earliest): events written before the
  * group first joined are handled, not skipped.
  *
+ * Membership: with opts.group_instance_id the consumer is a static member
+ * (KIP-345, group.instance.id). A static member that crashes (kill -9) keeps
+ * its partitions, unread, for opts.session_timeout_ms: started again under
+ * the same id within that time, it gets them back at once, with no
+ * rebalance; not back by then, the group hands them to the others. Without
+ * an id (dynamic membership) a crashed member's partitions also wait out
+ * the session, and a restarted one is a stranger that waits with the
+ * others. So the session timeout bounds how long a dead member's partitions
+ * go unread, and the heartbeat interval how soon the others hear of it.
+ * kfk_consumer_close leaves the group in both cases (see there): a clean
+ * stop hands the partitions over at once.
+ *
  * Threads: one thread drives a consumer (kfk_consumer_poll, _close, _free);
  * the handler and the on_log callback run on it, inside kfk_consumer_poll.
  * kfk_consumer_stop may be called from any thread or a signal handler;
@@ -133,9 +145,25 @@ typedef struct kfk_batch_ops {
 } kfk_batch_ops_t;
 
 #define KFK_CONSUMER_DEFAULT_DLQ_SUFFIX         ".dlq"
-/* librdkafka's defaults; the session is how long a dead member keeps its
- * partitions, the poll interval how long a stuck one does. */
-#define KFK_CONSUMER_DEFAULT_SESSION_TIMEOUT_MS 45000
+/* The most kfk_consumer_close waits for the revoke and the leave: a
+ * coordinator that does not answer by then leaves it to the session. */
+#define KFK_CONSUMER_LEAVE_WAIT_MS              3000
+/* The broker's limit on a group.instance.id (Kafka's Topic.validate rules). */
+#define KFK_CONSUMER_INSTANCE_ID_MAX            249
+/* How long a dead member keeps its partitions before the others get them:
+ * the broker's default least (group.min.session.timeout.ms), not
+ * librdkafka's 45 s. With a heartbeat every second and a rebalance, the
+ * partitions of a member that died for good are read again within about
+ * 6 + 1 + 1 s; one that comes back (static membership) takes them back at
+ * once whatever this is. A member is declared dead only when its heartbeats,
+ * sent by librdkafka's own thread and not by the handler's, stop for this
+ * long: a slow handler is bounded by the poll interval instead. */
+#define KFK_CONSUMER_DEFAULT_SESSION_TIMEOUT_MS 6000
+/* How often the member tells the coordinator it lives, and learns of a
+ * rebalance (librdkafka's 3000 would add up to 3 s to a takeover). At most
+ * a third of the session, so that two lost heartbeats are not a death. */
+#define KFK_CONSUMER_DEFAULT_HEARTBEAT_INTERVAL_MS 1000
+/* librdkafka's default: how long a stuck member keeps its partitions. */
 #define KFK_CONSUMER_DEFAULT_MAX_POLL_INTERVAL_MS 300000
 #define KFK_CONSUMER_DEFAULT_HANDLER_TIMEOUT_MS 30000
 #define KFK_CONSUMER_DEFAULT_BACKOFF_BASE_MS    100
@@ -162,7 +190,13 @@ typedef struct kfk_consumer_opts {
     const char *dlq_topic;        /* one topic for every dead letter; NULL: each
                                      record's topic + KFK_CONSUMER_DEFAULT_DLQ_SUFFIX
                                      (shopmicro.orders.v1 -> shopmicro.orders.v1.dlq) */
+    const char *group_instance_id;/* group.instance.id: NULL, dynamic membership;
+                                     else static (KIP-345), 1..249 of [A-Za-z0-9._-],
+                                     one per member of the group and kept across
+                                     its restarts (a second consumer with the same
+                                     id fences the first: its polls then fail)      */
     int session_timeout_ms;       /* 6000..300000 (the broker's group limits)        */
+    int heartbeat_interval_ms;    /* 100..session_timeout_ms / 3                     */
     int max_poll_interval_ms;     /* > 2 x (handler_timeout_ms + dlq_timeout_ms),
                                      <= 1 h                                          */
     int handler_timeout_ms;       /* 100..600000: the handler's deadline             */
@@ -216,8 +250,13 @@ svc_err_t kfk_consumer_poll(kfk_consumer_t *c, int timeout_ms, int *served, char
 void kfk_consumer_stop(kfk_consumer_t *c);
 
 /* Commits what is done, drops retry state (those records are handed again
- * to the next owner) and leaves the group. SVC_OK, or the commit's error in
- * errbuf (the group is left anyway). Call once, before kfk_consumer_free. */
+ * to the next owner) and leaves the group, so that the others take the
+ * partitions at once - a static member too, although librdkafka's own close
+ * does not send its LeaveGroup (KIP-345 expects it back): the consumer
+ * unsubscribes first, serves the revoke and waits (up to
+ * KFK_CONSUMER_LEAVE_WAIT_MS) until it has left. Its next start joins as a
+ * new member under the same id. SVC_OK, or the commit's error in errbuf
+ * (the group is left anyway). Call once, before kfk_consumer_free. */
 svc_err_t kfk_consumer_close(kfk_consumer_t *c, char *errbuf);
 
 /* Closes (if not closed) and frees. NULL-safe. */

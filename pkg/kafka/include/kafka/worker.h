@@ -52,9 +52,11 @@ const kfk_consumer_t *kfk_worker_consumer(const kfk_worker_t *w);
 typedef struct kfk_worker_cfg {
     char brokers[SVC_CFG_STR_MAX]; /* "none": no consumer                    */
     char group[SVC_CFG_STR_MAX];
+    char instance_id[SVC_CFG_STR_MAX]; /* KFK_WORKER_INSTANCE_HOSTNAME, "none"
+                                      (dynamic membership) or the static
+                                      member's id                            */
     int64_t session_timeout_ms;    /* how long a crashed member keeps its
-                                      partitions (kill -9: the restarted one
-                                      waits this long for them)              */
+                                      partitions when it does not come back  */
     int64_t batch_max;             /* records per poll (and per transaction,
                                       with batch ops)                        */
     int64_t commit_interval_ms;    /* offsets committed at most this often
@@ -69,13 +71,26 @@ typedef struct kfk_worker_handler {
     void *ctx;                     /* passed to fn and to batch's functions  */
 } kfk_worker_handler_t;
 
+/* <P>_CONSUMER_INSTANCE_ID's default: the host's name (gethostname), which
+ * is the pod's name in Kubernetes and the container's in Docker: the same
+ * across restarts of the process, and one per replica when each runs on a
+ * host of its own. Replicas that share a host (deploy/local's second one)
+ * are each given an id. */
+#define KFK_WORKER_INSTANCE_HOSTNAME "hostname"
+
+#define KFK__STR1(x) #x
+#define KFK__STR(x)  KFK__STR1(x)
+
 /*
- * The five rows of a service's svc_cfg table for its kfk_worker_cfg_t
+ * The six rows of a service's svc_cfg table for its kfk_worker_cfg_t
  * member `m` of config struct `type`, named <P>_KAFKA_BROKERS (default
  * 127.0.0.1:19092; "none": no consumer - an empty value means the default,
  * as for every variable), <P>_CONSUMER_GROUP (default `group_default`),
- * <P>_CONSUMER_SESSION_TIMEOUT_MS (librdkafka's 45000; 6000..300000, the
- * broker's group limits), <P>_CONSUMER_BATCH_MAX (100; 1..1000: the most
+ * <P>_CONSUMER_INSTANCE_ID (the static member's id, KIP-345: default
+ * KFK_WORKER_INSTANCE_HOSTNAME; "none": dynamic membership; else 1..249 of
+ * [A-Za-z0-9._-], one per replica, kept across its restarts),
+ * <P>_CONSUMER_SESSION_TIMEOUT_MS (KFK_CONSUMER_DEFAULT_SESSION_TIMEOUT_MS;
+ * 6000..300000, the broker's group limits), <P>_CONSUMER_BATCH_MAX (100; 1..1000: the most
  * records one transaction handles when records wait) and
  * <P>_CONSUMER_COMMIT_INTERVAL_MS (500; 0..60000: how often the offsets
  * are committed, asynchronously; 0: after every batch). `what` completes
@@ -86,9 +101,13 @@ typedef struct kfk_worker_handler {
      "Kafka bootstrap servers of " what "; none: no consumer (empty: the default)"},              \
     {P "_CONSUMER_GROUP", SVC_CFG_STR, 1, 255, group_default, offsetof(type, m.group),            \
      "Kafka consumer group of " what},                                                            \
-    {P "_CONSUMER_SESSION_TIMEOUT_MS", SVC_CFG_INT, 6000, 300000, "45000",                        \
-     offsetof(type, m.session_timeout_ms),                                                        \
-     "how long a crashed consumer of " what " keeps its partitions"},                          \
+    {P "_CONSUMER_INSTANCE_ID", SVC_CFG_STR, 1, KFK_CONSUMER_INSTANCE_ID_MAX,                     \
+     KFK_WORKER_INSTANCE_HOSTNAME, offsetof(type, m.instance_id),                                 \
+     "static group member id of " what ", one per replica, the same across its restarts "         \
+     "(hostname: this host's name; none: dynamic membership)"},                                   \
+    {P "_CONSUMER_SESSION_TIMEOUT_MS", SVC_CFG_INT, 6000, 300000,                                 \
+     KFK__STR(KFK_CONSUMER_DEFAULT_SESSION_TIMEOUT_MS), offsetof(type, m.session_timeout_ms),     \
+     "how long a crashed consumer of " what " keeps its partitions when it does not come back"},  \
     {P "_CONSUMER_BATCH_MAX", SVC_CFG_INT, 1, 1000, "100", offsetof(type, m.batch_max),           \
      "most records of " what " handled in one transaction (1: one at a time)"},                \
     {P "_CONSUMER_COMMIT_INTERVAL_MS", SVC_CFG_INT, 0, 60000, "500",                              \
@@ -97,8 +116,9 @@ typedef struct kfk_worker_handler {
 
 /*
  * kfk_worker_start for a service: the consumer of `topics` (NULL-terminated)
- * with cfg's brokers, group, session timeout, batch size and commit
- * interval, client.id
+ * with cfg's brokers, group, instance id (the host's name looked up now for
+ * KFK_WORKER_INSTANCE_HOSTNAME; SVC_EINVAL when it is not a valid id),
+ * session timeout, batch size and commit interval, client.id
  * client_id, the rest of the defaults, and h. With cfg->brokers "none" it starts
  * nothing: *out NULL, SVC_OK, and the warning line `without` under
  * log_module (which variable said none, and what the service then does not

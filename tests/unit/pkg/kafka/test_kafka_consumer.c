@@ -42,7 +42,9 @@ static void defaults_are_documented_values(void **state)
     assert_null(o.dlq_topic);
     assert_null(o.handler);
     assert_string_equal(o.client_id, "shopmicro");
-    assert_int_equal(o.session_timeout_ms, 45000);
+    assert_null(o.group_instance_id); /* dynamic unless a caller names the member */
+    assert_int_equal(o.session_timeout_ms, 6000);
+    assert_int_equal(o.heartbeat_interval_ms, 1000);
     assert_int_equal(o.max_poll_interval_ms, 300000);
     assert_int_equal(o.handler_timeout_ms, 30000);
     assert_int_equal(o.backoff_base_ms, 100);
@@ -56,6 +58,10 @@ static void defaults_are_documented_values(void **state)
     valid_opts(&o);
     assert_int_equal(kfk_consumer_opts_validate(&o, NULL), SVC_OK);
     o.max_poll_interval_ms = 80001;
+    assert_int_equal(kfk_consumer_opts_validate(&o, NULL), SVC_OK);
+    o.group_instance_id = "catalog-2.pod_a";
+    assert_int_equal(kfk_consumer_opts_validate(&o, NULL), SVC_OK);
+    o.heartbeat_interval_ms = 2000; /* a third of the 6 s session */
     assert_int_equal(kfk_consumer_opts_validate(&o, NULL), SVC_OK);
 }
 
@@ -79,6 +85,17 @@ static void many_topics(kfk_consumer_opts_t *o)
 }
 static void dlq_is_consumed(kfk_consumer_opts_t *o) { o->dlq_topic = "shopmicro.orders.v1"; }
 static void short_session(kfk_consumer_opts_t *o) { o->session_timeout_ms = 5999; }
+static void heartbeat_slow(kfk_consumer_opts_t *o) { o->heartbeat_interval_ms = 2001; }
+static void heartbeat_fast(kfk_consumer_opts_t *o) { o->heartbeat_interval_ms = 99; }
+static void instance_empty(kfk_consumer_opts_t *o) { o->group_instance_id = ""; }
+static void instance_space(kfk_consumer_opts_t *o) { o->group_instance_id = "catalog 2"; }
+static void instance_dots(kfk_consumer_opts_t *o) { o->group_instance_id = ".."; }
+static void instance_long(kfk_consumer_opts_t *o)
+{
+    static char id[KFK_CONSUMER_INSTANCE_ID_MAX + 2];
+    memset(id, 'a', sizeof id - 1);
+    o->group_instance_id = id;
+}
 static void handler_fast(kfk_consumer_opts_t *o) { o->handler_timeout_ms = 99; }
 static void dlq_slow(kfk_consumer_opts_t *o) { o->dlq_timeout_ms = 300001; }
 /* 2 x (30000 + 10000): two handler calls and their dead letters must fit */
@@ -111,6 +128,12 @@ static void validation_names_the_bad_option(void **state)
         {many_topics, "more than 16"},
         {dlq_is_consumed, "dlq_topic must not be a consumed topic"},
         {short_session, "session_timeout_ms"},
+        {heartbeat_slow, "heartbeat_interval_ms"},
+        {heartbeat_fast, "heartbeat_interval_ms"},
+        {instance_empty, "group_instance_id must be NULL"},
+        {instance_space, "group_instance_id: only"},
+        {instance_dots, "group_instance_id must not be"},
+        {instance_long, "1..249 characters"},
         {handler_fast, "handler_timeout_ms"},
         {dlq_slow, "dlq_timeout_ms"},
         {poll_too_short, "max_poll_interval_ms"},
