@@ -17,18 +17,21 @@
 # The port is the one `start` waits for: the gRPC or HTTP port, or for a relay (which serves no
 # API) its admin port (/metrics, /healthz, /readyz). One relay program serves both outboxes: the
 # second line is the same binary with another database and name (docs/events.md §3).
+# Each consumer's <P>_CONSUMER_INSTANCE_ID is its static member id in its Kafka group (its name
+# here, <name>-2 for the second replica): every replica of the stack shares one host, so the
+# default, the host's name, would give two replicas one id (docs/operations.md).
 # The environment is ';'-separated NAME=VALUE pairs. In a value, @PORT@ is this
 # service's port and @VAR@ the value of any other variable, e.g.
 # @SHOPMICRO_PG_PORT@ or @SHOPMICRO_CATALOG_PORT@ (every port variable gets its
 # default before any line is read). Adding a service is one line, e.g.
 #   "order | services/order/order | SHOPMICRO_ORDER_PORT=25052 | ORDER_LISTEN=127.0.0.1:@PORT@; ORDER_DB_DSN=host=127.0.0.1 port=@SHOPMICRO_PG_PORT@ dbname=orders user=postgres; ORDER_CATALOG_ADDR=127.0.0.1:@SHOPMICRO_CATALOG_PORT@"
 SERVICES=(
-  "catalog | services/catalog/catalog | SHOPMICRO_CATALOG_PORT=25051 | CATALOG_LISTEN=127.0.0.1:@PORT@; CATALOG_DB_DSN=host=127.0.0.1 port=@SHOPMICRO_PG_PORT@ dbname=catalog user=postgres; CATALOG_KAFKA_BROKERS=127.0.0.1:@SHOPMICRO_KAFKA_PORT@; CATALOG_ADMIN_LISTEN=127.0.0.1:@SHOPMICRO_CATALOG_ADMIN_PORT@"
-  "order | services/order/order | SHOPMICRO_ORDER_PORT=25052 | ORDER_LISTEN=127.0.0.1:@PORT@; ORDER_DB_DSN=host=127.0.0.1 port=@SHOPMICRO_PG_PORT@ dbname=orders user=postgres; ORDER_CATALOG_ADDR=127.0.0.1:@SHOPMICRO_CATALOG_PORT@; ORDER_KAFKA_BROKERS=127.0.0.1:@SHOPMICRO_KAFKA_PORT@; ORDER_ADMIN_LISTEN=127.0.0.1:@SHOPMICRO_ORDER_ADMIN_PORT@"
+  "catalog | services/catalog/catalog | SHOPMICRO_CATALOG_PORT=25051 | CATALOG_LISTEN=127.0.0.1:@PORT@; CATALOG_DB_DSN=host=127.0.0.1 port=@SHOPMICRO_PG_PORT@ dbname=catalog user=postgres; CATALOG_KAFKA_BROKERS=127.0.0.1:@SHOPMICRO_KAFKA_PORT@; CATALOG_CONSUMER_INSTANCE_ID=catalog; CATALOG_ADMIN_LISTEN=127.0.0.1:@SHOPMICRO_CATALOG_ADMIN_PORT@"
+  "order | services/order/order | SHOPMICRO_ORDER_PORT=25052 | ORDER_LISTEN=127.0.0.1:@PORT@; ORDER_DB_DSN=host=127.0.0.1 port=@SHOPMICRO_PG_PORT@ dbname=orders user=postgres; ORDER_CATALOG_ADDR=127.0.0.1:@SHOPMICRO_CATALOG_PORT@; ORDER_KAFKA_BROKERS=127.0.0.1:@SHOPMICRO_KAFKA_PORT@; ORDER_CONSUMER_INSTANCE_ID=order; ORDER_ADMIN_LISTEN=127.0.0.1:@SHOPMICRO_ORDER_ADMIN_PORT@"
   "relay | services/relay/relay | SHOPMICRO_RELAY_ADMIN_PORT=9464 | RELAY_ADMIN_LISTEN=127.0.0.1:@PORT@; RELAY_DB_DSN=host=127.0.0.1 port=@SHOPMICRO_PG_PORT@ dbname=orders user=postgres; RELAY_KAFKA_BROKERS=127.0.0.1:@SHOPMICRO_KAFKA_PORT@"
   "relay-catalog | services/relay/relay | SHOPMICRO_RELAY_CATALOG_ADMIN_PORT=9465 | RELAY_NAME=relay-catalog; RELAY_ADMIN_LISTEN=127.0.0.1:@PORT@; RELAY_DB_DSN=host=127.0.0.1 port=@SHOPMICRO_PG_PORT@ dbname=catalog user=postgres; RELAY_KAFKA_BROKERS=127.0.0.1:@SHOPMICRO_KAFKA_PORT@"
   "notify-sink | services/notify-sink/notify-sink | SHOPMICRO_NOTIFY_SINK_PORT=8090 | NOTIFY_SINK_LISTEN=127.0.0.1:@PORT@"
-  "notification | services/notification/notification | SHOPMICRO_NOTIFY_ADMIN_PORT=9468 | NOTIFY_ADMIN_LISTEN=127.0.0.1:@PORT@; NOTIFY_KAFKA_BROKERS=127.0.0.1:@SHOPMICRO_KAFKA_PORT@; NOTIFY_RABBITMQ_PORT=@SHOPMICRO_RABBITMQ_PORT@; NOTIFY_WEBHOOK_URL=http://127.0.0.1:@SHOPMICRO_NOTIFY_SINK_PORT@/webhooks"
+  "notification | services/notification/notification | SHOPMICRO_NOTIFY_ADMIN_PORT=9468 | NOTIFY_ADMIN_LISTEN=127.0.0.1:@PORT@; NOTIFY_KAFKA_BROKERS=127.0.0.1:@SHOPMICRO_KAFKA_PORT@; NOTIFY_CONSUMER_INSTANCE_ID=notification; NOTIFY_RABBITMQ_PORT=@SHOPMICRO_RABBITMQ_PORT@; NOTIFY_WEBHOOK_URL=http://127.0.0.1:@SHOPMICRO_NOTIFY_SINK_PORT@/webhooks"
   "gateway | gateway/gateway | SHOPMICRO_GATEWAY_PORT=8080 | GATEWAY_LISTEN=127.0.0.1:@PORT@; GATEWAY_CATALOG_ADDR=127.0.0.1:@SHOPMICRO_CATALOG_PORT@; GATEWAY_ORDER_ADDR=127.0.0.1:@SHOPMICRO_ORDER_PORT@"
 )
 SERVICE_START_TIMEOUT=10   # seconds until the port must accept TCP
@@ -68,6 +71,9 @@ replica_line() {
   trim name "$name"; trim bin "$bin"; trim spec "$spec"
   var=${spec%%=*}
   envs=${envs//RELAY_NAME=$name/RELAY_NAME=$name-2}
+  # Its own static member id in the consumer group (the first's is its name): two replicas under
+  # one id would fence each other.
+  envs=${envs//_CONSUMER_INSTANCE_ID=$name;/_CONSUMER_INSTANCE_ID=$name-2;}
   [[ $name == relay ]] && envs=" RELAY_NAME=relay-2;$envs"
   admin=$(replica_admin "$1")
   [[ -n $admin ]] && envs=${envs//@$admin@/@$(replica_var "$admin")@}
