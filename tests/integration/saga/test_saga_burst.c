@@ -61,9 +61,6 @@ static int setup(void **state)
     saga_env_add(c, "CATALOG_LISTEN", cat_addr);
     saga_env_add(c, "CATALOG_DB_DSN", cat_db.dsn);
     saga_env_add(c, "CATALOG_KAFKA_BROKERS", kafka.brokers);
-    /* The broker's least: a killed consumer's partitions go to its successor
-     * after 6 s, not librdkafka's 45. */
-    saga_env_add(c, "CATALOG_CONSUMER_SESSION_TIMEOUT_MS=6000", NULL);
     saga_env_add(c, "CATALOG_ADMIN_LISTEN=127.0.0.1:0", NULL);
     saga_env_add(c, "CATALOG_WORKERS=8", NULL);
     o->name = "order";
@@ -73,7 +70,6 @@ static int setup(void **state)
     saga_env_add(o, "ORDER_DB_DSN", ord_db.dsn);
     saga_env_add(o, "ORDER_CATALOG_ADDR", cat_addr);
     saga_env_add(o, "ORDER_KAFKA_BROKERS", kafka.brokers);
-    saga_env_add(o, "ORDER_CONSUMER_SESSION_TIMEOUT_MS=6000", NULL);
     saga_env_add(o, "ORDER_ADMIN_LISTEN=127.0.0.1:0", NULL);
     /* A short cooldown: the clients retry through catalog's outages. */
     saga_env_add(o, "ORDER_CATALOG_BREAKER_COOLDOWN_MS=500", NULL);
