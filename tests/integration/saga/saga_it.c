@@ -8,6 +8,30 @@
 
 #include "saga_it.h"
 
+int saga_world_up(saga_world_t *w, const char *name)
+{
+    char errbuf[SVC_ERRBUF_LEN] = "", db[64];
+
+    rly_it_kafka_cleanup(&w->kafka);
+    if (rly_it_kafka(&w->kafka, "start") != SVC_OK)
+        return -1;
+    snprintf(db, sizeof db, "%s_cat", name);
+    if (pgtest_db_create(&w->cat_db, db, errbuf) == SVC_OK) {
+        snprintf(db, sizeof db, "%s_ord", name);
+        if (pgtest_db_create(&w->ord_db, db, errbuf) == SVC_OK)
+            return 0;
+    }
+    fprintf(stderr, "setup: %s\n", errbuf);
+    return -1;
+}
+
+void saga_world_down(saga_world_t *w)
+{
+    pgtest_db_drop(&w->cat_db, NULL);
+    pgtest_db_drop(&w->ord_db, NULL);
+    rly_it_kafka_cleanup(&w->kafka);
+}
+
 void saga_env_add(saga_proc_t *p, const char *name, const char *value)
 {
     assert_true(p->n_env < SAGA_IT_ENV_N);
@@ -64,6 +88,39 @@ int saga_proc_stop(saga_proc_t *p)
     spawn_free(p->p);
     p->p = NULL;
     return st == 0 ? 0 : -1;
+}
+
+void saga_catalog_proc(saga_proc_t *p, const char *name, const char *addr, const saga_world_t *w)
+{
+    p->name = name;
+    p->bin = getenv("CATALOG_BIN");
+    p->ready = "listening on";
+    saga_env_add(p, "CATALOG_LISTEN", addr);
+    saga_env_add(p, "CATALOG_DB_DSN", w->cat_db.dsn);
+    saga_env_add(p, "CATALOG_KAFKA_BROKERS", w->kafka.brokers);
+}
+
+void saga_order_proc(saga_proc_t *p, const char *addr, const char *catalog_addr,
+                     const saga_world_t *w)
+{
+    p->name = "order";
+    p->bin = getenv("ORDER_BIN");
+    p->ready = "listening on";
+    saga_env_add(p, "ORDER_LISTEN", addr);
+    saga_env_add(p, "ORDER_DB_DSN", w->ord_db.dsn);
+    saga_env_add(p, "ORDER_CATALOG_ADDR", catalog_addr);
+    saga_env_add(p, "ORDER_KAFKA_BROKERS", w->kafka.brokers);
+    saga_env_add(p, "ORDER_CATALOG_BREAKER_COOLDOWN_MS=500", NULL);
+}
+
+int saga_procs_stop(saga_proc_t *procs, int n)
+{
+    int rc = 0;
+
+    for (int i = n - 1; i >= 0; i--)
+        if (saga_proc_stop(&procs[i]) != 0)
+            rc = -1;
+    return rc;
 }
 
 void saga_relay_proc(saga_proc_t *p, const char *name, const char *dsn, const char *brokers)

@@ -32,8 +32,7 @@
 
 enum { V_CATALOG, V_ORDER, V_RELAY, V_RELAY_CAT, N_VICTIMS };
 
-static rly_it_kafka_t kafka;
-static pgtest_db_t cat_db, ord_db;
+static saga_world_t w;
 static saga_proc_t procs[N_VICTIMS];
 static char cat_addr[32], ord_addr[32];
 static char products[N_PRODUCTS][37];
@@ -42,39 +41,20 @@ static atomic_int client_retries;
 
 static int setup(void **state)
 {
-    char errbuf[SVC_ERRBUF_LEN] = "";
     saga_proc_t *c = &procs[V_CATALOG], *o = &procs[V_ORDER];
 
     (void)state;
-    rly_it_kafka_cleanup(&kafka);
-    if (rly_it_kafka(&kafka, "start") != SVC_OK ||
-        pgtest_db_create(&cat_db, "saga_burst_cat", errbuf) != SVC_OK ||
-        pgtest_db_create(&ord_db, "saga_burst_ord", errbuf) != SVC_OK) {
-        fprintf(stderr, "setup: %s\n", errbuf);
+    if (saga_world_up(&w, "saga_burst") != 0)
         return -1;
-    }
     snprintf(cat_addr, sizeof cat_addr, "127.0.0.1:%d", spawn_free_port());
     snprintf(ord_addr, sizeof ord_addr, "127.0.0.1:%d", spawn_free_port());
-    c->name = "catalog";
-    c->bin = getenv("CATALOG_BIN");
-    c->ready = "listening on";
-    saga_env_add(c, "CATALOG_LISTEN", cat_addr);
-    saga_env_add(c, "CATALOG_DB_DSN", cat_db.dsn);
-    saga_env_add(c, "CATALOG_KAFKA_BROKERS", kafka.brokers);
+    saga_catalog_proc(c, "catalog", cat_addr, &w);
     saga_env_add(c, "CATALOG_ADMIN_LISTEN=127.0.0.1:0", NULL);
     saga_env_add(c, "CATALOG_WORKERS=8", NULL);
-    o->name = "order";
-    o->bin = getenv("ORDER_BIN");
-    o->ready = "listening on";
-    saga_env_add(o, "ORDER_LISTEN", ord_addr);
-    saga_env_add(o, "ORDER_DB_DSN", ord_db.dsn);
-    saga_env_add(o, "ORDER_CATALOG_ADDR", cat_addr);
-    saga_env_add(o, "ORDER_KAFKA_BROKERS", kafka.brokers);
+    saga_order_proc(o, ord_addr, cat_addr, &w);
     saga_env_add(o, "ORDER_ADMIN_LISTEN=127.0.0.1:0", NULL);
-    /* A short cooldown: the clients retry through catalog's outages. */
-    saga_env_add(o, "ORDER_CATALOG_BREAKER_COOLDOWN_MS=500", NULL);
-    saga_relay_proc(&procs[V_RELAY], "relay", ord_db.dsn, kafka.brokers);
-    saga_relay_proc(&procs[V_RELAY_CAT], "relay-catalog", cat_db.dsn, kafka.brokers);
+    saga_relay_proc(&procs[V_RELAY], "relay", w.ord_db.dsn, w.kafka.brokers);
+    saga_relay_proc(&procs[V_RELAY_CAT], "relay-catalog", w.cat_db.dsn, w.kafka.brokers);
     for (int i = 0; i < N_VICTIMS; i++)
         if (saga_proc_start(&procs[i], "burst") != SVC_OK)
             return -1;
@@ -83,15 +63,11 @@ static int setup(void **state)
 
 static int teardown(void **state)
 {
-    int rc = 0;
+    int rc;
 
     (void)state;
-    for (int i = N_VICTIMS - 1; i >= 0; i--)
-        if (saga_proc_stop(&procs[i]) != 0)
-            rc = -1;
-    pgtest_db_drop(&cat_db, NULL);
-    pgtest_db_drop(&ord_db, NULL);
-    rly_it_kafka_cleanup(&kafka);
+    rc = saga_procs_stop(procs, N_VICTIMS);
+    saga_world_down(&w);
     return rc;
 }
 
@@ -174,12 +150,12 @@ static bool chaos_until_clients_done(void)
 
 static int64_t ord_int(const char *sql)
 {
-    return saga_db_int(ord_db.dsn, sql);
+    return saga_db_int(w.ord_db.dsn, sql);
 }
 
 static int64_t cat_int(const char *sql)
 {
-    return saga_db_int(cat_db.dsn, sql);
+    return saga_db_int(w.cat_db.dsn, sql);
 }
 
 /* Order ids of one status, sorted and joined by ',' (to compare the two
@@ -257,7 +233,7 @@ static void every_order_decided_once_and_stock_adds_up(void **state)
                             "status = 'CONFIRMED'";
         const char *q_cat = "SELECT string_agg(order_id::text, ',' ORDER BY order_id) FROM "
                             "stock_decisions WHERE outcome = 'RESERVED'";
-        char *a = ids(ord_db.dsn, q_ord), *b = ids(cat_db.dsn, q_cat);
+        char *a = ids(w.ord_db.dsn, q_ord), *b = ids(w.cat_db.dsn, q_cat);
         assert_string_equal(a, b);
         free(a);
         free(b);

@@ -40,8 +40,7 @@
 
 enum { P_CATALOG, P_CATALOG2, P_ORDER, P_RELAY, P_RELAY_CAT, N_PROCS };
 
-static rly_it_kafka_t kafka;
-static pgtest_db_t cat_db, ord_db;
+static saga_world_t w;
 static saga_proc_t procs[N_PROCS];
 static char cat_addr[32], cat2_addr[32], ord_addr[32];
 static int cat_admin, cat2_admin, ord_admin;
@@ -51,61 +50,42 @@ static char placed[MAX_ORDERS][37];
 static int n_placed;
 static int64_t placed_units;
 
-static void catalog_proc(saga_proc_t *c, const char *name, const char *addr, int admin,
-                         const char *instance)
+static void catalog_proc(saga_proc_t *c, const char *name, const char *addr, int admin)
 {
     char v[64];
 
-    c->name = name;
-    c->bin = getenv("CATALOG_BIN");
-    c->ready = "listening on";
-    saga_env_add(c, "CATALOG_LISTEN", addr);
-    saga_env_add(c, "CATALOG_DB_DSN", cat_db.dsn);
-    saga_env_add(c, "CATALOG_KAFKA_BROKERS", kafka.brokers);
+    saga_catalog_proc(c, name, addr, &w);
     snprintf(v, sizeof v, "127.0.0.1:%d", admin);
     saga_env_add(c, "CATALOG_ADMIN_LISTEN", v);
     /* One id per replica, kept across its restarts (deploy/local/services.sh
      * names them so too). */
-    saga_env_add(c, "CATALOG_CONSUMER_INSTANCE_ID", instance);
+    saga_env_add(c, "CATALOG_CONSUMER_INSTANCE_ID", name);
 }
 
 static int setup(void **state)
 {
-    char errbuf[SVC_ERRBUF_LEN] = "", v[64];
+    char v[64];
     saga_proc_t *o = &procs[P_ORDER];
 
     (void)state;
-    rly_it_kafka_cleanup(&kafka);
-    if (rly_it_kafka(&kafka, "start") != SVC_OK ||
-        pgtest_db_create(&cat_db, "saga_kill_cat", errbuf) != SVC_OK ||
-        pgtest_db_create(&ord_db, "saga_kill_ord", errbuf) != SVC_OK) {
-        fprintf(stderr, "setup: %s\n", errbuf);
+    if (saga_world_up(&w, "saga_kill") != 0)
         return -1;
-    }
     snprintf(cat_addr, sizeof cat_addr, "127.0.0.1:%d", spawn_free_port());
     snprintf(cat2_addr, sizeof cat2_addr, "127.0.0.1:%d", spawn_free_port());
     snprintf(ord_addr, sizeof ord_addr, "127.0.0.1:%d", spawn_free_port());
     cat_admin = spawn_free_port();
     cat2_admin = spawn_free_port();
     ord_admin = spawn_free_port();
-    catalog_proc(&procs[P_CATALOG], "catalog", cat_addr, cat_admin, "catalog");
-    catalog_proc(&procs[P_CATALOG2], "catalog-2", cat2_addr, cat2_admin, "catalog-2");
-    o->name = "order";
-    o->bin = getenv("ORDER_BIN");
-    o->ready = "listening on";
-    saga_env_add(o, "ORDER_LISTEN", ord_addr);
-    saga_env_add(o, "ORDER_DB_DSN", ord_db.dsn);
-    /* The first replica only: the second is the one killed for good. */
-    saga_env_add(o, "ORDER_CATALOG_ADDR", cat_addr);
-    saga_env_add(o, "ORDER_KAFKA_BROKERS", kafka.brokers);
+    catalog_proc(&procs[P_CATALOG], "catalog", cat_addr, cat_admin);
+    catalog_proc(&procs[P_CATALOG2], "catalog-2", cat2_addr, cat2_admin);
+    /* Priced by the first replica only: the second is the one killed for
+     * good. */
+    saga_order_proc(o, ord_addr, cat_addr, &w);
     snprintf(v, sizeof v, "127.0.0.1:%d", ord_admin);
     saga_env_add(o, "ORDER_ADMIN_LISTEN", v);
     saga_env_add(o, "ORDER_CONSUMER_INSTANCE_ID", "order");
-    /* Prices come from the catalog just restarted: no 10 s breaker
-     * cooldown in the way of what is measured. */
-    saga_env_add(o, "ORDER_CATALOG_BREAKER_COOLDOWN_MS=500", NULL);
-    saga_relay_proc(&procs[P_RELAY], "relay", ord_db.dsn, kafka.brokers);
-    saga_relay_proc(&procs[P_RELAY_CAT], "relay-catalog", cat_db.dsn, kafka.brokers);
+    saga_relay_proc(&procs[P_RELAY], "relay", w.ord_db.dsn, w.kafka.brokers);
+    saga_relay_proc(&procs[P_RELAY_CAT], "relay-catalog", w.cat_db.dsn, w.kafka.brokers);
     for (int i = 0; i < N_PROCS; i++)
         if (i != P_CATALOG2 && saga_proc_start(&procs[i], "kill") != SVC_OK)
             return -1;
@@ -127,17 +107,13 @@ static int setup(void **state)
 
 static int teardown(void **state)
 {
-    int rc = 0;
+    int rc;
 
     (void)state;
     if (ord_ch != NULL)
         grpc_channel_destroy(ord_ch);
-    for (int i = N_PROCS - 1; i >= 0; i--)
-        if (saga_proc_stop(&procs[i]) != 0)
-            rc = -1;
-    pgtest_db_drop(&cat_db, NULL);
-    pgtest_db_drop(&ord_db, NULL);
-    rly_it_kafka_cleanup(&kafka);
+    rc = saga_procs_stop(procs, N_PROCS);
+    saga_world_down(&w);
     return rc;
 }
 
@@ -238,9 +214,9 @@ static decided_t wait_decided(int n, uint64_t t0, int bound_ms, int watch_port)
              "SELECT count(*) FROM orders WHERE status <> 'PENDING' AND id::text IN (%s)", in);
     while ((d.cat_ms < 0 || d.ord_ms < 0 || d.own_ms < 0) && it_now_ms() < by) {
         int64_t now = (int64_t)(it_now_ms() - t0);
-        if (d.cat_ms < 0 && saga_db_int(cat_db.dsn, cat_sql) == n)
+        if (d.cat_ms < 0 && saga_db_int(w.cat_db.dsn, cat_sql) == n)
             d.cat_ms = now;
-        if (d.ord_ms < 0 && saga_db_int(ord_db.dsn, ord_sql) == n)
+        if (d.ord_ms < 0 && saga_db_int(w.ord_db.dsn, ord_sql) == n)
             d.ord_ms = now;
         if (d.own_ms < 0 && assigned(watch_port, CAT_ASSIGNED) == PARTITIONS)
             d.own_ms = now;
@@ -360,34 +336,34 @@ static void every_order_decided_once(void **state)
     int64_t left;
 
     (void)state;
-    assert_int_equal(saga_db_int(ord_db.dsn, "SELECT count(*) FROM orders"), n_placed);
-    assert_int_equal(saga_db_int(ord_db.dsn,
+    assert_int_equal(saga_db_int(w.ord_db.dsn, "SELECT count(*) FROM orders"), n_placed);
+    assert_int_equal(saga_db_int(w.ord_db.dsn,
                                  "SELECT count(*) FROM orders WHERE status <> 'CONFIRMED'"),
                      0);
-    assert_int_equal(saga_db_int(cat_db.dsn, "SELECT count(*) FROM stock_decisions WHERE "
+    assert_int_equal(saga_db_int(w.cat_db.dsn, "SELECT count(*) FROM stock_decisions WHERE "
                                              "outcome = 'RESERVED'"),
                      n_placed);
     /* One StockReserved per decision, one final event per order. */
-    assert_int_equal(saga_db_int(cat_db.dsn,
+    assert_int_equal(saga_db_int(w.cat_db.dsn,
                                  "SELECT count(*) FROM stock_decisions d WHERE (SELECT count(*) "
                                  "FROM outbox x WHERE x.aggregate_id = d.order_id::text) <> 1"),
                      0);
-    assert_int_equal(saga_db_int(ord_db.dsn,
+    assert_int_equal(saga_db_int(w.ord_db.dsn,
                                  "SELECT count(*) FROM orders o WHERE (SELECT count(*) FROM "
                                  "outbox x WHERE x.aggregate_id = o.id::text AND x.event_type "
                                  "IN ('OrderConfirmed', 'OrderCancelled')) <> 1"),
                      0);
     /* Each event processed once on each side (OrderCreated by catalog, the
      * stock outcome by order). */
-    assert_int_equal(saga_db_int(cat_db.dsn, "SELECT count(*) FROM processed_events WHERE "
+    assert_int_equal(saga_db_int(w.cat_db.dsn, "SELECT count(*) FROM processed_events WHERE "
                                              "event_type LIKE '%OrderCreated'"),
                      n_placed);
-    assert_int_equal(saga_db_int(ord_db.dsn, "SELECT count(*) FROM processed_events WHERE "
+    assert_int_equal(saga_db_int(w.ord_db.dsn, "SELECT count(*) FROM processed_events WHERE "
                                              "event_type LIKE '%Stock%'"),
                      n_placed);
     /* The stock went down by exactly the ordered units. */
     snprintf(sql, sizeof sql, "SELECT %d - sum(stock) FROM products", N_PRODUCTS * STOCK);
-    left = saga_db_int(cat_db.dsn, sql);
+    left = saga_db_int(w.cat_db.dsn, sql);
     fprintf(stderr, "kill: %d orders, each decided once; %" PRId64 " units reserved of %" PRId64
                     " ordered\n",
             n_placed, left, placed_units);
