@@ -117,6 +117,18 @@ def wait_for(pred, seconds, step=0.1):
     return pred()
 
 
+def order_status(oid):
+    return psql("orders", f"SELECT status FROM orders WHERE id = '{oid}'")
+
+
+def wait_confirmed(oid, seconds):
+    """Seconds until order oid is CONFIRMED (the saga: catalog reserved its stock), or None."""
+    t0 = time.monotonic()
+    if wait_for(lambda: order_status(oid) == "CONFIRMED", seconds, 0.05):
+        return time.monotonic() - t0
+    return None
+
+
 def readyz():
     st, _, js, _ = req("GET", "/readyz")
     ups = {u["name"]: u for u in (js or {}).get("upstreams", [])} if isinstance(js, dict) else {}
@@ -125,16 +137,19 @@ def readyz():
 
 def walkthrough():
     t_start = time.monotonic()
-    log("step 0: isolated stack: pg-up, start catalog order gateway")
+    log("step 0: isolated stack: pg-up, start kafka catalog order relay relay-catalog gateway")
     stack("pg-up")
-    stack("start", "catalog", "order", "gateway")
+    # Kafka and both relays: the saga moves each order to CONFIRMED, so step 3 can show that a
+    # catalog killed and started again decides orders at once.
+    stack("start", "kafka", "catalog", "order", "relay", "relay-catalog", "gateway")
     require(wait_for(lambda: req("GET", "/healthz")[0] == 200, 10), "gateway /healthz 200")
 
     # 1. create two products, list them, place a 2-item order (the headline scenario covers an
     #    order of several lines: it is priced by one BatchGetProducts call)
     log("step 1: create two products, list them, place a 2-item order")
     st, _, prod, _ = req("POST", "/v1/products",
-                          {"name": "Walkthrough mug", "description": "350 ml", "priceCents": 1299})
+                          {"name": "Walkthrough mug", "description": "350 ml", "priceCents": 1299,
+                           "stock": 10})
     require(st == 200 and isinstance(prod, dict) and prod.get("id"), f"POST /v1/products -> 200 with an id ({st} {prod})")
     pid = prod["id"]
     check(prod.get("priceCents") == "1299", f"priceCents is the string \"1299\" ({prod.get('priceCents')!r})")
@@ -143,7 +158,7 @@ def walkthrough():
           f"GET /v1/products -> 200 and lists {pid}")
     st, _, got, _ = req("GET", f"/v1/products/{pid}")
     check(st == 200 and got.get("name") == "Walkthrough mug", f"GET /v1/products/{{id}} -> 200 ({st})")
-    st, _, spoon, _ = req("POST", "/v1/products", {"name": "Walkthrough spoon", "priceCents": 450})
+    st, _, spoon, _ = req("POST", "/v1/products", {"name": "Walkthrough spoon", "priceCents": 450, "stock": 10})
     require(st == 200 and isinstance(spoon, dict) and spoon.get("id"), f"POST /v1/products (spoon) -> 200 ({st} {spoon})")
     order_body = {"customerId": "c1", "items": [{"productId": pid, "quantity": 2},
                                                 {"productId": spoon["id"], "quantity": 1}]}
@@ -151,14 +166,18 @@ def walkthrough():
     require(st == 200 and order.get("id"), f"POST /v1/orders -> 200 ({st} {order})")
     check(order.get("status") == "ORDER_STATUS_PENDING" and order.get("totalCents") == "3048",
           f"order is PENDING with totalCents \"3048\" (2 x 1299 + 450) ({order})")
+    # The first order also waits for the consumer groups to form.
+    took = wait_confirmed(order["id"], 30)
+    check(took is not None, f"the order becomes CONFIRMED (the saga) ({took and round(took, 2)} s)")
     st, _, o2, _ = req("GET", f"/v1/orders/{order['id']}")
-    check(st == 200 and o2.get("id") == order["id"], f"GET /v1/orders/{{id}} -> 200 ({st})")
+    check(st == 200 and o2.get("status") == "ORDER_STATUS_CONFIRMED",
+          f"GET /v1/orders/{{id}} -> 200 CONFIRMED ({st} {o2.get('status')})")
     before = counts()
-    check(before == (1, 2, 1), f"orders/order_items/outbox rows = 1/2/1 ({before})")
+    check(before == (1, 2, 2), f"orders/order_items/outbox rows = 1/2/2: OrderCreated, OrderConfirmed ({before})")
 
-    # 2. stop catalog, 8 orders in a row: slow (retries) then fast (breaker open)
-    log("step 2: stop catalog; 8 orders in a row")
-    stack("stop", "catalog")
+    # 2. kill catalog (SIGKILL: a crash), 8 orders in a row: slow (retries) then fast (breaker open)
+    log("step 2: kill catalog; 8 orders in a row")
+    stack("kill", "catalog")
     times, codes, bodies, waits = [], [], [], []
     for i in range(8):
         st, hdrs, js, dt = req("POST", "/v1/orders", order_body)
@@ -197,7 +216,9 @@ def walkthrough():
     check(ups.get("order", {}).get("breaker") == "closed",
           f"/readyz: the gateway's order breaker stays closed ({ups.get('order')})")
 
-    # 3. start catalog, wait out the cooldown, the order succeeds
+    # 3. start catalog, wait out the cooldown, the order succeeds and is CONFIRMED at once: the
+    #    restarted catalog is the same static member of its consumer group, so it does not wait for
+    #    the killed one's session to expire
     log("step 3: start catalog; wait out the 10 s cooldown; order again")
     stack("start", "catalog")
     left = 10.3 - (time.monotonic() - t_opened)
@@ -206,12 +227,15 @@ def walkthrough():
     st, _, js, dt = req("POST", "/v1/orders", order_body)
     log(f"  order: {st} {dt * 1000:.1f} ms {json.dumps(js)}")
     check(st == 200 and js.get("totalCents") == "3048", f"first order after the cooldown -> 200 ({st})")
+    took = wait_confirmed(js.get("id"), 60) if st == 200 else None
+    log(f"  CONFIRMED {took and round(took, 3)} s after CreateOrder's answer")
+    check(took is not None and took <= 5, f"... CONFIRMED within 5 s ({took and round(took, 2)} s)")
     olog = read_log("order")
     check("breaker catalog: open -> half-open after 10000ms cooldown" in olog, "order.log: \"open -> half-open\"")
     check("breaker catalog: half-open -> closed after 1 successful trial" in olog, "order.log: \"half-open -> closed\"")
     after = counts()
-    check(after == (before[0] + 1, before[1] + 2, before[2] + 1),
-          f"exactly one more order (2 items) and outbox row ({after})")
+    check(after == (before[0] + 1, before[1] + 2, before[2] + 2),
+          f"exactly one more order (2 items) and its 2 outbox rows ({after})")
 
     # 4. 10 x GET of a missing product: 404, the breaker stays closed
     log("step 4: 10 x GET of a missing product")
