@@ -288,9 +288,11 @@ def main():
             return 1
     RUN_DIR = tempfile.mkdtemp(prefix="shopmicro-walkthrough.")
     os.chmod(RUN_DIR, 0o755)
-    # Kafka's ports too, though the walkthrough starts no broker: the services it starts then look
-    # for one on a free port, never on a user's broker at the default 19092.
-    pg, cat, order, GW_PORT, kafka, kafka_ctl, relay, relay_cat, cat_admin, ord_admin = free_ports(10)
+    # Kafka's ports too: the broker it starts is its own, never a user's at the default 19092.
+    # RabbitMQ's too: `down` stops the epmd on SHOPMICRO_RABBITMQ_EPMD_PORT, which must not be the one
+    # of a user's stack.
+    (pg, cat, order, GW_PORT, kafka, kafka_ctl, relay, relay_cat, cat_admin, ord_admin,
+     rmq, rmq_dist, rmq_epmd) = free_ports(13)
     ENV = dict(os.environ,
                SHOPMICRO_RUN_DIR=RUN_DIR, SHOPMICRO_BUILD_DIR=os.path.abspath(ARGS.build_dir),
                SHOPMICRO_PG_PORT=str(pg), SHOPMICRO_CATALOG_PORT=str(cat),
@@ -298,6 +300,8 @@ def main():
                SHOPMICRO_KAFKA_PORT=str(kafka), SHOPMICRO_KAFKA_CONTROLLER_PORT=str(kafka_ctl),
                SHOPMICRO_RELAY_ADMIN_PORT=str(relay), SHOPMICRO_RELAY_CATALOG_ADMIN_PORT=str(relay_cat),
                SHOPMICRO_CATALOG_ADMIN_PORT=str(cat_admin), SHOPMICRO_ORDER_ADMIN_PORT=str(ord_admin),
+               SHOPMICRO_RABBITMQ_PORT=str(rmq), SHOPMICRO_RABBITMQ_DIST_PORT=str(rmq_dist),
+               SHOPMICRO_RABBITMQ_EPMD_PORT=str(rmq_epmd),
                SHOPMICRO_STOP_TIMEOUT="5", SHOPMICRO_PG_FAST="1")
     def on_signal(sig, _frame):  # ctest's timeout or Ctrl-C: still tear the stack down
         FAILURES.append(f"killed by signal {sig}")
