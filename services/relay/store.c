@@ -185,6 +185,24 @@ struct rly_store {
     char early_reason[SVC_ERRBUF_LEN];
 };
 
+/* The lease session's liveness, on the server's side (pkg/db's
+ * server_options, with the planner's). The shards' leases are advisory locks
+ * of this session (lease.h): a relay killed on a live host loses them at
+ * once, as its kernel closes the connection. One that dies with its host, or
+ * behind a network partition, closes nothing: Postgres keeps its backend,
+ * and the locks, until TCP gives up on the peer, which with Linux's defaults
+ * (tcp_keepalive_time 7200 s, then 9 probes 75 s apart) is over two hours of
+ * unread shards. Probes after 5 s of silence, 3 of them a second apart, and
+ * data unacknowledged for 8 s end such a session within about 8 s, and the
+ * other relays take its shards on their next tick: the bound the consumer
+ * groups' 6 s session gives theirs. A live relay's kernel answers probes
+ * whatever the relay does; a network that is gone for longer than that costs
+ * the relay its session, which pkg/db makes again (the leases with it, on the
+ * next tick). Ignored on a Unix socket, where a peer cannot vanish. */
+#define LEASE_LIVENESS_OPTIONS                                                               \
+    " -c tcp_keepalives_idle=5 -c tcp_keepalives_interval=1 -c tcp_keepalives_count=3 "     \
+    "-c tcp_user_timeout=8000"
+
 svc_err_t rly_store_new(const char *dsn, const char *name, int statement_timeout_ms,
                         rly_store_t **out, char *errbuf)
 {
@@ -198,7 +216,7 @@ svc_err_t rly_store_new(const char *dsn, const char *name, int statement_timeout
         return SVC_ENOMEM;
     }
     db_opts_fill(&o, dsn, stmts, SVC_COUNTOF(stmts), statement_timeout_ms, name);
-    o.server_options = PLANNER_OPTIONS;
+    o.server_options = PLANNER_OPTIONS LEASE_LIVENESS_OPTIONS;
     err = db_conn_new(&o, &st->db, errbuf);
     if (err == SVC_OK) /* the move needs none of the read's planner settings */
         err = db_conn_open(dsn, mover_stmts, SVC_COUNTOF(mover_stmts), statement_timeout_ms, name,
