@@ -256,7 +256,3 @@ char *kfk_worker_metrics_text(kfk_worker_t *w, const char *prefix)
     }
 }
 
-const kfk_consumer_t *kfk_worker_consumer(const kfk_worker_t *w)
-{
-    return w->c;
-}

@@ -16,9 +16,7 @@
  *
  * Threads: kfk_worker_start and kfk_worker_stop from one thread (the
  * service's main); the handler runs on the worker's thread;
- * kfk_worker_consumer's consumer may be read from any thread
- * (kfk_consumer_stats, kfk_consumer_metrics), and kfk_worker_healthy called
- * from any thread.
+ * kfk_worker_metrics_text and kfk_worker_healthy may be called from any thread.
  */
 #ifndef KFK_WORKER_H
 #define KFK_WORKER_H
@@ -42,9 +40,6 @@ svc_err_t kfk_worker_start(const kfk_consumer_opts_t *o, const char *log_module,
 /* Stops the consumer, joins the thread, closes (commits what is done,
  * leaves the group) and frees. NULL-safe. */
 void kfk_worker_stop(kfk_worker_t *w);
-
-/* The consumer, for its stats and metrics (borrowed; valid until stop). */
-const kfk_consumer_t *kfk_worker_consumer(const kfk_worker_t *w);
 
 /* ------------------------------------------------------------------------
  * The settings every service's consumer has, one way for every service.
