@@ -314,4 +314,44 @@ int svc_stop_fd_new(void);
  * line "SIGTERM: stopping" (or SIGINT) under module. */
 bool svc_stop_requested(int fd, int timeout_ms, const char *module);
 
+/* ------------------------------------------------------------------------
+ * Freed memory: glibc's arenas keep what a burst freed resident; every
+ * long-running program gives it back the same way (src/mem.c says why and
+ * how; docs/operations.md, "Memory").
+ * ------------------------------------------------------------------------ */
+
+/* Its two settings, read with the program's own table: */
+typedef struct svc_mem_cfg {
+    int64_t arenas; /* M_ARENA_MAX; 0: glibc's default (8 per core) */
+    bool trim;      /* the trimmer thread */
+} svc_mem_cfg_t;
+
+/* The two lines of a program's svc_cfg table for its svc_mem_cfg_t field,
+ * e.g. SVC_MEM_CFG_ENTRIES("CATALOG", cat_config_t, mem): <PREFIX>_MALLOC_ARENAS
+ * and <PREFIX>_MALLOC_TRIM. */
+#define SVC_MEM_CFG_ENTRIES(prefix, type, field)                                                 \
+    {prefix "_MALLOC_ARENAS", SVC_CFG_INT, 0, 64, "1",                                           \
+     SVC_CFG_OFF(type, field) + offsetof(svc_mem_cfg_t, arenas),                                 \
+     "glibc malloc arenas at most (1: the trim can give back all freed heap; 0 = glibc's "      \
+     "default, 8 per core)"},                                                                    \
+    {prefix "_MALLOC_TRIM", SVC_CFG_BOOL, 0, 0, "on",                                            \
+     SVC_CFG_OFF(type, field) + offsetof(svc_mem_cfg_t, trim),                                   \
+     "give freed heap back to the kernel (malloc_trim) once 1 MiB more of it is resident, at "   \
+     "most every 10 s"}
+
+/* Call in main before any thread exists (glibc reads the arena limit when it
+ * makes the second arena): sets the arena limit and a fixed mmap threshold,
+ * then, with cfg->trim, starts the trimmer thread (all signals blocked in
+ * it) whose lines are logged under module. SVC_ENOMEM when the thread
+ * cannot start (the program runs on without it). */
+svc_err_t svc_mem_start(const svc_mem_cfg_t *cfg, const char *module);
+/* Asks for a trim at the next check (at most one per 10 s still): for a
+ * program that knows a lot was just freed in small pieces that may not add
+ * up to the 1 MiB rule (the gateway, after many connections closed). */
+void svc_mem_trim_soon(void);
+/* Stops and joins the trimmer; harmless when it was not started. */
+void svc_mem_stop(void);
+/* This process's resident bytes (/proc/self/statm), 0 if unknown. */
+size_t svc_mem_rss_bytes(void);
+
 #endif /* SVC_CORE_H */
