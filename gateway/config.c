@@ -27,9 +27,7 @@ static const svc_cfg_entry_t table[] = {
      "how long a keep-alive connection may idle, or a request take to arrive"},
     {"GATEWAY_DRAIN_MS", SVC_CFG_INT, 0, 600000, "10000", OFF(drain_ms),
      "on SIGTERM, how long in-flight requests may take before they are cancelled"},
-    {"GATEWAY_MALLOC_ARENAS", SVC_CFG_INT, 0, 64, "1", OFF(malloc_arenas),
-     "glibc malloc arenas at most (1: the trim can give back all freed memory; 0 = glibc's "
-     "default, 8 per core)"},
+    SVC_MEM_CFG_ENTRIES("GATEWAY", gw_config_t, mem),
     {"GATEWAY_LOG_LEVEL", SVC_CFG_LOG_LEVEL, 0, 0, "info", OFF(log_level),
      "debug | info | warn | error"},
     {"GATEWAY_LOCK_DIR", SVC_CFG_STR, 0, 255, "/tmp", OFF(lock_dir),

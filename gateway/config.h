@@ -18,7 +18,7 @@ typedef struct gw_config {
     int64_t max_metadata_bytes; /* forwarded headers, as gRPC counts them */
     int64_t idle_timeout_ms;
     int64_t drain_ms;
-    int64_t malloc_arenas; /* 0: glibc's default */
+    svc_mem_cfg_t mem;     /* GATEWAY_MALLOC_ARENAS, GATEWAY_MALLOC_TRIM */
     char log_level[SVC_CFG_STR_MAX];
     char lock_dir[SVC_CFG_STR_MAX]; /* "none": no lock file */
     int64_t attempt_timeout_ms;

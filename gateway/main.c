@@ -49,11 +49,12 @@ int main(int argc, char **argv)
     svc_log_set_level_name(cfg.log_level);
     gw_config_log(&cfg);
     raise_fd_limit();
-    gw_server_mem_setup(cfg.malloc_arenas); /* before any thread has an arena */
+    svc_mem_start(&cfg.mem, "gateway"); /* before any thread has an arena */
     /* Before any thread exists: blocks SIGTERM/SIGINT for all of them (the
      * main thread waits for them with sigwaitinfo), ignores SIGPIPE. */
     rpc_init();
     status = gw_server_run(&cfg);
     rpc_shutdown();
+    svc_mem_stop();
     return status;
 }

@@ -11,7 +11,6 @@
  */
 #include <errno.h>
 #include <fcntl.h>
-#include <malloc.h>
 #include <netdb.h>
 #include <netinet/in.h>
 #include <netinet/tcp.h>
@@ -39,19 +38,11 @@
  * take to close before the process gives up on a clean exit. */
 #define GW_FORCE_EXIT_MS 5000
 #define GW_ACCEPT_BATCH  16
-/* Giving freed heap back to the kernel ("Freed memory" below): how often the
- * main thread looks; what is worth a trim (this much resident memory freed,
- * or this many connections gone, since the last trim); the least time
- * between two trims; how much less allocated than a check before means a
- * burst is still ending, and for how many checks at most that defers a trim;
- * and what is worth an info line. */
+/* The main thread's look at the closed connections ("Freed memory" below):
+ * how often, and how many gone since the last look that asked for a trim
+ * are worth one. */
 #define GW_MEM_CHECK_MS       1000
-#define GW_MEM_TRIM_BYTES     ((size_t)2 << 20)
 #define GW_MEM_TRIM_CONNS     256
-#define GW_MEM_TRIM_GAP_MS    10000
-#define GW_MEM_SETTLE_BYTES   ((size_t)1 << 20)
-#define GW_MEM_SETTLE_CHECKS  5
-#define GW_MEM_LOG_BYTES      ((size_t)4 << 20)
 
 typedef struct gw_server gw_server_t;
 
@@ -83,7 +74,7 @@ struct gw_server {
     pthread_cond_t cv;
     int n_ready;
     atomic_size_t n_conns;    /* client connections open, all loops */
-    atomic_size_t peak_conns; /* highest n_conns since the main thread's last trim */
+    atomic_size_t peak_conns; /* highest n_conns since the last trim asked for */
 };
 
 /* ------------------------------------------------------------------------
@@ -468,160 +459,41 @@ static void *loop_main(void *arg)
  * ------------------------------------------------------------------------ */
 
 /*
- * glibc gives each loop thread its own malloc arena, and an arena shrinks
- * only from its top. 2,000 connections with one request each take 17 MB ->
- * 60 MB (an 8 KiB socket buffer, request pool chunks and a gRPC call per
- * request, and about 1.3 KiB that stays per idle keep-alive connection);
- * after they have closed, 1.2 MB of the heap is in use, but the few chunks
- * still in use high in each arena keep the free pages below them resident,
- * and RSS stays at 59 MB. That is not a leak (LeakSanitizer finds none, and
- * malloc_trim(0) brings RSS back to 17 MB), and h2o's own caches are small
- * (16 socket buffers and 16 pool chunks per thread at most).
- *
- * So the main thread, which otherwise only waits for a signal, calls
- * malloc_trim(0) when, since the last trim, either GW_MEM_TRIM_CONNS
- * connections have gone from the highest count (their state is spread
- * thinly over many pages: freeing 2.6 MB of it freed 8 MB of pages), or
- * the resident memory malloc does not count as in use (RSS minus mallinfo2's
- * allocated bytes) has grown by GW_MEM_TRIM_BYTES from its lowest point (a
- * burst of requests or large bodies freed in bulk), and at most once per
- * GW_MEM_TRIM_GAP_MS, which bounds the cost under churn. While the
- * allocated bytes are still falling fast (a burst is ending: the loops are
- * busy and more is about to be freed), the trim waits, up to
- * GW_MEM_SETTLE_CHECKS checks. A check costs
- * about 0.1-0.2 ms of the main thread. malloc_trim locks one arena at a
- * time while it walks it and madvises its free pages, so a loop whose
- * allocation misses its thread cache meanwhile waits for its own arena's
- * trim: about 2 ms for the arena 2,000 closed connections leave (25 MB),
- * 10 ms for 8,000, once after each such drop (docs/gateway.md, "Memory").
+ * Every service gives freed heap back to the kernel through pkg/core's
+ * trimmer (svc_mem_start in main; svc/core.h, "Freed memory"), which trims
+ * once 1 MiB more of the resident memory is not allocated. The gateway adds
+ * one rule of its own: GW_MEM_TRIM_CONNS connections gone from their highest
+ * count since the last request. Their state is spread thinly over many pages
+ * (2,000 connections with one request each take 17 MB -> 60 MB; after they
+ * have closed 1.2 MB is in use, and freeing 2.6 MB of it freed 8 MB of
+ * pages), which the byte rule would see only once the pages add up.
  */
-typedef struct gw_mem {
-    size_t low_idle;   /* lowest RSS - in use since the last trim (or the start) */
-    size_t in_use;     /* allocated bytes at the previous check */
-    int deferred;      /* checks a wanted trim has waited for the heap to settle */
-    uint64_t last_ns;  /* end of the last trim */
-} gw_mem_t;
-
-/*
- * malloc_trim(0) gives back the free pages inside every arena, but it shrinks
- * only the main arena's top: the free top of a loop thread's arena is given
- * back only by a free() in that arena that exceeds the trim threshold. The
- * small chunks a burst leaves in the thread caches and fast bins are merged
- * into that top by the trim itself, too late for any free() to give it back
- * (measured in a test program: 20 MB freed by a thread in 100-byte chunks
- * stayed resident after malloc_trim(0); with one arena, 3 MB). In CI, after
- * the second of two bursts of 2,000 connections, a trim left 24.8 MiB
- * resident with 1.0 MiB allocated (14.1 after the warm-up). So by default
- * the gateway uses one arena (GATEWAY_MALLOC_ARENAS=1): every thread
- * allocates from the main arena, whose top the trim does give back. The
- * loops then share the arena's lock when their thread caches miss, which
- * costs nothing measurable here: in one run of bench/run_gateway_bench.sh,
- * 11,218 and 10,201 GETs/s against 10,649 and 11,022 with glibc's default
- * (docs/gateway.md, "Memory").
- *
- * glibc also raises the trim threshold (up to 64 MiB) each time a chunk
- * above the mmap threshold is freed, after which an arena's top stays
- * resident below it. Fixing the mmap threshold at glibc's initial 128 KiB
- * turns that adjustment off: larger chunks are mmap'd and unmapped on free,
- * and an arena's top is trimmed past 128 KiB.
- */
-void gw_server_mem_setup(int64_t arenas)
+static void conns_check(gw_server_t *s)
 {
-    if (arenas > 0 && mallopt(M_ARENA_MAX, (int)arenas) != 1)
-        svc_log_warn(LOG_MOD, "mallopt(M_ARENA_MAX) failed: freed heap may stay resident");
-    if (mallopt(M_MMAP_THRESHOLD, 128 * 1024) != 1)
-        svc_log_warn(LOG_MOD, "mallopt(M_MMAP_THRESHOLD) failed: freed heap may stay resident");
-}
-
-/* Resident bytes of this process (statm's second field), 0 if unknown. */
-static size_t rss_bytes(void)
-{
-    char buf[128];
-    unsigned long long size = 0, resident = 0;
-    ssize_t n;
-    int fd = open("/proc/self/statm", O_RDONLY | O_CLOEXEC);
-
-    if (fd < 0)
-        return 0;
-    n = read(fd, buf, sizeof buf - 1);
-    close(fd);
-    if (n <= 0)
-        return 0;
-    buf[n] = '\0';
-    if (sscanf(buf, "%llu %llu", &size, &resident) != 2)
-        return 0;
-    return (size_t)resident * (size_t)sysconf(_SC_PAGESIZE);
-}
-
-/* Resident bytes that malloc does not count as allocated. */
-static size_t idle_bytes(size_t rss, size_t *in_use)
-{
-    struct mallinfo2 mi = mallinfo2();
-
-    *in_use = mi.uordblks + mi.hblkhd; /* arena chunks in use + mmap'd chunks */
-    return rss > *in_use ? rss - *in_use : 0;
-}
-
-static void mem_check(gw_server_t *s, gw_mem_t *m)
-{
-    uint64_t now = svc_now_ns(), t0, t1;
     size_t conns = atomic_load_explicit(&s->n_conns, memory_order_relaxed);
-    size_t rss = rss_bytes(), in_use, idle, rss_after, peak;
-    bool settling;
+    size_t peak = atomic_load_explicit(&s->peak_conns, memory_order_relaxed);
 
-    if (rss == 0)
+    if (peak < conns || peak - conns < GW_MEM_TRIM_CONNS)
         return;
-    idle = idle_bytes(rss, &in_use);
-    settling = m->in_use > in_use + GW_MEM_SETTLE_BYTES;
-    m->in_use = in_use;
-    if (idle < m->low_idle)
-        m->low_idle = idle;
-    peak = atomic_load_explicit(&s->peak_conns, memory_order_relaxed);
-    if (peak < conns)
-        peak = conns;
-    if (now - m->last_ns < (uint64_t)GW_MEM_TRIM_GAP_MS * SVC_NS_PER_MS ||
-        (idle - m->low_idle < GW_MEM_TRIM_BYTES && peak - conns < GW_MEM_TRIM_CONNS)) {
-        m->deferred = 0;
-        return;
-    }
-    if (settling && ++m->deferred < GW_MEM_SETTLE_CHECKS)
-        return;
-    m->deferred = 0;
-    t0 = svc_now_ns();
-    malloc_trim(0);
-    t1 = svc_now_ns();
-    rss_after = rss_bytes();
-    SVC_LOG(rss > rss_after && rss - rss_after >= GW_MEM_LOG_BYTES ? SVC_LOG_INFO : SVC_LOG_DEBUG,
-            LOG_MOD,
-            "returned freed heap to the kernel: RSS %.1f -> %.1f MiB (%.1f MiB allocated, %zu "
-            "connections, %zu at most since the last trim); malloc_trim took %.2f ms",
-            (double)rss / 1048576.0, (double)rss_after / 1048576.0, (double)in_use / 1048576.0,
-            conns, peak, (double)(t1 - t0) / 1e6);
-    m->low_idle = idle_bytes(rss_after, &in_use);
-    atomic_store_explicit(&s->peak_conns,
-                          atomic_load_explicit(&s->n_conns, memory_order_relaxed),
-                          memory_order_relaxed);
-    m->last_ns = t1;
+    svc_log_debug(LOG_MOD, "%zu connections gone (%zu open, %zu at most): asking for a trim",
+                  peak - conns, conns, peak);
+    svc_mem_trim_soon();
+    atomic_store_explicit(&s->peak_conns, conns, memory_order_relaxed);
 }
 
 /* ------------------------------------------------------------------------
  * The process
  * ------------------------------------------------------------------------ */
 
-/* Waits for SIGTERM/SIGINT, checking memory once per GW_MEM_CHECK_MS,
- * dropping stale answers past their bound and writing the counts of
- * repeated 5xx lines whose key has gone quiet. */
+/* Waits for SIGTERM/SIGINT, checking the closed connections once per
+ * GW_MEM_CHECK_MS, dropping stale answers past their bound and writing the
+ * counts of repeated 5xx lines whose key has gone quiet. */
 static void wait_for_signal(gw_server_t *s)
 {
     const struct timespec tick = {GW_MEM_CHECK_MS / 1000, (GW_MEM_CHECK_MS % 1000) * 1000000L};
-    gw_mem_t mem = {0};
     sigset_t set;
     int sig;
 
-    /* The baseline is taken now, as the loops begin to serve, not at the
-     * first check: a burst that has come and gone within that first second
-     * must not become the lowest point. */
-    mem.low_idle = idle_bytes(rss_bytes(), &mem.in_use);
     sigemptyset(&set);
     sigaddset(&set, SIGTERM);
     sigaddset(&set, SIGINT);
@@ -630,11 +502,9 @@ static void wait_for_signal(gw_server_t *s)
         if (sig >= 0)
             break;
         if (errno == EAGAIN) {
-            /* Expired stale answers first, so that the memory check
-             * below can give their pages back. */
             if (s->app.stale != NULL)
                 gw_cache_expire(s->app.stale);
-            mem_check(s, &mem);
+            conns_check(s);
             svc_log_repeats_flush(svc_log_repeats_default(), false);
         }
     }

@@ -16,10 +16,11 @@
  * GATEWAY_DRAIN_MS it cancels the upstream calls still running (answered
  * 503). Then the loops, the upstream clients and h2o are torn down.
  *
- * Memory: until then the main thread checks once a second whether the loops
- * have freed enough (connections gone, a burst over) to give the freed heap
- * back to the kernel with malloc_trim(0), off the loop threads; glibc would
- * otherwise keep it resident (server.c, "Freed memory").
+ * Memory: until then the main thread checks once a second how many
+ * connections have closed, and when many have it asks pkg/core's trimmer
+ * (svc_mem_start, started by main) to give the freed heap back to the
+ * kernel, off the loop threads; glibc would otherwise keep it resident
+ * (server.c, "Freed memory").
  */
 #ifndef GW_SERVER_H
 #define GW_SERVER_H
@@ -30,11 +31,5 @@
  * exit status: 0 after a clean shutdown, 1 when start-up failed or the
  * drain could not finish. */
 int gw_server_run(const gw_config_t *cfg);
-
-/* Sets up glibc's malloc for the trim of freed memory (server.c, "Freed
- * memory"): `arenas` arenas at most (GATEWAY_MALLOC_ARENAS; 0: glibc's
- * default). Call before any thread exists, rpc_init() included: an arena
- * limit is read once, when the second arena is made. */
-void gw_server_mem_setup(int64_t arenas);
 
 #endif
