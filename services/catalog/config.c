@@ -14,6 +14,7 @@ static const svc_cfg_entry_t table[] = {
      "worker threads (each has one database connection)"},
     {"CATALOG_LOG_LEVEL", SVC_CFG_LOG_LEVEL, 0, 0, "info", OFF(log_level),
      "debug | info | warn | error"},
+    SVC_MEM_CFG_ENTRIES("CATALOG", cat_config_t, mem),
     {"CATALOG_DRAIN_MS", SVC_CFG_INT, 0, 600000, "10000", OFF(drain_ms),
      "on SIGTERM, how long in-flight calls may take before they are cancelled"},
     {"CATALOG_DB_STATEMENT_TIMEOUT_MS", SVC_CFG_INT, 10, 600000, "5000",

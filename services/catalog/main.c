@@ -19,8 +19,10 @@ int main(int argc, char **argv)
     }
     svc_log_set_level_name(cfg.log_level);
     cat_config_log(&cfg);
+    svc_mem_start(&cfg.mem, "catalog"); /* before any thread has an arena */
     rpc_init();
     status = cat_server_run(&cfg);
     rpc_shutdown();
+    svc_mem_stop();
     return status;
 }

@@ -46,6 +46,7 @@ static const svc_cfg_entry_t table[] = {
      "admin HTTP host:port (/metrics /healthz /readyz); none: no admin port"},
     {"NOTIFY_LOG_LEVEL", SVC_CFG_LOG_LEVEL, 0, 0, "info", OFF(log_level),
      "debug | info | warn | error"},
+    SVC_MEM_CFG_ENTRIES("NOTIFY", ntf_config_t, mem),
 };
 
 svc_err_t ntf_parse_tiers(const char *text, uint32_t *tiers, size_t *n, char *errbuf)

@@ -29,6 +29,7 @@ typedef struct ntf_config {
     int64_t breaker_cooldown_ms;
     char admin_listen[SVC_CFG_STR_MAX];
     char log_level[SVC_CFG_STR_MAX];
+    svc_mem_cfg_t mem; /* NOTIFY_MALLOC_ARENAS, NOTIFY_MALLOC_TRIM */
     /* Parsed from retry_tiers_ms by ntf_config_load. */
     uint32_t tiers[RMQ_MAX_TIERS];
     size_t n_tiers;

@@ -28,8 +28,10 @@ int main(int argc, char **argv)
         svc_log_error("notification", "signalfd failed");
         return 1;
     }
+    svc_mem_start(&cfg.mem, "notification"); /* before any thread has an arena */
     if (ntf_service_start(&cfg, &svc, errbuf) != SVC_OK) {
         svc_log_error("notification", "%s", errbuf);
+        svc_mem_stop();
         close(pfd.fd);
         return 2;
     }
@@ -38,6 +40,7 @@ int main(int argc, char **argv)
     svc_log_info("notification", "stopping: deliveries in flight finish");
     ntf_service_stop(svc);
     svc_log_info("notification", "stopped");
+    svc_mem_stop();
     close(pfd.fd);
     return 0;
 }

@@ -17,6 +17,7 @@ static const svc_cfg_entry_t table[] = {
      "worker threads (each has one database connection)"},
     {"ORDER_LOG_LEVEL", SVC_CFG_LOG_LEVEL, 0, 0, "info", OFF(log_level),
      "debug | info | warn | error"},
+    SVC_MEM_CFG_ENTRIES("ORDER", ord_config_t, mem),
     {"ORDER_DRAIN_MS", SVC_CFG_INT, 0, 600000, "10000", OFF(drain_ms),
      "on SIGTERM, how long in-flight calls may take before they are cancelled"},
     {"ORDER_DB_STATEMENT_TIMEOUT_MS", SVC_CFG_INT, 10, 600000, "5000",

@@ -13,6 +13,7 @@ typedef struct ord_config {
     char db_dsn[SVC_CFG_STR_MAX];
     int64_t workers;
     char log_level[SVC_CFG_STR_MAX];
+    svc_mem_cfg_t mem; /* ORDER_MALLOC_ARENAS, ORDER_MALLOC_TRIM */
     int64_t drain_ms;
     int64_t db_statement_timeout_ms;
     int64_t db_startup_wait_ms;

@@ -22,6 +22,7 @@ int main(int argc, char **argv)
     }
     svc_log_set_level_name(cfg.log_level);
     ord_config_log(&cfg);
+    svc_mem_start(&cfg.mem, "order"); /* before any thread has an arena */
     rpc_init(); /* before the catalog client starts its thread */
     err = ord_catalog_new(&cfg, &catalog, errbuf);
     if (err != SVC_OK) {
@@ -32,5 +33,6 @@ int main(int argc, char **argv)
     }
     rs_grpc_client_free(catalog); /* the server has stopped: no call is in flight */
     rpc_shutdown();
+    svc_mem_stop();
     return status;
 }

@@ -14,6 +14,7 @@ static const svc_cfg_entry_t table[] = {
      "Kafka client.id and Postgres application_name of this relay"},
     {"RELAY_LOG_LEVEL", SVC_CFG_LOG_LEVEL, 0, 0, "info", OFF(log_level),
      "debug | info | warn | error"},
+    SVC_MEM_CFG_ENTRIES("RELAY", rly_config_t, mem),
     {"RELAY_ADMIN_LISTEN", SVC_CFG_STR, 0, 255, "127.0.0.1:9464", OFF(admin_listen),
      "admin HTTP host:port (/metrics /healthz /readyz); 0 or empty: none"},
     {"RELAY_BATCH_SIZE", SVC_CFG_INT, 1, 10000, "2000", OFF(batch_size),

@@ -12,6 +12,7 @@ typedef struct rly_config {
     char kafka_brokers[SVC_CFG_STR_MAX];
     char name[SVC_CFG_STR_MAX];
     char log_level[SVC_CFG_STR_MAX];
+    svc_mem_cfg_t mem; /* RELAY_MALLOC_ARENAS, RELAY_MALLOC_TRIM */
     char admin_listen[SVC_CFG_STR_MAX];
     int64_t batch_size;
     int64_t poll_interval_ms;

@@ -26,6 +26,7 @@ int main(int argc, char **argv)
         svc_log_error("relay", "signalfd failed");
         return 1;
     }
+    svc_mem_start(&cfg.mem, "relay"); /* before any thread has an arena */
     if (rly_relay_new(&cfg, &relay, errbuf) != SVC_OK) {
         svc_log_error("relay", "%s", errbuf);
         status = 2;
@@ -33,6 +34,7 @@ int main(int argc, char **argv)
         status = rly_relay_run(relay, stop_fd);
     }
     rly_relay_free(relay);
+    svc_mem_stop();
     close(stop_fd);
     return status;
 }
