@@ -64,7 +64,8 @@
 #include "bench_util.h"
 
 #define MAX_CONNS 1024
-#define RESP_MAX  8192 /* one answer's bytes: ours are a few hundred */
+#define RESP_MAX  (512 * 1024) /* one answer's bytes: most are a few hundred, a page of
+                                 * 200 products with descriptions about 250 kB */
 #define N_HTTP    600
 
 typedef struct opts {

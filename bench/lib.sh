@@ -45,17 +45,32 @@ exe_path() {
   printf '%s/%s\n' "$(cd "$(dirname "$2")" && pwd -P)" "$(basename "$2")"
 }
 
+# dir_path OPTION DIR: DIR made absolute (the directory an option names); arg_error when it is
+# not a directory. Use as exe_path is used.
+dir_path() {
+  [[ -d $2 ]] || arg_error "$1: $2 is not a directory"
+  (cd "$2" && pwd -P)
+}
+
 # phase_bins OPTION PREFIX [LABEL=]PATH...: PHASE_LABEL and PHASE_BIN, one entry per binary (the
 # label given, or PREFIX1, PREFIX2, ...; exe_path's path). For the scripts that measure binaries
 # in turn (--order-bin, --gateway-bin).
-phase_bins() {
-  local opt=$1 prefix=$2 b l
-  shift 2
+phase_bins() { phase_list "$1" "$2" exe_path "${@:3}"; }
+
+# phase_dirs OPTION PREFIX [LABEL=]DIR...: the same with dir_path, PHASE_BIN holding each
+# directory (a build tree whose binaries a phase runs: --services-dir).
+phase_dirs() { phase_list "$1" "$2" dir_path "${@:3}"; }
+
+# phase_list OPTION PREFIX CHECK [LABEL=]X...: phase_bins and phase_dirs, X checked and made
+# absolute by CHECK OPTION X.
+phase_list() {
+  local opt=$1 prefix=$2 check=$3 b l
+  shift 3
   PHASE_LABEL=() PHASE_BIN=()
   for b; do
     l=$prefix$(( ${#PHASE_LABEL[@]} + 1 ))
     [[ $b == *=* ]] && { l=${b%%=*}; b=${b#*=}; }
-    b=$(exe_path "$opt" "$b")
+    b=$("$check" "$opt" "$b")
     PHASE_LABEL+=("$l") PHASE_BIN+=("$b")
   done
 }
