@@ -75,6 +75,18 @@ phase_list() {
   done
 }
 
+# test_env_rerun VAR ARG...: unless VAR is set, runs the calling script again with VAR=1 and the
+# same ARGs under `deploy/local/stack.sh test-env` (a Postgres of its own, free ports for the
+# brokers and every service, a run folder in $TMPDIR, all gone at exit) and does not return;
+# inside that run it returns at once. For the scripts that start the whole stack.
+test_env_rerun() {
+  local var=$1
+  shift
+  [[ -z ${!var:-} ]] || return 0
+  export "$var=1"
+  exec "$ROOT/deploy/local/stack.sh" test-env "$ROOT/bench/${0##*/}" "$@"
+}
+
 # say_machine: the "==== machine" lines every run starts with.
 say_machine() {
   echo "==== machine"

@@ -35,13 +35,13 @@
 #    failed or a count did not add up.
 # Figures: docs/benchmarks.md, "Results: notifications (issue 14)".
 set -euo pipefail
+ARGV=("$@")   # the command line, for test_env_rerun once the options are checked
 
 ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd -P)
 STACK=$ROOT/deploy/local/stack.sh
 # shellcheck source=bench/lib.sh
 . "$ROOT/bench/lib.sh"
 
-ARGS=("$@")
 BUILD_DIR=$(realpath -m -- "${SHOPMICRO_BENCH_BUILD_DIR:-$ROOT/build-bench}")
 JOBS=5000
 RATE=20
@@ -71,9 +71,7 @@ done
 (( JOBS <= 9000 )) || arg_error "--jobs at most 9000 (the sink keeps 10000 records)"
 
 # Arguments are checked first; then the run goes on in a test stack of its own.
-if [[ -z ${NOTIFY_BENCH_IN_TEST_ENV:-} ]]; then
-  NOTIFY_BENCH_IN_TEST_ENV=1 exec "$STACK" test-env "$ROOT/bench/run_notify_bench.sh" ${ARGS[@]+"${ARGS[@]}"}
-fi
+test_env_rerun NOTIFY_BENCH_IN_TEST_ENV ${ARGV[@]+"${ARGV[@]}"}
 
 pg_clients "$SHOPMICRO_PG_PORT"
 BROKERS=127.0.0.1:$SHOPMICRO_KAFKA_PORT

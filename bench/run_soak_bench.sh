@@ -39,16 +39,16 @@
 #    change; given more than once, each is a phase of its own in turn, on the same brokers,
 #    databases and products, with the same load, and the summary has the figures of each.
 # --service-env NAME=VALUE: an environment setting for every service (repeatable), for
-#    experiments such as SVC_MALLOC_TRIM=off.
+#    experiments such as CATALOG_MALLOC_TRIM=off or GATEWAY_MALLOC_ARENAS=0.
 # Figures: docs/benchmarks.md, "Memory of the services over identical rounds".
 set -euo pipefail
+ARGV=("$@")   # the command line, for test_env_rerun once the options are checked
 
 ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd -P)
 STACK=$ROOT/deploy/local/stack.sh
 # shellcheck source=bench/lib.sh
 . "$ROOT/bench/lib.sh"
 
-ARGS=("$@")
 BUILD_DIR=$(realpath -m -- "${SHOPMICRO_BENCH_BUILD_DIR:-$ROOT/build-bench}")
 SECONDS_RUN=20
 ORDER_RATE=40
@@ -84,9 +84,7 @@ need_positive "$SECONDS_RUN" "$ORDER_RATE" "$READ_RATE" "$SETTLE" "$ROUNDS" "$CO
 phase_dirs --services-dir soak ${DIRS[@]+"${DIRS[@]}"}
 
 # Arguments are checked first; then the run goes on in a test stack of its own.
-if [[ -z ${SOAK_BENCH_IN_TEST_ENV:-} ]]; then
-  SOAK_BENCH_IN_TEST_ENV=1 exec "$STACK" test-env "$ROOT/bench/run_soak_bench.sh" ${ARGS[@]+"${ARGS[@]}"}
-fi
+test_env_rerun SOAK_BENCH_IN_TEST_ENV ${ARGV[@]+"${ARGV[@]}"}
 
 pg_clients "$SHOPMICRO_PG_PORT"
 ADMIN=127.0.0.1:$SHOPMICRO_NOTIFY_ADMIN_PORT
