@@ -79,7 +79,7 @@ svc_err_t gw_upstreams_new(const gw_config_t *cfg, const gw_route_t *routes, siz
         o.upstream.methods = methods;
         o.upstream.n_methods = methods_of((gw_upstream_id_t)id, routes, n, methods);
         /* A connection per loop: loops calling at once on one connection
-         * queue for its gRPC combiner (docs/benchmarks.md, "A connection
+         * queue for its gRPC combiner (docs/bench/history.md, "A connection
          * per loop"). One breaker and budget for all of them still. */
         o.channels = cfg->threads < RS_GRPC_MAX_CHANNELS ? (int)cfg->threads
                                                          : RS_GRPC_MAX_CHANNELS;

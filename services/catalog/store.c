@@ -44,9 +44,9 @@ static const db_stmt_t stmts[] = {
  * Generic plans: for cat_get_many's array Postgres would otherwise plan
  * every execution anew (a custom plan, as the relay found for its reads),
  * which cost the catalog's database more for one BatchGetProducts of two
- * ids than for two GetProducts (108 against 83 us an order, bench/
- * run_order_bench.sh). The plans of the other statements do not depend on
- * their parameters. */
+ * ids than two GetProducts had (docs/bench/history.md, "Pricing in one
+ * call"). The plans of the other statements do not depend on their
+ * parameters. */
 svc_err_t cat_store_new(const char *dsn, int statement_timeout_ms, cat_store_t **out,
                         char *errbuf)
 {

@@ -17,10 +17,10 @@
 #define OVERDUE_MARGIN_MS  1000
 #define POS_LEN            21 /* a bigint or xid8 in text */
 #define WHEN_LEN           64 /* ce_time up to its second, with room     */
-/* Batches in flight at most. Three drained no faster than two in one run
- * (27,000-31,600 against 27,000-34,000 events/s, loadavg 6-7: the two
- * cores were the limit, docs/benchmarks.md), nor later with the binary
- * read (four pairs within the noise, 2026-12-06). */
+/* Batches in flight at most. Two let one batch's read overlap the other's
+ * wait for the broker; a third adds nothing, because the stages then wait
+ * on the cores and on each other, not on a free flight (docs/benchmarks.md,
+ * "Results: the outbox relay"; what was tried: docs/bench/history.md). */
 #define FLIGHTS            2
 
 typedef struct flight flight_t;
@@ -148,8 +148,8 @@ void rly_batch_on_delivery(void *ctx, void *opaque, svc_err_t err, const char *r
     note_failure(s->f, err, reason);
     /* The flight's last report: wait_reports' flush returns now. Without
      * this it served the next flight's reports until its 1 ms slice ended,
-     * and the cursor move waited: 0.6-2.3 ms of a ~9 ms batch in a drain,
-     * with the broker's acknowledgements already in (2026-12-06). */
+     * and the cursor move waited with the broker's acknowledgements already
+     * in (docs/bench/history.md, "Where the drain waits, traced"). */
     if (--s->f->pending == 0)
         kfk_producer_yield(s->f->b->producer);
 }
@@ -259,7 +259,8 @@ static double ms_since(uint64_t *t_ns)
 /* Unix microseconds as RFC 3339 in UTC with 6 decimals, the form of ce_time
  * (docs/events.md §2): 2026-12-03T08:41:04.126540Z. The date and time up to
  * the second are formatted once per second: gmtime_r and snprintf for each
- * row were a tenth of a drain's CPU in the relay (perf, 2026-12-06). */
+ * row showed in the relay's profile of a drain (docs/bench/history.md,
+ * "Less CPU per row in the relay"). */
 static void rfc3339_us(rly_batch_t *b, int64_t us, char out[WHEN_LEN + 8])
 {
     long long s = us >= 0 ? us / 1000000 : (us - 999999) / 1000000;
@@ -360,9 +361,9 @@ static bool produce_wave(rly_batch_t *b, flight_t *f, int hold_back)
 /* Serves reports until none of f's is outstanding. On a stop signal, waits
  * at most drain_ms more: rows still unreported then stay unpublished.
  * Meanwhile the next batch's read, if one was sent ahead, is taken in as it
- * arrives (rly_store_pump): parsing its rows when the cursor move needed
- * the connection was ~2 ms of a batch's ~11 in a drain, all of it while
- * the broker had nothing to do.
+ * arrives (rly_store_pump): parsed only when the cursor move needed the
+ * connection, its rows held up the move while the broker had nothing to
+ * do (docs/bench/history.md, "The next read parsed while waiting").
  *
  * Reports can come much later than message.timeout.ms: when the broker
  * dies with requests in flight, the idempotent producer cannot tell

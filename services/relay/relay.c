@@ -28,8 +28,8 @@
 /* The backlog gauges are counted by the relay, never by a scrape: at most
  * this often while busy, and this often while idle. The count's cap keeps
  * each count cheap: it reads the rows it counts (an index range per shard),
- * so 100,000 took 200-300 ms of the loop's time once a second during a
- * drain; 10,000 take 10-30 ms. */
+ * and during a drain a count of 100,000 held up the loop once a second
+ * (docs/bench/history.md, "Reading ahead"). */
 #define STATS_EVERY_MS     1000
 #define STATS_IDLE_MS      5000
 #define STATS_BACKLOG_CAP  10000

@@ -6,7 +6,7 @@
  *
  * Binary, because text costs the server an output function per value - hex
  * for the payload, the uuid, the xid8, the timestamp - and the relay the
- * parsing back: a third of the read's backend time (docs/benchmarks.md).
+ * parsing back (docs/bench/history.md, "The read in binary").
  */
 #ifndef RLY_ROWS_H
 #define RLY_ROWS_H
@@ -38,8 +38,8 @@ typedef struct rly_row {
 /* Decodes r into out[0..cap). *n: the rows (0 for the one row of an empty
  * read); *held: the read's RLY_COL_HELD. The rows are sorted by (shard,
  * txid, seq) when they do not come so (the read has no ORDER BY: its
- * nested loop yields them in that order, and a sort in Postgres cost
- * ~0.6 us a row; this checks, and sorts only when it must). SVC_EINTERNAL
+ * nested loop yields them in that order, and a sort in Postgres costs CPU
+ * for every row; this checks, and sorts only when it must). SVC_EINTERNAL
  * when a value is not what the read's columns are (e.g. a text result),
  * SVC_ERANGE when r has more than cap rows. */
 svc_err_t rly_rows_decode(const PGresult *r, rly_row_t *out, int cap, int *n, bool *held,

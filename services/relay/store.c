@@ -48,11 +48,12 @@ static const db_stmt_t stmts[] = {
      * transaction (whose end may send no NOTIFY), so the relay looks again
      * soon; one backward index probe per shard. (It was an EXISTS over
      * txid >= horizon, which the planner, guessing that a third of the table
-     * matches, ran as a scan of every row kept: 400 a second.) Then, per
+     * matches, ran as a scan of every row kept, at every read.) Then, per
      * shard, its rows after its position: one index range scan each
      * (outbox_relay_order). The LEFT JOIN keeps one row when none is read,
      * to carry held. No ORDER BY: the nested loop yields each shard's range
-     * in turn, and rly_rows_decode checks (a sort here cost ~0.6 us a row).
+     * in turn, and rly_rows_decode checks (a sort here costs the backend
+     * CPU for every row, for an order the rows already come in).
      * Results in binary (rows.h decodes them): no output function per
      * value. */
     [STMT_READ] = {"rly_read",
@@ -151,17 +152,17 @@ static const db_stmt_t mover_stmts[] = {
 /* The session's planner settings (pkg/db's server_options).
  *
  * Generic plans: the read's parameters are arrays, for which Postgres keeps
- * planning every execution anew (a custom plan, 0.2-0.3 ms) although the
- * plan never changes. A generic plan halves an empty read's cost, paid once
- * per NOTIFY.
+ * planning every execution anew (a custom plan) although the plan never
+ * changes. A generic plan is made once, which saves that planning on
+ * every read, and the relay reads once per NOTIFY.
  *
  * Index ranges only: every statement here reads a range of a shard after
  * (or, retention, before) its cursor, a few rows of a table that keeps
  * RELAY_RETENTION_S of them (a week: millions). The planner cannot see that:
  * a comparison with a cursor it does not know at plan time is guessed to
  * match a third of the rows, and a scan of the whole table, or a bitmap of a
- * third of it, then looks as cheap as the range (seen: 400 full scans a
- * second, the relay's backend over half a core at 200 orders/s). Without
+ * third of it, then looks as cheap as the range (docs/bench/history.md,
+ * "The relay's reads": a scan of the whole outbox per read). Without
  * sequential and bitmap scans it takes the index ranges these statements
  * were written for; tests/integration/relay checks that the relay scans the
  * outbox by index only. No JIT: each execution would compile again, for

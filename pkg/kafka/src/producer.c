@@ -164,10 +164,12 @@ static bool first_message_to(kfk_producer_t *p, const char *topic)
 /*
  * Before the first message to a topic, asks for that topic's metadata and
  * waits for it (at most TOPIC_LOOKUP_MS). Left alone, librdkafka 2.0 may
- * learn a new topic's partitions only at its next topic scan, a second
- * later: a relay's first batch after its start waited 0.96 s with every
- * message queued and none sent (docs/benchmarks.md, 2026-12-05). A broker
- * that does not answer costs that wait once; the message is queued anyway.
+ * learn a new topic's partitions only at its next once-a-second topic
+ * scan, and sends nothing to the topic until then: every relay start, and
+ * every hand-over of shards, paid that wait before its first event left
+ * (docs/bench/history.md, "The producer learns a new topic first"). A
+ * broker that does not answer costs that wait once; the message is queued
+ * anyway.
  */
 static void learn_topic(kfk_producer_t *p, const char *topic)
 {

@@ -4,9 +4,8 @@
 //
 // C++ because the switch is abseil C++ API only. Debian builds abseil
 // without NDEBUG, so every absl::Mutex that gRPC locks also records the
-// lock in a global graph and checks it for cycles: abseil's share of the
-// samples fell from 3.5 to 1.7 % in the gateway and from 8.3 to 3.2 % in the
-// catalog without it (perf, docs/benchmarks.md, issue 17). That check is a
+// lock in a global graph and checks it for cycles, on every lock gRPC takes
+// (docs/bench/history.md, "Abseil's deadlock detection off"). That check is a
 // debugging aid for abseil's own users; a release build of abseil does not
 // do it, and neither should a production service. Debian's abseil keeps its
 // symbols in an inline namespace (absl::debian3), which this name resolves

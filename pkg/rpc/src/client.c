@@ -94,8 +94,8 @@ grpc_channel *rpc_channel_new(const char *target, const rpc_channel_opts_t *o)
     /* pkg/resilience is the one retry layer. gRPC's own (on by default
      * since 1.40) holds a copy of every call's metadata and message until
      * the answer's headers, in case it retries a call the server never
-     * saw: up to 10 us (median 5) of the gateway's 33-57 per request
-     * (benchmarks.md, "gRPC's retry layer off"). Such a call now fails
+     * saw: copies and allocations on every call, retried or not
+     * (docs/bench/history.md, "gRPC's retry layer off"). Such a call now fails
      * UNAVAILABLE, which pkg/resilience retries if the method is idempotent. */
     args[4] = (grpc_arg){GRPC_ARG_INTEGER, (char *)GRPC_ARG_ENABLE_RETRIES, {.integer = 0}};
     if (o->own_connections)

@@ -25,8 +25,8 @@
  * queue is a candidate poller, and the poller hands its role to another
  * waiting thread each time it returns with an event: with a thread per
  * client, the gateway's idle order client took the role from the catalog's
- * on every wake-up (a futex wake and two context switches; docs/benchmarks.md,
- * issue 17's GET path). Callbacks run on this thread, so they must not
+ * on every wake-up (a futex wake and two context switches; docs/bench/history.md,
+ * "Issue 17: the GET path"). Callbacks run on this thread, so they must not
  * block (as before); a client's backoff timers stay its own.
  * ------------------------------------------------------------------------ */
 

@@ -24,7 +24,7 @@
  * keeps a connectivity watch on each client's channel. One thread, not one
  * per client: with gRPC's epoll1 engine each thread waiting on a queue takes
  * the poller role from the others in turn, a futex wake-up and two context
- * switches per wake-up (docs/benchmarks.md, issue 17's GET path).
+ * switches per wake-up (docs/bench/history.md, "Issue 17: the GET path").
  * (c) is what makes a restarted dependency usable within ~1 s: gRPC C core
  * 1.51 only processes a reconnect when some thread polls, and fail-fast
  * calls never do (platform notes §3: ~10 s with default settings).
@@ -51,7 +51,7 @@ typedef struct rs_grpc_client rs_grpc_client_t;
  * call on a connection goes through that connection's gRPC combiner, so
  * threads that call at once (the gateway's loops) queue for it and hand
  * its work to gRPC's executor; with a connection per calling thread they
- * do not (the gateway's GET: docs/benchmarks.md, "A connection per loop").
+ * do not (the gateway's GET: docs/bench/history.md, "A connection per loop").
  */
 typedef struct rs_grpc_opts {
     const char *target;          /* "127.0.0.1:25051"; copied */
