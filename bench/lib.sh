@@ -1,7 +1,12 @@
 #!/usr/bin/env bash
 # bench/lib.sh: helpers the bench/run_*.sh scripts share. Source it after setting ROOT (the
-# checkout); the helpers that need them also read BUILD_DIR, TMP, PG_PORT and PSQL/PGB (set by
-# pg_clients). Nothing here runs on its own.
+# checkout); the helpers that need them also read TMP, PG_PORT and PSQL/PGB (set by pg_clients).
+# Sourcing it sets STACK (deploy/local/stack.sh) and BUILD_DIR (the bench tree:
+# $SHOPMICRO_BENCH_BUILD_DIR, default build-bench/, as an absolute path). Nothing here runs on
+# its own.
+
+STACK=$ROOT/deploy/local/stack.sh
+BUILD_DIR=$(realpath -m -- "${SHOPMICRO_BENCH_BUILD_DIR:-$ROOT/build-bench}")
 
 # ---- messages and arguments
 

@@ -28,7 +28,6 @@
 set -euo pipefail
 
 ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd -P)
-BUILD_DIR=${SHOPMICRO_BENCH_BUILD_DIR:-$ROOT/build-bench}
 PG_PORT=${SHOPMICRO_PG_PORT:-25432}
 export SHOPMICRO_PG_PORT=$PG_PORT
 # shellcheck source=bench/lib.sh

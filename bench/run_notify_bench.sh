@@ -38,11 +38,9 @@ set -euo pipefail
 ARGV=("$@")   # the command line, for test_env_rerun once the options are checked
 
 ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd -P)
-STACK=$ROOT/deploy/local/stack.sh
 # shellcheck source=bench/lib.sh
 . "$ROOT/bench/lib.sh"
 
-BUILD_DIR=$(realpath -m -- "${SHOPMICRO_BENCH_BUILD_DIR:-$ROOT/build-bench}")
 JOBS=5000
 RATE=20
 SECONDS_RUN=15

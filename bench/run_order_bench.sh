@@ -41,7 +41,6 @@
 set -euo pipefail
 
 ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd -P)
-BUILD_DIR=${SHOPMICRO_BENCH_BUILD_DIR:-$ROOT/build-bench}
 PG_PORT=${SHOPMICRO_PG_PORT:-25432}
 # shellcheck source=bench/lib.sh
 . "$ROOT/bench/lib.sh"

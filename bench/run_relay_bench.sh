@@ -57,7 +57,6 @@
 set -euo pipefail
 
 ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd -P)
-STACK=$ROOT/deploy/local/stack.sh
 # shellcheck source=bench/lib.sh
 . "$ROOT/bench/lib.sh"
 
@@ -65,7 +64,6 @@ if [[ -z ${RELAY_BENCH_IN_TEST_ENV:-} ]]; then
   RELAY_BENCH_IN_TEST_ENV=1 exec "$STACK" test-env "$ROOT/bench/run_relay_bench.sh" "$@"
 fi
 
-BUILD_DIR=$(realpath -m -- "${SHOPMICRO_BENCH_BUILD_DIR:-$ROOT/build-bench}")
 ROWS=100000
 RATE=500
 SECONDS_RUN=20

@@ -45,11 +45,9 @@ set -euo pipefail
 ARGV=("$@")   # the command line, for test_env_rerun once the options are checked
 
 ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd -P)
-STACK=$ROOT/deploy/local/stack.sh
 # shellcheck source=bench/lib.sh
 . "$ROOT/bench/lib.sh"
 
-BUILD_DIR=$(realpath -m -- "${SHOPMICRO_BENCH_BUILD_DIR:-$ROOT/build-bench}")
 SECONDS_RUN=20
 ORDER_RATE=40
 READ_RATE=200
