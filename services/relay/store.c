@@ -176,7 +176,8 @@ static const db_stmt_t mover_stmts[] = {
  * The cursor moves have a connection of their own, the mover: on db they
  * waited behind the read sent ahead (it runs for milliseconds during a
  * backlog), which held up the finished batch and, behind it, the next one.
- * The move needs no lease of this session (it is forward only, above). */
+ * The move needs no lease held by the mover's own Postgres session (it is
+ * forward only, above). */
 struct rly_store {
     db_conn_t *db;
     db_conn_t *mover;
@@ -188,7 +189,7 @@ struct rly_store {
 
 /* The lease session's liveness, on the server's side (pkg/db's
  * server_options, with the planner's). The shards' leases are advisory locks
- * of this session (lease.h): a relay killed on a live host loses them at
+ * held by that Postgres session (lease.h): a relay killed on a live host loses them at
  * once, as its kernel closes the connection. One that dies with its host, or
  * behind a network partition, closes nothing: Postgres keeps its backend,
  * and the locks, until TCP gives up on the peer, which with Linux's defaults
