@@ -187,122 +187,57 @@ static bool flush(conn_t *c)
 
 /* ---- parsing --------------------------------------------------------------- */
 
-static const char *find_head_end(const char *s, size_t len)
+/* Ends a slice of the connection's buffer with a NUL, in place: each slice
+ * h1_parse_request returns is followed by a separator (space, '?', ':',
+ * CR), which the handler never needs. */
+static const char *terminate(conn_t *c, h1_str_t s)
 {
-    for (size_t i = 0; i + 3 < len; i++)
-        if (s[i] == '\r' && s[i + 1] == '\n' && s[i + 2] == '\r' && s[i + 3] == '\n')
-            return s + i + 4;
-    return NULL;
+    char *p = c->in + (s.p - c->in);
+
+    p[s.len] = '\0';
+    return p;
 }
 
-/* Scans the head, without changing it, for what the body needs: its
- * Content-Length (-1: a Transfer-Encoding we do not take; -2: malformed). */
-static long long body_length(const char *head, const char *end)
+/* The parsed head as the handler sees it: NUL-terminated strings. */
+static void to_request(conn_t *c, const h1_request_t *h, nsk_req_t *r)
 {
-    long long len = 0;
-
-    for (const char *line = head; line < end;) {
-        const char *eol = line;
-        while (eol < end && *eol != '\n')
-            eol++;
-        if (strncasecmp(line, "transfer-encoding:", 18) == 0)
-            return -1;
-        if (strncasecmp(line, "content-length:", 15) == 0) {
-            char *stop;
-            errno = 0;
-            len = strtoll(line + 15, &stop, 10);
-            if (errno != 0 || len < 0 || stop == line + 15)
-                return -2;
-        }
-        line = eol + 1;
+    r->method = terminate(c, h->method);
+    r->path = terminate(c, h->path);
+    r->query = h->query.p != NULL ? terminate(c, h->query) : "";
+    r->version = h->minor_version == 1 ? "HTTP/1.1" : "HTTP/1.0";
+    r->n_headers = h->n_headers;
+    for (size_t i = 0; i < h->n_headers; i++) {
+        r->names[i] = terminate(c, h->headers[i].name);
+        r->values[i] = terminate(c, h->headers[i].value);
     }
-    return len;
-}
-
-/* Splits a complete head in place into r; false when it is malformed. */
-static bool split_head(char *head, char *end, nsk_req_t *r)
-{
-    char *line_end = strstr(head, "\r\n"), *sp1, *sp2, *q, *line;
-
-    if (line_end == NULL)
-        return false;
-    *line_end = '\0';
-    sp1 = strchr(head, ' ');
-    sp2 = sp1 != NULL ? strchr(sp1 + 1, ' ') : NULL;
-    if (sp1 == NULL || sp2 == NULL || strncmp(sp2 + 1, "HTTP/1.", 7) != 0)
-        return false;
-    *sp1 = *sp2 = '\0';
-    r->method = head;
-    r->path = sp1 + 1;
-    r->version = sp2 + 1;
-    q = strchr(sp1 + 1, '?');
-    r->query = "";
-    if (q != NULL) {
-        *q = '\0';
-        r->query = q + 1;
-    }
-    r->n_headers = 0;
-    for (line = line_end + 2; line < end - 2;) {
-        char *eol = strstr(line, "\r\n"), *colon;
-        if (eol == NULL || r->n_headers == NSK_HTTP_MAX_HEADERS)
-            return false;
-        *eol = '\0';
-        colon = strchr(line, ':');
-        if (colon == NULL)
-            return false;
-        *colon = '\0';
-        for (colon++; *colon == ' ' || *colon == '\t'; colon++)
-            ;
-        for (char *t = eol - 1; t >= colon && (*t == ' ' || *t == '\t'); t--)
-            *t = '\0';
-        r->names[r->n_headers] = line;
-        r->values[r->n_headers++] = colon;
-        line = eol + 2;
-    }
-    return true;
-}
-
-static bool wants_close(const nsk_req_t *r)
-{
-    const char *version = r->version;
-    const char *conn = nsk_req_header(r, "Connection");
-
-    if (conn != NULL && strcasecmp(conn, "close") == 0)
-        return true;
-    return strcmp(version, "HTTP/1.0") == 0 && (conn == NULL || strcasecmp(conn, "keep-alive") != 0);
+    r->body = c->in + h->head_len;
+    r->body_len = (size_t)h->content_length;
 }
 
 /* Handles the first request of c->in if it is complete; true when another
  * may follow. */
 static bool serve_one(nsk_http_t *h, conn_t *c)
 {
-    const char *end = find_head_end(c->in, c->in_len);
-    long long blen;
-    size_t head_len, total;
+    h1_request_t head;
+    size_t total;
     nsk_req_t r;
     nsk_resp_t resp = {0};
 
-    if (end == NULL)
-        return c->in_len > NSK_HTTP_MAX_HEAD ? respond_error(c, 431) : false;
-    head_len = (size_t)(end - c->in);
-    if (head_len > NSK_HTTP_MAX_HEAD)
-        return respond_error(c, 431);
-    blen = body_length(c->in, end);
-    if (blen == -1)
+    switch (h1_parse_request(c->in, c->in_len, NSK_HTTP_MAX_HEAD, &head)) {
+    case H1_INCOMPLETE: return false;
+    case H1_OK: break;
+    case H1_TOO_LARGE: return respond_error(c, 431);
+    default: return respond_error(c, 400);
+    }
+    if (head.transfer_encoding)
         return respond_error(c, 501);
-    if (blen < 0)
-        return respond_error(c, 400);
-    if ((size_t)blen > h->o.max_body)
+    if (head.content_length > h->o.max_body)
         return respond_error(c, 413);
-    total = head_len + (size_t)blen;
+    total = head.head_len + (size_t)head.content_length;
     if (c->in_len < total)
         return false;
-    c->in[head_len - 2] = '\0'; /* the head ends "\r\n\0\n": strings stop in it */
-    if (!split_head(c->in, c->in + head_len, &r))
-        return respond_error(c, 400);
-    r.body = c->in + head_len;
-    r.body_len = (size_t)blen;
-    c->close_after = wants_close(&r);
+    to_request(c, &head, &r);
+    c->close_after = !head.keep_alive;
     h->o.handler(h->o.ctx, &r, &resp);
     if (resp.status == 0) {
         c->hung = true; /* never answered: the client's timeout is what ends it */

@@ -8,7 +8,8 @@
  * (hang), and close its listener and every connection for a while (go away)
  * - which is a few lines here and a fight with h2o's connection ownership
  * there; and it must be cheap to run inside a unit test's thread. It is a
- * test double and a demo, not an edge server: bounded, not fast.
+ * test double and a demo, not an edge server: bounded, not fast. The
+ * request head is read by pkg/http1, the parser pkg/admin's port shares.
  *
  * Bounds: max_conns connections (one more is accepted and closed at once),
  * NSK_HTTP_MAX_HEAD bytes of request head (431), max_body bytes of body
@@ -25,10 +26,11 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "http1/http1.h"
 #include "svc/core.h"
 
 #define NSK_HTTP_MAX_HEAD 16384
-#define NSK_HTTP_MAX_HEADERS 48
+#define NSK_HTTP_MAX_HEADERS H1_MAX_HEADERS
 
 typedef struct nsk_http nsk_http_t;
 

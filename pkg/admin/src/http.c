@@ -10,6 +10,7 @@
 #include <string.h>
 #include <strings.h>
 
+#include "http1/http1.h"
 #include "internal.h"
 
 void admin__buf_init(admin_buf_t *b, size_t max)
@@ -153,83 +154,9 @@ static const struct {
     {"/metrics", ADMIN__METRICS},
 };
 
-/* A token of RFC 9110 (method names): visible ASCII but no separators. */
-static bool is_tchar(char c)
-{
-    return c > 0x20 && c < 0x7f && strchr("\"(),/:;<=>?@[\\]{}", c) == NULL;
-}
-
-/* Parses "METHOD SP /target SP HTTP/1.x" (line without CRLF). */
-static int parse_line(const char *line, size_t n, admin__req_t *req, const char **target,
-                      size_t *tlen)
-{
-    const char *sp1 = memchr(line, ' ', n), *sp2, *end = line + n;
-
-    if (sp1 == NULL || sp1 == line)
-        return 400;
-    for (const char *p = line; p < sp1; p++)
-        if (!is_tchar(*p))
-            return 400;
-    sp2 = memchr(sp1 + 1, ' ', (size_t)(end - sp1 - 1));
-    if (sp2 == NULL || sp2 == sp1 + 1 || sp1[1] != '/')
-        return 400;
-    if (end - sp2 - 1 != 8 || memcmp(sp2 + 1, "HTTP/1.", 7) != 0 ||
-        (sp2[8] != '0' && sp2[8] != '1'))
-        return 400;
-    for (const char *p = sp1 + 1; p < sp2; p++)
-        if ((unsigned char)*p <= 0x20 || (unsigned char)*p >= 0x7f)
-            return 400;
-    req->method = line;
-    req->method_len = (size_t)(sp1 - line);
-    *target = sp1 + 1;
-    *tlen = (size_t)(sp2 - sp1 - 1);
-    return 0;
-}
-
 static bool method_is(const admin__req_t *req, const char *m)
 {
     return req->method_len == strlen(m) && memcmp(req->method, m, req->method_len) == 0;
-}
-
-/* 400 for a header line without a colon or a malformed Content-Length, 413
- * for Transfer-Encoding (never accepted). *clen gets the Content-Length (0
- * without one). Names compare case-insensitively. */
-static int check_headers(const char *p, const char *end, size_t max, size_t *clen)
-{
-    *clen = 0;
-    while (p < end) {
-        const char *eol = strstr(p, "\r\n"), *colon;
-        size_t n = (size_t)(eol - p);
-
-        colon = memchr(p, ':', n);
-        if (colon == NULL || colon == p)
-            return 400;
-        if ((size_t)(colon - p) == 17 && strncasecmp(p, "transfer-encoding", 17) == 0)
-            return 413;
-        if ((size_t)(colon - p) == 14 && strncasecmp(p, "content-length", 14) == 0) {
-            char *e;
-            unsigned long long v = strtoull(colon + 1, &e, 10);
-            while (*e == ' ' || *e == '\t')
-                e++;
-            if (e != eol)
-                return 400;
-            *clen = v > max ? max + 1 : (size_t)v;
-        }
-        p = eol + 2;
-    }
-    return 0;
-}
-
-/* Splits target into path and query (a scraper's query string changes
- * nothing for the fixed routes). */
-static void split_target(const char *target, size_t tlen, admin__req_t *req)
-{
-    const char *q = memchr(target, '?', tlen);
-
-    req->path = target;
-    req->path_len = q != NULL ? (size_t)(q - target) : tlen;
-    req->query = q != NULL ? q + 1 : NULL;
-    req->query_len = q != NULL ? tlen - req->path_len - 1 : 0;
 }
 
 static int route_of(admin__req_t *req)
@@ -271,28 +198,27 @@ static int debug_request(const char *body, size_t have, size_t head, size_t max,
 
 int admin__parse_req(const char *buf, size_t len, size_t max, bool debug, admin__req_t *req)
 {
-    const char *eol, *end, *target = NULL;
-    size_t tlen = 0, clen = 0, head;
-    int st;
+    h1_request_t h;
+    size_t clen;
 
     memset(req, 0, sizeof *req);
-    if (memchr(buf, '\0', len) != NULL) /* and strstr cannot skip one */
-        return 400;
-    end = strstr(buf, "\r\n\r\n");
-    if (end == NULL)
-        return len >= max ? 431 : 0;
-    head = (size_t)(end - buf) + 4;
-    if (head > max)
-        return 431;
-    eol = strstr(buf, "\r\n");
-    st = parse_line(buf, (size_t)(eol - buf), req, &target, &tlen);
-    if (st == 0)
-        st = check_headers(eol + 2, end + 2, max, &clen);
-    if (st != 0)
-        return st;
-    split_target(target, tlen, req);
+    switch (h1_parse_request(buf, len, max, &h)) {
+    case H1_INCOMPLETE: return 0;
+    case H1_OK: break;
+    case H1_TOO_LARGE: return 431;
+    default: return 400;
+    }
+    if (h.transfer_encoding) /* no chunked bodies here */
+        return 413;
+    clen = h.content_length > max ? max + 1 : (size_t)h.content_length;
+    req->method = h.method.p;
+    req->method_len = h.method.len;
+    req->path = h.path.p;
+    req->path_len = h.path.len;
+    req->query = h.query.p;
+    req->query_len = h.query.len;
     if (debug && is_debug_path(req))
-        return debug_request(end + 4, len - head, head, max, clen, req);
+        return debug_request(buf + h.head_len, len - h.head_len, h.head_len, max, clen, req);
     if (clen > 0) /* a GET here never has a body */
         return 413;
     if (!method_is(req, "GET"))
