@@ -16,6 +16,10 @@
  * own status.
  *
  * Pure and thread-safe; the results point into the caller's buffer.
+ *
+ * Fuzzed by tests/fuzz/fuzz_http1.c: ctest runs it as fuzz_http1_bounded
+ * (200,000 deterministic inputs); a libFuzzer run is built and started as
+ * docs/pbjson.md shows for fuzz_pbjson (ninja -C build-fuzz fuzz_http1).
  */
 #ifndef HTTP1_HTTP1_H
 #define HTTP1_HTTP1_H
