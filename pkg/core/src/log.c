@@ -16,7 +16,7 @@
 #include <unistd.h>
 
 #include "svc/core.h"
-#include "log_internal.h"
+#include "log.h"
 
 #define LINE_MAX_BYTES 4096
 

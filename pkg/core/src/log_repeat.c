@@ -17,7 +17,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "log_internal.h"
+#include "log.h"
 #include "svc/core.h"
 
 #define SLOTS   64

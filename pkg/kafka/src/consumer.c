@@ -17,7 +17,7 @@
 #include <unistd.h>
 
 #include "conf.h"
-#include "consumer_int.h"
+#include "consumer_state.h"
 
 #define RD_OK RD_KAFKA_RESP_ERR_NO_ERROR
 

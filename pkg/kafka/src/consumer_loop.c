@@ -16,7 +16,7 @@
 #include <string.h>
 #include <time.h>
 
-#include "consumer_int.h"
+#include "consumer_state.h"
 
 static const char *topic_of(const rd_kafka_message_t *m)
 {

@@ -13,7 +13,7 @@
 #include <stdio.h>
 #include <string.h>
 
-#include "consumer_int.h"
+#include "consumer_state.h"
 
 void kfk__stats_init(kfk__stats_t *s)
 {

@@ -13,7 +13,7 @@
 #include <string.h>
 #include <sys/socket.h>
 
-#include "mq_int.h"
+#include "internal.h"
 
 void rmq_conn_opts_init(rmq_conn_opts_t *o)
 {

@@ -8,7 +8,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "mq_int.h"
+#include "internal.h"
 
 #define HDR_NAME_MAX 128
 #define ID_MAX       256

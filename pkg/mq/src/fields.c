@@ -12,7 +12,7 @@
 #include <string.h>
 #include <time.h>
 
-#include "mq_int.h"
+#include "internal.h"
 
 bool rmq__bytes_eq(amqp_bytes_t b, const char *s)
 {

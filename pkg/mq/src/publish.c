@@ -8,7 +8,7 @@
 #include <stdio.h>
 #include <string.h>
 
-#include "mq_int.h"
+#include "internal.h"
 
 #define DEFAULT_CONTENT_TYPE "application/octet-stream"
 

@@ -6,7 +6,7 @@
 #include <stdio.h>
 #include <string.h>
 
-#include "mq_int.h"
+#include "internal.h"
 
 #define BASE_MAX 150 /* leaves room for ".retry.<k>" under the 255 of AMQP */
 

@@ -13,7 +13,7 @@
 
 #include <stdatomic.h>
 
-#include "rpc_int.h"
+#include "internal.h"
 #include "stats.h"
 
 typedef struct rpc__builtin rpc__builtin_t;

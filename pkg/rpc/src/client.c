@@ -14,7 +14,7 @@
 #include <grpc/grpc_security.h>
 #include <grpc/support/alloc.h>
 
-#include "rpc_int.h"
+#include "internal.h"
 
 static pthread_key_t cq_key;
 static pthread_once_t cq_once = PTHREAD_ONCE_INIT;

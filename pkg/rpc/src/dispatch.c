@@ -10,7 +10,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "rpc_int.h"
+#include "internal.h"
 
 #define CHUNK_MIN 8192
 

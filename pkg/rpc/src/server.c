@@ -31,7 +31,7 @@
 
 #include "absl_quiet.h"
 #include "builtin.h"
-#include "rpc_int.h"
+#include "internal.h"
 #include "sock.h"
 #include "stats.h"
 

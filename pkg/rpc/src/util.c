@@ -12,7 +12,7 @@
 #include <grpc/support/log.h>
 #include <grpc/support/time.h>
 
-#include "rpc_int.h"
+#include "internal.h"
 #include "sock.h"
 
 /* Splits "host:port" or "[v6]:port". Returns false when it is not numeric. */

@@ -8,7 +8,7 @@
 #include <sys/time.h>
 #include <sys/wait.h>
 
-#include "mq_int.h"
+#include "internal.h"
 #include "mq_it.h"
 #include "support/spawn.h"
 

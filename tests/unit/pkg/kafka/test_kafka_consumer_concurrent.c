@@ -18,7 +18,7 @@
 #include <string.h>
 #include <cmocka.h>
 
-#include "consumer_int.h"
+#include "consumer_state.h"
 
 #define SAMPLES 200000
 #define CHUNKS 8

@@ -8,7 +8,7 @@
 #include <string.h>
 #include <cmocka.h>
 
-#include "mq_int.h"
+#include "internal.h"
 
 #define TIER_PREFIX "shop.retry."
 

@@ -12,7 +12,7 @@
 
 #include <cmocka.h>
 
-#include "rpc_int.h"
+#include "internal.h"
 #include "shopmicro/catalog/v1/catalog.pb-c.h"
 
 static int handler_calls;

@@ -13,7 +13,7 @@
 #include <cmocka.h>
 
 #include "catalog.h"
-#include "rpc_int.h"
+#include "internal.h"
 #include "shopmicro/catalog/v1/catalog.pb-c.h"
 
 static const rpc_method_t *method(const char *name)

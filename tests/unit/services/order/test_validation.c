@@ -14,7 +14,7 @@
 #include <cmocka.h>
 
 #include "order.h"
-#include "rpc_int.h"
+#include "internal.h"
 #include "shopmicro/order/v1/order.pb-c.h"
 
 typedef Shopmicro__Order__V1__CreateOrderRequest create_req_t;

@@ -1,10 +1,10 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /*
- * mq_int.h - what the files of pkg/mq share (rmq__ names); not installed.
+ * internal.h - what the files of pkg/mq share (rmq__ names); not installed.
  * The unit tests include it for the pure helpers (x-death, field text).
  */
-#ifndef RMQ_MQ_INT_H
-#define RMQ_MQ_INT_H
+#ifndef RMQ_INTERNAL_H
+#define RMQ_INTERNAL_H
 
 #include <amqp.h>
 #include <sys/time.h>
@@ -80,4 +80,4 @@ amqp_table_entry_t *rmq__headers_edit(const amqp_table_t *h, const char *const *
                                       size_t n_drop, const amqp_table_entry_t *set, int n_set,
                                       int *n_out);
 
-#endif /* RMQ_MQ_INT_H */
+#endif /* RMQ_INTERNAL_H */

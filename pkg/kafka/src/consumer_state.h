@@ -1,11 +1,11 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /*
- * consumer_int.h - the consumer's state, shared by consumer.c (the loop) and
+ * consumer_state.h - the consumer's state, shared by consumer.c (the loop) and
  * consumer_stats.c (counters, lag, the Prometheus text). Internal to
  * pkg/kafka.
  */
-#ifndef KFK_CONSUMER_INT_H
-#define KFK_CONSUMER_INT_H
+#ifndef KFK_CONSUMER_STATE_H
+#define KFK_CONSUMER_STATE_H
 
 #include <librdkafka/rdkafka.h>
 #include <pthread.h>

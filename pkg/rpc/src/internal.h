@@ -1,7 +1,7 @@
 /* SPDX-License-Identifier: Apache-2.0 */
-/* rpc_int.h - pieces of pkg/rpc shared between its files and unit tests. */
-#ifndef RPC_INT_H
-#define RPC_INT_H
+/* internal.h - pieces of pkg/rpc shared between its files and unit tests. */
+#ifndef RPC_INTERNAL_H
+#define RPC_INTERNAL_H
 
 #include <stddef.h>
 

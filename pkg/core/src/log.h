@@ -1,7 +1,7 @@
 /* SPDX-License-Identifier: Apache-2.0 */
-/* log_internal.h - what log.c shares with log_repeat.c; not part of the API. */
-#ifndef SVC_CORE_LOG_INTERNAL_H
-#define SVC_CORE_LOG_INTERNAL_H
+/* log.h - what log.c shares with log_repeat.c; not part of the API. */
+#ifndef SVC_CORE_LOG_H
+#define SVC_CORE_LOG_H
 
 #include <stdarg.h>
 
