@@ -74,7 +74,7 @@ static int qpair_cmp(const void *a_, const void *b_)
  * and hands each key to pbj_set_query_param once, with all its values.
  */
 static svc_err_t bind_query(ProtobufCMessage *msg, const char *q, size_t len,
-                            const char *const *bound, size_t n_bound, char *errbuf)
+                            const char *const *bound, size_t n_bound, char errbuf[static SVC_ERRBUF_LEN])
 {
     size_t cap = 1, n = 0;
     qpair_t *pairs = NULL;
@@ -145,7 +145,7 @@ out:
 
 svc_err_t gw_bind_request(const gw_match_t *m, const char *query, size_t query_len,
                           const char *body, size_t body_len, ProtobufCMessage **out,
-                          char *errbuf)
+                          char errbuf[static SVC_ERRBUF_LEN])
 {
     const gw_route_t *r = m->route;
     char fields[GW_MAX_PATH_VARS][GW_MAX_FIELD_PATH + 1];

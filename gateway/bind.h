@@ -33,7 +33,7 @@
  */
 svc_err_t gw_bind_request(const gw_match_t *m, const char *query, size_t query_len,
                           const char *body, size_t body_len, ProtobufCMessage **out,
-                          char *errbuf);
+                          char errbuf[static SVC_ERRBUF_LEN]);
 
 /*
  * Percent-decodes src (len bytes) into dst (at least len + 1 bytes; the

@@ -83,7 +83,7 @@ static const svc_cfg_entry_t table[] = {
 };
 
 svc_err_t gw_config_load(gw_config_t *c, const char *(*getenv_fn)(const char *name),
-                         char *errbuf)
+                         char errbuf[static SVC_ERRBUF_LEN])
 {
     svc_err_t err = svc_cfg_load(table, SVC_COUNTOF(table), c, getenv_fn, errbuf);
 

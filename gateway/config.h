@@ -40,7 +40,7 @@ typedef struct gw_config {
 /* Reads the environment (getenv_fn NULL: getenv; tests inject). SVC_EINVAL
  * with the reason in errbuf. */
 svc_err_t gw_config_load(gw_config_t *c, const char *(*getenv_fn)(const char *name),
-                         char *errbuf);
+                         char errbuf[static SVC_ERRBUF_LEN]);
 void gw_config_help(FILE *f);
 void gw_config_log(const gw_config_t *c);
 

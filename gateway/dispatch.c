@@ -414,7 +414,7 @@ static void on_done(h2o_multithread_receiver_t *rx, h2o_linklist_t *msgs)
 /* The call's overall deadline: Grpc-Timeout, else the configured default.
  * Returns 0, or the gRPC code of the answer that replaces the call. */
 static int deadline_of(gw_loop_t *l, h2o_req_t *req, uint64_t start, uint64_t *deadline,
-                       char *errbuf)
+                       char errbuf[static SVC_ERRBUF_LEN])
 {
     const h2o_header_t *h = gw_find_header(req, H2O_STRLIT("grpc-timeout"));
 

@@ -52,7 +52,7 @@ static bool raw_head(h2o_req_t *req, const char **head, size_t *len)
 #error "check how this h2o version frames requests before relying on raw_head()"
 #endif
 
-int gw_framing_verdict(h2o_req_t *req, char *errbuf)
+int gw_framing_verdict(h2o_req_t *req, char errbuf[static SVC_ERRBUF_LEN])
 {
     const char *head;
     size_t len;
@@ -206,7 +206,7 @@ static bool is_idempotency_key(const h2o_header_t *h)
  * once as Grpc-Metadata-Idempotency-Key) is refused, never dropped.
  * *out is NULL when the request has none.
  */
-static bool idempotency_key(h2o_req_t *req, const h2o_header_t **out, char *errbuf)
+static bool idempotency_key(h2o_req_t *req, const h2o_header_t **out, char errbuf[static SVC_ERRBUF_LEN])
 {
     const h2o_header_t *key = NULL;
     char name[64];
@@ -292,7 +292,7 @@ static void md_add_forwarded(md_builder_t *b)
 
 /* See headers.h. */
 int gw_build_metadata(h2o_req_t *req, const gw_config_t *cfg, const char *id, rpc_md_t *md,
-                      size_t *n, char *errbuf)
+                      size_t *n, char errbuf[static SVC_ERRBUF_LEN])
 {
     md_builder_t b = {req, md, 0, 0, (size_t)cfg->max_metadata_bytes, false, errbuf};
     const h2o_header_t *h;

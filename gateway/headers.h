@@ -44,7 +44,7 @@ const h2o_header_t *gw_find_header(h2o_req_t *req, const char *name, size_t len)
  * caller closes the connection either way: what follows on it may be a
  * smuggled request.
  */
-int gw_framing_verdict(h2o_req_t *req, char *errbuf);
+int gw_framing_verdict(h2o_req_t *req, char errbuf[static SVC_ERRBUF_LEN]);
 
 /*
  * Request id (id), Idempotency-Key, Authorization, Grpc-Metadata-*, then the
@@ -54,6 +54,6 @@ int gw_framing_verdict(h2o_req_t *req, char *errbuf);
  * repeated Idempotency-Key, 431: too large), errbuf naming the header.
  */
 int gw_build_metadata(h2o_req_t *req, const gw_config_t *cfg, const char *id, rpc_md_t *md,
-                      size_t *n, char *errbuf);
+                      size_t *n, char errbuf[static SVC_ERRBUF_LEN]);
 
 #endif

@@ -259,7 +259,7 @@ static uint64_t deadline_after(uint64_t start_ns, uint64_t ns)
 
 gw_timeout_verdict_t gw_grpc_timeout_deadline(const char *s, size_t len, int64_t default_ms,
                                               uint64_t start_ns, uint64_t now_ns,
-                                              uint64_t *deadline_ns, char *errbuf)
+                                              uint64_t *deadline_ns, char errbuf[static SVC_ERRBUF_LEN])
 {
     uint64_t at;
     int64_t ns;
@@ -324,7 +324,7 @@ typedef struct framing {
     bool te;
 } framing_t;
 
-static bool framing_content_length(framing_t *f, const char *v, size_t len, char *errbuf)
+static bool framing_content_length(framing_t *f, const char *v, size_t len, char errbuf[static SVC_ERRBUF_LEN])
 {
     size_t digits = 0;
 
@@ -347,7 +347,7 @@ static bool framing_content_length(framing_t *f, const char *v, size_t len, char
 }
 
 /* One header line, without its line ending. */
-static bool framing_line(framing_t *f, const char *line, size_t len, char *errbuf)
+static bool framing_line(framing_t *f, const char *line, size_t len, char errbuf[static SVC_ERRBUF_LEN])
 {
     const char *colon = memchr(line, ':', len);
     size_t nlen = colon != NULL ? (size_t)(colon - line) : len, vlen;
@@ -388,7 +388,7 @@ static bool framing_line(framing_t *f, const char *line, size_t len, char *errbu
     return true;
 }
 
-bool gw_http1_framing_check(const char *head, size_t len, bool http10, char *errbuf)
+bool gw_http1_framing_check(const char *head, size_t len, bool http10, char errbuf[static SVC_ERRBUF_LEN])
 {
     framing_t f = {NULL, 0, false};
     const char *end = head + len, *p = memchr(head, '\n', len);
@@ -423,7 +423,7 @@ bool gw_http1_framing_check(const char *head, size_t len, bool http10, char *err
     return false;
 }
 
-bool gw_idempotency_key_check(const char *name, const char *v, size_t len, char *errbuf)
+bool gw_idempotency_key_check(const char *name, const char *v, size_t len, char errbuf[static SVC_ERRBUF_LEN])
 {
     size_t bad;
 

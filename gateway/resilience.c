@@ -56,7 +56,7 @@ static const char *peer_url(const char *e, size_t len)
     return url;
 }
 
-svc_err_t gw_resilience_peers_check(const char *spec, char *errbuf)
+svc_err_t gw_resilience_peers_check(const char *spec, char errbuf[static SVC_ERRBUF_LEN])
 {
     const char *e = spec;
 

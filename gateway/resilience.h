@@ -36,7 +36,7 @@ void gw_resilience_feed(struct gw_app *app, struct st_h2o_mem_pool_t *pool, gw_r
  * of URL characters only (no quotes, spaces, '<', '>', '\\'). SVC_EINVAL
  * with the entry in errbuf. Pure.
  */
-svc_err_t gw_resilience_peers_check(const char *spec, char *errbuf);
+svc_err_t gw_resilience_peers_check(const char *spec, char errbuf[static SVC_ERRBUF_LEN]);
 
 /* The peers as a JSON array [{"service":"order","url":"http://127.0.0.1:9467
  * /debug/resilience.json"}, ...] into buf (cap bytes, NUL-terminated when cap

@@ -155,7 +155,7 @@ static bool field_exists(const ProtobufCMessageDescriptor *d, const char *path, 
     }
 }
 
-static svc_err_t validate_template(const gw_route_t *r, size_t row, char *errbuf)
+static svc_err_t validate_template(const gw_route_t *r, size_t row, char errbuf[static SVC_ERRBUF_LEN])
 {
     const char *p, *end, *seg, *field;
     size_t len, flen, n_vars = 0;
@@ -198,7 +198,7 @@ static svc_err_t validate_template(const gw_route_t *r, size_t row, char *errbuf
     return SVC_OK;
 }
 
-static svc_err_t validate_row(const gw_route_t *r, size_t row, char *errbuf)
+static svc_err_t validate_row(const gw_route_t *r, size_t row, char errbuf[static SVC_ERRBUF_LEN])
 {
     if (r->method == NULL || r->method[0] == '\0') {
         svc_errbuf_set(errbuf, "route %zu: no method", row);
@@ -234,7 +234,7 @@ static svc_err_t validate_row(const gw_route_t *r, size_t row, char *errbuf)
     return validate_template(r, row, errbuf);
 }
 
-svc_err_t gw_routes_validate(const gw_route_t *routes, size_t n, char *errbuf)
+svc_err_t gw_routes_validate(const gw_route_t *routes, size_t n, char errbuf[static SVC_ERRBUF_LEN])
 {
     for (size_t i = 0; i < n; i++) {
         svc_err_t err = validate_row(&routes[i], i, errbuf);

@@ -127,7 +127,7 @@ gw_match_result_t gw_route_match(const gw_route_t *routes, size_t n, const char 
  * body, local rows with a function, no two rows with the same method
  * and template. SVC_EINVAL with the row and the reason in errbuf.
  */
-svc_err_t gw_routes_validate(const gw_route_t *routes, size_t n, char *errbuf);
+svc_err_t gw_routes_validate(const gw_route_t *routes, size_t n, char errbuf[static SVC_ERRBUF_LEN]);
 
 /* "catalog", "order". Never NULL. */
 const char *gw_upstream_name(gw_upstream_id_t id);

@@ -82,7 +82,7 @@ struct gw_server {
  * ------------------------------------------------------------------------ */
 
 static svc_err_t resolve(const char *listen, struct sockaddr_storage *ss, socklen_t *sl,
-                         char *errbuf)
+                         char errbuf[static SVC_ERRBUF_LEN])
 {
     const char *colon = strrchr(listen, ':');
     char host[256];
@@ -129,7 +129,7 @@ static svc_err_t resolve(const char *listen, struct sockaddr_storage *ss, sockle
 
 /* A bound (and, if listen_too, listening) non-blocking socket, or -1. */
 static int open_socket(const struct sockaddr_storage *ss, socklen_t sl, bool reuseport,
-                       bool listen_too, const char *addr, char *errbuf)
+                       bool listen_too, const char *addr, char errbuf[static SVC_ERRBUF_LEN])
 {
     int fd = socket(ss->ss_family, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0), on = 1;
 
@@ -168,7 +168,7 @@ static int open_socket(const struct sockaddr_storage *ss, socklen_t sl, bool reu
  * for the error message and is never removed, so no unlink can race with a
  * starting instance.
  */
-static int take_lock(const char *dir, const char *listen, char *errbuf)
+static int take_lock(const char *dir, const char *listen, char errbuf[static SVC_ERRBUF_LEN])
 {
     char path[1024], name[300], pid[32] = "";
     size_t n = 0;
@@ -205,7 +205,7 @@ static int take_lock(const char *dir, const char *listen, char *errbuf)
     return fd;
 }
 
-static svc_err_t open_listeners(gw_server_t *s, char *errbuf)
+static svc_err_t open_listeners(gw_server_t *s, char errbuf[static SVC_ERRBUF_LEN])
 {
     struct sockaddr_storage ss;
     socklen_t sl = 0;
@@ -513,7 +513,7 @@ static void wait_for_signal(gw_server_t *s)
                  sig == SIGINT ? "SIGINT" : "SIGTERM", (long long)s->cfg->drain_ms);
 }
 
-static svc_err_t start(gw_server_t *s, char *errbuf)
+static svc_err_t start(gw_server_t *s, char errbuf[static SVC_ERRBUF_LEN])
 {
     h2o_hostconf_t *host;
     svc_err_t err;

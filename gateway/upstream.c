@@ -36,7 +36,7 @@ static size_t methods_of(gw_upstream_id_t id, const gw_route_t *routes, size_t n
 }
 
 svc_err_t gw_upstreams_new(const gw_config_t *cfg, const gw_route_t *routes, size_t n,
-                           gw_upstreams_t **out, char *errbuf)
+                           gw_upstreams_t **out, char errbuf[static SVC_ERRBUF_LEN])
 {
     gw_upstreams_t *u = calloc(1, sizeof *u);
     rs_method_t methods[RS_MAX_METHODS];

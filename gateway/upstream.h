@@ -27,7 +27,7 @@ typedef struct gw_upstreams gw_upstreams_t;
 /* Creates every upstream's client (channel, breaker, budget, thread).
  * *out owned by caller (gw_upstreams_free). SVC_EINVAL/SVC_ENOMEM. */
 svc_err_t gw_upstreams_new(const gw_config_t *cfg, const gw_route_t *routes, size_t n,
-                           gw_upstreams_t **out, char *errbuf);
+                           gw_upstreams_t **out, char errbuf[static SVC_ERRBUF_LEN]);
 /* Every call must have been delivered. NULL-safe. */
 void gw_upstreams_free(gw_upstreams_t *u);
 

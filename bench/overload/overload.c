@@ -240,7 +240,7 @@ static void *ticker_main(void *arg)
 
 /* ---- set-up and the arrival clock ---------------------------------------- */
 
-static svc_err_t clients_new(run_t *r, char *errbuf)
+static svc_err_t clients_new(run_t *r, char errbuf[static SVC_ERRBUF_LEN])
 {
     static const rs_method_t methods[] = {{.path = GET_PRODUCT, .idempotency = RS_IDEMPOTENT}};
     rs_grpc_opts_t o;
@@ -260,7 +260,7 @@ static svc_err_t clients_new(run_t *r, char *errbuf)
     return rs_grpc_client_new(&o, &r->cl, errbuf);
 }
 
-static svc_err_t run_init(run_t *r, const ov_opts_t *o, char *errbuf)
+static svc_err_t run_init(run_t *r, const ov_opts_t *o, char errbuf[static SVC_ERRBUF_LEN])
 {
     memset(r, 0, sizeof *r);
     r->o = o;
@@ -331,7 +331,7 @@ static void run_dispose(run_t *r)
     free(r->rows);
 }
 
-svc_err_t ov_run(const ov_opts_t *o, ov_row_t **rows, int *n_rows, char *errbuf)
+svc_err_t ov_run(const ov_opts_t *o, ov_row_t **rows, int *n_rows, char errbuf[static SVC_ERRBUF_LEN])
 {
     run_t r;
     pthread_t ticker;

@@ -75,7 +75,7 @@ typedef struct ov_row {
 
 /* Runs the experiment; *rows (owned by caller, free()) has one row per
  * second of all phases. SVC_EINVAL/SVC_ENOMEM/SVC_EUNAVAIL with errbuf. */
-svc_err_t ov_run(const ov_opts_t *o, ov_row_t **rows, int *n_rows, char *errbuf);
+svc_err_t ov_run(const ov_opts_t *o, ov_row_t **rows, int *n_rows, char errbuf[static SVC_ERRBUF_LEN]);
 
 /* The CSV of a run: a header line, one line per row. */
 void ov_write_csv(FILE *f, const ov_opts_t *o, const ov_row_t *rows, int n);

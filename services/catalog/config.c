@@ -29,7 +29,7 @@ static const svc_cfg_entry_t table[] = {
      "TEST ONLY: fault knobs (latency, slot limit, errors) at /debug/fault of the admin port"},
 };
 
-svc_err_t cat_config_load(cat_config_t *c, char *errbuf)
+svc_err_t cat_config_load(cat_config_t *c, char errbuf[static SVC_ERRBUF_LEN])
 {
     return svc_cfg_load(table, SVC_COUNTOF(table), c, NULL, errbuf);
 }

@@ -23,7 +23,7 @@ typedef struct cat_config {
 } cat_config_t;
 
 /* Reads the environment. SVC_EINVAL with the reason in errbuf. */
-svc_err_t cat_config_load(cat_config_t *c, char *errbuf);
+svc_err_t cat_config_load(cat_config_t *c, char errbuf[static SVC_ERRBUF_LEN]);
 void cat_config_help(FILE *f);
 void cat_config_log(const cat_config_t *c);
 

@@ -64,7 +64,7 @@ static void wake_waiters(cat_fault_t *f)
     pthread_mutex_unlock(&f->mu);
 }
 
-svc_err_t cat_fault_set(cat_fault_t *f, const cat_fault_settings_t *s, char *errbuf)
+svc_err_t cat_fault_set(cat_fault_t *f, const cat_fault_settings_t *s, char errbuf[static SVC_ERRBUF_LEN])
 {
     const char *bad = s->latency_ms > CAT_FAULT_MAX_LATENCY_MS     ? "latency_ms"
                       : s->slots > CAT_FAULT_MAX_SLOTS             ? "slots"
@@ -174,7 +174,7 @@ static uint32_t roll_pct(cat_fault_t *f)
     return (uint32_t)(x % 100);
 }
 
-static svc_err_t reject(cat_fault_t *f, rpc_ctx_t *ctx, uint32_t slots, char *errbuf)
+static svc_err_t reject(cat_fault_t *f, rpc_ctx_t *ctx, uint32_t slots, char errbuf[static SVC_ERRBUF_LEN])
 {
     uint32_t pb = atomic_load(&f->pushback_ms);
 
@@ -186,7 +186,7 @@ static svc_err_t reject(cat_fault_t *f, rpc_ctx_t *ctx, uint32_t slots, char *er
     return SVC_EEXHAUSTED;
 }
 
-svc_err_t cat_fault_enter(cat_fault_t *f, rpc_ctx_t *ctx, cat_fault_pass_t *pass, char *errbuf)
+svc_err_t cat_fault_enter(cat_fault_t *f, rpc_ctx_t *ctx, cat_fault_pass_t *pass, char errbuf[static SVC_ERRBUF_LEN])
 {
     uint32_t slots, latency, pct;
 
@@ -296,7 +296,7 @@ static void state_json(cat_fault_t *f, admin_buf_t *out)
 }
 
 /* One "key=value" of a form into s. false with the reason in errbuf. */
-static bool apply_pair(const char *pair, size_t n, cat_fault_settings_t *s, char *errbuf)
+static bool apply_pair(const char *pair, size_t n, cat_fault_settings_t *s, char errbuf[static SVC_ERRBUF_LEN])
 {
     static const struct {
         const char *key;
@@ -340,7 +340,7 @@ static bool apply_pair(const char *pair, size_t n, cat_fault_settings_t *s, char
 }
 
 /* Applies every pair of an "a=1&b=2" form (newlines end it too, for curl -d). */
-static bool apply_form(const char *form, cat_fault_settings_t *s, char *errbuf)
+static bool apply_form(const char *form, cat_fault_settings_t *s, char errbuf[static SVC_ERRBUF_LEN])
 {
     while (*form != '\0') {
         size_t n = strcspn(form, "&\r\n");

@@ -65,7 +65,7 @@ void cat_fault_free(cat_fault_t *f);
 
 /* Replaces the settings. SVC_EINVAL (errbuf names the field) when one is out
  * of range; nothing changes then. Thread-safe. */
-svc_err_t cat_fault_set(cat_fault_t *f, const cat_fault_settings_t *s, char *errbuf);
+svc_err_t cat_fault_set(cat_fault_t *f, const cat_fault_settings_t *s, char errbuf[static SVC_ERRBUF_LEN]);
 /* The current settings. Thread-safe. */
 void cat_fault_get(cat_fault_t *f, cat_fault_settings_t *s);
 
@@ -81,7 +81,7 @@ typedef struct cat_fault_pass {
  * Either error: errbuf says so; still call cat_fault_leave. May sleep
  * latency_ms, and wait for a slot in the queue. Called on the call's worker
  * thread. */
-svc_err_t cat_fault_enter(cat_fault_t *f, rpc_ctx_t *ctx, cat_fault_pass_t *pass, char *errbuf);
+svc_err_t cat_fault_enter(cat_fault_t *f, rpc_ctx_t *ctx, cat_fault_pass_t *pass, char errbuf[static SVC_ERRBUF_LEN]);
 /* Releases what cat_fault_enter took. NULL-safe. */
 void cat_fault_leave(cat_fault_t *f, const cat_fault_pass_t *pass);
 

@@ -22,7 +22,7 @@ typedef Shopmicro__Catalog__V1__BatchGetProductsRequest batch_req_t;
 typedef Shopmicro__Catalog__V1__BatchGetProductsResponse batch_resp_t;
 
 static svc_err_t create_product(rpc_ctx_t *ctx, const ProtobufCMessage *in,
-                                ProtobufCMessage **out, char *errbuf)
+                                ProtobufCMessage **out, char errbuf[static SVC_ERRBUF_LEN])
 {
     const create_req_t *req = (const create_req_t *)in;
     svc_alloc_t a = rpc_ctx_allocator(ctx);
@@ -54,7 +54,7 @@ static svc_err_t create_product(rpc_ctx_t *ctx, const ProtobufCMessage *in,
 }
 
 static svc_err_t get_product(rpc_ctx_t *ctx, const ProtobufCMessage *in, ProtobufCMessage **out,
-                             char *errbuf)
+                             char errbuf[static SVC_ERRBUF_LEN])
 {
     const get_req_t *req = (const get_req_t *)in;
     svc_alloc_t a = rpc_ctx_allocator(ctx);
@@ -73,7 +73,7 @@ static svc_err_t get_product(rpc_ctx_t *ctx, const ProtobufCMessage *in, Protobu
 }
 
 static svc_err_t list_products(rpc_ctx_t *ctx, const ProtobufCMessage *in,
-                               ProtobufCMessage **out, char *errbuf)
+                               ProtobufCMessage **out, char errbuf[static SVC_ERRBUF_LEN])
 {
     const list_req_t *req = (const list_req_t *)in;
     svc_alloc_t a = rpc_ctx_allocator(ctx);
@@ -111,7 +111,7 @@ static svc_err_t list_products(rpc_ctx_t *ctx, const ProtobufCMessage *in,
 /* products[i] answers ids[i]; an unknown id gets an empty Product (the
  * proto's contract), so one unknown line does not hide the others. */
 static svc_err_t batch_get_products(rpc_ctx_t *ctx, const ProtobufCMessage *in,
-                                    ProtobufCMessage **out, char *errbuf)
+                                    ProtobufCMessage **out, char errbuf[static SVC_ERRBUF_LEN])
 {
     const batch_req_t *req = (const batch_req_t *)in;
     svc_alloc_t a = rpc_ctx_allocator(ctx);
@@ -146,7 +146,7 @@ static svc_err_t batch_get_products(rpc_ctx_t *ctx, const ProtobufCMessage *in,
 /* Every method runs inside the fault knobs (fault.h; a no-op unless a test
  * turned them on), so a slot is held for the handler's whole run. */
 static svc_err_t with_faults(rpc_handler_fn h, rpc_ctx_t *ctx, const ProtobufCMessage *in,
-                             ProtobufCMessage **out, char *errbuf)
+                             ProtobufCMessage **out, char errbuf[static SVC_ERRBUF_LEN])
 {
     const cat_app_t *app = rpc_ctx_app(ctx);
     cat_fault_t *f = app != NULL ? app->fault : NULL;
@@ -161,7 +161,7 @@ static svc_err_t with_faults(rpc_handler_fn h, rpc_ctx_t *ctx, const ProtobufCMe
 
 #define FAULTED(fn)                                                                            \
     static svc_err_t fn##_faulted(rpc_ctx_t *ctx, const ProtobufCMessage *in,                  \
-                                  ProtobufCMessage **out, char *errbuf)                        \
+                                  ProtobufCMessage **out, char errbuf[static SVC_ERRBUF_LEN])                        \
     {                                                                                          \
         return with_faults(fn, ctx, in, out, errbuf);                                          \
     }

@@ -43,7 +43,7 @@ typedef struct job {
 
 /* The event as an outbox row: protobuf for the wire, protojson for psql. */
 static svc_err_t add_event(cat_saga_t *s, const job_t *j, const ProtobufCMessage *m,
-                           const char *event_type, const char *ce_type, char *errbuf)
+                           const char *event_type, const char *ce_type, char errbuf[static SVC_ERRBUF_LEN])
 {
     size_t len = protobuf_c_message_get_packed_size(m), json_len = 0;
     uint8_t *pb = malloc(len > 0 ? len : 1);
@@ -74,7 +74,7 @@ static svc_err_t add_event(cat_saga_t *s, const job_t *j, const ProtobufCMessage
 }
 
 /* Every line's stock is there: take it, then StockReserved. */
-static svc_err_t reserve(cat_saga_t *s, const job_t *j, char *errbuf)
+static svc_err_t reserve(cat_saga_t *s, const job_t *j, char errbuf[static SVC_ERRBUF_LEN])
 {
     Shopmicro__Events__V1__StockReserved ev = SHOPMICRO__EVENTS__V1__STOCK_RESERVED__INIT;
     Shopmicro__Events__V1__StockLine line[CAT_RESERVE_MAX_LINES], *lp[CAT_RESERVE_MAX_LINES];
@@ -109,7 +109,7 @@ static svc_err_t reserve(cat_saga_t *s, const job_t *j, char *errbuf)
 /* Some line is short or unknown: take nothing, StockRejected with every
  * shortage. */
 static svc_err_t reject(cat_saga_t *s, const job_t *j, cat_shortage_t *sh, size_t k,
-                        char *errbuf)
+                        char errbuf[static SVC_ERRBUF_LEN])
 {
     Shopmicro__Events__V1__StockRejected ev = SHOPMICRO__EVENTS__V1__STOCK_REJECTED__INIT;
     cat_shortage_t *sp[CAT_RESERVE_MAX_LINES];
@@ -131,7 +131,7 @@ static svc_err_t reject(cat_saga_t *s, const job_t *j, cat_shortage_t *sh, size_
 }
 
 /* Locks the products, decides, writes. *k_out: the number of shortages. */
-static svc_err_t decide(cat_saga_t *s, const job_t *j, size_t *k_out, char *errbuf)
+static svc_err_t decide(cat_saga_t *s, const job_t *j, size_t *k_out, char errbuf[static SVC_ERRBUF_LEN])
 {
     const char *ids[CAT_RESERVE_MAX_LINES];
     cat_stock_row_t rows[CAT_RESERVE_MAX_LINES];
@@ -185,7 +185,7 @@ static kfk_verdict_t apply(cat_saga_t *s, const job_t *j, char *reason)
     return KFK_HANDLED;
 }
 
-static svc_err_t tx_begin(void *ctx, uint64_t deadline_ms, char *errbuf)
+static svc_err_t tx_begin(void *ctx, uint64_t deadline_ms, char errbuf[static SVC_ERRBUF_LEN])
 {
     cat_saga_t *s = ctx;
 
@@ -193,7 +193,7 @@ static svc_err_t tx_begin(void *ctx, uint64_t deadline_ms, char *errbuf)
     return cat_stock_begin(s->st, deadline_ms * SVC_NS_PER_MS, errbuf);
 }
 
-static svc_err_t tx_commit(void *ctx, uint64_t deadline_ms, char *errbuf)
+static svc_err_t tx_commit(void *ctx, uint64_t deadline_ms, char errbuf[static SVC_ERRBUF_LEN])
 {
     cat_saga_t *s = ctx;
     svc_err_t err = cat_stock_commit(s->st, deadline_ms * SVC_NS_PER_MS, errbuf);
@@ -268,7 +268,7 @@ kfk_verdict_t cat_saga_handle(void *ctx, const kfk_record_t *r, char *reason)
 }
 
 svc_err_t cat_saga_new_detached(const char *dsn, int statement_timeout_ms, cat_saga_t **out,
-                                char *errbuf)
+                                char errbuf[static SVC_ERRBUF_LEN])
 {
     cat_saga_t *s = calloc(1, sizeof *s);
     svc_err_t err;
@@ -287,7 +287,7 @@ svc_err_t cat_saga_new_detached(const char *dsn, int statement_timeout_ms, cat_s
     return SVC_OK;
 }
 
-svc_err_t cat_saga_start(const cat_config_t *cfg, cat_saga_t **out, char *errbuf)
+svc_err_t cat_saga_start(const cat_config_t *cfg, cat_saga_t **out, char errbuf[static SVC_ERRBUF_LEN])
 {
     static const char *const topics[] = {CAT_SAGA_TOPIC_IN, NULL};
     cat_saga_t *s;

@@ -35,7 +35,7 @@ typedef struct cat_saga cat_saga_t;
 
 /* Starts the consumer. With cfg->kafka_brokers "none" it starts nothing
  * (*out NULL, one log line says orders then stay PENDING). */
-svc_err_t cat_saga_start(const cat_config_t *cfg, cat_saga_t **out, char *errbuf);
+svc_err_t cat_saga_start(const cat_config_t *cfg, cat_saga_t **out, char errbuf[static SVC_ERRBUF_LEN]);
 /* Stops the consumer (the record in hand finishes or is handed again
  * later), then frees. NULL-safe. */
 void cat_saga_stop(cat_saga_t *s);
@@ -58,6 +58,6 @@ extern const kfk_batch_ops_t cat_saga_batch_ops;
 /* A saga without a consumer, its handler driven by a test (dsn: catalog's
  * database, migrated). Free with cat_saga_stop. */
 svc_err_t cat_saga_new_detached(const char *dsn, int statement_timeout_ms, cat_saga_t **out,
-                                char *errbuf);
+                                char errbuf[static SVC_ERRBUF_LEN]);
 
 #endif

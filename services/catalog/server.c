@@ -12,7 +12,7 @@
 #include "saga.h"
 #include "store.h"
 
-static void *worker_init(int index, void *app, char *errbuf)
+static void *worker_init(int index, void *app, char errbuf[static SVC_ERRBUF_LEN])
 {
     const cat_config_t *cfg = ((const cat_app_t *)app)->cfg;
     cat_store_t *st = NULL;
@@ -49,7 +49,7 @@ static void admin_check(void *ctx, admin_check_t *c)
     cat_saga_check(((const admin_ctx_t *)ctx)->saga, c);
 }
 
-static svc_err_t ops_create(const cat_config_t *cfg, admin_ctx_t *a, ops_t **out, char *errbuf)
+static svc_err_t ops_create(const cat_config_t *cfg, admin_ctx_t *a, ops_t **out, char errbuf[static SVC_ERRBUF_LEN])
 {
     ops_opts_t o = {
         .service = "catalog",

@@ -48,7 +48,7 @@ static const db_stmt_t stmts[] = {
  * call"). The plans of the other statements do not depend on their
  * parameters. */
 svc_err_t cat_store_new(const char *dsn, int statement_timeout_ms, cat_store_t **out,
-                        char *errbuf)
+                        char errbuf[static SVC_ERRBUF_LEN])
 {
     db_opts_t o;
 
@@ -62,7 +62,7 @@ void cat_store_free(cat_store_t *st)
     db_conn_free(st);
 }
 
-svc_err_t cat_store_migrate(const char *dsn, int64_t wait_ms, char *errbuf)
+svc_err_t cat_store_migrate(const char *dsn, int64_t wait_ms, char errbuf[static SVC_ERRBUF_LEN])
 {
     return db_migrate_wait(dsn, cat_migrations, cat_migrations_count, "catalog", wait_ms, errbuf);
 }
@@ -96,7 +96,7 @@ static svc_err_t one_product(PGresult *r, const svc_alloc_t *a, cat_product_t **
 
 svc_err_t cat_store_create(cat_store_t *st, const char *name, const char *description,
                            int64_t price_cents, int32_t stock, uint64_t deadline_ns,
-                           const svc_alloc_t *a, cat_product_t **out, char *errbuf)
+                           const svc_alloc_t *a, cat_product_t **out, char errbuf[static SVC_ERRBUF_LEN])
 {
     char price[24], qty[16];
     const char *params[] = {name, description, price, qty};
@@ -113,7 +113,7 @@ svc_err_t cat_store_create(cat_store_t *st, const char *name, const char *descri
 }
 
 svc_err_t cat_store_get(cat_store_t *st, const char *id, uint64_t deadline_ns,
-                        const svc_alloc_t *a, cat_product_t **out, char *errbuf)
+                        const svc_alloc_t *a, cat_product_t **out, char errbuf[static SVC_ERRBUF_LEN])
 {
     const char *params[] = {id};
     PGresult *r = NULL;
@@ -156,7 +156,7 @@ static void answer_ids(const char *const *ids, size_t n, cat_product_t *p, cat_p
 
 svc_err_t cat_store_get_many(cat_store_t *st, const char *const *ids, size_t n,
                              uint64_t deadline_ns, const svc_alloc_t *a, cat_product_t **out,
-                             char *errbuf)
+                             char errbuf[static SVC_ERRBUF_LEN])
 {
     char lit[CAT_BATCH_MAX * (CAT_UUID_CHARS + 1) + 2];
     const char *params[] = {lit};
@@ -187,7 +187,7 @@ svc_err_t cat_store_get_many(cat_store_t *st, const char *const *ids, size_t n,
 
 svc_err_t cat_store_list(cat_store_t *st, int64_t after, int limit, uint64_t deadline_ns,
                          const svc_alloc_t *a, cat_product_t ***out, size_t *n,
-                         int64_t *last_seq, bool *more, char *errbuf)
+                         int64_t *last_seq, bool *more, char errbuf[static SVC_ERRBUF_LEN])
 {
     char after_s[24], limit_s[16];
     const char *params[] = {after_s, limit_s};

@@ -49,7 +49,7 @@ static const svc_cfg_entry_t table[] = {
     SVC_MEM_CFG_ENTRIES("NOTIFY", ntf_config_t, mem),
 };
 
-svc_err_t ntf_parse_tiers(const char *text, uint32_t *tiers, size_t *n, char *errbuf)
+svc_err_t ntf_parse_tiers(const char *text, uint32_t *tiers, size_t *n, char errbuf[static SVC_ERRBUF_LEN])
 {
     const char *p = text;
 
@@ -82,7 +82,7 @@ svc_err_t ntf_parse_tiers(const char *text, uint32_t *tiers, size_t *n, char *er
     return SVC_OK;
 }
 
-svc_err_t ntf_config_load(ntf_config_t *c, char *errbuf)
+svc_err_t ntf_config_load(ntf_config_t *c, char errbuf[static SVC_ERRBUF_LEN])
 {
     svc_err_t err = svc_cfg_load(table, SVC_COUNTOF(table), c, NULL, errbuf);
 

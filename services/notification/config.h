@@ -37,7 +37,7 @@ typedef struct ntf_config {
 
 /* Reads the environment. SVC_EINVAL with the variable and the reason in
  * errbuf. */
-svc_err_t ntf_config_load(ntf_config_t *c, char *errbuf);
+svc_err_t ntf_config_load(ntf_config_t *c, char errbuf[static SVC_ERRBUF_LEN]);
 void ntf_config_help(FILE *f);
 void ntf_config_log(const ntf_config_t *c);
 
@@ -49,6 +49,6 @@ void ntf_config_topology(const ntf_config_t *c, rmq_topology_t *t);
 
 /* "1000,10000,60000" into tiers (1..RMQ_MAX_TIERS delays, each 1..86400000
  * ms, rising). Pure; for tests. */
-svc_err_t ntf_parse_tiers(const char *text, uint32_t *tiers, size_t *n, char *errbuf);
+svc_err_t ntf_parse_tiers(const char *text, uint32_t *tiers, size_t *n, char errbuf[static SVC_ERRBUF_LEN]);
 
 #endif

@@ -233,7 +233,7 @@ static void *worker_main(void *arg)
 }
 
 svc_err_t ntf_pool_start(const ntf_config_t *cfg, rs_http_client_t *http, const whk_key_t *key,
-                         ntf_stats_t *stats, ntf_pool_t **out, char *errbuf)
+                         ntf_stats_t *stats, ntf_pool_t **out, char errbuf[static SVC_ERRBUF_LEN])
 {
     int n = (int)cfg->workers;
     struct ntf_pool *p = calloc(1, sizeof *p + (size_t)n * sizeof p->w[0]);

@@ -15,7 +15,7 @@ struct ntf_publisher {
     rmq_conn_t *conn; /* NULL while disconnected */
 };
 
-svc_err_t ntf_connect(const ntf_config_t *cfg, const char *name, rmq_conn_t **out, char *errbuf)
+svc_err_t ntf_connect(const ntf_config_t *cfg, const char *name, rmq_conn_t **out, char errbuf[static SVC_ERRBUF_LEN])
 {
     rmq_conn_opts_t o;
     rmq_topology_t t;
@@ -35,7 +35,7 @@ svc_err_t ntf_connect(const ntf_config_t *cfg, const char *name, rmq_conn_t **ou
 /* Connected (and the topology declared), or the stats say why not. The
  * state line is logged on a change only: a broker that stays down for an
  * hour is one line, not one per record. */
-static svc_err_t ensure_conn(ntf_publisher_t *p, char *errbuf)
+static svc_err_t ensure_conn(ntf_publisher_t *p, char errbuf[static SVC_ERRBUF_LEN])
 {
     svc_err_t err;
 
@@ -83,7 +83,7 @@ void ntf_publisher_free(ntf_publisher_t *p)
 /* Publishes with a confirm; a connection found dead is replaced once, since
  * the broker may have closed an idle one (a restart, a missed heartbeat)
  * long before this record came. */
-static svc_err_t publish(ntf_publisher_t *p, const rmq_message_t *m, char *errbuf)
+static svc_err_t publish(ntf_publisher_t *p, const rmq_message_t *m, char errbuf[static SVC_ERRBUF_LEN])
 {
     svc_err_t err = SVC_EUNAVAIL;
 

@@ -24,7 +24,7 @@ struct ntf_service {
     admin_server_t *admin;
 };
 
-static svc_err_t http_new(const ntf_config_t *cfg, rs_http_client_t **out, char *errbuf)
+static svc_err_t http_new(const ntf_config_t *cfg, rs_http_client_t **out, char errbuf[static SVC_ERRBUF_LEN])
 {
     rs_http_opts_t o;
 
@@ -81,7 +81,7 @@ static bool ready(void *ctx, admin_buf_t *out)
     return kafka && rabbit;
 }
 
-static svc_err_t start_events(ntf_service_t *s, char *errbuf)
+static svc_err_t start_events(ntf_service_t *s, char errbuf[static SVC_ERRBUF_LEN])
 {
     static const char *const topics[] = {NTF_TOPIC, NULL};
     kfk_worker_handler_t h = {.fn = ntf_publisher_handle, .ctx = s->publisher};
@@ -90,7 +90,7 @@ static svc_err_t start_events(ntf_service_t *s, char *errbuf)
                                 "no order event becomes a notification", &s->events, errbuf);
 }
 
-svc_err_t ntf_service_start(const ntf_config_t *cfg, ntf_service_t **out, char *errbuf)
+svc_err_t ntf_service_start(const ntf_config_t *cfg, ntf_service_t **out, char errbuf[static SVC_ERRBUF_LEN])
 {
     ntf_service_t *s = calloc(1, sizeof *s);
     svc_err_t err;

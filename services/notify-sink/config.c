@@ -27,7 +27,7 @@ static const svc_cfg_entry_t table[] = {
      "debug | info | warn | error"},
 };
 
-svc_err_t nsk_config_load(nsk_config_t *c, const char *(*getenv_fn)(const char *), char *errbuf)
+svc_err_t nsk_config_load(nsk_config_t *c, const char *(*getenv_fn)(const char *), char errbuf[static SVC_ERRBUF_LEN])
 {
     return svc_cfg_load(table, SVC_COUNTOF(table), c, getenv_fn, errbuf);
 }

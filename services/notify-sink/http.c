@@ -54,7 +54,7 @@ const char *nsk_req_header(const nsk_req_t *r, const char *name)
 
 /* ---- sockets ------------------------------------------------------------- */
 
-static svc_err_t listen_on(nsk_http_t *h, int port, char *errbuf)
+static svc_err_t listen_on(nsk_http_t *h, int port, char errbuf[static SVC_ERRBUF_LEN])
 {
     struct addrinfo hints = {0}, *ai = NULL;
     char service[16];
@@ -362,7 +362,7 @@ void nsk_http_go_away(nsk_http_t *h, uint32_t ms)
 
 /* ---- lifecycle ------------------------------------------------------------------ */
 
-static svc_err_t split_listen(const char *listen, char host[256], int *port, char *errbuf)
+static svc_err_t split_listen(const char *listen, char host[256], int *port, char errbuf[static SVC_ERRBUF_LEN])
 {
     const char *colon = strrchr(listen, ':');
     char *stop;
@@ -383,7 +383,7 @@ static svc_err_t split_listen(const char *listen, char host[256], int *port, cha
     return SVC_OK;
 }
 
-svc_err_t nsk_http_new(const nsk_http_opts_t *o, nsk_http_t **out, char *errbuf)
+svc_err_t nsk_http_new(const nsk_http_opts_t *o, nsk_http_t **out, char errbuf[static SVC_ERRBUF_LEN])
 {
     nsk_http_t *h;
     svc_err_t err;

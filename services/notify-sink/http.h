@@ -73,7 +73,7 @@ typedef struct nsk_http_opts {
 
 /* Binds and listens (nothing runs yet). SVC_EINVAL (bad address) or
  * SVC_EUNAVAIL (bind/listen failed), errbuf says why. *out owned by caller. */
-svc_err_t nsk_http_new(const nsk_http_opts_t *o, nsk_http_t **out, char *errbuf);
+svc_err_t nsk_http_new(const nsk_http_opts_t *o, nsk_http_t **out, char errbuf[static SVC_ERRBUF_LEN]);
 /* Closes everything. NULL-safe. Not while nsk_http_run() runs. */
 void nsk_http_free(nsk_http_t *h);
 /* The bound port. */

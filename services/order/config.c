@@ -53,7 +53,7 @@ static const svc_cfg_entry_t table[] = {
      "admin HTTP host:port (/metrics /healthz /readyz of the saga's consumer); none: no port"},
 };
 
-svc_err_t ord_config_load(ord_config_t *c, char *errbuf)
+svc_err_t ord_config_load(ord_config_t *c, char errbuf[static SVC_ERRBUF_LEN])
 {
     return svc_cfg_load(table, SVC_COUNTOF(table), c, NULL, errbuf);
 }

@@ -38,7 +38,7 @@ typedef struct ord_config {
 } ord_config_t;
 
 /* Reads the environment. SVC_EINVAL with the reason in errbuf. */
-svc_err_t ord_config_load(ord_config_t *c, char *errbuf);
+svc_err_t ord_config_load(ord_config_t *c, char errbuf[static SVC_ERRBUF_LEN]);
 void ord_config_help(FILE *f);
 void ord_config_log(const ord_config_t *c);
 

@@ -9,7 +9,7 @@
 #include "lines.h"
 
 svc_err_t ord_lines_build(const char *customer_id, ord_item_t *const *items, size_t n_items,
-                          ord_line_t lines[ORD_MAX_ITEMS], size_t *n_lines, char *errbuf)
+                          ord_line_t lines[ORD_MAX_ITEMS], size_t *n_lines, char errbuf[static SVC_ERRBUF_LEN])
 {
     long len = svc_utf8_chars(customer_id);
     size_t n = 0;
@@ -58,7 +58,7 @@ svc_err_t ord_lines_build(const char *customer_id, ord_item_t *const *items, siz
     return SVC_OK;
 }
 
-svc_err_t ord_lines_total(const ord_line_t *lines, size_t n, int64_t *total, char *errbuf)
+svc_err_t ord_lines_total(const ord_line_t *lines, size_t n, int64_t *total, char errbuf[static SVC_ERRBUF_LEN])
 {
     int64_t sum = 0, line;
 

@@ -16,7 +16,7 @@ typedef Shopmicro__Catalog__V1__Product product_t;
 typedef Shopmicro__Catalog__V1__BatchGetProductsRequest batch_req_t;
 typedef Shopmicro__Catalog__V1__BatchGetProductsResponse batch_resp_t;
 
-svc_err_t ord_catalog_new(const ord_config_t *cfg, rs_grpc_client_t **out, char *errbuf)
+svc_err_t ord_catalog_new(const ord_config_t *cfg, rs_grpc_client_t **out, char errbuf[static SVC_ERRBUF_LEN])
 {
     static const rs_method_t methods[] = {
         {.path = ORD_CATALOG_BATCH_GET, .idempotency = RS_IDEMPOTENT},
@@ -42,7 +42,7 @@ svc_err_t ord_catalog_new(const ord_config_t *cfg, rs_grpc_client_t **out, char 
  * UNIMPLEMENTED do not mean that the catalog is down but that the two
  * services disagree (a request it refuses; a catalog older than
  * BatchGetProducts): INTERNAL, not a 503 to wait out. */
-static svc_err_t describe(const rs_grpc_result_t *res, char *errbuf)
+static svc_err_t describe(const rs_grpc_result_t *res, char errbuf[static SVC_ERRBUF_LEN])
 {
     switch (res->err) {
     case SVC_ETIMEDOUT:
@@ -62,7 +62,7 @@ static svc_err_t describe(const rs_grpc_result_t *res, char *errbuf)
 }
 
 /* products[i] answers lines[i]; an empty id means no such product. */
-static svc_err_t apply_prices(ord_line_t *lines, size_t n, const batch_resp_t *r, char *errbuf)
+static svc_err_t apply_prices(ord_line_t *lines, size_t n, const batch_resp_t *r, char errbuf[static SVC_ERRBUF_LEN])
 {
     if (r->n_products != n) {
         svc_errbuf_set(errbuf, "pricing: catalog answered %zu products for %zu ids",
@@ -87,7 +87,7 @@ static svc_err_t apply_prices(ord_line_t *lines, size_t n, const batch_resp_t *r
 }
 
 svc_err_t ord_price_lines(rs_grpc_client_t *cl, ord_line_t *lines, size_t n, uint64_t deadline_ns,
-                          uint32_t *retry_after_ms, char *errbuf)
+                          uint32_t *retry_after_ms, char errbuf[static SVC_ERRBUF_LEN])
 {
     const char *ids[ORD_MAX_ITEMS];
     batch_req_t req = SHOPMICRO__CATALOG__V1__BATCH_GET_PRODUCTS_REQUEST__INIT;

@@ -21,7 +21,7 @@
  * a thread). On SVC_OK *out is owned by caller (rs_grpc_client_free, after
  * the server has stopped). SVC_EINVAL names a bad setting in errbuf.
  */
-svc_err_t ord_catalog_new(const ord_config_t *cfg, rs_grpc_client_t **out, char *errbuf);
+svc_err_t ord_catalog_new(const ord_config_t *cfg, rs_grpc_client_t **out, char errbuf[static SVC_ERRBUF_LEN]);
 
 /*
  * Sets unit_price_cents of every line (distinct products) from one catalog
@@ -46,6 +46,6 @@ svc_err_t ord_catalog_new(const ord_config_t *cfg, rs_grpc_client_t **out, char 
  * lines borrowed. Thread-safe.
  */
 svc_err_t ord_price_lines(rs_grpc_client_t *cl, ord_line_t *lines, size_t n, uint64_t deadline_ns,
-                          uint32_t *retry_after_ms, char *errbuf);
+                          uint32_t *retry_after_ms, char errbuf[static SVC_ERRBUF_LEN]);
 
 #endif

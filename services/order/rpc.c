@@ -58,7 +58,7 @@ static void expire_tick(ord_worker_t *w, const ord_config_t *cfg, uint64_t deadl
  * outside it, so nothing reads a shorter key than was sent) or impossible to
  * keep for want of memory.
  */
-static svc_err_t idempotency_key(rpc_ctx_t *ctx, const char **out, char *errbuf)
+static svc_err_t idempotency_key(rpc_ctx_t *ctx, const char **out, char errbuf[static SVC_ERRBUF_LEN])
 {
     const char *v;
     size_t len;
@@ -101,7 +101,7 @@ static svc_err_t idempotency_key(rpc_ctx_t *ctx, const char **out, char *errbuf)
 /* The stored answer for key: SVC_OK (same request: replay it), SVC_EEXIST
  * (another request used the key), SVC_ENOTFOUND (unused), or a db error. */
 static svc_err_t replay(ord_store_t *st, const char *key, const char *hash, uint64_t deadline_ns,
-                        ord_created_t *out, char *errbuf)
+                        ord_created_t *out, char errbuf[static SVC_ERRBUF_LEN])
 {
     char stored[ORD_FINGERPRINT_LEN] = "";
     svc_err_t err = ord_store_key_get(st, key, deadline_ns, stored, out, errbuf);
@@ -131,7 +131,7 @@ static svc_err_t respond(rpc_ctx_t *ctx, const ord_created_t *created, ProtobufC
 }
 
 static svc_err_t create_order(rpc_ctx_t *ctx, const ProtobufCMessage *in, ProtobufCMessage **out,
-                              char *errbuf)
+                              char errbuf[static SVC_ERRBUF_LEN])
 {
     const create_req_t *req = (const create_req_t *)in;
     const char *key;
@@ -211,7 +211,7 @@ static svc_err_t create_order(rpc_ctx_t *ctx, const ProtobufCMessage *in, Protob
 }
 
 static svc_err_t get_order(rpc_ctx_t *ctx, const ProtobufCMessage *in, ProtobufCMessage **out,
-                           char *errbuf)
+                           char errbuf[static SVC_ERRBUF_LEN])
 {
     const get_req_t *req = (const get_req_t *)in;
     svc_alloc_t a = rpc_ctx_allocator(ctx);

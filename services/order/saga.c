@@ -252,14 +252,14 @@ kfk_verdict_t ord_saga_handle(void *ctx, const kfk_record_t *r, char *reason)
     return v;
 }
 
-static svc_err_t tx_begin(void *ctx, uint64_t deadline_ms, char *errbuf)
+static svc_err_t tx_begin(void *ctx, uint64_t deadline_ms, char errbuf[static SVC_ERRBUF_LEN])
 {
     const ord_saga_t *s = ctx;
 
     return ord_store_saga_begin(s->store, deadline_ms * SVC_NS_PER_MS, errbuf);
 }
 
-static svc_err_t tx_commit(void *ctx, uint64_t deadline_ms, char *errbuf)
+static svc_err_t tx_commit(void *ctx, uint64_t deadline_ms, char errbuf[static SVC_ERRBUF_LEN])
 {
     const ord_saga_t *s = ctx;
     svc_err_t err = ord_store_saga_commit(s->store, deadline_ms * SVC_NS_PER_MS, errbuf);

@@ -22,7 +22,7 @@
 #define STARTUP_EXPIRE_MS      5000
 #define STARTUP_EXPIRE_BATCHES 100
 
-static void *worker_init(int index, void *app, char *errbuf)
+static void *worker_init(int index, void *app, char errbuf[static SVC_ERRBUF_LEN])
 {
     const ord_app_t *a = app;
     ord_worker_t *w = calloc(1, sizeof *w);
@@ -75,7 +75,7 @@ typedef struct saga_run {
 
 #define NO_CONSUMER "ORDER_KAFKA_BROKERS=none: no saga consumer, so orders stay PENDING"
 
-static svc_err_t saga_start(const ord_config_t *cfg, saga_run_t *s, char *errbuf)
+static svc_err_t saga_start(const ord_config_t *cfg, saga_run_t *s, char errbuf[static SVC_ERRBUF_LEN])
 {
     static const char *const topics[] = {ORD_SAGA_TOPIC, NULL};
     svc_err_t err;

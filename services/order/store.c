@@ -159,7 +159,7 @@ static const db_stmt_t stmts[] = {
 /* A store is its worker's connection: the statement table above is the
  * whole of what makes it the order store. */
 svc_err_t ord_store_new(const char *dsn, int statement_timeout_ms, ord_store_t **out,
-                        char *errbuf)
+                        char errbuf[static SVC_ERRBUF_LEN])
 {
     return db_conn_open(dsn, stmts, SVC_COUNTOF(stmts), statement_timeout_ms, "order", out,
                         errbuf);
@@ -170,7 +170,7 @@ void ord_store_free(ord_store_t *st)
     db_conn_free(st);
 }
 
-svc_err_t ord_store_migrate(const char *dsn, int64_t wait_ms, char *errbuf)
+svc_err_t ord_store_migrate(const char *dsn, int64_t wait_ms, char errbuf[static SVC_ERRBUF_LEN])
 {
     return db_migrate_wait(dsn, ord_migrations, ord_migrations_count, "order", wait_ms, errbuf);
 }
@@ -188,7 +188,7 @@ static ord_status_t status_from_text(const char *s)
 
 svc_err_t ord_store_key_get(ord_store_t *st, const char *key, uint64_t deadline_ns,
                             char request_hash[ORD_FINGERPRINT_LEN], ord_created_t *out,
-                            char *errbuf)
+                            char errbuf[static SVC_ERRBUF_LEN])
 {
     const char *params[] = {key};
     PGresult *r = NULL;
@@ -291,13 +291,13 @@ static char *event_hex(uint8_t *pb, const size_t *len)
 }
 
 static svc_err_t exec(ord_store_t *st, size_t idx, const char *const *params,
-                      uint64_t deadline_ns, char *errbuf)
+                      uint64_t deadline_ns, char errbuf[static SVC_ERRBUF_LEN])
 {
     return db_run(st, idx, params, deadline_ns, NULL, errbuf);
 }
 
 svc_err_t ord_store_create(ord_store_t *st, const ord_new_order_t *o, uint64_t deadline_ns,
-                           ord_created_t *out, bool *key_taken, char *errbuf)
+                           ord_created_t *out, bool *key_taken, char errbuf[static SVC_ERRBUF_LEN])
 {
     char qty[NUM_ARRAY_MAX], price[NUM_ARRAY_MAX], total[24];
     char *ids = ord_store_text_array(o->lines, o->n_lines);
@@ -346,7 +346,7 @@ bool ord_store_outcome_unknown(const ord_store_t *st)
 }
 
 svc_err_t ord_store_get(ord_store_t *st, const char *id, uint64_t deadline_ns,
-                        const svc_alloc_t *a, ord_order_t **out, char *errbuf)
+                        const svc_alloc_t *a, ord_order_t **out, char errbuf[static SVC_ERRBUF_LEN])
 {
     const char *params[] = {id};
     PGresult *r = NULL;
@@ -398,7 +398,7 @@ out:
 }
 
 svc_err_t ord_store_expire_keys(ord_store_t *st, int64_t ttl_s, int limit, uint64_t deadline_ns,
-                                int64_t *deleted, char *errbuf)
+                                int64_t *deleted, char errbuf[static SVC_ERRBUF_LEN])
 {
     char ttl[24], lim[16];
     const char *params[] = {ttl, lim};
@@ -458,7 +458,7 @@ static svc_err_t shortage_arrays(const ord_saga_event_t *ev, shortage_arrays_t *
 
 /* The move and its outbox row (the order is locked and PENDING). */
 static svc_err_t saga_move(ord_store_t *st, const ord_saga_event_t *ev, const char *at,
-                           uint64_t deadline_ns, char *errbuf)
+                           uint64_t deadline_ns, char errbuf[static SVC_ERRBUF_LEN])
 {
     shortage_arrays_t a = {0};
     size_t n = 0;
@@ -489,12 +489,12 @@ static svc_err_t saga_move(ord_store_t *st, const ord_saga_event_t *ev, const ch
     return err;
 }
 
-svc_err_t ord_store_saga_begin(ord_store_t *st, uint64_t deadline_ns, char *errbuf)
+svc_err_t ord_store_saga_begin(ord_store_t *st, uint64_t deadline_ns, char errbuf[static SVC_ERRBUF_LEN])
 {
     return exec(st, STMT_BEGIN, NULL, deadline_ns, errbuf);
 }
 
-svc_err_t ord_store_saga_commit(ord_store_t *st, uint64_t deadline_ns, char *errbuf)
+svc_err_t ord_store_saga_commit(ord_store_t *st, uint64_t deadline_ns, char errbuf[static SVC_ERRBUF_LEN])
 {
     return db_commit(st, STMT_COMMIT, deadline_ns, errbuf);
 }
@@ -504,13 +504,13 @@ void ord_store_saga_rollback(ord_store_t *st)
     /* Nothing to add to the failure that led here, which the saga has logged;
      * a ROLLBACK that fails has lost its connection, and with it the
      * transaction. */
-    (void)db_rollback(st, STMT_ROLLBACK, NULL);
+    (void)db_rollback(st, STMT_ROLLBACK, SVC_ERRBUF_SCRATCH);
 }
 
 /* The order first: an event for no order writes nothing, not even its id,
  * so it can be replayed once the order exists (a restored backup). */
 svc_err_t ord_store_saga(ord_store_t *st, const ord_saga_event_t *ev, uint64_t deadline_ns,
-                         ord_saga_effect_t *effect, ord_status_t *status, char *errbuf)
+                         ord_saga_effect_t *effect, ord_status_t *status, char errbuf[static SVC_ERRBUF_LEN])
 {
     const char *lock_p[] = {ev->order_id}, *claim_p[] = {ev->event_id, ev->event_type};
     char at[40];

@@ -78,21 +78,21 @@ typedef enum ord_saga_effect {
  * transaction is aborted: roll it back.
  */
 svc_err_t ord_store_saga(ord_store_t *st, const ord_saga_event_t *ev, uint64_t deadline_ns,
-                         ord_saga_effect_t *effect, ord_status_t *status, char *errbuf);
+                         ord_saga_effect_t *effect, ord_status_t *status, char errbuf[static SVC_ERRBUF_LEN]);
 /* The saga's transaction: BEGIN; COMMIT (an aborted one is an error, see
  * db_commit); ROLLBACK (within DB_ROLLBACK_MS). */
-svc_err_t ord_store_saga_begin(ord_store_t *st, uint64_t deadline_ns, char *errbuf);
-svc_err_t ord_store_saga_commit(ord_store_t *st, uint64_t deadline_ns, char *errbuf);
+svc_err_t ord_store_saga_begin(ord_store_t *st, uint64_t deadline_ns, char errbuf[static SVC_ERRBUF_LEN]);
+svc_err_t ord_store_saga_commit(ord_store_t *st, uint64_t deadline_ns, char errbuf[static SVC_ERRBUF_LEN]);
 void ord_store_saga_rollback(ord_store_t *st);
 
 /* Creates the store (does not connect). dsn is copied. */
 svc_err_t ord_store_new(const char *dsn, int statement_timeout_ms, ord_store_t **out,
-                        char *errbuf);
+                        char errbuf[static SVC_ERRBUF_LEN]);
 /* NULL-safe. */
 void ord_store_free(ord_store_t *st);
 /* Applies services/order/migrations/ (its own connection), waiting up to
  * wait_ms for a database that is still starting (db_migrate_wait). */
-svc_err_t ord_store_migrate(const char *dsn, int64_t wait_ms, char *errbuf);
+svc_err_t ord_store_migrate(const char *dsn, int64_t wait_ms, char errbuf[static SVC_ERRBUF_LEN]);
 
 /*
  * Looks up an idempotency key. On SVC_OK request_hash and *out describe the
@@ -100,7 +100,7 @@ svc_err_t ord_store_migrate(const char *dsn, int64_t wait_ms, char *errbuf);
  */
 svc_err_t ord_store_key_get(ord_store_t *st, const char *key, uint64_t deadline_ns,
                             char request_hash[ORD_FINGERPRINT_LEN], ord_created_t *out,
-                            char *errbuf);
+                            char errbuf[static SVC_ERRBUF_LEN]);
 
 /*
  * Writes an order in ONE transaction, which is ONE statement (one round
@@ -115,7 +115,7 @@ svc_err_t ord_store_key_get(ord_store_t *st, const char *key, uint64_t deadline_
  * ord_store_key_get(). On SVC_OK with *key_taken false, *out is the new order.
  */
 svc_err_t ord_store_create(ord_store_t *st, const ord_new_order_t *o, uint64_t deadline_ns,
-                           ord_created_t *out, bool *key_taken, char *errbuf);
+                           ord_created_t *out, bool *key_taken, char errbuf[static SVC_ERRBUF_LEN]);
 
 /* What a CreateOrder whose outcome is unknown tells its client: the words
  * the gateway adds to such an answer (gateway/upstream.c), so that a client
@@ -130,12 +130,12 @@ bool ord_store_outcome_unknown(const ord_store_t *st);
 /* The order with its items in position order. SVC_ENOTFOUND when no order
  * has this id (id must be a canonical UUID). */
 svc_err_t ord_store_get(ord_store_t *st, const char *id, uint64_t deadline_ns,
-                        const svc_alloc_t *a, ord_order_t **out, char *errbuf);
+                        const svc_alloc_t *a, ord_order_t **out, char errbuf[static SVC_ERRBUF_LEN]);
 
 /* Deletes at most `limit` idempotency keys older than ttl_s seconds, oldest
  * first; *deleted gets how many. */
 svc_err_t ord_store_expire_keys(ord_store_t *st, int64_t ttl_s, int limit, uint64_t deadline_ns,
-                                int64_t *deleted, char *errbuf);
+                                int64_t *deleted, char errbuf[static SVC_ERRBUF_LEN]);
 
 /* Exposed for unit tests: the PostgreSQL array literal {"a","b\"c"} of the
  * lines' product ids, every element quoted and escaped. A new string owned

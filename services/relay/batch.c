@@ -186,7 +186,7 @@ static rly_positions_t literals(rly_batch_t *b, const pos_t *p, int n)
 }
 
 svc_err_t rly_batch_load_cursors(rly_batch_t *b, rly_store_t *st, const rly_lease_t *l,
-                                 char *errbuf)
+                                 char errbuf[static SVC_ERRBUF_LEN])
 {
     pos_t owned[RLY_MAX_SHARDS];
     int n = rly_lease_owned(l);

@@ -72,7 +72,7 @@ void rly_batch_on_delivery(void *ctx, void *opaque, svc_err_t err, const char *r
 /* Reads the cursors of the shards the lease holds from the table (only
  * with nothing in flight). */
 svc_err_t rly_batch_load_cursors(rly_batch_t *b, rly_store_t *st, const rly_lease_t *l,
-                                 char *errbuf);
+                                 char errbuf[static SVC_ERRBUF_LEN]);
 /* How many batches are in flight, and how many may be. */
 int rly_batch_flying(const rly_batch_t *b);
 int rly_batch_capacity(const rly_batch_t *b);

@@ -40,7 +40,7 @@ static const svc_cfg_entry_t table[] = {
      "how often published rows past RELAY_RETENTION_S are deleted (0: never)"},
 };
 
-svc_err_t rly_config_load(rly_config_t *c, char *errbuf)
+svc_err_t rly_config_load(rly_config_t *c, char errbuf[static SVC_ERRBUF_LEN])
 {
     svc_err_t err = svc_cfg_load(table, SVC_COUNTOF(table), c, NULL, errbuf);
 

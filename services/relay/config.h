@@ -27,7 +27,7 @@ typedef struct rly_config {
 } rly_config_t;
 
 /* Reads the environment. SVC_EINVAL with the reason in errbuf. */
-svc_err_t rly_config_load(rly_config_t *c, char *errbuf);
+svc_err_t rly_config_load(rly_config_t *c, char errbuf[static SVC_ERRBUF_LEN]);
 void rly_config_help(FILE *f);
 void rly_config_log(const rly_config_t *c);
 

@@ -40,7 +40,7 @@ static int index_of(const rly_lease_t *l, int shard)
     return -1;
 }
 
-static svc_err_t load_shards(rly_lease_t *l, char *errbuf)
+static svc_err_t load_shards(rly_lease_t *l, char errbuf[static SVC_ERRBUF_LEN])
 {
     PGresult *r;
     svc_err_t err = rly_store_shards(l->st, &r, errbuf);
@@ -60,7 +60,7 @@ static svc_err_t load_shards(rly_lease_t *l, char *errbuf)
 }
 
 /* What the session really holds: after a reconnect, nothing. */
-static svc_err_t learn_held(rly_lease_t *l, char *errbuf)
+static svc_err_t learn_held(rly_lease_t *l, char errbuf[static SVC_ERRBUF_LEN])
 {
     PGresult *r;
     svc_err_t err = rly_store_locks_held(l->st, &r, errbuf);
@@ -85,7 +85,7 @@ static svc_err_t learn_held(rly_lease_t *l, char *errbuf)
 
 /* Takes free shards, from a random start so that relays starting together
  * do not all try the same ones first, until `share` are held. */
-static svc_err_t take(rly_lease_t *l, int share, uint64_t random, char *errbuf)
+static svc_err_t take(rly_lease_t *l, int share, uint64_t random, char errbuf[static SVC_ERRBUF_LEN])
 {
     int start = (int)(random % (uint64_t)l->total);
     svc_err_t err = SVC_OK;
@@ -105,7 +105,7 @@ static svc_err_t take(rly_lease_t *l, int share, uint64_t random, char *errbuf)
 }
 
 /* Gives up shards beyond `share`, the highest first. */
-static svc_err_t give_up(rly_lease_t *l, int share, char *errbuf)
+static svc_err_t give_up(rly_lease_t *l, int share, char errbuf[static SVC_ERRBUF_LEN])
 {
     svc_err_t err = SVC_OK;
 
@@ -134,7 +134,7 @@ static void log_owned(const rly_lease_t *l)
                  l->total, len ? list : "none", l->relays);
 }
 
-svc_err_t rly_lease_tick(rly_lease_t *l, uint64_t random, bool *changed, char *errbuf)
+svc_err_t rly_lease_tick(rly_lease_t *l, uint64_t random, bool *changed, char errbuf[static SVC_ERRBUF_LEN])
 {
     bool before[RLY_MAX_SHARDS], joined = false;
     svc_err_t err = l->total == 0 ? load_shards(l, errbuf) : SVC_OK;

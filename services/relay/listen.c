@@ -19,7 +19,7 @@ struct rly_listener {
 };
 
 svc_err_t rly_listener_new(const char *dsn, const char *name, rly_listener_t **out,
-                           char *errbuf)
+                           char errbuf[static SVC_ERRBUF_LEN])
 {
     rly_listener_t *l = calloc(1, sizeof *l);
 

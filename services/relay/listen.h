@@ -25,7 +25,7 @@ typedef enum {
 
 /* Does not connect: the first wait does. *out owned by caller. */
 svc_err_t rly_listener_new(const char *dsn, const char *name, rly_listener_t **out,
-                           char *errbuf);
+                           char errbuf[static SVC_ERRBUF_LEN]);
 void rly_listener_free(rly_listener_t *l);
 
 /* Waits up to timeout_ms for a notification on "outbox" or for extra_fd

@@ -79,7 +79,7 @@ static void on_log(void *ctx, int level, const char *facility, const char *text)
 
 /* The admin port, unless disabled. Bound before the loop starts, so a port
  * in use is a start-up error (exit 2), not a silent lack of metrics. */
-static svc_err_t admin_start(rly_relay_t *r, char *errbuf)
+static svc_err_t admin_start(rly_relay_t *r, char errbuf[static SVC_ERRBUF_LEN])
 {
     if (r->cfg->admin_listen[0] == '\0' || strcmp(r->cfg->admin_listen, "0") == 0)
         return SVC_OK;
@@ -87,7 +87,7 @@ static svc_err_t admin_start(rly_relay_t *r, char *errbuf)
                               &r->stats, &r->admin, errbuf);
 }
 
-svc_err_t rly_relay_new(const rly_config_t *cfg, rly_relay_t **out, char *errbuf)
+svc_err_t rly_relay_new(const rly_config_t *cfg, rly_relay_t **out, char errbuf[static SVC_ERRBUF_LEN])
 {
     rly_relay_t *r = calloc(1, sizeof *r);
     kfk_producer_opts_t o;
@@ -217,7 +217,7 @@ static void refresh_stats(rly_relay_t *r, bool force)
     if (!force && (r->admin == NULL || svc_now_ms() - r->stats_at_ms < STATS_EVERY_MS))
         return;
     r->stats_at_ms = svc_now_ms();
-    if (rly_store_stats(r->store, STATS_BACKLOG_CAP, &rows, &oldest, NULL) != SVC_OK)
+    if (rly_store_stats(r->store, STATS_BACKLOG_CAP, &rows, &oldest, SVC_ERRBUF_SCRATCH) != SVC_OK)
         return;
     atomic_store_explicit(&r->stats.backlog_rows, rows, memory_order_relaxed);
     atomic_store_explicit(&r->stats.oldest_created_ms, oldest, memory_order_relaxed);

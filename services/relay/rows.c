@@ -85,7 +85,7 @@ static int row_cmp(const void *pa, const void *pb)
 }
 
 svc_err_t rly_rows_decode(const PGresult *r, rly_row_t *out, int cap, int *n, bool *held,
-                          char *errbuf)
+                          char errbuf[static SVC_ERRBUF_LEN])
 {
     int rows = PQntuples(r);
     bool sorted = true;

@@ -43,6 +43,6 @@ typedef struct rly_row {
  * when a value is not what the read's columns are (e.g. a text result),
  * SVC_ERANGE when r has more than cap rows. */
 svc_err_t rly_rows_decode(const PGresult *r, rly_row_t *out, int cap, int *n, bool *held,
-                          char *errbuf);
+                          char errbuf[static SVC_ERRBUF_LEN]);
 
 #endif

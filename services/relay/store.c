@@ -206,7 +206,7 @@ struct rly_store {
     "-c tcp_user_timeout=8000"
 
 svc_err_t rly_store_new(const char *dsn, const char *name, int statement_timeout_ms,
-                        rly_store_t **out, char *errbuf)
+                        rly_store_t **out, char errbuf[static SVC_ERRBUF_LEN])
 {
     rly_store_t *st = calloc(1, sizeof *st);
     db_opts_t o;
@@ -256,7 +256,7 @@ static void settle(rly_store_t *st)
 }
 
 static svc_err_t query(rly_store_t *st, size_t idx, const char *const *params, PGresult **rows,
-                       char *errbuf)
+                       char errbuf[static SVC_ERRBUF_LEN])
 {
     *rows = NULL;
     settle(st);
@@ -264,7 +264,7 @@ static svc_err_t query(rly_store_t *st, size_t idx, const char *const *params, P
 }
 
 static svc_err_t run(rly_store_t *st, size_t idx, const char *const *params, int *n,
-                     char *errbuf)
+                     char errbuf[static SVC_ERRBUF_LEN])
 {
     settle(st);
     return db_run(st->db, idx, params, SVC_DEADLINE_NONE, n, errbuf);
@@ -272,7 +272,7 @@ static svc_err_t run(rly_store_t *st, size_t idx, const char *const *params, int
 
 /* A statement answering one value in one row: "t" or a number. */
 static svc_err_t query_value(rly_store_t *st, size_t idx, const char *const *params, char *val,
-                             size_t cap, char *errbuf)
+                             size_t cap, char errbuf[static SVC_ERRBUF_LEN])
 {
     PGresult *r;
     svc_err_t err = query(st, idx, params, &r, errbuf);
@@ -295,7 +295,7 @@ static bool read_key(const rly_positions_t *p, const char *limit, char *out)
 /* The horizon (rly_horizon, a statement of its own before the read's), then
  * the read: sent, or run when *rows is wanted. */
 static svc_err_t read_rows(rly_store_t *st, const rly_positions_t *p, const char *lim,
-                           PGresult **rows, char *errbuf)
+                           PGresult **rows, char errbuf[static SVC_ERRBUF_LEN])
 {
     PGresult *h;
     svc_err_t err = query(st, STMT_HORIZON, NULL, &h, errbuf);
@@ -312,7 +312,7 @@ static svc_err_t read_rows(rly_store_t *st, const rly_positions_t *p, const char
 }
 
 svc_err_t rly_store_read(rly_store_t *st, const rly_positions_t *p, int limit, PGresult **rows,
-                         char *errbuf)
+                         char errbuf[static SVC_ERRBUF_LEN])
 {
     char lim[16], key[RLY_STORE_KEY_MAX];
 
@@ -349,27 +349,27 @@ void rly_store_pump(rly_store_t *st)
     (void)db_pump(st->db);
 }
 
-svc_err_t rly_store_advance(rly_store_t *st, const rly_positions_t *p, char *errbuf)
+svc_err_t rly_store_advance(rly_store_t *st, const rly_positions_t *p, char errbuf[static SVC_ERRBUF_LEN])
 {
     const char *params[] = {p->shards, p->txids, p->seqs};
 
     return db_run(st->mover, 0, params, SVC_DEADLINE_NONE, NULL, errbuf);
 }
 
-svc_err_t rly_store_cursors(rly_store_t *st, const char *shards, PGresult **rows, char *errbuf)
+svc_err_t rly_store_cursors(rly_store_t *st, const char *shards, PGresult **rows, char errbuf[static SVC_ERRBUF_LEN])
 {
     const char *params[] = {shards};
 
     return query(st, STMT_CURSORS, params, rows, errbuf);
 }
 
-svc_err_t rly_store_shards(rly_store_t *st, PGresult **rows, char *errbuf)
+svc_err_t rly_store_shards(rly_store_t *st, PGresult **rows, char errbuf[static SVC_ERRBUF_LEN])
 {
     return query(st, STMT_SHARDS, NULL, rows, errbuf);
 }
 
 svc_err_t rly_store_stats(rly_store_t *st, int64_t cap, int64_t *rows, int64_t *oldest_ms,
-                          char *errbuf)
+                          char errbuf[static SVC_ERRBUF_LEN])
 {
     char lim[24];
     const char *p[] = {lim};
@@ -386,12 +386,12 @@ svc_err_t rly_store_stats(rly_store_t *st, int64_t cap, int64_t *rows, int64_t *
     return err;
 }
 
-svc_err_t rly_store_locks_held(rly_store_t *st, PGresult **rows, char *errbuf)
+svc_err_t rly_store_locks_held(rly_store_t *st, PGresult **rows, char errbuf[static SVC_ERRBUF_LEN])
 {
     return query(st, STMT_HELD, NULL, rows, errbuf);
 }
 
-svc_err_t rly_store_join(rly_store_t *st, bool *got, char *errbuf)
+svc_err_t rly_store_join(rly_store_t *st, bool *got, char errbuf[static SVC_ERRBUF_LEN])
 {
     char v[8];
     svc_err_t err = query_value(st, STMT_JOIN, NULL, v, sizeof v, errbuf);
@@ -400,7 +400,7 @@ svc_err_t rly_store_join(rly_store_t *st, bool *got, char *errbuf)
     return err;
 }
 
-svc_err_t rly_store_members(rly_store_t *st, int *n, char *errbuf)
+svc_err_t rly_store_members(rly_store_t *st, int *n, char errbuf[static SVC_ERRBUF_LEN])
 {
     char v[24];
     svc_err_t err = query_value(st, STMT_MEMBERS, NULL, v, sizeof v, errbuf);
@@ -409,7 +409,7 @@ svc_err_t rly_store_members(rly_store_t *st, int *n, char *errbuf)
     return err;
 }
 
-svc_err_t rly_store_lock_shard(rly_store_t *st, int shard, bool *got, char *errbuf)
+svc_err_t rly_store_lock_shard(rly_store_t *st, int shard, bool *got, char errbuf[static SVC_ERRBUF_LEN])
 {
     char s[16], v[8];
     const char *p[] = {s};
@@ -421,7 +421,7 @@ svc_err_t rly_store_lock_shard(rly_store_t *st, int shard, bool *got, char *errb
     return err;
 }
 
-svc_err_t rly_store_unlock_shard(rly_store_t *st, int shard, char *errbuf)
+svc_err_t rly_store_unlock_shard(rly_store_t *st, int shard, char errbuf[static SVC_ERRBUF_LEN])
 {
     char s[16], v[8];
     const char *p[] = {s};
@@ -431,7 +431,7 @@ svc_err_t rly_store_unlock_shard(rly_store_t *st, int shard, char *errbuf)
 }
 
 svc_err_t rly_store_prune(rly_store_t *st, const char *shards, int64_t older_than_s, int limit,
-                          int *deleted, char *errbuf)
+                          int *deleted, char errbuf[static SVC_ERRBUF_LEN])
 {
     char age[24], lim[16];
     const char *p[] = {shards, age, lim};
@@ -442,7 +442,7 @@ svc_err_t rly_store_prune(rly_store_t *st, const char *shards, int64_t older_tha
     return run(st, STMT_PRUNE, p, deleted, errbuf);
 }
 
-svc_err_t rly_store_bury(rly_store_t *st, const char *id, const char *reason, char *errbuf)
+svc_err_t rly_store_bury(rly_store_t *st, const char *id, const char *reason, char errbuf[static SVC_ERRBUF_LEN])
 {
     const char *p[] = {id, reason};
 

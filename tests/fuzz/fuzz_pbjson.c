@@ -226,12 +226,12 @@ static void apply_query(counter_t *c, ProtobufCMessage *m, pbj_str_t q)
         values[0] = value;
         values[1] = pair;
         if (pbj_set_query_param(m, &c->base, pair, values, value.len % 3 == 0 ? 2 : 1, bound, 2,
-                                NULL) == SVC_ENOMEM)
+                                SVC_ERRBUF_SCRATCH) == SVC_ENOMEM)
             abort();
         if (pair.len < sizeof(path) && memchr(pair.ptr, '\0', pair.len) == NULL) {
             memcpy(path, pair.ptr, pair.len);
             path[pair.len] = '\0';
-            if (pbj_set_path_param(m, &c->base, path, value, NULL) == SVC_ENOMEM)
+            if (pbj_set_path_param(m, &c->base, path, value, SVC_ERRBUF_SCRATCH) == SVC_ENOMEM)
                 abort();
         }
     }

@@ -56,12 +56,12 @@ const char *cat_it_binary(void)
     return bin;
 }
 
-svc_err_t cat_it_db_create(cat_it_t *t, char *errbuf)
+svc_err_t cat_it_db_create(cat_it_t *t, char errbuf[static SVC_ERRBUF_LEN])
 {
     return pgtest_db_create(&t->db, "catalog_it", errbuf);
 }
 
-svc_err_t cat_it_start(cat_it_t *t, const char *const *env, char *errbuf)
+svc_err_t cat_it_start(cat_it_t *t, const char *const *env, char errbuf[static SVC_ERRBUF_LEN])
 {
     char listen[64], dsn[PGTEST_DSN_MAX + 32];
     const char *full_env[ENV_MAX];

@@ -63,7 +63,7 @@ uint64_t it_now_ms(void);
 const char *cat_it_binary(void);
 
 /* A fresh database "catalog_it_<pid>_<n>" (no schema: the catalog migrates). */
-svc_err_t cat_it_db_create(cat_it_t *t, char *errbuf);
+svc_err_t cat_it_db_create(cat_it_t *t, char errbuf[static SVC_ERRBUF_LEN]);
 
 /*
  * Starts the catalog with CATALOG_LISTEN on a free port of 127.0.0.1,
@@ -72,7 +72,7 @@ svc_err_t cat_it_db_create(cat_it_t *t, char *errbuf);
  * those three), waits until it logs "listening on" and opens t->ch.
  * A port taken by someone else between picking and binding is retried.
  */
-svc_err_t cat_it_start(cat_it_t *t, const char *const *env, char *errbuf);
+svc_err_t cat_it_start(cat_it_t *t, const char *const *env, char errbuf[static SVC_ERRBUF_LEN]);
 
 /* cmocka group/test setup: cat_it_db_create + cat_it_start with `env`.
  * Returns 0/-1 and prints the reason; *state gets a new cat_it_t. */

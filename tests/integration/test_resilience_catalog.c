@@ -153,7 +153,7 @@ static int teardown(void **state)
             rc = -1;
         spawn_free(f->cat);
     }
-    pgtest_db_drop(&f->db, NULL);
+    pgtest_db_drop(&f->db, SVC_ERRBUF_SCRATCH);
     free(f);
     return rc;
 }

@@ -47,7 +47,7 @@ static void quiet(void *arg, const char *message)
     (void)message; /* NOTICEs ("database does not exist, skipping") are noise */
 }
 
-static PGconn *connect_to(const char *dsn, char *errbuf)
+static PGconn *connect_to(const char *dsn, char errbuf[static SVC_ERRBUF_LEN])
 {
     char timeout[16];
     const char *keys[] = {"dbname", "connect_timeout", "application_name", NULL};
@@ -66,7 +66,7 @@ static PGconn *connect_to(const char *dsn, char *errbuf)
     return pg;
 }
 
-static svc_err_t exec_on(PGconn *pg, const char *sql, PGresult **keep, char *errbuf)
+static svc_err_t exec_on(PGconn *pg, const char *sql, PGresult **keep, char errbuf[static SVC_ERRBUF_LEN])
 {
     PGresult *r = PQexec(pg, sql);
     ExecStatusType st = PQresultStatus(r);
@@ -84,7 +84,7 @@ static svc_err_t exec_on(PGconn *pg, const char *sql, PGresult **keep, char *err
     return err;
 }
 
-svc_err_t pgtest_exec(const char *dsn, const char *sql, char *errbuf)
+svc_err_t pgtest_exec(const char *dsn, const char *sql, char errbuf[static SVC_ERRBUF_LEN])
 {
     PGconn *pg = connect_to(dsn, errbuf);
     svc_err_t err;
@@ -96,7 +96,7 @@ svc_err_t pgtest_exec(const char *dsn, const char *sql, char *errbuf)
     return err;
 }
 
-svc_err_t pgtest_scalar(const char *dsn, const char *sql, char *out, size_t len, char *errbuf)
+svc_err_t pgtest_scalar(const char *dsn, const char *sql, char *out, size_t len, char errbuf[static SVC_ERRBUF_LEN])
 {
     PGconn *pg = connect_to(dsn, errbuf);
     PGresult *r = NULL;
@@ -119,7 +119,7 @@ out:
     return err;
 }
 
-svc_err_t pgtest_scalar_int(const char *dsn, const char *sql, int64_t *out, char *errbuf)
+svc_err_t pgtest_scalar_int(const char *dsn, const char *sql, int64_t *out, char errbuf[static SVC_ERRBUF_LEN])
 {
     char buf[32], *end;
     svc_err_t err = pgtest_scalar(dsn, sql, buf, sizeof buf, errbuf);
@@ -136,7 +136,7 @@ svc_err_t pgtest_scalar_int(const char *dsn, const char *sql, int64_t *out, char
 }
 
 svc_err_t pgtest_wait_int_at_least(const char *dsn, const char *sql, int64_t want,
-                                   int timeout_ms, int64_t *last, char *errbuf)
+                                   int timeout_ms, int64_t *last, char errbuf[static SVC_ERRBUF_LEN])
 {
     uint64_t until = svc_now_ms() + (uint64_t)timeout_ms;
     struct timespec pause = {0, 5 * 1000 * 1000};
@@ -171,7 +171,7 @@ static bool prefix_ok(const char *p)
     return true;
 }
 
-static svc_err_t drop_by_name(PGconn *pg, const char *name, char *errbuf)
+static svc_err_t drop_by_name(PGconn *pg, const char *name, char errbuf[static SVC_ERRBUF_LEN])
 {
     char sql[PGTEST_NAME_MAX + 64];
 
@@ -189,7 +189,7 @@ static void drop_orphans(PGconn *pg, const char *prefix)
 
     snprintf(sql, sizeof sql, "SELECT datname FROM pg_database WHERE starts_with(datname, '%s_')",
              prefix);
-    if (exec_on(pg, sql, &r, NULL) != SVC_OK)
+    if (exec_on(pg, sql, &r, SVC_ERRBUF_SCRATCH) != SVC_OK)
         return;
     for (int i = 0; i < PQntuples(r); i++) {
         const char *name = PQgetvalue(r, i, 0);
@@ -198,12 +198,12 @@ static void drop_orphans(PGconn *pg, const char *prefix)
         if (end == name + plen + 1 || *end != '_' || pid <= 0)
             continue;
         if (kill((pid_t)pid, 0) != 0 && errno == ESRCH)
-            drop_by_name(pg, name, NULL);
+            drop_by_name(pg, name, SVC_ERRBUF_SCRATCH);
     }
     PQclear(r);
 }
 
-svc_err_t pgtest_db_create(pgtest_db_t *db, const char *prefix, char *errbuf)
+svc_err_t pgtest_db_create(pgtest_db_t *db, const char *prefix, char errbuf[static SVC_ERRBUF_LEN])
 {
     static atomic_uint counter;
     char admin[PGTEST_DSN_MAX], sql[PGTEST_NAME_MAX + 32];
@@ -236,7 +236,7 @@ svc_err_t pgtest_db_create(pgtest_db_t *db, const char *prefix, char *errbuf)
     return err;
 }
 
-svc_err_t pgtest_db_drop(pgtest_db_t *db, char *errbuf)
+svc_err_t pgtest_db_drop(pgtest_db_t *db, char errbuf[static SVC_ERRBUF_LEN])
 {
     char admin[PGTEST_DSN_MAX];
     PGconn *pg;
@@ -255,7 +255,7 @@ svc_err_t pgtest_db_drop(pgtest_db_t *db, char *errbuf)
     return err;
 }
 
-svc_err_t pgtest_conn_open(const char *dsn, pgtest_conn_t **out, char *errbuf)
+svc_err_t pgtest_conn_open(const char *dsn, pgtest_conn_t **out, char errbuf[static SVC_ERRBUF_LEN])
 {
     pgtest_conn_t *c = calloc(1, sizeof *c);
 
@@ -270,7 +270,7 @@ svc_err_t pgtest_conn_open(const char *dsn, pgtest_conn_t **out, char *errbuf)
     return SVC_OK;
 }
 
-svc_err_t pgtest_conn_exec(pgtest_conn_t *c, const char *sql, char *errbuf)
+svc_err_t pgtest_conn_exec(pgtest_conn_t *c, const char *sql, char errbuf[static SVC_ERRBUF_LEN])
 {
     return exec_on(c->pg, sql, NULL, errbuf);
 }

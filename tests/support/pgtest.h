@@ -41,22 +41,22 @@ void pgtest_dsn(const char *dbname, char *buf, size_t len);
  * are dropped first. SVC_EUNAVAIL when Postgres cannot be reached,
  * SVC_EINVAL for a bad prefix; the reason is in errbuf (optional).
  */
-svc_err_t pgtest_db_create(pgtest_db_t *db, const char *prefix, char *errbuf);
+svc_err_t pgtest_db_create(pgtest_db_t *db, const char *prefix, char errbuf[static SVC_ERRBUF_LEN]);
 
 /* Drops the database WITH (FORCE) (disconnecting its sessions) and clears
  * db->name. A no-op for a db whose name is "". */
-svc_err_t pgtest_db_drop(pgtest_db_t *db, char *errbuf);
+svc_err_t pgtest_db_drop(pgtest_db_t *db, char errbuf[static SVC_ERRBUF_LEN]);
 
 /* Runs sql (any number of statements, no result wanted) on a connection of
  * its own. */
-svc_err_t pgtest_exec(const char *dsn, const char *sql, char *errbuf);
+svc_err_t pgtest_exec(const char *dsn, const char *sql, char errbuf[static SVC_ERRBUF_LEN]);
 
 /* Runs a query returning one row with one column (NULL gives "") and copies
  * the value into out (truncated to len). SVC_ENOTFOUND when no row. */
-svc_err_t pgtest_scalar(const char *dsn, const char *sql, char *out, size_t len, char *errbuf);
+svc_err_t pgtest_scalar(const char *dsn, const char *sql, char *out, size_t len, char errbuf[static SVC_ERRBUF_LEN]);
 
 /* pgtest_scalar for an integer result, e.g. "SELECT count(*) FROM products". */
-svc_err_t pgtest_scalar_int(const char *dsn, const char *sql, int64_t *out, char *errbuf);
+svc_err_t pgtest_scalar_int(const char *dsn, const char *sql, int64_t *out, char errbuf[static SVC_ERRBUF_LEN]);
 
 /*
  * Polls an integer query (every few ms, each on a fresh connection) until
@@ -64,7 +64,7 @@ svc_err_t pgtest_scalar_int(const char *dsn, const char *sql, int64_t *out, char
  * SVC_ETIMEDOUT otherwise. *last (optional) gets the last value seen.
  */
 svc_err_t pgtest_wait_int_at_least(const char *dsn, const char *sql, int64_t want,
-                                   int timeout_ms, int64_t *last, char *errbuf);
+                                   int timeout_ms, int64_t *last, char errbuf[static SVC_ERRBUF_LEN]);
 
 /* A session that stays open between statements, e.g. to hold a lock:
  *   BEGIN; LOCK TABLE products IN ACCESS EXCLUSIVE MODE;  ...  ROLLBACK
@@ -72,8 +72,8 @@ svc_err_t pgtest_wait_int_at_least(const char *dsn, const char *sql, int64_t wan
 typedef struct pgtest_conn pgtest_conn_t;
 
 /* On SVC_OK *out is owned by caller (pgtest_conn_close). */
-svc_err_t pgtest_conn_open(const char *dsn, pgtest_conn_t **out, char *errbuf);
-svc_err_t pgtest_conn_exec(pgtest_conn_t *c, const char *sql, char *errbuf);
+svc_err_t pgtest_conn_open(const char *dsn, pgtest_conn_t **out, char errbuf[static SVC_ERRBUF_LEN]);
+svc_err_t pgtest_conn_exec(pgtest_conn_t *c, const char *sql, char errbuf[static SVC_ERRBUF_LEN]);
 /* The server process id of the session (pg_backend_pid()). */
 int pgtest_conn_backend_pid(const pgtest_conn_t *c);
 /* Closes the session; an open transaction is rolled back. NULL-safe. */

@@ -153,7 +153,7 @@ fail:
     _exit(127);
 }
 
-svc_err_t spawn_start(const spawn_opts_t *o, spawn_proc_t **out, char *errbuf)
+svc_err_t spawn_start(const spawn_opts_t *o, spawn_proc_t **out, char errbuf[static SVC_ERRBUF_LEN])
 {
     const char *default_argv[2] = {o->path, NULL};
     const char *const *argv = o->argv != NULL ? o->argv : default_argv;
@@ -335,7 +335,7 @@ bool spawn_port_open(const char *host, int port)
 }
 
 svc_err_t spawn_wait_port(spawn_proc_t *p, const char *host, int port, int timeout_ms,
-                          char *errbuf)
+                          char errbuf[static SVC_ERRBUF_LEN])
 {
     uint64_t until = svc_now_ns() + (uint64_t)timeout_ms * SVC_NS_PER_MS;
     uint64_t interval = POLL_FIRST_NS;
@@ -496,7 +496,7 @@ void spawn_log_dump(const spawn_proc_t *p, int max_lines)
     free(log);
 }
 
-svc_err_t spawn_run(const spawn_opts_t *o, int timeout_ms, int *wstatus, char *errbuf)
+svc_err_t spawn_run(const spawn_opts_t *o, int timeout_ms, int *wstatus, char errbuf[static SVC_ERRBUF_LEN])
 {
     spawn_proc_t *p = NULL;
     svc_err_t err = spawn_start(o, &p, errbuf);

@@ -49,7 +49,7 @@ void spawn_opts_init(spawn_opts_t *o);
  * caller (spawn_free). A binary that cannot be executed gives SVC_EINVAL
  * with the errno text in errbuf (SVC_ERRBUF_LEN, optional); *out untouched.
  */
-svc_err_t spawn_start(const spawn_opts_t *o, spawn_proc_t **out, char *errbuf);
+svc_err_t spawn_start(const spawn_opts_t *o, spawn_proc_t **out, char errbuf[static SVC_ERRBUF_LEN]);
 
 /*
  * Kills the child (SIGKILL) if it still runs, reaps it and frees p.
@@ -91,7 +91,7 @@ void spawn_status_text(int wstatus, char *buf, size_t len);
  * first; SVC_ETIMEDOUT: neither. Detail in errbuf (optional).
  */
 svc_err_t spawn_wait_port(spawn_proc_t *p, const char *host, int port, int timeout_ms,
-                          char *errbuf);
+                          char errbuf[static SVC_ERRBUF_LEN]);
 
 /* True when host:port accepts a TCP connection right now. */
 bool spawn_port_open(const char *host, int port);
@@ -135,6 +135,6 @@ void spawn_log_path_make(const char *name, char *buf, size_t len);
 
 /* Runs argv to completion (log as for spawn_start) and returns its wait
  * status in *wstatus. SVC_ETIMEDOUT (child killed) after timeout_ms. */
-svc_err_t spawn_run(const spawn_opts_t *o, int timeout_ms, int *wstatus, char *errbuf);
+svc_err_t spawn_run(const spawn_opts_t *o, int timeout_ms, int *wstatus, char errbuf[static SVC_ERRBUF_LEN]);
 
 #endif /* SUPPORT_SPAWN_H */

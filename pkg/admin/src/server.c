@@ -244,7 +244,7 @@ static void *run(void *arg)
 }
 
 /* Binds host:port. SVC_EINVAL for a bad address, SVC_EUNAVAIL if taken. */
-static svc_err_t bind_listen(admin_server_t *s, char *errbuf)
+static svc_err_t bind_listen(admin_server_t *s, char errbuf[static SVC_ERRBUF_LEN])
 {
     char host[256];
     const char *colon = strrchr(s->o.listen, ':');
@@ -280,7 +280,7 @@ static svc_err_t bind_listen(admin_server_t *s, char *errbuf)
     return SVC_OK;
 }
 
-static svc_err_t check_opts(const admin_opts_t *o, char *errbuf)
+static svc_err_t check_opts(const admin_opts_t *o, char errbuf[static SVC_ERRBUF_LEN])
 {
     if (o->listen == NULL || o->max_request_bytes < 64 || o->max_conns < 1 ||
         o->max_conns > 4096 || o->read_timeout_ms < 1 || o->max_response_bytes < 64) {
@@ -304,7 +304,7 @@ static svc_err_t alloc_conns(admin_server_t *s)
     return SVC_OK;
 }
 
-svc_err_t admin_server_new(const admin_opts_t *o, admin_server_t **out, char *errbuf)
+svc_err_t admin_server_new(const admin_opts_t *o, admin_server_t **out, char errbuf[static SVC_ERRBUF_LEN])
 {
     admin_server_t *s = NULL;
     svc_err_t err = check_opts(o, errbuf);
@@ -348,7 +348,7 @@ int admin_server_port(const admin_server_t *s)
 }
 
 svc_err_t admin_server_start(const char *listen, admin_metrics_fn metrics, admin_ready_fn ready,
-                             void *ctx, admin_server_t **out, char *errbuf)
+                             void *ctx, admin_server_t **out, char errbuf[static SVC_ERRBUF_LEN])
 {
     admin_opts_t o;
 

@@ -59,12 +59,10 @@ svc_err_t svc_err_from_grpc(int grpc_code)
     return SVC_EUNKNOWN;
 }
 
-void svc_errbuf_set(char *errbuf, const char *fmt, ...)
+void svc_errbuf_set(char errbuf[static SVC_ERRBUF_LEN], const char *fmt, ...)
 {
     va_list ap;
 
-    if (errbuf == NULL)
-        return;
     va_start(ap, fmt);
     vsnprintf(errbuf, SVC_ERRBUF_LEN, fmt, ap);
     va_end(ap);

@@ -56,7 +56,7 @@ static char *session_options(const db_opts_t *o)
     return s;
 }
 
-svc_err_t db_conn_new(const db_opts_t *o, db_conn_t **out, char *errbuf)
+svc_err_t db_conn_new(const db_opts_t *o, db_conn_t **out, char errbuf[static SVC_ERRBUF_LEN])
 {
     db_conn_t *c = calloc(1, sizeof *c);
 
@@ -134,7 +134,7 @@ static int wait_socket(PGconn *pg, short events, uint64_t deadline_ns)
     return rc > 0 ? 0 : rc == 0 ? -1 : -2;
 }
 
-static svc_err_t connect_by(db_conn_t *c, uint64_t deadline_ns, char *errbuf)
+static svc_err_t connect_by(db_conn_t *c, uint64_t deadline_ns, char errbuf[static SVC_ERRBUF_LEN])
 {
     const char *keys[] = {"dbname", "options", "application_name", NULL};
     const char *vals[] = {c->dsn, c->options, c->app_name, NULL};
@@ -221,7 +221,7 @@ static PGTransactionStatusType expected_tx(PGTransactionStatusType before, const
 
 /* The statement was sent and the server never said how it ended: its
  * effects may have been committed or not (see db_outcome_unknown). */
-static svc_err_t outcome_lost(db_conn_t *c, svc_err_t err, const PGresult *failed, char *errbuf)
+static svc_err_t outcome_lost(db_conn_t *c, svc_err_t err, const PGresult *failed, char errbuf[static SVC_ERRBUF_LEN])
 {
     const char *why = failed != NULL ? PQresultErrorMessage(failed) : PQerrorMessage(c->pg);
 
@@ -237,7 +237,7 @@ static svc_err_t outcome_lost(db_conn_t *c, svc_err_t err, const PGresult *faile
 
 /* A failed result the server answered and then said ReadyForQuery: a
  * verdict (the statement's implicit transaction, if any, was rolled back). */
-static svc_err_t refused(db_conn_t *c, const PGresult *failed, char *errbuf)
+static svc_err_t refused(db_conn_t *c, const PGresult *failed, char errbuf[static SVC_ERRBUF_LEN])
 {
     svc_err_t err = db_err_from_sqlstate(PQresultErrorField(failed, PG_DIAG_SQLSTATE));
 
@@ -257,7 +257,7 @@ static svc_err_t refused(db_conn_t *c, const PGresult *failed, char *errbuf)
  * back. *out gets the first result; a connection lost or abandoned on the
  * way is dropped (the next call makes a new one).
  */
-static svc_err_t await_result(db_conn_t *c, uint64_t deadline_ns, PGresult **out, char *errbuf)
+static svc_err_t await_result(db_conn_t *c, uint64_t deadline_ns, PGresult **out, char errbuf[static SVC_ERRBUF_LEN])
 {
     PGresult *r, *first = NULL, *failed = NULL;
     svc_err_t err = SVC_OK;
@@ -295,7 +295,7 @@ static svc_err_t await_result(db_conn_t *c, uint64_t deadline_ns, PGresult **out
     return err;
 }
 
-static svc_err_t prepare_all(db_conn_t *c, uint64_t deadline_ns, char *errbuf)
+static svc_err_t prepare_all(db_conn_t *c, uint64_t deadline_ns, char errbuf[static SVC_ERRBUF_LEN])
 {
     for (size_t i = 0; i < c->o.n_stmts; i++) {
         const db_stmt_t *s = &c->o.stmts[i];
@@ -333,7 +333,7 @@ static bool idle_but_dead(db_conn_t *c)
     return PQtransactionStatus(c->pg) == PQTRANS_IDLE && poll(&p, 1, 0) > 0;
 }
 
-static svc_err_t ensure_connected(db_conn_t *c, uint64_t deadline_ns, char *errbuf)
+static svc_err_t ensure_connected(db_conn_t *c, uint64_t deadline_ns, char errbuf[static SVC_ERRBUF_LEN])
 {
     svc_err_t err;
 
@@ -349,7 +349,7 @@ static svc_err_t ensure_connected(db_conn_t *c, uint64_t deadline_ns, char *errb
 
 /* Sends statement idx on a live connection, without waiting for it. */
 static svc_err_t send_prepared(db_conn_t *c, size_t idx, const char *const *params,
-                               uint64_t deadline_ns, char *errbuf)
+                               uint64_t deadline_ns, char errbuf[static SVC_ERRBUF_LEN])
 {
     const db_stmt_t *s = &c->o.stmts[idx];
     svc_err_t err = ensure_connected(c, deadline_ns, errbuf);
@@ -371,7 +371,7 @@ static svc_err_t send_prepared(db_conn_t *c, size_t idx, const char *const *para
 }
 
 static svc_err_t exec_once(db_conn_t *c, size_t idx, const char *const *params,
-                           uint64_t deadline_ns, PGresult **res, char *errbuf)
+                           uint64_t deadline_ns, PGresult **res, char errbuf[static SVC_ERRBUF_LEN])
 {
     svc_err_t err = send_prepared(c, idx, params, deadline_ns, errbuf);
 
@@ -389,7 +389,7 @@ static uint64_t bounded(const db_conn_t *c, uint64_t deadline_ns)
 }
 
 /* What every call checks first; SVC_OK to go on. */
-static svc_err_t check_call(db_conn_t *c, size_t idx, uint64_t deadline_ns, char *errbuf)
+static svc_err_t check_call(db_conn_t *c, size_t idx, uint64_t deadline_ns, char errbuf[static SVC_ERRBUF_LEN])
 {
     c->unknown = false;
     if (idx >= c->o.n_stmts) {
@@ -408,7 +408,7 @@ static svc_err_t check_call(db_conn_t *c, size_t idx, uint64_t deadline_ns, char
 }
 
 static svc_err_t exec_checked(db_conn_t *c, size_t idx, const char *const *params,
-                              uint64_t deadline_ns, PGresult **res, char *errbuf)
+                              uint64_t deadline_ns, PGresult **res, char errbuf[static SVC_ERRBUF_LEN])
 {
     bool was_idle;
     svc_err_t err;
@@ -431,7 +431,7 @@ static svc_err_t exec_checked(db_conn_t *c, size_t idx, const char *const *param
 }
 
 svc_err_t db_exec(db_conn_t *c, size_t idx, const char *const *params, uint64_t deadline_ns,
-                  PGresult **res, char *errbuf)
+                  PGresult **res, char errbuf[static SVC_ERRBUF_LEN])
 {
     uint64_t t0 = svc_now_ns();
     svc_err_t err = exec_checked(c, idx, params, deadline_ns, res, errbuf);
@@ -441,7 +441,7 @@ svc_err_t db_exec(db_conn_t *c, size_t idx, const char *const *params, uint64_t 
     return err;
 }
 
-svc_err_t db_send(db_conn_t *c, size_t idx, const char *const *params, char *errbuf)
+svc_err_t db_send(db_conn_t *c, size_t idx, const char *const *params, char errbuf[static SVC_ERRBUF_LEN])
 {
     svc_err_t err = check_call(c, idx, SVC_DEADLINE_NONE, errbuf);
 
@@ -454,7 +454,7 @@ svc_err_t db_send(db_conn_t *c, size_t idx, const char *const *params, char *err
     return SVC_OK;
 }
 
-svc_err_t db_receive(db_conn_t *c, uint64_t deadline_ns, PGresult **res, char *errbuf)
+svc_err_t db_receive(db_conn_t *c, uint64_t deadline_ns, PGresult **res, char errbuf[static SVC_ERRBUF_LEN])
 {
     size_t idx = c->sent;
     svc_err_t err;
@@ -501,7 +501,7 @@ void db_opts_fill(db_opts_t *o, const char *dsn, const db_stmt_t *stmts, size_t 
 
 svc_err_t db_conn_open(const char *dsn, const db_stmt_t *stmts, size_t n,
                        int statement_timeout_ms, const char *application_name,
-                       db_conn_t **out, char *errbuf)
+                       db_conn_t **out, char errbuf[static SVC_ERRBUF_LEN])
 {
     db_opts_t o;
 
@@ -510,7 +510,7 @@ svc_err_t db_conn_open(const char *dsn, const db_stmt_t *stmts, size_t n,
 }
 
 svc_err_t db_run(db_conn_t *c, size_t idx, const char *const *params, uint64_t deadline_ns,
-                 int *n_rows, char *errbuf)
+                 int *n_rows, char errbuf[static SVC_ERRBUF_LEN])
 {
     PGresult *r = NULL;
     svc_err_t err = db_exec(c, idx, params, deadline_ns, &r, errbuf);
@@ -521,7 +521,7 @@ svc_err_t db_run(db_conn_t *c, size_t idx, const char *const *params, uint64_t d
     return err;
 }
 
-svc_err_t db_commit(db_conn_t *c, size_t idx, uint64_t deadline_ns, char *errbuf)
+svc_err_t db_commit(db_conn_t *c, size_t idx, uint64_t deadline_ns, char errbuf[static SVC_ERRBUF_LEN])
 {
     PGresult *r = NULL;
     svc_err_t err = db_exec(c, idx, NULL, deadline_ns, &r, errbuf);
@@ -535,7 +535,7 @@ svc_err_t db_commit(db_conn_t *c, size_t idx, uint64_t deadline_ns, char *errbuf
     return err;
 }
 
-svc_err_t db_rollback(db_conn_t *c, size_t idx, char *errbuf)
+svc_err_t db_rollback(db_conn_t *c, size_t idx, char errbuf[static SVC_ERRBUF_LEN])
 {
     return db_run(c, idx, NULL, svc_now_ns() + (uint64_t)DB_ROLLBACK_MS * SVC_NS_PER_MS, NULL,
                   errbuf);

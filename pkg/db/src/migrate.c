@@ -15,7 +15,7 @@
  * two starting at once apply migrations one after the other. */
 #define MIGRATION_LOCK_KEY 0x73686f70 /* "shop" */
 
-static svc_err_t run(PGconn *pg, const char *sql, char *errbuf)
+static svc_err_t run(PGconn *pg, const char *sql, char errbuf[static SVC_ERRBUF_LEN])
 {
     PGresult *r = PQexec(pg, sql);
     ExecStatusType st = PQresultStatus(r);
@@ -29,7 +29,7 @@ static svc_err_t run(PGconn *pg, const char *sql, char *errbuf)
     return err;
 }
 
-static bool applied(PGconn *pg, int version, svc_err_t *err, char *errbuf)
+static bool applied(PGconn *pg, int version, svc_err_t *err, char errbuf[static SVC_ERRBUF_LEN])
 {
     char v[16];
     const char *params[1] = {v};
@@ -49,7 +49,7 @@ static bool applied(PGconn *pg, int version, svc_err_t *err, char *errbuf)
     return found;
 }
 
-static svc_err_t apply_one(PGconn *pg, const db_migration_t *m, char *errbuf)
+static svc_err_t apply_one(PGconn *pg, const db_migration_t *m, char errbuf[static SVC_ERRBUF_LEN])
 {
     char v[16];
     const char *params[2] = {v, m->name};
@@ -71,12 +71,12 @@ static svc_err_t apply_one(PGconn *pg, const db_migration_t *m, char *errbuf)
     }
     if (err == SVC_OK)
         return run(pg, "COMMIT", errbuf);
-    run(pg, "ROLLBACK", NULL);
+    run(pg, "ROLLBACK", SVC_ERRBUF_SCRATCH);
     return err;
 }
 
 static svc_err_t migrate_on(PGconn *pg, const db_migration_t *m, size_t n, const char *module,
-                            char *errbuf)
+                            char errbuf[static SVC_ERRBUF_LEN])
 {
     char lock[96];
     svc_err_t err;
@@ -114,7 +114,7 @@ static void quiet(void *arg, const char *message)
 }
 
 svc_err_t db_migrate(const char *dsn, const db_migration_t *m, size_t n, const char *module,
-                     char *errbuf)
+                     char errbuf[static SVC_ERRBUF_LEN])
 {
     PGconn *pg = PQconnectdb(dsn);
     svc_err_t err;
@@ -131,7 +131,7 @@ svc_err_t db_migrate(const char *dsn, const db_migration_t *m, size_t n, const c
 }
 
 svc_err_t db_migrate_wait(const char *dsn, const db_migration_t *m, size_t n, const char *module,
-                          int64_t wait_ms, char *errbuf)
+                          int64_t wait_ms, char errbuf[static SVC_ERRBUF_LEN])
 {
     uint64_t until = svc_now_ms() + (uint64_t)(wait_ms > 0 ? wait_ms : 0);
     bool told = false;

@@ -19,7 +19,7 @@ struct db_probe {
 };
 
 svc_err_t db_probe_new(const char *dsn, const char *application_name, db_probe_t **out,
-                       char *errbuf)
+                       char errbuf[static SVC_ERRBUF_LEN])
 {
     db_probe_t *p = calloc(1, sizeof *p);
     db_opts_t o;

@@ -24,7 +24,7 @@ static void put(kfk_header_t *out, size_t *n, const char *name, const char *valu
 }
 
 svc_err_t kfk_ce_headers(const kfk_ce_t *ce, kfk_header_t out[KFK_CE_MAX_HEADERS], size_t *n,
-                         char *errbuf)
+                         char errbuf[static SVC_ERRBUF_LEN])
 {
     *n = 0;
     /* The three attributes the spec requires besides specversion. */

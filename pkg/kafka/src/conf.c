@@ -3,7 +3,7 @@
 #include "conf.h"
 
 svc_err_t kfk__conf_apply(rd_kafka_conf_t *conf, const char *who, const char *const (*kv)[2],
-                          size_t n, char *errbuf)
+                          size_t n, char errbuf[static SVC_ERRBUF_LEN])
 {
     char why[256];
 

@@ -11,6 +11,6 @@
 /* Sets kv[0..n) on conf; SVC_EINVAL with "kafka <who>: name=value: why" in
  * errbuf at the first one librdkafka refuses. */
 svc_err_t kfk__conf_apply(rd_kafka_conf_t *conf, const char *who, const char *const (*kv)[2],
-                          size_t n, char *errbuf);
+                          size_t n, char errbuf[static SVC_ERRBUF_LEN]);
 
 #endif

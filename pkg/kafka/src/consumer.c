@@ -117,7 +117,7 @@ kfk__pending_t *kfk__pending_add(kfk_consumer_t *c, rd_kafka_message_t *m)
  * ------------------------------------------------------------------------ */
 
 /* Commits every stored offset, synchronously. Nothing stored is fine. */
-svc_err_t kfk__commit_stored(kfk_consumer_t *c, char *errbuf)
+svc_err_t kfk__commit_stored(kfk_consumer_t *c, char errbuf[static SVC_ERRBUF_LEN])
 {
     rd_kafka_resp_err_t rc = rd_kafka_commit(c->rk, NULL, 0);
 
@@ -147,7 +147,7 @@ static void on_async_commit(rd_kafka_t *rk, rd_kafka_resp_err_t err,
     }
 }
 
-svc_err_t kfk__commit_due(kfk_consumer_t *c, char *errbuf)
+svc_err_t kfk__commit_due(kfk_consumer_t *c, char errbuf[static SVC_ERRBUF_LEN])
 {
     uint64_t now = svc_now_ms();
     rd_kafka_resp_err_t rc;
@@ -263,7 +263,7 @@ static void on_rebalance(rd_kafka_t *rk, rd_kafka_resp_err_t err,
 /* ------------------------------------------------------------------------
  * Create, close, free
  * ------------------------------------------------------------------------ */
-static svc_err_t configure(rd_kafka_conf_t *conf, const kfk_consumer_opts_t *o, char *errbuf)
+static svc_err_t configure(rd_kafka_conf_t *conf, const kfk_consumer_opts_t *o, char errbuf[static SVC_ERRBUF_LEN])
 {
     char session[16], heartbeat[16], poll[16];
     const char *const instance[][2] = {{"group.instance.id", o->group_instance_id}};
@@ -307,7 +307,7 @@ static void on_dlq_delivery(void *ctx, void *msg_opaque, svc_err_t err, const ch
     snprintf(c->dlq_reason, sizeof c->dlq_reason, "%s", reason);
 }
 
-static svc_err_t dlq_new(kfk_consumer_t *c, char *errbuf)
+static svc_err_t dlq_new(kfk_consumer_t *c, char errbuf[static SVC_ERRBUF_LEN])
 {
     char client[256];
     kfk_producer_opts_t po;
@@ -324,7 +324,7 @@ static svc_err_t dlq_new(kfk_consumer_t *c, char *errbuf)
     return kfk_producer_new(&po, &c->dlq, errbuf);
 }
 
-static svc_err_t subscribe(kfk_consumer_t *c, char *errbuf)
+static svc_err_t subscribe(kfk_consumer_t *c, char errbuf[static SVC_ERRBUF_LEN])
 {
     rd_kafka_topic_partition_list_t *l = rd_kafka_topic_partition_list_new(4);
     rd_kafka_resp_err_t rc;
@@ -339,7 +339,7 @@ static svc_err_t subscribe(kfk_consumer_t *c, char *errbuf)
     return SVC_EINTERNAL;
 }
 
-static svc_err_t make_client(kfk_consumer_t *c, char *errbuf)
+static svc_err_t make_client(kfk_consumer_t *c, char errbuf[static SVC_ERRBUF_LEN])
 {
     char why[512];
     rd_kafka_conf_t *conf = rd_kafka_conf_new();
@@ -366,7 +366,7 @@ static svc_err_t make_client(kfk_consumer_t *c, char *errbuf)
     return SVC_OK;
 }
 
-svc_err_t kfk_consumer_new(const kfk_consumer_opts_t *o, kfk_consumer_t **out, char *errbuf)
+svc_err_t kfk_consumer_new(const kfk_consumer_opts_t *o, kfk_consumer_t **out, char errbuf[static SVC_ERRBUF_LEN])
 {
     kfk_consumer_t *c;
     svc_err_t err = kfk_consumer_opts_validate(o, errbuf);
@@ -441,7 +441,7 @@ static void leave_group(kfk_consumer_t *c)
     }
 }
 
-svc_err_t kfk_consumer_close(kfk_consumer_t *c, char *errbuf)
+svc_err_t kfk_consumer_close(kfk_consumer_t *c, char errbuf[static SVC_ERRBUF_LEN])
 {
     svc_err_t err;
 
@@ -467,7 +467,7 @@ void kfk_consumer_free(kfk_consumer_t *c)
     if (c == NULL)
         return;
     if (c->rk != NULL) {
-        (void)kfk_consumer_close(c, NULL);
+        (void)kfk_consumer_close(c, SVC_ERRBUF_SCRATCH);
         if (c->commit_q != NULL)
             rd_kafka_queue_destroy(c->commit_q);
         rd_kafka_destroy(c->rk);

@@ -83,7 +83,7 @@ static void view_free(kfk__slot_t *s)
 }
 
 /* Stores offset + 1 of m; the end of the poll commits what is stored. */
-static svc_err_t store_offset(kfk_consumer_t *c, const rd_kafka_message_t *m, char *errbuf)
+static svc_err_t store_offset(kfk_consumer_t *c, const rd_kafka_message_t *m, char errbuf[static SVC_ERRBUF_LEN])
 {
     rd_kafka_topic_partition_list_t *l = rd_kafka_topic_partition_list_new(1);
     rd_kafka_resp_err_t rc;
@@ -116,7 +116,7 @@ static int64_t wall_ms(void)
 
 /* Produces the dead letter of v and waits for its delivery report. */
 static svc_err_t dead_letter(kfk_consumer_t *c, const kfk__slot_t *v, const char *reason,
-                             char *errbuf)
+                             char errbuf[static SVC_ERRBUF_LEN])
 {
     char topic[256];
     kfk_dlq_text_t text;
@@ -262,7 +262,7 @@ static kfk_action_t judge_in_tx(kfk_consumer_t *c, kfk__slot_t *s)
 
 /* s->act, now that its effect is durable: the dead letter, the offset or
  * the hold (p: s->m is kept already). The slot's record is gone after. */
-static svc_err_t settle(kfk_consumer_t *c, kfk__slot_t *s, kfk__pending_t *p, char *errbuf)
+static svc_err_t settle(kfk_consumer_t *c, kfk__slot_t *s, kfk__pending_t *p, char errbuf[static SVC_ERRBUF_LEN])
 {
     svc_err_t err;
 
@@ -286,7 +286,7 @@ static svc_err_t settle(kfk_consumer_t *c, kfk__slot_t *s, kfk__pending_t *p, ch
 }
 
 /* The poll returns its first error; later ones only go to the counters. */
-static void keep_first(svc_err_t *err, char *errbuf, svc_err_t e, const char *text)
+static void keep_first(svc_err_t *err, char errbuf[static SVC_ERRBUF_LEN], svc_err_t e, const char *text)
 {
     if (*err == SVC_OK && e != SVC_OK) {
         *err = e;
@@ -297,7 +297,7 @@ static void keep_first(svc_err_t *err, char *errbuf, svc_err_t e, const char *te
 /* Serves s->m in a transaction of its own (with batch ops): a new record
  * (p NULL) or the one p keeps. */
 static svc_err_t serve_alone(kfk_consumer_t *c, kfk__slot_t *s, kfk__pending_t *p,
-                             char *errbuf)
+                             char errbuf[static SVC_ERRBUF_LEN])
 {
     svc_err_t err;
 
@@ -361,7 +361,7 @@ static void rewind_rest(kfk_consumer_t *c, size_t from, size_t n)
  * failed batch), the first record that fails again ends it: the ones after
  * it are fetched again, so a database that is down costs two failed calls
  * per poll, not one per record. */
-static svc_err_t serve_each(kfk_consumer_t *c, size_t n, bool stop_at_retry, char *errbuf)
+static svc_err_t serve_each(kfk_consumer_t *c, size_t n, bool stop_at_retry, char errbuf[static SVC_ERRBUF_LEN])
 {
     char why[SVC_ERRBUF_LEN];
     svc_err_t err = SVC_OK;
@@ -384,7 +384,7 @@ static svc_err_t serve_each(kfk_consumer_t *c, size_t n, bool stop_at_retry, cha
 }
 
 /* Slots [0, n) in one transaction; if it fails, serve_each. */
-static svc_err_t serve_batch(kfk_consumer_t *c, size_t n, char *errbuf)
+static svc_err_t serve_batch(kfk_consumer_t *c, size_t n, char errbuf[static SVC_ERRBUF_LEN])
 {
     const kfk_batch_ops_t *ops = c->o.batch;
     uint64_t deadline = svc_now_ms() + (uint64_t)c->o.handler_timeout_ms;
@@ -437,7 +437,7 @@ static kfk__pending_t *next_due(kfk_consumer_t *c, uint64_t *due)
 
 /* Whether m is a record to serve; anything else is destroyed here (an
  * error event into err). */
-static bool admit(kfk_consumer_t *c, rd_kafka_message_t *m, svc_err_t *err, char *errbuf)
+static bool admit(kfk_consumer_t *c, rd_kafka_message_t *m, svc_err_t *err, char errbuf[static SVC_ERRBUF_LEN])
 {
     char why[SVC_ERRBUF_LEN];
 
@@ -463,7 +463,7 @@ static bool admit(kfk_consumer_t *c, rd_kafka_message_t *m, svc_err_t *err, char
 
 /* Fills the slots: the first record waits up to t ms, the others are taken
  * only if librdkafka has them already. Rebalances run inside the polls. */
-static size_t collect(kfk_consumer_t *c, int t, svc_err_t *err, char *errbuf)
+static size_t collect(kfk_consumer_t *c, int t, svc_err_t *err, char errbuf[static SVC_ERRBUF_LEN])
 {
     size_t n;
 
@@ -488,7 +488,7 @@ static size_t collect(kfk_consumer_t *c, int t, svc_err_t *err, char *errbuf)
 }
 
 /* A due retry alone, or else a batch. */
-static size_t serve(kfk_consumer_t *c, int t, svc_err_t *err, char *errbuf)
+static size_t serve(kfk_consumer_t *c, int t, svc_err_t *err, char errbuf[static SVC_ERRBUF_LEN])
 {
     uint64_t now = svc_now_ms(), due;
     kfk__pending_t *p = next_due(c, &due);
@@ -522,7 +522,7 @@ static size_t serve(kfk_consumer_t *c, int t, svc_err_t *err, char *errbuf)
     return n;
 }
 
-svc_err_t kfk_consumer_poll(kfk_consumer_t *c, int timeout_ms, int *served, char *errbuf)
+svc_err_t kfk_consumer_poll(kfk_consumer_t *c, int timeout_ms, int *served, char errbuf[static SVC_ERRBUF_LEN])
 {
     char why[SVC_ERRBUF_LEN] = "";
     svc_err_t err = SVC_OK;

@@ -115,7 +115,7 @@ static const char *bad_timing(const kfk_consumer_opts_t *o)
     return NULL;
 }
 
-svc_err_t kfk_consumer_opts_validate(const kfk_consumer_opts_t *o, char *errbuf)
+svc_err_t kfk_consumer_opts_validate(const kfk_consumer_opts_t *o, char errbuf[static SVC_ERRBUF_LEN])
 {
     const char *bad = NULL;
 
@@ -210,7 +210,7 @@ static void format_time(int64_t unix_ms, char *out, size_t len)
 
 svc_err_t kfk_dlq_headers(const kfk_header_t *orig, size_t n_orig, const kfk_dlq_info_t *info,
                           kfk_dlq_text_t *text, kfk_header_t out[KFK_MAX_HEADERS], size_t *n,
-                          char *errbuf)
+                          char errbuf[static SVC_ERRBUF_LEN])
 {
     size_t room = KFK_MAX_HEADERS - KFK_DLQ_HEADERS, dropped = 0;
 

@@ -96,9 +96,9 @@ kfk__pending_t *kfk__pending_add(kfk_consumer_t *c, rd_kafka_message_t *m);
  * after the record. */
 void kfk__pending_drop(kfk_consumer_t *c, kfk__pending_t *p, bool resume);
 /* Commits every stored offset, synchronously (nothing stored is SVC_OK). */
-svc_err_t kfk__commit_stored(kfk_consumer_t *c, char *errbuf);
+svc_err_t kfk__commit_stored(kfk_consumer_t *c, char errbuf[static SVC_ERRBUF_LEN]);
 /* The end of a poll: commits what is stored, as opts.commit_interval_ms
  * says, and serves the results of asynchronous commits. */
-svc_err_t kfk__commit_due(kfk_consumer_t *c, char *errbuf);
+svc_err_t kfk__commit_due(kfk_consumer_t *c, char errbuf[static SVC_ERRBUF_LEN]);
 
 #endif

@@ -21,7 +21,7 @@ static bool in_range(int v, int lo, int hi)
     return v >= lo && v <= hi;
 }
 
-svc_err_t kfk_producer_opts_validate(const kfk_producer_opts_t *o, char *errbuf)
+svc_err_t kfk_producer_opts_validate(const kfk_producer_opts_t *o, char errbuf[static SVC_ERRBUF_LEN])
 {
     const char *bad = NULL;
 

@@ -63,7 +63,7 @@ static void on_error(rd_kafka_t *rk, int err, const char *reason, void *opaque)
     p->on_log(p->ctx, 3, "ERROR", line);
 }
 
-static svc_err_t configure(rd_kafka_conf_t *conf, const kfk_producer_opts_t *o, char *errbuf)
+static svc_err_t configure(rd_kafka_conf_t *conf, const kfk_producer_opts_t *o, char errbuf[static SVC_ERRBUF_LEN])
 {
     char linger[16], timeout[16], queue[16];
 
@@ -84,7 +84,7 @@ static svc_err_t configure(rd_kafka_conf_t *conf, const kfk_producer_opts_t *o, 
     return kfk__conf_apply(conf, "producer", kv, SVC_COUNTOF(kv), errbuf);
 }
 
-svc_err_t kfk_producer_new(const kfk_producer_opts_t *o, kfk_producer_t **out, char *errbuf)
+svc_err_t kfk_producer_new(const kfk_producer_opts_t *o, kfk_producer_t **out, char errbuf[static SVC_ERRBUF_LEN])
 {
     char why[512];
     kfk_producer_t *p;
@@ -184,7 +184,7 @@ static void learn_topic(kfk_producer_t *p, const char *topic)
     rd_kafka_topic_destroy(t);
 }
 
-static rd_kafka_headers_t *headers_new(const kfk_message_t *m, char *errbuf)
+static rd_kafka_headers_t *headers_new(const kfk_message_t *m, char errbuf[static SVC_ERRBUF_LEN])
 {
     rd_kafka_headers_t *h = rd_kafka_headers_new(m->n_headers);
 
@@ -199,7 +199,7 @@ static rd_kafka_headers_t *headers_new(const kfk_message_t *m, char *errbuf)
     return h;
 }
 
-svc_err_t kfk_produce(kfk_producer_t *p, const kfk_message_t *m, char *errbuf)
+svc_err_t kfk_produce(kfk_producer_t *p, const kfk_message_t *m, char errbuf[static SVC_ERRBUF_LEN])
 {
     rd_kafka_headers_t *h;
     rd_kafka_resp_err_t rc;
@@ -252,7 +252,7 @@ void kfk_producer_yield(kfk_producer_t *p)
     rd_kafka_yield(p->rk); /* a flag of the calling thread, checked after each report */
 }
 
-svc_err_t kfk_producer_ping(kfk_producer_t *p, int timeout_ms, char *errbuf)
+svc_err_t kfk_producer_ping(kfk_producer_t *p, int timeout_ms, char errbuf[static SVC_ERRBUF_LEN])
 {
     const struct rd_kafka_metadata *md = NULL;
     /* Neither all topics nor one: the smallest request, for the topics

@@ -54,14 +54,14 @@ static kfk_verdict_t handle(void *ctx, const kfk_record_t *r, char *reason)
     return w->handler(w->ctx, r, reason);
 }
 
-static svc_err_t tx_begin(void *ctx, uint64_t deadline_ms, char *errbuf)
+static svc_err_t tx_begin(void *ctx, uint64_t deadline_ms, char errbuf[static SVC_ERRBUF_LEN])
 {
     const kfk_worker_t *w = ctx;
 
     return w->batch->begin(w->ctx, deadline_ms, errbuf);
 }
 
-static svc_err_t tx_commit(void *ctx, uint64_t deadline_ms, char *errbuf)
+static svc_err_t tx_commit(void *ctx, uint64_t deadline_ms, char errbuf[static SVC_ERRBUF_LEN])
 {
     const kfk_worker_t *w = ctx;
 
@@ -122,7 +122,7 @@ static void *run(void *arg)
 }
 
 svc_err_t kfk_worker_start(const kfk_consumer_opts_t *o, const char *log_module,
-                           kfk_worker_t **out, char *errbuf)
+                           kfk_worker_t **out, char errbuf[static SVC_ERRBUF_LEN])
 {
     kfk_consumer_opts_t co = *o;
     kfk_worker_t *w;
@@ -192,7 +192,7 @@ void kfk_worker_stop(kfk_worker_t *w)
 svc_err_t kfk_worker_start_cfg(const kfk_worker_cfg_t *cfg, const char *const *topics,
                                const char *client_id, const kfk_worker_handler_t *h,
                                const char *log_module, const char *without, kfk_worker_t **out,
-                               char *errbuf)
+                               char errbuf[static SVC_ERRBUF_LEN])
 {
     kfk_consumer_opts_t o;
     char host[KFK_CONSUMER_INSTANCE_ID_MAX + 2] = "";

@@ -34,7 +34,7 @@ static bool empty(const char *s)
     return s == NULL || s[0] == '\0';
 }
 
-svc_err_t rmq_conn_opts_validate(const rmq_conn_opts_t *o, char *errbuf)
+svc_err_t rmq_conn_opts_validate(const rmq_conn_opts_t *o, char errbuf[static SVC_ERRBUF_LEN])
 {
     const char *bad = NULL;
 
@@ -71,7 +71,7 @@ int rmq__ms_left(uint64_t deadline_ms)
     return now >= deadline_ms ? 0 : (int)(deadline_ms - now);
 }
 
-svc_err_t rmq__conn_check(rmq_conn_t *c, char *errbuf)
+svc_err_t rmq__conn_check(rmq_conn_t *c, char errbuf[static SVC_ERRBUF_LEN])
 {
     if (!c->dead)
         return SVC_OK;
@@ -79,7 +79,7 @@ svc_err_t rmq__conn_check(rmq_conn_t *c, char *errbuf)
     return SVC_EUNAVAIL;
 }
 
-svc_err_t rmq__conn_fail(rmq_conn_t *c, svc_err_t err, char *errbuf, const char *fmt, ...)
+svc_err_t rmq__conn_fail(rmq_conn_t *c, svc_err_t err, char errbuf[static SVC_ERRBUF_LEN], const char *fmt, ...)
 {
     char why[SVC_ERRBUF_LEN], kv[128];
     va_list ap;
@@ -98,7 +98,7 @@ svc_err_t rmq__conn_fail(rmq_conn_t *c, svc_err_t err, char *errbuf, const char 
     return err;
 }
 
-svc_err_t rmq__status(rmq_conn_t *c, int status, const char *what, char *errbuf)
+svc_err_t rmq__status(rmq_conn_t *c, int status, const char *what, char errbuf[static SVC_ERRBUF_LEN])
 {
     if (status == AMQP_STATUS_OK)
         return SVC_OK;
@@ -125,7 +125,7 @@ static svc_err_t err_from_code(int code)
 /* The broker closed the channel (a declare with other arguments, a publish
  * to a missing exchange): answer close-ok and open it again, so that one bad
  * request does not cost the connection. */
-static svc_err_t channel_reopen(rmq_conn_t *c, char *errbuf)
+static svc_err_t channel_reopen(rmq_conn_t *c, char errbuf[static SVC_ERRBUF_LEN])
 {
     amqp_channel_close_ok_t ok = {0};
     amqp_rpc_reply_t r;
@@ -150,7 +150,7 @@ static svc_err_t channel_reopen(rmq_conn_t *c, char *errbuf)
 }
 
 static svc_err_t server_close(rmq_conn_t *c, const amqp_method_t *m, const char *what,
-                              char *errbuf)
+                              char errbuf[static SVC_ERRBUF_LEN])
 {
     if (m->id == AMQP_CHANNEL_CLOSE_METHOD) {
         const amqp_channel_close_t *cc = m->decoded;
@@ -161,7 +161,7 @@ static svc_err_t server_close(rmq_conn_t *c, const amqp_method_t *m, const char 
                  cc->reply_code, (int)cc->reply_text.len, (const char *)cc->reply_text.bytes);
         if (c->consuming)
             return rmq__conn_fail(c, SVC_EUNAVAIL, errbuf, "%s (the consumer is gone)", reason);
-        if (channel_reopen(c, NULL) != SVC_OK)
+        if (channel_reopen(c, SVC_ERRBUF_SCRATCH) != SVC_OK)
             return rmq__conn_fail(c, SVC_EUNAVAIL, errbuf,
                                   "%s; then the channel could not be reopened", reason);
         svc_errbuf_set(errbuf, "%s", reason);
@@ -183,7 +183,7 @@ static svc_err_t server_close(rmq_conn_t *c, const amqp_method_t *m, const char 
                           what, (unsigned)m->id);
 }
 
-svc_err_t rmq__reply(rmq_conn_t *c, amqp_rpc_reply_t r, const char *what, char *errbuf)
+svc_err_t rmq__reply(rmq_conn_t *c, amqp_rpc_reply_t r, const char *what, char errbuf[static SVC_ERRBUF_LEN])
 {
     switch (r.reply_type) {
     case AMQP_RESPONSE_NORMAL:
@@ -198,7 +198,7 @@ svc_err_t rmq__reply(rmq_conn_t *c, amqp_rpc_reply_t r, const char *what, char *
     return rmq__conn_fail(c, SVC_EINTERNAL, errbuf, "%s: no reply", what);
 }
 
-svc_err_t rmq__unexpected_method(rmq_conn_t *c, const amqp_frame_t *f, char *errbuf)
+svc_err_t rmq__unexpected_method(rmq_conn_t *c, const amqp_frame_t *f, char errbuf[static SVC_ERRBUF_LEN])
 {
     amqp_method_t m = f->payload.method;
 
@@ -223,7 +223,7 @@ static void socket_bounds(amqp_socket_t *s, int io_timeout_ms)
         (void)setsockopt(fd, IPPROTO_TCP, TCP_USER_TIMEOUT, &ms, sizeof ms);
 }
 
-static svc_err_t login(rmq_conn_t *c, const rmq_conn_opts_t *o, char *errbuf)
+static svc_err_t login(rmq_conn_t *c, const rmq_conn_opts_t *o, char errbuf[static SVC_ERRBUF_LEN])
 {
     amqp_table_entry_t prop = {.key = amqp_cstring_bytes("connection_name"),
                                .value = {.kind = AMQP_FIELD_KIND_UTF8,
@@ -246,7 +246,7 @@ static svc_err_t login(rmq_conn_t *c, const rmq_conn_opts_t *o, char *errbuf)
     return rmq__reply(c, r, "login", errbuf);
 }
 
-static svc_err_t open_channel(rmq_conn_t *c, char *errbuf)
+static svc_err_t open_channel(rmq_conn_t *c, char errbuf[static SVC_ERRBUF_LEN])
 {
     svc_err_t err;
 
@@ -263,7 +263,7 @@ static svc_err_t open_channel(rmq_conn_t *c, char *errbuf)
 }
 
 svc_err_t rmq__conn_open(const rmq_conn_opts_t *o, bool confirm, rmq_conn_t **out,
-                         char *errbuf)
+                         char errbuf[static SVC_ERRBUF_LEN])
 {
     rmq_conn_t *c = NULL;
     amqp_socket_t *s;
@@ -311,7 +311,7 @@ out:
     return SVC_OK;
 }
 
-svc_err_t rmq_conn_new(const rmq_conn_opts_t *o, rmq_conn_t **out, char *errbuf)
+svc_err_t rmq_conn_new(const rmq_conn_opts_t *o, rmq_conn_t **out, char errbuf[static SVC_ERRBUF_LEN])
 {
     return rmq__conn_open(o, true, out, errbuf);
 }
@@ -331,7 +331,7 @@ void rmq_conn_free(rmq_conn_t *c)
     free(c);
 }
 
-svc_err_t rmq_conn_keepalive(rmq_conn_t *c, char *errbuf)
+svc_err_t rmq_conn_keepalive(rmq_conn_t *c, char errbuf[static SVC_ERRBUF_LEN])
 {
     struct timeval zero = {0, 0};
     amqp_frame_t f;

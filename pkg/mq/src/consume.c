@@ -49,7 +49,7 @@ void rmq_consumer_opts_init(rmq_consumer_opts_t *o)
 }
 
 static svc_err_t start_consuming(rmq_conn_t *in, const rmq_topology_t *t, int prefetch,
-                                 char *errbuf)
+                                 char errbuf[static SVC_ERRBUF_LEN])
 {
     char work[RMQ_NAME_MAX];
     svc_err_t err;
@@ -66,7 +66,7 @@ static svc_err_t start_consuming(rmq_conn_t *in, const rmq_topology_t *t, int pr
     return rmq__reply(in, amqp_get_rpc_reply(in->st), "basic.consume", errbuf);
 }
 
-svc_err_t rmq_consumer_new(const rmq_consumer_opts_t *o, rmq_consumer_t **out, char *errbuf)
+svc_err_t rmq_consumer_new(const rmq_consumer_opts_t *o, rmq_consumer_t **out, char errbuf[static SVC_ERRBUF_LEN])
 {
     rmq_consumer_t *c = NULL;
     rmq_conn_opts_t mover = o->conn;
@@ -165,7 +165,7 @@ static void fill(rmq_delivery_t *d, const rmq_consumer_t *c)
 }
 
 /* A frame that is not a delivery arrived on the consuming connection. */
-static svc_err_t other_frame(rmq_consumer_t *c, char *errbuf)
+static svc_err_t other_frame(rmq_consumer_t *c, char errbuf[static SVC_ERRBUF_LEN])
 {
     struct timeval tv = rmq__tv(c->in->io_timeout_ms);
     amqp_frame_t f;
@@ -183,7 +183,7 @@ static svc_err_t other_frame(rmq_consumer_t *c, char *errbuf)
 }
 
 svc_err_t rmq_consumer_next(rmq_consumer_t *c, int timeout_ms, rmq_delivery_t **out,
-                            char *errbuf)
+                            char errbuf[static SVC_ERRBUF_LEN])
 {
     uint64_t deadline = svc_now_ms() + (uint64_t)(timeout_ms > 0 ? timeout_ms : 0);
     rmq_delivery_t *d = calloc(1, sizeof *d);
@@ -228,7 +228,7 @@ svc_err_t rmq_consumer_next(rmq_consumer_t *c, int timeout_ms, rmq_delivery_t **
     return err;
 }
 
-static svc_err_t check_owner(const rmq_consumer_t *c, const rmq_delivery_t *d, char *errbuf)
+static svc_err_t check_owner(const rmq_consumer_t *c, const rmq_delivery_t *d, char errbuf[static SVC_ERRBUF_LEN])
 {
     if (d != NULL && d->owner == c)
         return SVC_OK;
@@ -236,7 +236,7 @@ static svc_err_t check_owner(const rmq_consumer_t *c, const rmq_delivery_t *d, c
     return SVC_EINVAL;
 }
 
-svc_err_t rmq_consumer_ack(rmq_consumer_t *c, rmq_delivery_t *d, char *errbuf)
+svc_err_t rmq_consumer_ack(rmq_consumer_t *c, rmq_delivery_t *d, char errbuf[static SVC_ERRBUF_LEN])
 {
     svc_err_t err = check_owner(c, d, errbuf);
 
@@ -264,7 +264,7 @@ static amqp_table_entry_t *copy_headers(const rmq_delivery_t *d, const amqp_tabl
  * job exists twice (here and there), never zero times: consumers dedupe on
  * message-id. */
 static svc_err_t move(rmq_consumer_t *c, rmq_delivery_t *d, const char *queue,
-                      const amqp_table_entry_t *extra, int n_extra, char *errbuf)
+                      const amqp_table_entry_t *extra, int n_extra, char errbuf[static SVC_ERRBUF_LEN])
 {
     amqp_basic_properties_t p = d->env.message.properties;
     amqp_table_entry_t *headers;
@@ -298,7 +298,7 @@ static amqp_table_entry_t int_entry(const char *key, int64_t v)
 }
 
 svc_err_t rmq_consumer_retry(rmq_consumer_t *c, rmq_delivery_t *d, unsigned tier, int attempts,
-                             char *errbuf)
+                             char errbuf[static SVC_ERRBUF_LEN])
 {
     char queue[RMQ_NAME_MAX];
     amqp_table_entry_t extra[2];
@@ -314,7 +314,7 @@ svc_err_t rmq_consumer_retry(rmq_consumer_t *c, rmq_delivery_t *d, unsigned tier
 }
 
 svc_err_t rmq_consumer_dead(rmq_consumer_t *c, rmq_delivery_t *d, const rmq_dead_info_t *why,
-                            char *errbuf)
+                            char errbuf[static SVC_ERRBUF_LEN])
 {
     amqp_table_entry_t extra[4];
     char now[SVC_RFC3339_LEN];

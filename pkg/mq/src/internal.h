@@ -30,22 +30,22 @@ struct rmq_conn {
 
 /* conn.c */
 svc_err_t rmq__conn_open(const rmq_conn_opts_t *o, bool confirm, rmq_conn_t **out,
-                         char *errbuf);
+                         char errbuf[static SVC_ERRBUF_LEN]);
 /* SVC_EUNAVAIL with the first failure when c is dead. */
-svc_err_t rmq__conn_check(rmq_conn_t *c, char *errbuf);
+svc_err_t rmq__conn_check(rmq_conn_t *c, char errbuf[static SVC_ERRBUF_LEN]);
 /* Marks c dead (once: logs one warn line) and returns SVC_EUNAVAIL with the
  * reason in errbuf. */
-svc_err_t rmq__conn_fail(rmq_conn_t *c, svc_err_t err, char *errbuf, const char *fmt, ...)
+svc_err_t rmq__conn_fail(rmq_conn_t *c, svc_err_t err, char errbuf[static SVC_ERRBUF_LEN], const char *fmt, ...)
     __attribute__((format(printf, 4, 5)));
 /* The outcome of an RPC (what names it for errbuf). A channel error
  * (the broker closed the channel) reopens the channel and keeps c alive. */
-svc_err_t rmq__reply(rmq_conn_t *c, amqp_rpc_reply_t r, const char *what, char *errbuf);
+svc_err_t rmq__reply(rmq_conn_t *c, amqp_rpc_reply_t r, const char *what, char errbuf[static SVC_ERRBUF_LEN]);
 /* The outcome of a rabbitmq-c status code (AMQP_STATUS_*). */
-svc_err_t rmq__status(rmq_conn_t *c, int status, const char *what, char *errbuf);
+svc_err_t rmq__status(rmq_conn_t *c, int status, const char *what, char errbuf[static SVC_ERRBUF_LEN]);
 /* Handles a method frame that arrived while waiting for something else:
  * channel.close (answered, channel reopened: SVC_EUNAVAIL for the wait in
  * progress, c alive), connection.close (c dead). Other methods: SVC_OK. */
-svc_err_t rmq__unexpected_method(rmq_conn_t *c, const amqp_frame_t *f, char *errbuf);
+svc_err_t rmq__unexpected_method(rmq_conn_t *c, const amqp_frame_t *f, char errbuf[static SVC_ERRBUF_LEN]);
 struct timeval rmq__tv(int ms);
 /* Milliseconds left until deadline_ms (svc_now_ms); 0 once past. */
 int rmq__ms_left(uint64_t deadline_ms);
@@ -53,7 +53,7 @@ int rmq__ms_left(uint64_t deadline_ms);
 /* publish.c: publishes with mandatory and waits for the confirm. */
 svc_err_t rmq__publish_props(rmq_conn_t *c, const char *exchange, const char *routing_key,
                              const amqp_basic_properties_t *props, amqp_bytes_t body,
-                             char *errbuf);
+                             char errbuf[static SVC_ERRBUF_LEN]);
 
 /* fields.c: pure */
 /* v as text (see rmq_delivery_header); false for arrays, tables, bytes. */

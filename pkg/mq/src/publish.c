@@ -12,7 +12,7 @@
 
 #define DEFAULT_CONTENT_TYPE "application/octet-stream"
 
-static svc_err_t check_message(const rmq_message_t *m, char *errbuf)
+static svc_err_t check_message(const rmq_message_t *m, char errbuf[static SVC_ERRBUF_LEN])
 {
     const char *bad = NULL;
 
@@ -36,7 +36,7 @@ static svc_err_t check_message(const rmq_message_t *m, char *errbuf)
 }
 
 svc_err_t rmq_publish_to(rmq_conn_t *c, const char *exchange, const char *routing_key,
-                         const rmq_message_t *m, char *errbuf)
+                         const rmq_message_t *m, char errbuf[static SVC_ERRBUF_LEN])
 {
     amqp_table_entry_t entries[RMQ_MAX_HEADERS];
     amqp_basic_properties_t p;
@@ -62,7 +62,7 @@ svc_err_t rmq_publish_to(rmq_conn_t *c, const char *exchange, const char *routin
 }
 
 svc_err_t rmq_publish(rmq_conn_t *c, const rmq_topology_t *t, const rmq_message_t *m,
-                      char *errbuf)
+                      char errbuf[static SVC_ERRBUF_LEN])
 {
     char exchange[RMQ_NAME_MAX];
     svc_err_t err = rmq_topology_validate(t, errbuf);
@@ -74,7 +74,7 @@ svc_err_t rmq_publish(rmq_conn_t *c, const rmq_topology_t *t, const rmq_message_
 }
 
 /* One frame before deadline_ms. SVC_ETIMEDOUT when none came. */
-static svc_err_t next_frame(rmq_conn_t *c, uint64_t deadline_ms, amqp_frame_t *f, char *errbuf)
+static svc_err_t next_frame(rmq_conn_t *c, uint64_t deadline_ms, amqp_frame_t *f, char errbuf[static SVC_ERRBUF_LEN])
 {
     for (;;) {
         int left = rmq__ms_left(deadline_ms), st;
@@ -92,7 +92,7 @@ static svc_err_t next_frame(rmq_conn_t *c, uint64_t deadline_ms, amqp_frame_t *f
 
 /* The header and body frames that follow a basic.return: read and dropped
  * (the caller still has the message it published). */
-static svc_err_t skip_content(rmq_conn_t *c, uint64_t deadline_ms, char *errbuf)
+static svc_err_t skip_content(rmq_conn_t *c, uint64_t deadline_ms, char errbuf[static SVC_ERRBUF_LEN])
 {
     amqp_frame_t f;
     uint64_t size, got = 0;
@@ -124,7 +124,7 @@ static bool settles(uint64_t tag, bool multiple, uint64_t seq)
  * queue took, RabbitMQ sends basic.return first and then acks it (the
  * broker is done with it: it dropped it), so a return seen before the ack
  * makes the outcome SVC_ENOTFOUND. */
-static svc_err_t wait_confirm(rmq_conn_t *c, uint64_t seq, char *errbuf)
+static svc_err_t wait_confirm(rmq_conn_t *c, uint64_t seq, char errbuf[static SVC_ERRBUF_LEN])
 {
     uint64_t deadline = svc_now_ms() + (uint64_t)c->io_timeout_ms;
     char returned[SVC_ERRBUF_LEN] = "";
@@ -182,7 +182,7 @@ static svc_err_t wait_confirm(rmq_conn_t *c, uint64_t seq, char *errbuf)
 
 svc_err_t rmq__publish_props(rmq_conn_t *c, const char *exchange, const char *routing_key,
                              const amqp_basic_properties_t *props, amqp_bytes_t body,
-                             char *errbuf)
+                             char errbuf[static SVC_ERRBUF_LEN])
 {
     svc_err_t err = rmq__conn_check(c, errbuf);
     int st;

@@ -48,7 +48,7 @@ struct rmq_fetched {
     fetched_header_t h[RMQ_MAX_HEADERS];
 };
 
-static svc_err_t check_queue_name(const char *queue, char *errbuf)
+static svc_err_t check_queue_name(const char *queue, char errbuf[static SVC_ERRBUF_LEN])
 {
     if (queue != NULL && queue[0] != '\0' && strlen(queue) < RMQ_NAME_MAX)
         return SVC_OK;
@@ -57,7 +57,7 @@ static svc_err_t check_queue_name(const char *queue, char *errbuf)
 }
 
 svc_err_t rmq_queue_depth(rmq_conn_t *c, const char *queue, uint32_t *ready,
-                          uint32_t *consumers, char *errbuf)
+                          uint32_t *consumers, char errbuf[static SVC_ERRBUF_LEN])
 {
     char what[RMQ_NAME_MAX + 32];
     amqp_queue_declare_ok_t *ok;
@@ -83,7 +83,7 @@ svc_err_t rmq_queue_depth(rmq_conn_t *c, const char *queue, uint32_t *ready,
     return err;
 }
 
-svc_err_t rmq_queue_purge(rmq_conn_t *c, const char *queue, uint32_t *purged, char *errbuf)
+svc_err_t rmq_queue_purge(rmq_conn_t *c, const char *queue, uint32_t *purged, char errbuf[static SVC_ERRBUF_LEN])
 {
     char what[RMQ_NAME_MAX + 32];
     amqp_queue_purge_ok_t *ok;
@@ -103,7 +103,7 @@ svc_err_t rmq_queue_purge(rmq_conn_t *c, const char *queue, uint32_t *purged, ch
 }
 
 svc_err_t rmq_browse_new(const rmq_conn_opts_t *o, const char *queue, rmq_browse_t **out,
-                         uint32_t *ready, char *errbuf)
+                         uint32_t *ready, char errbuf[static SVC_ERRBUF_LEN])
 {
     rmq_browse_t *b;
     svc_err_t err = check_queue_name(queue, errbuf);
@@ -139,14 +139,14 @@ void rmq_browse_free(rmq_browse_t *b)
         return;
     /* An explicit nack first, so that the messages are back before the
      * caller's next step; closing alone would requeue them too. */
-    if (b->c != NULL && rmq_conn_alive(b->c) && rmq_browse_release(b, NULL) != SVC_OK)
+    if (b->c != NULL && rmq_conn_alive(b->c) && rmq_browse_release(b, SVC_ERRBUF_SCRATCH) != SVC_OK)
         b->n_held = 0; /* the connection failed: closing it requeues them all */
     rmq_conn_free(b->c);
     free(b->held);
     free(b);
 }
 
-static svc_err_t held_reserve(rmq_browse_t *b, char *errbuf)
+static svc_err_t held_reserve(rmq_browse_t *b, char errbuf[static SVC_ERRBUF_LEN])
 {
     size_t cap;
     uint64_t *p;
@@ -215,7 +215,7 @@ static void fill(rmq_fetched_t *f)
         xdeath_time(h, f->dead_at, sizeof f->dead_at);
 }
 
-svc_err_t rmq_browse_next(rmq_browse_t *b, rmq_fetched_t **out, char *errbuf)
+svc_err_t rmq_browse_next(rmq_browse_t *b, rmq_fetched_t **out, char errbuf[static SVC_ERRBUF_LEN])
 {
     char what[RMQ_NAME_MAX + 32];
     rmq_fetched_t *f;
@@ -260,7 +260,7 @@ svc_err_t rmq_browse_next(rmq_browse_t *b, rmq_fetched_t **out, char *errbuf)
     return SVC_OK;
 }
 
-svc_err_t rmq_browse_release(rmq_browse_t *b, char *errbuf)
+svc_err_t rmq_browse_release(rmq_browse_t *b, char errbuf[static SVC_ERRBUF_LEN])
 {
     svc_err_t err = rmq__conn_check(b->c, errbuf);
     int st;
@@ -276,7 +276,7 @@ svc_err_t rmq_browse_release(rmq_browse_t *b, char *errbuf)
     return rmq__status(b->c, st, "basic.nack (release)", errbuf);
 }
 
-static svc_err_t check_held(const rmq_browse_t *b, const rmq_fetched_t *f, char *errbuf)
+static svc_err_t check_held(const rmq_browse_t *b, const rmq_fetched_t *f, char errbuf[static SVC_ERRBUF_LEN])
 {
     if (f == NULL || f->owner != b) {
         svc_errbuf_set(errbuf, "rabbitmq browse: a message of another browse");
@@ -290,7 +290,7 @@ static svc_err_t check_held(const rmq_browse_t *b, const rmq_fetched_t *f, char 
     return rmq__conn_check(b->c, errbuf);
 }
 
-svc_err_t rmq_browse_ack(rmq_browse_t *b, rmq_fetched_t *f, char *errbuf)
+svc_err_t rmq_browse_ack(rmq_browse_t *b, rmq_fetched_t *f, char errbuf[static SVC_ERRBUF_LEN])
 {
     svc_err_t err = check_held(b, f, errbuf);
     int st;
@@ -328,7 +328,7 @@ const rmq_header_edit_t *rmq_header_edit_replay(void)
 }
 
 svc_err_t rmq_browse_move(rmq_browse_t *b, rmq_fetched_t *f, const char *exchange,
-                          const char *routing_key, const rmq_header_edit_t *edit, char *errbuf)
+                          const char *routing_key, const rmq_header_edit_t *edit, char errbuf[static SVC_ERRBUF_LEN])
 {
     static const rmq_header_edit_t none = {0};
     amqp_table_entry_t set[RMQ_MAX_HEADERS], *headers;

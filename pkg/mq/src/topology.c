@@ -10,7 +10,7 @@
 
 #define BASE_MAX 150 /* leaves room for ".retry.<k>" under the 255 of AMQP */
 
-svc_err_t rmq_topology_validate(const rmq_topology_t *t, char *errbuf)
+svc_err_t rmq_topology_validate(const rmq_topology_t *t, char errbuf[static SVC_ERRBUF_LEN])
 {
     size_t n = t->base != NULL ? strlen(t->base) : 0;
 
@@ -60,7 +60,7 @@ static amqp_table_entry_t str_arg(const char *key, const char *value)
 #define QUEUE_TYPE "classic"
 
 static svc_err_t declare_queue(rmq_conn_t *c, const char *name, amqp_table_entry_t *args,
-                               int n_args, char *errbuf)
+                               int n_args, char errbuf[static SVC_ERRBUF_LEN])
 {
     amqp_table_t table = {.num_entries = n_args, .entries = args};
     char what[RMQ_NAME_MAX + 32], why[SVC_ERRBUF_LEN] = "";
@@ -83,7 +83,7 @@ static svc_err_t declare_queue(rmq_conn_t *c, const char *name, amqp_table_entry
 }
 
 static svc_err_t declare_tiers(rmq_conn_t *c, const rmq_topology_t *t, const char *exchange,
-                               char *errbuf)
+                               char errbuf[static SVC_ERRBUF_LEN])
 {
     char name[RMQ_NAME_MAX];
     svc_err_t err = SVC_OK;
@@ -104,7 +104,7 @@ static svc_err_t declare_tiers(rmq_conn_t *c, const rmq_topology_t *t, const cha
     return err;
 }
 
-static svc_err_t declare_exchange(rmq_conn_t *c, const char *exchange, char *errbuf)
+static svc_err_t declare_exchange(rmq_conn_t *c, const char *exchange, char errbuf[static SVC_ERRBUF_LEN])
 {
     char what[RMQ_NAME_MAX + 32];
     svc_err_t err;
@@ -132,7 +132,7 @@ static void log_declared(const rmq_conn_t *c, const rmq_topology_t *t)
         svc_log_write(SVC_LOG_INFO, RMQ__LOG_MODULE, kv, "topology declared");
 }
 
-svc_err_t rmq_topology_declare(rmq_conn_t *c, const rmq_topology_t *t, char *errbuf)
+svc_err_t rmq_topology_declare(rmq_conn_t *c, const rmq_topology_t *t, char errbuf[static SVC_ERRBUF_LEN])
 {
     char exchange[RMQ_NAME_MAX], work[RMQ_NAME_MAX], dead[RMQ_NAME_MAX];
     svc_err_t err = rmq_topology_validate(t, errbuf);

@@ -18,7 +18,7 @@ struct ops {
     admin_server_t *admin;
 };
 
-svc_err_t ops_new(const ops_opts_t *o, ops_t **out, char *errbuf)
+svc_err_t ops_new(const ops_opts_t *o, ops_t **out, char errbuf[static SVC_ERRBUF_LEN])
 {
     ops_t *ops = calloc(1, sizeof *ops);
     svc_err_t err = SVC_OK;
@@ -202,7 +202,7 @@ static int admin_debug(void *ctx, const admin_request_t *req, admin_buf_t *out)
     return 404;
 }
 
-svc_err_t ops_start(ops_t *ops, char *errbuf)
+svc_err_t ops_start(ops_t *ops, char errbuf[static SVC_ERRBUF_LEN])
 {
     admin_opts_t o;
 

@@ -635,7 +635,7 @@ static bool only_whitespace(const char *s, size_t n)
 
 svc_err_t pbj_decode(const ProtobufCMessageDescriptor *desc, const char *json, size_t len,
                      unsigned flags, ProtobufCAllocator *alloc, ProtobufCMessage **out,
-                     char *errbuf)
+                     char errbuf[static SVC_ERRBUF_LEN])
 {
     pbj__dec_t d = {.in = json, .len = len, .alloc = alloc, .errbuf = errbuf};
     ProtobufCMessage *m = NULL;

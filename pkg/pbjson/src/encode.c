@@ -327,9 +327,9 @@ static svc_err_t encode_message(enc_t *e, const ProtobufCMessage *m, unsigned de
 /* pbj_encode with the output cap as a parameter, so that tests can reach
  * the limit without building a 64 MiB message. */
 svc_err_t pbj__encode_max(const ProtobufCMessage *msg, ProtobufCAllocator *alloc, size_t max,
-                          char **out, size_t *out_len, char *errbuf);
+                          char **out, size_t *out_len, char errbuf[static SVC_ERRBUF_LEN]);
 svc_err_t pbj__encode_max(const ProtobufCMessage *msg, ProtobufCAllocator *alloc, size_t max,
-                          char **out, size_t *out_len, char *errbuf)
+                          char **out, size_t *out_len, char errbuf[static SVC_ERRBUF_LEN])
 {
     enc_t e = {.alloc = alloc, .errbuf = errbuf};
     svc_err_t err;
@@ -357,7 +357,7 @@ svc_err_t pbj__encode_max(const ProtobufCMessage *msg, ProtobufCAllocator *alloc
 }
 
 svc_err_t pbj_encode(const ProtobufCMessage *msg, ProtobufCAllocator *alloc, char **out,
-                     size_t *out_len, char *errbuf)
+                     size_t *out_len, char errbuf[static SVC_ERRBUF_LEN])
 {
     return pbj__encode_max(msg, alloc, PBJ_MAX_OUTPUT, out, out_len, errbuf);
 }

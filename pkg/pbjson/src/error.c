@@ -14,7 +14,7 @@
 /* Input bytes quoted in an error message before "..." is appended. */
 #define EXCERPT_MAX 64
 
-void pbj__errf(char *errbuf, const char *fmt, ...)
+void pbj__errf(char errbuf[static SVC_ERRBUF_LEN], const char *fmt, ...)
 {
     va_list ap;
 

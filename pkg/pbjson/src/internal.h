@@ -236,7 +236,7 @@ pbj__numerr_t pbj__parse_float(ProtobufCAllocator *a, const char *s, size_t n, u
  * gateway can put it straight into a JSON error body.
  * ------------------------------------------------------------------------ */
 
-void pbj__errf(char *errbuf, const char *fmt, ...) PBJ__FMT(2, 3);
+void pbj__errf(char errbuf[static SVC_ERRBUF_LEN], const char *fmt, ...) PBJ__FMT(2, 3);
 /* Writes s as Go's %q would (quoted, escaped), truncated to about 64 bytes
  * of input with "..." when longer; out is NUL-terminated. */
 void pbj__quote(const char *s, size_t n, char *out, size_t cap);

@@ -451,7 +451,7 @@ static bool split_map_key(pbj_str_t key, pbj_str_t *name, pbj_str_t *entry)
     return true;
 }
 
-static svc_err_t finish(svc_err_t err, const why_t *w, char *errbuf)
+static svc_err_t finish(svc_err_t err, const why_t *w, char errbuf[static SVC_ERRBUF_LEN])
 {
     if (err == SVC_EINVAL)
         pbj__errf(errbuf, "%s", w->text);
@@ -489,7 +489,7 @@ static svc_err_t apply_query(ProtobufCAllocator *a, ProtobufCMessage *m, pbj_str
 
 svc_err_t pbj_set_query_param(ProtobufCMessage *msg, ProtobufCAllocator *alloc, pbj_str_t key,
                               const pbj_str_t *values, size_t n_values, const char *const *bound,
-                              size_t n_bound, char *errbuf)
+                              size_t n_bound, char errbuf[static SVC_ERRBUF_LEN])
 {
     pbj_str_t name, entry, *with_key = NULL;
     why_t w = {{0}};
@@ -542,7 +542,7 @@ static svc_err_t set_top_level(ProtobufCAllocator *a, ProtobufCMessage *m,
 }
 
 svc_err_t pbj_set_path_param(ProtobufCMessage *msg, ProtobufCAllocator *alloc,
-                             const char *field_path, pbj_str_t value, char *errbuf)
+                             const char *field_path, pbj_str_t value, char errbuf[static SVC_ERRBUF_LEN])
 {
     const ProtobufCFieldDescriptor *leaf;
     ProtobufCMessage *leaf_msg;

@@ -72,7 +72,7 @@ typedef struct rs__class {
     rs__cause_t cause; /* RS__CAUSE_NONE: not retryable */
 } rs__class_t;
 
-svc_err_t rs__methods_build(rs_upstream_t *u, const rs_upstream_opts_t *o, char *errbuf);
+svc_err_t rs__methods_build(rs_upstream_t *u, const rs_upstream_opts_t *o, char errbuf[static SVC_ERRBUF_LEN]);
 void rs__methods_free(rs_upstream_t *u);
 const struct rs__method *rs__method_lookup(const rs_upstream_t *u, const char *path);
 bool rs__idempotent_by_name(const char *path);

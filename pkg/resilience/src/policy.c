@@ -133,7 +133,7 @@ static void inherit(rs_policy_t *p, const rs_policy_t *from)
         p->retry_on = from->retry_on;
 }
 
-static svc_err_t check_policy(const rs_policy_t *p, const char *where, char *errbuf)
+static svc_err_t check_policy(const rs_policy_t *p, const char *where, char errbuf[static SVC_ERRBUF_LEN])
 {
     if (p->max_attempts < 1 || p->max_attempts > RS_MAX_ATTEMPTS_LIMIT) {
         svc_errbuf_set(errbuf, "%s: max_attempts %u not in 1..%u", where, p->max_attempts,
@@ -179,7 +179,7 @@ static bool path_ok(const char *p)
     return true;
 }
 
-static svc_err_t check_unique(const rs_upstream_t *u, size_t i, char *errbuf)
+static svc_err_t check_unique(const rs_upstream_t *u, size_t i, char errbuf[static SVC_ERRBUF_LEN])
 {
     const struct rs__method *m = &u->methods[i];
 
@@ -202,7 +202,7 @@ static svc_err_t check_unique(const rs_upstream_t *u, size_t i, char *errbuf)
 }
 
 static svc_err_t build_row(rs_upstream_t *u, size_t i, const rs_method_t *row,
-                           const rs_policy_t *defaults, char *errbuf)
+                           const rs_policy_t *defaults, char errbuf[static SVC_ERRBUF_LEN])
 {
     struct rs__method *m = &u->methods[i];
     const char *label;
@@ -249,7 +249,7 @@ static rs_policy_t builtin_defaults(void)
     return p;
 }
 
-svc_err_t rs__methods_build(rs_upstream_t *u, const rs_upstream_opts_t *o, char *errbuf)
+svc_err_t rs__methods_build(rs_upstream_t *u, const rs_upstream_opts_t *o, char errbuf[static SVC_ERRBUF_LEN])
 {
     rs_policy_t defaults = o->policy, builtin = builtin_defaults();
     struct rs__method *other;

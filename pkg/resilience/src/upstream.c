@@ -36,7 +36,7 @@ void rs_upstream_opts_init(rs_upstream_opts_t *o)
     o->max_pushback_ms = RS_DEFAULT_MAX_PUSHBACK_MS;
 }
 
-static svc_err_t check_breaker(const rs_breaker_opts_t *b, char *errbuf)
+static svc_err_t check_breaker(const rs_breaker_opts_t *b, char errbuf[static SVC_ERRBUF_LEN])
 {
     const char *bad = NULL;
 
@@ -58,7 +58,7 @@ static svc_err_t check_breaker(const rs_breaker_opts_t *b, char *errbuf)
     return SVC_EINVAL;
 }
 
-static svc_err_t check_opts(const rs_upstream_opts_t *o, char *errbuf)
+static svc_err_t check_opts(const rs_upstream_opts_t *o, char errbuf[static SVC_ERRBUF_LEN])
 {
     if (o->name == NULL || !rs__label_ok(o->name)) {
         svc_errbuf_set(errbuf, "name must match [A-Za-z0-9_.-]{1,%u}", RS_NAME_MAX);
@@ -101,7 +101,7 @@ static svc_err_t alloc_stats(rs_upstream_t *u)
     return SVC_OK;
 }
 
-svc_err_t rs_upstream_new(const rs_upstream_opts_t *o, rs_upstream_t **out, char *errbuf)
+svc_err_t rs_upstream_new(const rs_upstream_opts_t *o, rs_upstream_t **out, char errbuf[static SVC_ERRBUF_LEN])
 {
     rs_upstream_opts_t r;
     rs_upstream_t *u;

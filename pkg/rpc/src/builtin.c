@@ -444,7 +444,7 @@ static void *builtin_main(void *arg)
 /* ---- lifecycle -------------------------------------------------------------- */
 
 /* The services of the table, each once, then the built-in ones. */
-static svc_err_t collect_names(rpc__builtin_t *b, char *errbuf)
+static svc_err_t collect_names(rpc__builtin_t *b, char errbuf[static SVC_ERRBUF_LEN])
 {
     size_t cap = b->bo.n_methods + RPC__BUILTIN_COUNT;
 
@@ -472,7 +472,7 @@ static svc_err_t collect_names(rpc__builtin_t *b, char *errbuf)
     return SVC_OK;
 }
 
-static svc_err_t register_methods(rpc__builtin_t *b, char *errbuf)
+static svc_err_t register_methods(rpc__builtin_t *b, char errbuf[static SVC_ERRBUF_LEN])
 {
     bool reflect = b->bo.o->descriptor_set != NULL;
 
@@ -489,7 +489,7 @@ static svc_err_t register_methods(rpc__builtin_t *b, char *errbuf)
     return SVC_OK;
 }
 
-svc_err_t rpc__builtin_new(const rpc__builtin_opts_t *bo, rpc__builtin_t **out, char *errbuf)
+svc_err_t rpc__builtin_new(const rpc__builtin_opts_t *bo, rpc__builtin_t **out, char errbuf[static SVC_ERRBUF_LEN])
 {
     rpc__builtin_t *b = calloc(1, sizeof *b);
     svc_err_t err;
@@ -524,7 +524,7 @@ svc_err_t rpc__builtin_new(const rpc__builtin_opts_t *bo, rpc__builtin_t **out, 
     return SVC_OK;
 }
 
-svc_err_t rpc__builtin_start(rpc__builtin_t *b, char *errbuf)
+svc_err_t rpc__builtin_start(rpc__builtin_t *b, char errbuf[static SVC_ERRBUF_LEN])
 {
     for (int k = 0; k < RPC__BUILTIN_COUNT; k++)
         arm(b, k);

@@ -35,9 +35,9 @@ typedef struct rpc__builtin_opts {
 
 /* Registers the methods and the thread's queue on the server (before
  * grpc_server_start). Nothing runs yet. */
-svc_err_t rpc__builtin_new(const rpc__builtin_opts_t *bo, rpc__builtin_t **out, char *errbuf);
+svc_err_t rpc__builtin_new(const rpc__builtin_opts_t *bo, rpc__builtin_t **out, char errbuf[static SVC_ERRBUF_LEN]);
 /* After grpc_server_start: asks for the first calls and starts the thread. */
-svc_err_t rpc__builtin_start(rpc__builtin_t *b, char *errbuf);
+svc_err_t rpc__builtin_start(rpc__builtin_t *b, char errbuf[static SVC_ERRBUF_LEN]);
 /* After grpc_server_shutdown_and_notify (stopping set): the thread ends its
  * streams (watchers see NOT_SERVING first), then exits; this joins it. */
 void rpc__builtin_join(rpc__builtin_t *b);

@@ -99,7 +99,7 @@ const rpc_method_t *rpc__method_find(const rpc_method_t *methods, size_t n, cons
     return NULL;
 }
 
-svc_err_t rpc__methods_validate(const rpc_method_t *methods, size_t n, char *errbuf)
+svc_err_t rpc__methods_validate(const rpc_method_t *methods, size_t n, char errbuf[static SVC_ERRBUF_LEN])
 {
     if (n == 0) {
         svc_errbuf_set(errbuf, "method table is empty");
@@ -181,7 +181,7 @@ static bool has_nul_string(const ProtobufCMessageDescriptor *d, const uint8_t *p
 }
 
 svc_err_t rpc__dispatch(rpc_ctx_t *ctx, const uint8_t *in, size_t in_len, ProtobufCMessage **resp,
-                        char *errbuf)
+                        char errbuf[static SVC_ERRBUF_LEN])
 {
     ProtobufCAllocator alloc = rpc__arena_allocator(&ctx->arena);
     ProtobufCMessage *req;

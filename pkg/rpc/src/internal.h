@@ -40,11 +40,11 @@ struct rpc_ctx {
  * decode `in` (into the arena), run the handler. The caller encodes *resp.
  */
 svc_err_t rpc__dispatch(rpc_ctx_t *ctx, const uint8_t *in, size_t in_len, ProtobufCMessage **resp,
-                        char *errbuf);
+                        char errbuf[static SVC_ERRBUF_LEN]);
 
 /* Checks a method table: every path "/pkg.Service/Method", no path twice,
  * descriptor and handler set. SVC_EINVAL naming the bad entry. */
-svc_err_t rpc__methods_validate(const rpc_method_t *methods, size_t n, char *errbuf);
+svc_err_t rpc__methods_validate(const rpc_method_t *methods, size_t n, char errbuf[static SVC_ERRBUF_LEN]);
 /* The method with this path; NULL when the table has none. */
 const rpc_method_t *rpc__method_find(const rpc_method_t *methods, size_t n, const char *path);
 

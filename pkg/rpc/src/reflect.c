@@ -48,7 +48,7 @@ static bool read_varint(const uint8_t **p, const uint8_t *end, uint64_t *v)
 }
 
 /* Each "field 1, length-delimited" entry of the set into r->files. */
-static svc_err_t split_set(rpc__reflect_t *r, const uint8_t *p, const uint8_t *end, char *errbuf)
+static svc_err_t split_set(rpc__reflect_t *r, const uint8_t *p, const uint8_t *end, char errbuf[static SVC_ERRBUF_LEN])
 {
     while (p < end) {
         uint64_t tag, len;
@@ -79,7 +79,7 @@ static long find_file(const rpc__reflect_t *r, const char *name)
     return -1;
 }
 
-static svc_err_t decode_files(rpc__reflect_t *r, char *errbuf)
+static svc_err_t decode_files(rpc__reflect_t *r, char errbuf[static SVC_ERRBUF_LEN])
 {
     for (size_t i = 0; i < r->n_files; i++) {
         rfile_t *rf = &r->files[i];
@@ -108,7 +108,7 @@ static svc_err_t decode_files(rpc__reflect_t *r, char *errbuf)
 }
 
 svc_err_t rpc__reflect_new(const unsigned char *set, size_t len, const char *const *services,
-                           size_t n_services, rpc__reflect_t **out, char *errbuf)
+                           size_t n_services, rpc__reflect_t **out, char errbuf[static SVC_ERRBUF_LEN])
 {
     rpc__reflect_t *r = calloc(1, sizeof *r);
     svc_err_t err = SVC_ENOMEM;

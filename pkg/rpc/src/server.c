@@ -215,7 +215,7 @@ static void take_request_id(slot_t *s)
     s->request_id[n] = '\0';
 }
 
-static grpc_byte_buffer *encode(const ProtobufCMessage *m, svc_err_t *err, char *errbuf)
+static grpc_byte_buffer *encode(const ProtobufCMessage *m, svc_err_t *err, char errbuf[static SVC_ERRBUF_LEN])
 {
     grpc_byte_buffer *bb = rpc_message_pack(m);
 
@@ -445,7 +445,7 @@ static void *worker_main(void *arg)
 /* Server lifecycle                                                      */
 /* --------------------------------------------------------------------- */
 
-static svc_err_t create_grpc_server(rpc_server_t *s, char *errbuf)
+static svc_err_t create_grpc_server(rpc_server_t *s, char errbuf[static SVC_ERRBUF_LEN])
 {
     grpc_arg args[3];
     grpc_channel_args ch_args = {SVC_COUNTOF(args), args};
@@ -476,7 +476,7 @@ static svc_err_t create_grpc_server(rpc_server_t *s, char *errbuf)
     return SVC_OK;
 }
 
-static svc_err_t create_workers(rpc_server_t *s, char *errbuf)
+static svc_err_t create_workers(rpc_server_t *s, char errbuf[static SVC_ERRBUF_LEN])
 {
     s->workers = calloc((size_t)s->o.workers, sizeof *s->workers);
     if (s->workers == NULL) {
@@ -511,7 +511,7 @@ static svc_err_t create_stats(rpc_server_t *s)
     return s->stats != NULL ? SVC_OK : SVC_ENOMEM;
 }
 
-static svc_err_t create_builtin(rpc_server_t *s, char *errbuf)
+static svc_err_t create_builtin(rpc_server_t *s, char errbuf[static SVC_ERRBUF_LEN])
 {
     rpc__builtin_opts_t bo = {
         .server = s->server,
@@ -529,7 +529,7 @@ static svc_err_t create_builtin(rpc_server_t *s, char *errbuf)
 }
 
 svc_err_t rpc_server_new(const rpc_server_opts_t *o, const rpc_method_t *methods, size_t n,
-                         rpc_server_t **out, char *errbuf)
+                         rpc_server_t **out, char errbuf[static SVC_ERRBUF_LEN])
 {
     rpc_server_t *s = calloc(1, sizeof *s);
     svc_err_t err;
@@ -665,7 +665,7 @@ static void stop_workers(rpc_server_t *s, int started, bool served)
         pthread_join(s->workers[i].thread, NULL);
 }
 
-static int start_workers(rpc_server_t *s, char *errbuf)
+static int start_workers(rpc_server_t *s, char errbuf[static SVC_ERRBUF_LEN])
 {
     int started = 0;
 
@@ -684,7 +684,7 @@ static int start_workers(rpc_server_t *s, char *errbuf)
     return started;
 }
 
-svc_err_t rpc_server_run(rpc_server_t *s, char *errbuf)
+svc_err_t rpc_server_run(rpc_server_t *s, char errbuf[static SVC_ERRBUF_LEN])
 {
     int started = start_workers(s, errbuf);
     bool clean;

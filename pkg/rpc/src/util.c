@@ -42,7 +42,7 @@ static bool split_listen(const char *listen, char *host, size_t hostlen, int *po
     return true;
 }
 
-int rpc__probe_listen(const char *listen, char *errbuf)
+int rpc__probe_listen(const char *listen, char errbuf[static SVC_ERRBUF_LEN])
 {
     char host[128];
     int port, fd, one = 1, rc = 0;

@@ -32,7 +32,7 @@ static bool is_b64_char(char c)
            c == '+' || c == '/';
 }
 
-svc_err_t whk_key_parse(const char *secret, whk_key_t *key, char *errbuf)
+svc_err_t whk_key_parse(const char *secret, whk_key_t *key, char errbuf[static SVC_ERRBUF_LEN])
 {
     unsigned char buf[WHK_KEY_MAX + 3];
     size_t len, pad = 0;

@@ -56,7 +56,7 @@ static bool parse_limit(const char *s, long *out)
     return true;
 }
 
-svc_err_t dlq_parse_args(int argc, char **argv, dlq_args_t *a, char *errbuf)
+svc_err_t dlq_parse_args(int argc, char **argv, dlq_args_t *a, char errbuf[static SVC_ERRBUF_LEN])
 {
     const char *verb = argc > 1 ? argv[1] : NULL;
 
@@ -428,7 +428,7 @@ static int do_show(const run_t *r, const char *id)
 
 /* The one replay step: a copy to the work exchange, confirmed, then the
  * dead one acked (rmq_browse_move). */
-static svc_err_t replay_one(const run_t *r, rmq_browse_t *b, rmq_fetched_t *f, char *errbuf)
+static svc_err_t replay_one(const run_t *r, rmq_browse_t *b, rmq_fetched_t *f, char errbuf[static SVC_ERRBUF_LEN])
 {
     svc_err_t e = rmq_browse_move(b, f, r->exchange, RMQ_WORK_KEY, rmq_header_edit_replay(),
                                   errbuf);

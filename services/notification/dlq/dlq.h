@@ -33,7 +33,7 @@ typedef struct dlq_args {
 } dlq_args_t;
 
 /* argv[1..] into a. SVC_EINVAL naming the problem in errbuf. Pure. */
-svc_err_t dlq_parse_args(int argc, char **argv, dlq_args_t *a, char *errbuf);
+svc_err_t dlq_parse_args(int argc, char **argv, dlq_args_t *a, char errbuf[static SVC_ERRBUF_LEN]);
 /* The --help text. */
 void dlq_help(FILE *f);
 

@@ -33,7 +33,7 @@ static const char *binary(const char *var)
 static svc_err_t start_listening(const char *path, const char **env, char *listen_entry,
                                  size_t entry_len, const char *var, char *addr, size_t addr_len,
                                  int *port, const char *needle, spawn_proc_t **out,
-                                 char *errbuf)
+                                 char errbuf[static SVC_ERRBUF_LEN])
 {
     spawn_opts_t o;
     svc_err_t err = SVC_EINTERNAL;
@@ -64,7 +64,7 @@ static svc_err_t start_listening(const char *path, const char **env, char *liste
     return err;
 }
 
-static svc_err_t order_start(gw_it_t *t, char *errbuf)
+static svc_err_t order_start(gw_it_t *t, char errbuf[static SVC_ERRBUF_LEN])
 {
     char listen[64], dsn[PGTEST_DSN_MAX + 32], cat[64];
     const char *env[] = {listen, dsn, cat, "ORDER_LOG_LEVEL=info", NULL};
@@ -92,7 +92,7 @@ const char *gw_it_lock_dir_env(void)
     return entry;
 }
 
-svc_err_t gw_it_gateway_start(gw_it_t *t, const char *const *env, char *errbuf)
+svc_err_t gw_it_gateway_start(gw_it_t *t, const char *const *env, char errbuf[static SVC_ERRBUF_LEN])
 {
     char listen[64], cat[64], ord[64];
     const char *full[ENV_MAX];
@@ -217,7 +217,7 @@ void gw_it_catalog_kill(gw_it_t *t)
     t->cat.proc = NULL;
 }
 
-svc_err_t gw_it_catalog_restart(gw_it_t *t, char *errbuf)
+svc_err_t gw_it_catalog_restart(gw_it_t *t, char errbuf[static SVC_ERRBUF_LEN])
 {
     char listen[64], dsn[PGTEST_DSN_MAX + 32];
     const char *env[] = {listen, dsn, "CATALOG_LOG_LEVEL=info", NULL};

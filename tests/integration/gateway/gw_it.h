@@ -49,7 +49,7 @@ int gw_it_teardown(void **state);
 const char *gw_it_lock_dir_env(void);
 
 /* Starts the gateway only (t->port etc. are set). */
-svc_err_t gw_it_gateway_start(gw_it_t *t, const char *const *env, char *errbuf);
+svc_err_t gw_it_gateway_start(gw_it_t *t, const char *const *env, char errbuf[static SVC_ERRBUF_LEN]);
 /* SIGTERM the gateway; 0 when it exited with status 0 within the drain
  * bound (its log is dumped otherwise). Safe when it is not running. */
 int gw_it_gateway_stop(gw_it_t *t);
@@ -59,7 +59,7 @@ int gw_it_gateway_stop(gw_it_t *t);
 void gw_it_catalog_kill(gw_it_t *t);
 /* Starts the catalog again on the address the gateway knows (t->cat.addr)
  * and the same database; waits until it listens. */
-svc_err_t gw_it_catalog_restart(gw_it_t *t, char *errbuf);
+svc_err_t gw_it_catalog_restart(gw_it_t *t, char errbuf[static SVC_ERRBUF_LEN]);
 
 /* SIGSTOP p and wait (bounded) until every one of its threads has stopped,
  * so that nothing it was doing can still answer afterwards. */

@@ -187,7 +187,7 @@ static void a_bad_signature_is_401_and_not_recorded(void **state)
     rs_http_result_t res;
     whk_key_t wrong;
 
-    assert_int_equal(whk_key_parse("whsec_d3Jvbmctc2VjcmV0LXdyb25nLXNlY3JldA==", &wrong, NULL),
+    assert_int_equal(whk_key_parse("whsec_d3Jvbmctc2VjcmV0LXdyb25nLXNlY3JldA==", &wrong, SVC_ERRBUF_SCRATCH),
                      SVC_OK);
     assert_int_equal(deliver(f, cl, &wrong, "evt-forged-1", &res), SVC_EUNAUTH);
     assert_int_equal(res.status, 401);
@@ -301,7 +301,7 @@ static void help_lists_every_variable(void **state)
     spawn_opts_init(&so);
     so.path = argv[0];
     so.argv = argv;
-    assert_int_equal(spawn_start(&so, &p, NULL), SVC_OK);
+    assert_int_equal(spawn_start(&so, &p, SVC_ERRBUF_SCRATCH), SVC_OK);
     assert_int_equal(spawn_wait_exit(p, (int)timeouts(5000), &ws), SVC_OK);
     assert_true(WIFEXITED(ws) && WEXITSTATUS(ws) == 0);
     assert_true(spawn_log_contains(p, "NOTIFY_WEBHOOK_SECRET"));

@@ -128,7 +128,7 @@ static int group_setup(void **state)
     fixture_t *f = calloc(1, sizeof *f);
 
     if (f == NULL || sink_start(&f->a) != 0 ||
-        whk_key_parse(SECRET, &f->key, NULL) != SVC_OK)
+        whk_key_parse(SECRET, &f->key, SVC_ERRBUF_SCRATCH) != SVC_OK)
         return -1;
     f->ctl = client_new(NULL);
     *state = f;

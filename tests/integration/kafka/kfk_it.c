@@ -103,7 +103,7 @@ void kit_produce(const kit_fixture_t *f, const char *topic, const char *prefix, 
         const kfk_ce_t ce = {id, "shopmicro.test.v1.Thing", "/test", NULL, NULL, NULL};
         kfk_header_t h[KFK_CE_MAX_HEADERS + 1];
         size_t nh = 0;
-        assert_int_equal(kfk_ce_headers(&ce, h, &nh, NULL), SVC_OK);
+        assert_int_equal(kfk_ce_headers(&ce, h, &nh, SVC_ERRBUF_SCRATCH), SVC_OK);
         h[nh++] = (kfk_header_t){"x-test", "kept", 4};
         kfk_message_t m = {topic, k, strlen(k), v, strlen(v), h, nh, NULL};
         if (kfk_produce(p, &m, errbuf) != SVC_OK)

@@ -80,7 +80,7 @@ static kfk_verdict_t tx_handler(void *ctx, const kfk_record_t *r, char *reason)
     return KFK_HANDLED;
 }
 
-static svc_err_t tx_begin(void *ctx, uint64_t deadline_ms, char *errbuf)
+static svc_err_t tx_begin(void *ctx, uint64_t deadline_ms, char errbuf[static SVC_ERRBUF_LEN])
 {
     tx_ctx_t *t = ctx;
 
@@ -93,7 +93,7 @@ static svc_err_t tx_begin(void *ctx, uint64_t deadline_ms, char *errbuf)
     return SVC_OK;
 }
 
-static svc_err_t tx_commit(void *ctx, uint64_t deadline_ms, char *errbuf)
+static svc_err_t tx_commit(void *ctx, uint64_t deadline_ms, char errbuf[static SVC_ERRBUF_LEN])
 {
     tx_ctx_t *t = ctx;
 

@@ -197,9 +197,9 @@ static void publish_consume_ack(void **state)
     assert_null(rmq_delivery_header(d, "x-absent"));
     assert_false(rmq_delivery_redelivered(d));
     assert_int_equal(rmq_delivery_tier_passes(d), 0);
-    assert_int_equal(rmq_consumer_ack(k, d, NULL), SVC_OK);
+    assert_int_equal(rmq_consumer_ack(k, d, SVC_ERRBUF_SCRATCH), SVC_OK);
     rmq_delivery_free(d);
-    assert_int_equal(rmq_consumer_next(k, 300, &none, NULL), SVC_ETIMEDOUT);
+    assert_int_equal(rmq_consumer_next(k, 300, &none, SVC_ERRBUF_SCRATCH), SVC_ETIMEDOUT);
     assert_null(none);
     rmq_consumer_free(k);
     /* Acked means gone, also after the consumer left. */
@@ -223,8 +223,8 @@ static void consumer_channel_error_is_reported(void **state)
     publish(c, &t, "chanerr-1", "job");
     k = consumer_new(&t, 1);
     d = next(k, 10000);
-    assert_int_equal(rmq_consumer_ack(k, d, NULL), SVC_OK);
-    assert_int_equal(rmq_consumer_ack(k, d, NULL), SVC_OK); /* acks are not answered */
+    assert_int_equal(rmq_consumer_ack(k, d, SVC_ERRBUF_SCRATCH), SVC_OK);
+    assert_int_equal(rmq_consumer_ack(k, d, SVC_ERRBUF_SCRATCH), SVC_OK); /* acks are not answered */
     rmq_delivery_free(d);
     assert_int_equal(rmq_consumer_next(k, mq_it_ms(10000), &none, err), SVC_EUNAVAIL);
     fprintf(stderr, "mq_it: consumer after a channel error: %s\n", err);
@@ -344,7 +344,7 @@ static void unacked_is_redelivered(void **state)
     d = next(k, 15000);
     assert_string_equal(rmq_delivery_message_id(d), "crash-1");
     assert_true(rmq_delivery_redelivered(d));
-    assert_int_equal(rmq_consumer_ack(k, d, NULL), SVC_OK);
+    assert_int_equal(rmq_consumer_ack(k, d, SVC_ERRBUF_SCRATCH), SVC_OK);
     rmq_delivery_free(d);
     rmq_consumer_free(k);
     rmq_conn_free(c);
@@ -397,7 +397,7 @@ static void idle_connections_kept_alive(void **state)
     rmq_delivery_free(d);
     d = next(k, 10000);
     assert_string_equal(rmq_delivery_message_id(d), "idle-1");
-    assert_int_equal(rmq_consumer_ack(k, d, NULL), SVC_OK);
+    assert_int_equal(rmq_consumer_ack(k, d, SVC_ERRBUF_SCRATCH), SVC_OK);
     rmq_delivery_free(d);
     e = rmq_publish(lazy, &t, &m, err);
     if (e == SVC_OK) /* the write may land in the socket before the close is read */
@@ -454,7 +454,7 @@ static void kill9_keeps_persistent_jobs(void **state)
         assert_true(n >= 0 && n < CRASH_JOBS && !seen[n]);
         seen[n] = true;
         got++;
-        assert_int_equal(rmq_consumer_ack(k, d, NULL), SVC_OK);
+        assert_int_equal(rmq_consumer_ack(k, d, SVC_ERRBUF_SCRATCH), SVC_OK);
         rmq_delivery_free(d);
     }
     rmq_consumer_free(k);

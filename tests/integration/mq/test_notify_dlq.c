@@ -374,7 +374,7 @@ static void replayed_job_gets_every_tier_again(void **state)
     assert_int_equal(rmq_delivery_xdeath_tiers(d), 0);
     assert_int_equal(rmq_delivery_tier_passes(d), 0);
     assert_int_equal(rmq_tier_next(rmq_delivery_tier_passes(d), t.n_tiers), 1);
-    assert_int_equal(rmq_consumer_ack(k, d, NULL), SVC_OK);
+    assert_int_equal(rmq_consumer_ack(k, d, SVC_ERRBUF_SCRATCH), SVC_OK);
     rmq_delivery_free(d);
     rmq_consumer_free(k);
 }

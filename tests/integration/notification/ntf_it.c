@@ -160,7 +160,7 @@ void ntf_it_produce(ntf_it_t *w, const char *type, const char *id)
     size_t n_h = 0, len = pack(type, id, value, sizeof value);
 
     snprintf(ce_type, sizeof ce_type, "shopmicro.order.v1.Order%c%s", type[0] - 32, type + 1);
-    assert_int_equal(kfk_ce_headers(&ce, h, &n_h, NULL), SVC_OK);
+    assert_int_equal(kfk_ce_headers(&ce, h, &n_h, SVC_ERRBUF_SCRATCH), SVC_OK);
     assert_int_equal(rly_it_produce(&w->kafka, "shopmicro.orders.v1", id, strlen(id), value, len,
                                     h, n_h, mq_it_ms(10000)),
                      SVC_OK);

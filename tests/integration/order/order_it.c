@@ -234,7 +234,7 @@ int ord_it_teardown(void **state)
         grpc_channel_destroy(t->cat_ch);
     if (stop(&t->cat, "catalog") != 0 || stop(&t->cat2, "catalog replica 2") != 0)
         rc = -1;
-    if (pgtest_db_drop(&t->cat_db, NULL) != SVC_OK || pgtest_db_drop(&t->ord_db, NULL) != SVC_OK)
+    if (pgtest_db_drop(&t->cat_db, SVC_ERRBUF_SCRATCH) != SVC_OK || pgtest_db_drop(&t->ord_db, SVC_ERRBUF_SCRATCH) != SVC_OK)
         rc = -1;
     free(t);
     *state = NULL;

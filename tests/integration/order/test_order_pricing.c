@@ -42,7 +42,7 @@ static fake_t fake;
  * first makes the call INVALID_ARGUMENT; any other id costs 100 cents plus
  * its trailing number. Every call takes delay_ms. */
 static svc_err_t fake_batch(rpc_ctx_t *ctx, const ProtobufCMessage *in, ProtobufCMessage **out,
-                            char *errbuf)
+                            char errbuf[static SVC_ERRBUF_LEN])
 {
     const Shopmicro__Catalog__V1__BatchGetProductsRequest *req =
         (const Shopmicro__Catalog__V1__BatchGetProductsRequest *)in;
@@ -92,7 +92,7 @@ static const rpc_method_t fake_methods[] = {
 static void *fake_main(void *arg)
 {
     (void)arg;
-    if (rpc_server_run(fake.srv, NULL) != SVC_OK)
+    if (rpc_server_run(fake.srv, SVC_ERRBUF_SCRATCH) != SVC_OK)
         fprintf(stderr, "fake catalog: did not stop cleanly\n");
     return NULL;
 }

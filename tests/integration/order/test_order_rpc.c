@@ -120,7 +120,7 @@ static void create_prices_live_and_writes_one_transaction(void **state)
     /* The catalog changes a price afterwards: the order keeps the price it
      * was made with, and the next order pays the new one (no cache). */
     snprintf(sql, sizeof sql, "UPDATE products SET price_cents = 9999 WHERE id = '%s'", a);
-    assert_int_equal(pgtest_exec(t->cat_db.dsn, sql, NULL), SVC_OK);
+    assert_int_equal(pgtest_exec(t->cat_db.dsn, sql, SVC_ERRBUF_SCRATCH), SVC_OK);
     it_order_get(t->ord_ch, c->id, 0, &o, &res);
     IT_ASSERT_CODE(res, SVC_OK);
     assert_int_equal(o->n_items, 2);
@@ -322,7 +322,7 @@ static void same_key_same_request_replays_the_first_response(void **state)
 
     /* The price changes; the replay still answers what the first call did. */
     snprintf(sql, sizeof sql, "UPDATE products SET price_cents = 1 WHERE id = '%s'", a);
-    assert_int_equal(pgtest_exec(t->cat_db.dsn, sql, NULL), SVC_OK);
+    assert_int_equal(pgtest_exec(t->cat_db.dsn, sql, SVC_ERRBUF_SCRATCH), SVC_OK);
     it_order_create(t->ord_ch, "cust-4", reordered, 3, key, 0, &c2, &res);
     IT_ASSERT_CODE(res, SVC_OK);
     assert_string_equal(c2->id, c1->id);
@@ -368,7 +368,7 @@ static void get_and_replay_show_the_current_status_and_reason(void **state)
              "UPDATE orders SET status = 'CANCELLED', cancel_reason = 'insufficient stock: "
              "product %s wanted 2, available 1' WHERE id = '%s'",
              a, c1->id);
-    assert_int_equal(pgtest_exec(t->ord_db.dsn, sql, NULL), SVC_OK);
+    assert_int_equal(pgtest_exec(t->ord_db.dsn, sql, SVC_ERRBUF_SCRATCH), SVC_OK);
     it_order_get(t->ord_ch, c1->id, 0, &o, &res);
     IT_ASSERT_CODE(res, SVC_OK);
     assert_int_equal(o->status, ORD_IT_CANCELLED);
@@ -406,7 +406,7 @@ static void expired_keys_are_deleted_and_younger_ones_kept(void **state)
              "('ttl-49h', 'h', '%s', 'PENDING', 5, now() - interval '49 hours'), "
              "('ttl-47h', 'h', '%s', 'PENDING', 5, now() - interval '47 hours')",
              c->id, c->id);
-    assert_int_equal(pgtest_exec(t->ord_db.dsn, sql, NULL), SVC_OK);
+    assert_int_equal(pgtest_exec(t->ord_db.dsn, sql, SVC_ERRBUF_SCRATCH), SVC_OK);
     it_free(c);
     it_order_create(t->ord_ch, "cust-ttl", items, 1, NULL, 0, &c, &res);
     IT_ASSERT_CODE(res, SVC_OK);

@@ -120,7 +120,7 @@ static void wait_published(fixture_t *f, int64_t want)
     int64_t last = -1;
 
     if (pgtest_wait_int_at_least(f->ord->ord_db.dsn, PUBLISHED, want, it_ms(DRAIN_MS), &last,
-                                 NULL) != SVC_OK) {
+                                 SVC_ERRBUF_SCRATCH) != SVC_OK) {
         spawn_log_dump(f->relay, 40);
         fail_msg("%lld rows published, expected %lld", (long long)last, (long long)want);
     }
@@ -381,7 +381,7 @@ static void two_relays_keep_per_key_order(void **state)
              "'%s' || a, 'Seq', '{}', '" RLY_IT_TOPIC "', 'shopmicro.test.v1.Seq', '/test', "
              "convert_to(e::text, 'UTF8'), '' FROM generate_series(1, 5) e, "
              "generate_series(1, 40) a ORDER BY e, a; SELECT pg_notify('outbox', '')", prefix);
-    assert_int_equal(pgtest_exec(f->ord->ord_db.dsn, sql, NULL), SVC_OK);
+    assert_int_equal(pgtest_exec(f->ord->ord_db.dsn, sql, SVC_ERRBUF_SCRATCH), SVC_OK);
     wait_published(f, before + 200);
     assert_int_equal(rly_it_relay_stop(&second, &pub_b), 0);
     assert_int_equal(rly_it_relay_stop(&f->relay, &pub_a), 0);
@@ -581,7 +581,7 @@ static void other_database_transaction_holds_nothing(void **state)
 
     place(f, N, ids);
     if (pgtest_wait_int_at_least(f->ord->ord_db.dsn, PUBLISHED, before + N, it_ms(10000), &last,
-                                 NULL) != SVC_OK) {
+                                 SVC_ERRBUF_SCRATCH) != SVC_OK) {
         pgtest_conn_close(other);
         fail_msg("%lld of %d rows published while a catalog transaction is open",
                  (long long)(last - before), N);
@@ -626,7 +626,7 @@ static void older_transaction_holds_later_rows(void **state)
     snprintf(sql, sizeof sql, "SELECT 1 - count(*) FROM outbox_pending WHERE aggregate_id = '%s'",
              key);
     assert_int_equal(pgtest_wait_int_at_least(f->ord->ord_db.dsn, sql, 1, it_ms(10000), NULL,
-                                              NULL), SVC_OK);
+                                              SVC_ERRBUF_SCRATCH), SVC_OK);
     assert_int_equal(rly_it_consume(&f->kafka, it_ms(30000), &r, &nr), SVC_OK);
     for (size_t i = 0; i < nr; i++) {
         if (strcmp(r[i].key, key) != 0)

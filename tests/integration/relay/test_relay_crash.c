@@ -299,7 +299,7 @@ static void wait_drained(fixture_t *f)
     int64_t want = ord_it_int(f->ord, ROWS), last = -1;
 
     if (pgtest_wait_int_at_least(f->ord->ord_db.dsn, PUBLISHED, want, it_ms(DRAIN_MS), &last,
-                                 NULL) != SVC_OK) {
+                                 SVC_ERRBUF_SCRATCH) != SVC_OK) {
         spawn_log_dump(f->relay, 40);
         fail_msg("%lld of %lld rows published", (long long)last, (long long)want);
     }

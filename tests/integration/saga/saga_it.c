@@ -27,8 +27,8 @@ int saga_world_up(saga_world_t *w, const char *name)
 
 void saga_world_down(saga_world_t *w)
 {
-    pgtest_db_drop(&w->cat_db, NULL);
-    pgtest_db_drop(&w->ord_db, NULL);
+    pgtest_db_drop(&w->cat_db, SVC_ERRBUF_SCRATCH);
+    pgtest_db_drop(&w->ord_db, SVC_ERRBUF_SCRATCH);
     rly_it_kafka_cleanup(&w->kafka);
 }
 

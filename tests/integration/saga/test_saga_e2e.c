@@ -69,7 +69,7 @@ static int teardown(void **state)
         rc = -1; /* order must exit 0: its consumer stops cleanly */
     if (cat_it_stop(&f->cat) != 0)
         rc = -1;
-    pgtest_db_drop(&f->cat.db, NULL);
+    pgtest_db_drop(&f->cat.db, SVC_ERRBUF_SCRATCH);
     rly_it_kafka_cleanup(&f->kafka);
     return rc;
 }

@@ -118,11 +118,11 @@ typedef struct admin_server admin_server_t;
  * in use, bad option) nothing is left running and errbuf says why: SVC_EINVAL
  * or SVC_EUNAVAIL. o is copied (listen included). *out owned by caller;
  * with listen "none", SVC_OK and *out NULL (admin_server_free takes it). */
-svc_err_t admin_server_new(const admin_opts_t *o, admin_server_t **out, char *errbuf);
+svc_err_t admin_server_new(const admin_opts_t *o, admin_server_t **out, char errbuf[static SVC_ERRBUF_LEN]);
 /* admin_server_new with the defaults and listen, metrics, ready and ctx:
  * what a service's start needs ("none": nothing started). */
 svc_err_t admin_server_start(const char *listen, admin_metrics_fn metrics, admin_ready_fn ready,
-                             void *ctx, admin_server_t **out, char *errbuf);
+                             void *ctx, admin_server_t **out, char errbuf[static SVC_ERRBUF_LEN]);
 
 /* The bound port (useful with port 0). */
 int admin_server_port(const admin_server_t *s);

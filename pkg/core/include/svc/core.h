@@ -65,8 +65,17 @@ svc_err_t svc_err_from_grpc(int grpc_code);
 
 /* Caller-owned detail text travels in a buffer of this size ("errbuf"). */
 #define SVC_ERRBUF_LEN 256
-/* Formats into errbuf (truncating); a no-op when errbuf is NULL. */
-void svc_errbuf_set(char *errbuf, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+/*
+ * Every function that explains a failure takes char errbuf[static
+ * SVC_ERRBUF_LEN]: never NULL, at least that long, which the compiler checks
+ * at each call (-Wnonnull, -Wstringop-overflow). A caller that has no use for
+ * the detail passes SVC_ERRBUF_SCRATCH, a buffer that lives until the end of
+ * the enclosing block.
+ */
+#define SVC_ERRBUF_SCRATCH ((char[SVC_ERRBUF_LEN]){""})
+/* Formats into errbuf (truncating). */
+void svc_errbuf_set(char errbuf[static SVC_ERRBUF_LEN], const char *fmt, ...)
+    __attribute__((format(printf, 2, 3)));
 
 /* ------------------------------------------------------------------------
  * Memory for results, and text checks every service needs
@@ -283,7 +292,7 @@ typedef struct svc_cfg_entry {
  * environment, applying defaults and bounds. Returns SVC_EINVAL naming the
  * first bad variable in errbuf. `getenv_fn` NULL means getenv (tests inject). */
 svc_err_t svc_cfg_load(const svc_cfg_entry_t *table, size_t n, void *out,
-                       const char *(*getenv_fn)(const char *name), char *errbuf);
+                       const char *(*getenv_fn)(const char *name), char errbuf[static SVC_ERRBUF_LEN]);
 /* Prints the table as an aligned "VARIABLE  default  help" list. */
 void svc_cfg_print_help(FILE *f, const svc_cfg_entry_t *table, size_t n);
 /* Logs the effective configuration once at start-up. The values of

@@ -74,7 +74,7 @@ void db_opts_fill(db_opts_t *o, const char *dsn, const db_stmt_t *stmts, size_t 
 
 /* Creates a connection handle. Does not connect: the first db_exec does,
  * so a service can start while Postgres is down. *out is owned by caller. */
-svc_err_t db_conn_new(const db_opts_t *o, db_conn_t **out, char *errbuf);
+svc_err_t db_conn_new(const db_opts_t *o, db_conn_t **out, char errbuf[static SVC_ERRBUF_LEN]);
 /* Closes the connection. NULL-safe. */
 void db_conn_free(db_conn_t *c);
 
@@ -99,7 +99,7 @@ void db_conn_free(db_conn_t *c);
  * with libpq's message in errbuf. Not thread-safe: one thread per conn.
  */
 svc_err_t db_exec(db_conn_t *c, size_t idx, const char *const *params, uint64_t deadline_ns,
-                  PGresult **res, char *errbuf);
+                  PGresult **res, char errbuf[static SVC_ERRBUF_LEN]);
 
 /*
  * After a failed call: true when its statement may have been carried out
@@ -121,8 +121,8 @@ bool db_outcome_unknown(const db_conn_t *c);
  * whether a result is still to be received. A send is never retried: a
  * connection found dead fails it with SVC_EUNAVAIL (the next call makes a
  * new one). */
-svc_err_t db_send(db_conn_t *c, size_t idx, const char *const *params, char *errbuf);
-svc_err_t db_receive(db_conn_t *c, uint64_t deadline_ns, PGresult **res, char *errbuf);
+svc_err_t db_send(db_conn_t *c, size_t idx, const char *const *params, char errbuf[static SVC_ERRBUF_LEN]);
+svc_err_t db_receive(db_conn_t *c, uint64_t deadline_ns, PGresult **res, char errbuf[static SVC_ERRBUF_LEN]);
 bool db_sent(const db_conn_t *c);
 /* Between the two: takes in what has arrived of the result, without
  * waiting (libpq parses each row as it comes), so that a large result is
@@ -135,18 +135,18 @@ bool db_pump(db_conn_t *c);
  * db_opts_fill's options (the others their defaults). */
 svc_err_t db_conn_open(const char *dsn, const db_stmt_t *stmts, size_t n,
                        int statement_timeout_ms, const char *application_name,
-                       db_conn_t **out, char *errbuf);
+                       db_conn_t **out, char errbuf[static SVC_ERRBUF_LEN]);
 
 /* db_exec for a statement whose rows are not needed; *n_rows (optional)
  * gets how many it returned. */
 svc_err_t db_run(db_conn_t *c, size_t idx, const char *const *params, uint64_t deadline_ns,
-                 int *n_rows, char *errbuf);
+                 int *n_rows, char errbuf[static SVC_ERRBUF_LEN]);
 
 /* Runs statement idx (the store's COMMIT). A COMMIT of a transaction that
  * an earlier statement aborted succeeds as a statement but answers
  * "ROLLBACK": that is SVC_EABORTED here, never SVC_OK, so nobody
  * acknowledges effects the database threw away. */
-svc_err_t db_commit(db_conn_t *c, size_t idx, uint64_t deadline_ns, char *errbuf);
+svc_err_t db_commit(db_conn_t *c, size_t idx, uint64_t deadline_ns, char errbuf[static SVC_ERRBUF_LEN]);
 
 /* A ROLLBACK after a failure gets a deadline of its own: the caller's may
  * be the very thing that ran out, and a connection left inside a
@@ -154,7 +154,7 @@ svc_err_t db_commit(db_conn_t *c, size_t idx, uint64_t deadline_ns, char *errbuf
 #define DB_ROLLBACK_MS 1000
 
 /* Runs statement idx (the store's ROLLBACK) within DB_ROLLBACK_MS. */
-svc_err_t db_rollback(db_conn_t *c, size_t idx, char *errbuf);
+svc_err_t db_rollback(db_conn_t *c, size_t idx, char errbuf[static SVC_ERRBUF_LEN]);
 
 /* True when the connection is established and idle (for readiness checks). */
 bool db_conn_ok(const db_conn_t *c);
@@ -166,14 +166,14 @@ bool db_conn_ok(const db_conn_t *c);
  * its own. Logs one line per applied migration under `module`.
  */
 svc_err_t db_migrate(const char *dsn, const db_migration_t *m, size_t n, const char *module,
-                     char *errbuf);
+                     char errbuf[static SVC_ERRBUF_LEN]);
 
 /* db_migrate at a service's start: the database may still be starting
  * (compose, a reboot), so while it is unavailable (SVC_EUNAVAIL) this tries
  * again every 250 ms for up to wait_ms, logging one warn line under module
  * when it begins to wait. Returns the last attempt's result. */
 svc_err_t db_migrate_wait(const char *dsn, const db_migration_t *m, size_t n, const char *module,
-                          int64_t wait_ms, char *errbuf);
+                          int64_t wait_ms, char errbuf[static SVC_ERRBUF_LEN]);
 
 /*
  * A readiness probe: "can this service reach its database now?", asked by
@@ -187,7 +187,7 @@ svc_err_t db_migrate_wait(const char *dsn, const db_migration_t *m, size_t n, co
 typedef struct db_probe db_probe_t;
 /* Connects lazily (the first check). *out owned by caller. */
 svc_err_t db_probe_new(const char *dsn, const char *application_name, db_probe_t **out,
-                       char *errbuf);
+                       char errbuf[static SVC_ERRBUF_LEN]);
 void db_probe_free(db_probe_t *p); /* NULL-safe */
 /* True when reachable; detail (cap bytes) says what is wrong, or "reachable". */
 bool db_probe_check(db_probe_t *p, char *detail, size_t cap);

@@ -139,8 +139,8 @@ bool kfk_record_cancelled(const kfk_record_t *r);
  * commit). deadline_ms as kfk_record_t's.
  */
 typedef struct kfk_batch_ops {
-    svc_err_t (*begin)(void *ctx, uint64_t deadline_ms, char *errbuf);
-    svc_err_t (*commit)(void *ctx, uint64_t deadline_ms, char *errbuf);
+    svc_err_t (*begin)(void *ctx, uint64_t deadline_ms, char errbuf[static SVC_ERRBUF_LEN]);
+    svc_err_t (*commit)(void *ctx, uint64_t deadline_ms, char errbuf[static SVC_ERRBUF_LEN]);
     void (*rollback)(void *ctx);
 } kfk_batch_ops_t;
 
@@ -222,13 +222,13 @@ typedef struct kfk_consumer_opts {
 /* Fills o with the defaults above (no brokers, group, topics or handler). */
 void kfk_consumer_opts_init(kfk_consumer_opts_t *o);
 /* SVC_EINVAL naming the first bad option in errbuf. Pure; thread-safe. */
-svc_err_t kfk_consumer_opts_validate(const kfk_consumer_opts_t *o, char *errbuf);
+svc_err_t kfk_consumer_opts_validate(const kfk_consumer_opts_t *o, char errbuf[static SVC_ERRBUF_LEN]);
 
 /* Validates o, creates the consumer and its dead-letter producer, and
  * subscribes (joining the group happens in kfk_consumer_poll; a broker that
  * is down is not an error here). Strings of o are copied. On SVC_OK *out is
  * owned by caller: kfk_consumer_close, then kfk_consumer_free. */
-svc_err_t kfk_consumer_new(const kfk_consumer_opts_t *o, kfk_consumer_t **out, char *errbuf);
+svc_err_t kfk_consumer_new(const kfk_consumer_opts_t *o, kfk_consumer_t **out, char errbuf[static SVC_ERRBUF_LEN]);
 
 /*
  * Serves a due retry alone, or else a batch of at most opts.batch_max
@@ -243,7 +243,7 @@ svc_err_t kfk_consumer_new(const kfk_consumer_opts_t *o, kfk_consumer_t **out, c
  * (a subscribed topic does not exist). After kfk_consumer_stop it returns
  * SVC_ECANCELLED at once.
  */
-svc_err_t kfk_consumer_poll(kfk_consumer_t *c, int timeout_ms, int *served, char *errbuf);
+svc_err_t kfk_consumer_poll(kfk_consumer_t *c, int timeout_ms, int *served, char errbuf[static SVC_ERRBUF_LEN]);
 
 /* Asks the handler to give up (kfk_record_cancelled) and kfk_consumer_poll
  * to return. Async-signal-safe; thread-safe. */
@@ -257,7 +257,7 @@ void kfk_consumer_stop(kfk_consumer_t *c);
  * KFK_CONSUMER_LEAVE_WAIT_MS) until it has left. Its next start joins as a
  * new member under the same id. SVC_OK, or the commit's error in errbuf
  * (the group is left anyway). Call once, before kfk_consumer_free. */
-svc_err_t kfk_consumer_close(kfk_consumer_t *c, char *errbuf);
+svc_err_t kfk_consumer_close(kfk_consumer_t *c, char errbuf[static SVC_ERRBUF_LEN]);
 
 /* Closes (if not closed) and frees. NULL-safe. */
 void kfk_consumer_free(kfk_consumer_t *c);
@@ -342,7 +342,7 @@ typedef struct kfk_dlq_text {
  */
 svc_err_t kfk_dlq_headers(const kfk_header_t *orig, size_t n_orig, const kfk_dlq_info_t *info,
                           kfk_dlq_text_t *text, kfk_header_t out[KFK_MAX_HEADERS], size_t *n,
-                          char *errbuf);
+                          char errbuf[static SVC_ERRBUF_LEN]);
 
 /* The dead-letter topic of a record of `topic`: opts' dlq_topic, or topic +
  * suffix. Writes at most len bytes; false when it does not fit. */

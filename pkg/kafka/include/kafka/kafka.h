@@ -62,7 +62,7 @@ typedef struct kfk_ce {
  * when id, type or source is missing or empty. Pure; thread-safe.
  */
 svc_err_t kfk_ce_headers(const kfk_ce_t *ce, kfk_header_t out[KFK_CE_MAX_HEADERS], size_t *n,
-                         char *errbuf);
+                         char errbuf[static SVC_ERRBUF_LEN]);
 
 /* ------------------------------------------------------------------------
  * Producer
@@ -111,12 +111,12 @@ typedef struct kfk_producer_opts {
 /* Fills o with the defaults above (no brokers, no callbacks). */
 void kfk_producer_opts_init(kfk_producer_opts_t *o);
 /* SVC_EINVAL naming the first bad option in errbuf. Pure; thread-safe. */
-svc_err_t kfk_producer_opts_validate(const kfk_producer_opts_t *o, char *errbuf);
+svc_err_t kfk_producer_opts_validate(const kfk_producer_opts_t *o, char errbuf[static SVC_ERRBUF_LEN]);
 
 /* Validates o and creates the producer (it connects in the background: a
  * broker that is down is not an error here). On SVC_OK *out is owned by
  * caller (kfk_producer_free). Strings of o are copied. */
-svc_err_t kfk_producer_new(const kfk_producer_opts_t *o, kfk_producer_t **out, char *errbuf);
+svc_err_t kfk_producer_new(const kfk_producer_opts_t *o, kfk_producer_t **out, char errbuf[static SVC_ERRBUF_LEN]);
 
 /* Waits up to timeout_ms for the messages still queued or in flight (their
  * reports fire), then destroys the producer; reports of messages still
@@ -144,7 +144,7 @@ typedef struct kfk_message {
  * 0.5 s) for that topic's metadata, so that it is sent at once, not after
  * librdkafka's next topic scan; later ones never block.
  */
-svc_err_t kfk_produce(kfk_producer_t *p, const kfk_message_t *m, char *errbuf);
+svc_err_t kfk_produce(kfk_producer_t *p, const kfk_message_t *m, char errbuf[static SVC_ERRBUF_LEN]);
 
 /* Serves delivery reports (and librdkafka's log lines), waiting up to
  * timeout_ms for the first. Returns how many events were served. Call it
@@ -172,7 +172,7 @@ void kfk_producer_yield(kfk_producer_t *p);
  * calling thread up to timeout_ms, a few ms while a broker is up; serves no
  * callbacks (no delivery report fires). For a caller with nothing to send
  * that wants to know whether it could. Thread-safe. */
-svc_err_t kfk_producer_ping(kfk_producer_t *p, int timeout_ms, char *errbuf);
+svc_err_t kfk_producer_ping(kfk_producer_t *p, int timeout_ms, char errbuf[static SVC_ERRBUF_LEN]);
 
 /* Messages queued or in flight (not yet reported). Thread-safe. */
 int kfk_producer_outstanding(const kfk_producer_t *p);

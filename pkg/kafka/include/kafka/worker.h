@@ -35,7 +35,7 @@ typedef struct kfk_worker kfk_worker_t; /* opaque */
  * thread logs it and keeps trying).
  */
 svc_err_t kfk_worker_start(const kfk_consumer_opts_t *o, const char *log_module,
-                           kfk_worker_t **out, char *errbuf);
+                           kfk_worker_t **out, char errbuf[static SVC_ERRBUF_LEN]);
 
 /* Stops the consumer, joins the thread, closes (commits what is done,
  * leaves the group) and frees. NULL-safe. */
@@ -122,7 +122,7 @@ typedef struct kfk_worker_handler {
 svc_err_t kfk_worker_start_cfg(const kfk_worker_cfg_t *cfg, const char *const *topics,
                                const char *client_id, const kfk_worker_handler_t *h,
                                const char *log_module, const char *without, kfk_worker_t **out,
-                               char *errbuf);
+                               char errbuf[static SVC_ERRBUF_LEN]);
 
 /* The consumer's Prometheus text under prefix (kfk_consumer_metrics), in
  * memory owned by caller (free); NULL when out of memory. Thread-safe. */

@@ -76,7 +76,7 @@ typedef struct rmq_conn_opts {
 /* Fills o with the defaults above. */
 void rmq_conn_opts_init(rmq_conn_opts_t *o);
 /* SVC_EINVAL naming the first bad option in errbuf. Pure. */
-svc_err_t rmq_conn_opts_validate(const rmq_conn_opts_t *o, char *errbuf);
+svc_err_t rmq_conn_opts_validate(const rmq_conn_opts_t *o, char errbuf[static SVC_ERRBUF_LEN]);
 
 typedef struct rmq_conn rmq_conn_t; /* opaque */
 
@@ -88,7 +88,7 @@ typedef struct rmq_conn rmq_conn_t; /* opaque */
  * SVC_EUNAUTH (login refused), SVC_EPERM (vhost not allowed).
  */
 RMQ_MUST_USE
-svc_err_t rmq_conn_new(const rmq_conn_opts_t *o, rmq_conn_t **out, char *errbuf);
+svc_err_t rmq_conn_new(const rmq_conn_opts_t *o, rmq_conn_t **out, char errbuf[static SVC_ERRBUF_LEN]);
 /* Closes the channel and the connection (bounded by io_timeout_ms) and
  * frees c. NULL-safe. */
 void rmq_conn_free(rmq_conn_t *c);
@@ -107,7 +107,7 @@ bool rmq_conn_alive(const rmq_conn_t *c);
  * rmq_conn_new (a consumer serves its own).
  */
 RMQ_MUST_USE
-svc_err_t rmq_conn_keepalive(rmq_conn_t *c, char *errbuf);
+svc_err_t rmq_conn_keepalive(rmq_conn_t *c, char errbuf[static SVC_ERRBUF_LEN]);
 
 /* ------------------------------------------------------------------------
  * Topology
@@ -124,7 +124,7 @@ typedef struct rmq_topology {
 } rmq_topology_t;
 
 /* SVC_EINVAL naming what is wrong. Pure. */
-svc_err_t rmq_topology_validate(const rmq_topology_t *t, char *errbuf);
+svc_err_t rmq_topology_validate(const rmq_topology_t *t, char errbuf[static SVC_ERRBUF_LEN]);
 
 typedef enum {
     RMQ_NAME_EXCHANGE, /* B          */
@@ -147,7 +147,7 @@ void rmq_topology_name(const rmq_topology_t *t, rmq_name_kind_t kind, unsigned t
  * it is reopened, so c stays usable. Other errors as rmq_conn_new.
  */
 RMQ_MUST_USE
-svc_err_t rmq_topology_declare(rmq_conn_t *c, const rmq_topology_t *t, char *errbuf);
+svc_err_t rmq_topology_declare(rmq_conn_t *c, const rmq_topology_t *t, char errbuf[static SVC_ERRBUF_LEN]);
 
 /* ------------------------------------------------------------------------
  * Publishing
@@ -183,12 +183,12 @@ typedef struct rmq_message {
  */
 RMQ_MUST_USE
 svc_err_t rmq_publish(rmq_conn_t *c, const rmq_topology_t *t, const rmq_message_t *m,
-                      char *errbuf);
+                      char errbuf[static SVC_ERRBUF_LEN]);
 /* The same to any exchange ("" is the default exchange, whose routing key
  * is a queue name). */
 RMQ_MUST_USE
 svc_err_t rmq_publish_to(rmq_conn_t *c, const char *exchange, const char *routing_key,
-                         const rmq_message_t *m, char *errbuf);
+                         const rmq_message_t *m, char errbuf[static SVC_ERRBUF_LEN]);
 
 /* ------------------------------------------------------------------------
  * Consuming
@@ -222,7 +222,7 @@ typedef struct rmq_delivery rmq_delivery_t; /* opaque */
  * declared already (SVC_ENOTFOUND otherwise). On SVC_OK *out is owned by
  * caller (rmq_consumer_free). */
 RMQ_MUST_USE
-svc_err_t rmq_consumer_new(const rmq_consumer_opts_t *o, rmq_consumer_t **out, char *errbuf);
+svc_err_t rmq_consumer_new(const rmq_consumer_opts_t *o, rmq_consumer_t **out, char errbuf[static SVC_ERRBUF_LEN]);
 /* Closes both connections; deliveries not acked go back to B.work (marked
  * redelivered). Deliveries still held must be freed before. NULL-safe. */
 void rmq_consumer_free(rmq_consumer_t *c);
@@ -234,11 +234,11 @@ bool rmq_consumer_alive(const rmq_consumer_t *c);
  * the consumer, e.g. the queue was deleted). */
 RMQ_MUST_USE
 svc_err_t rmq_consumer_next(rmq_consumer_t *c, int timeout_ms, rmq_delivery_t **out,
-                            char *errbuf);
+                            char errbuf[static SVC_ERRBUF_LEN]);
 
 /* Acks d: the job is done and leaves the queue. */
 RMQ_MUST_USE
-svc_err_t rmq_consumer_ack(rmq_consumer_t *c, rmq_delivery_t *d, char *errbuf);
+svc_err_t rmq_consumer_ack(rmq_consumer_t *c, rmq_delivery_t *d, char errbuf[static SVC_ERRBUF_LEN]);
 
 /* Moves d to retry tier `tier` (1..n_tiers): publishes a copy (body,
  * message-id, content type, headers, RMQ_HDR_RETRIES + 1, RMQ_HDR_ATTEMPTS =
@@ -248,7 +248,7 @@ svc_err_t rmq_consumer_ack(rmq_consumer_t *c, rmq_delivery_t *d, char *errbuf);
  * the consumer goes away): the job is never in neither place. */
 RMQ_MUST_USE
 svc_err_t rmq_consumer_retry(rmq_consumer_t *c, rmq_delivery_t *d, unsigned tier, int attempts,
-                             char *errbuf);
+                             char errbuf[static SVC_ERRBUF_LEN]);
 
 /* Why a job was given up, for the dead-letter queue's headers. */
 typedef struct rmq_dead_info {
@@ -262,7 +262,7 @@ typedef struct rmq_dead_info {
  * added, confirm first and ack after, as rmq_consumer_retry. */
 RMQ_MUST_USE
 svc_err_t rmq_consumer_dead(rmq_consumer_t *c, rmq_delivery_t *d, const rmq_dead_info_t *why,
-                            char *errbuf);
+                            char errbuf[static SVC_ERRBUF_LEN]);
 
 /* Frees d (NULL-safe). A delivery freed without ack stays unacked on the
  * broker until the consumer closes. */
@@ -309,12 +309,12 @@ unsigned rmq_tier_next(unsigned passes, size_t n_tiers);
  * the channel for that; it is reopened and c stays usable). */
 RMQ_MUST_USE
 svc_err_t rmq_queue_depth(rmq_conn_t *c, const char *queue, uint32_t *ready,
-                          uint32_t *consumers, char *errbuf);
+                          uint32_t *consumers, char errbuf[static SVC_ERRBUF_LEN]);
 /* Removes every ready message of queue (queue.purge; messages a consumer
  * holds unacked are not touched) and gives their count in *purged
  * (optional). SVC_ENOTFOUND as rmq_queue_depth. Gone for good. */
 RMQ_MUST_USE
-svc_err_t rmq_queue_purge(rmq_conn_t *c, const char *queue, uint32_t *purged, char *errbuf);
+svc_err_t rmq_queue_purge(rmq_conn_t *c, const char *queue, uint32_t *purged, char errbuf[static SVC_ERRBUF_LEN]);
 
 /* The most messages one browse holds unacked at a time. */
 #define RMQ_BROWSE_MAX_HELD 10000
@@ -330,7 +330,7 @@ typedef struct rmq_fetched rmq_fetched_t; /* opaque: one message a browse holds 
  */
 RMQ_MUST_USE
 svc_err_t rmq_browse_new(const rmq_conn_opts_t *o, const char *queue, rmq_browse_t **out,
-                         uint32_t *ready, char *errbuf);
+                         uint32_t *ready, char errbuf[static SVC_ERRBUF_LEN]);
 /* Puts back whatever b still holds (as rmq_browse_release), closes the
  * connection and frees b. Fetched messages must be freed before or after;
  * they cannot be settled any more. NULL-safe. Should the process die
@@ -348,7 +348,7 @@ void rmq_browse_free(rmq_browse_t *b);
  * b (SVC_EUNAVAIL): the broker then requeues all it held.
  */
 RMQ_MUST_USE
-svc_err_t rmq_browse_next(rmq_browse_t *b, rmq_fetched_t **out, char *errbuf);
+svc_err_t rmq_browse_next(rmq_browse_t *b, rmq_fetched_t **out, char errbuf[static SVC_ERRBUF_LEN]);
 
 /*
  * Gives every held message back to the queue (one basic.nack, multiple,
@@ -358,11 +358,11 @@ svc_err_t rmq_browse_next(rmq_browse_t *b, rmq_fetched_t **out, char *errbuf);
  * cannot be settled after this. SVC_OK also when nothing was held.
  */
 RMQ_MUST_USE
-svc_err_t rmq_browse_release(rmq_browse_t *b, char *errbuf);
+svc_err_t rmq_browse_release(rmq_browse_t *b, char errbuf[static SVC_ERRBUF_LEN]);
 
 /* Acks f: it leaves the queue for good. */
 RMQ_MUST_USE
-svc_err_t rmq_browse_ack(rmq_browse_t *b, rmq_fetched_t *f, char *errbuf);
+svc_err_t rmq_browse_ack(rmq_browse_t *b, rmq_fetched_t *f, char errbuf[static SVC_ERRBUF_LEN]);
 
 /* How a moved copy's headers differ from the original's. */
 typedef struct rmq_header_edit {
@@ -394,7 +394,7 @@ const rmq_header_edit_t *rmq_header_edit_replay(void);
  */
 RMQ_MUST_USE
 svc_err_t rmq_browse_move(rmq_browse_t *b, rmq_fetched_t *f, const char *exchange,
-                          const char *routing_key, const rmq_header_edit_t *edit, char *errbuf);
+                          const char *routing_key, const rmq_header_edit_t *edit, char errbuf[static SVC_ERRBUF_LEN]);
 
 /* Frees f (NULL-safe); a held message stays held until settled or
  * released. */

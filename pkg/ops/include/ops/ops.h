@@ -60,13 +60,13 @@ typedef struct ops_opts {
 typedef struct ops ops_t;
 
 /* Copies o (strings included); connects nothing yet. *out owned by caller. */
-svc_err_t ops_new(const ops_opts_t *o, ops_t **out, char *errbuf);
+svc_err_t ops_new(const ops_opts_t *o, ops_t **out, char errbuf[static SVC_ERRBUF_LEN]);
 /* Sets the rpc server's health callback to ops_health with ctx ops. */
 void ops_rpc_opts(ops_t *ops, rpc_server_opts_t *ro);
 /* The server whose metrics /metrics shows (after rpc_server_new). */
 void ops_set_server(ops_t *ops, const rpc_server_t *srv);
 /* Binds the admin port and starts its thread (a port in use is an error). */
-svc_err_t ops_start(ops_t *ops, char *errbuf);
+svc_err_t ops_start(ops_t *ops, char errbuf[static SVC_ERRBUF_LEN]);
 /* rpc_health_fn: the database answers (why says what is wrong). ctx is the
  * ops_t. */
 bool ops_health(void *ctx, char *why, size_t cap);

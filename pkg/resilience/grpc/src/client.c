@@ -218,7 +218,7 @@ static svc_err_t open_lanes(rs_grpc_client_t *cl, const rs_grpc_opts_t *o)
     return SVC_OK;
 }
 
-svc_err_t rs_grpc_client_new(const rs_grpc_opts_t *o, rs_grpc_client_t **out, char *errbuf)
+svc_err_t rs_grpc_client_new(const rs_grpc_opts_t *o, rs_grpc_client_t **out, char errbuf[static SVC_ERRBUF_LEN])
 {
     rs_grpc_client_t *cl;
     svc_err_t err;

@@ -60,7 +60,7 @@ static void curl_init(void)
     curl_init_rc = curl_global_init(CURL_GLOBAL_DEFAULT);
 }
 
-static svc_err_t check_opts(const rs_http_opts_t *o, char *errbuf)
+static svc_err_t check_opts(const rs_http_opts_t *o, char errbuf[static SVC_ERRBUF_LEN])
 {
     if (o->name == NULL || strlen(o->name) > NAME_MAX_LEN) {
         svc_errbuf_set(errbuf, "rs_http: name must be 1..%u characters", NAME_MAX_LEN);
@@ -81,7 +81,7 @@ static svc_err_t check_opts(const rs_http_opts_t *o, char *errbuf)
 
 /* Builds and drops one upstream from the template, so that a bad policy is
  * refused by rs_http_client_new(), not by the first request. */
-static svc_err_t check_template(rs_http_client_t *cl, char *errbuf)
+static svc_err_t check_template(rs_http_client_t *cl, char errbuf[static SVC_ERRBUF_LEN])
 {
     rs_upstream_opts_t t = cl->up_opts;
     rs_upstream_t *probe = NULL;
@@ -93,7 +93,7 @@ static svc_err_t check_template(rs_http_client_t *cl, char *errbuf)
     return err;
 }
 
-svc_err_t rs_http_client_new(const rs_http_opts_t *o, rs_http_client_t **out, char *errbuf)
+svc_err_t rs_http_client_new(const rs_http_opts_t *o, rs_http_client_t **out, char errbuf[static SVC_ERRBUF_LEN])
 {
     rs_http_client_t *cl;
     svc_err_t err = check_opts(o, errbuf);
@@ -163,7 +163,7 @@ void rs_http_client_free(rs_http_client_t *cl)
 /* ---- destinations --------------------------------------------------------------- */
 
 /* "scheme://host:port" of url, with the scheme's default port. */
-static svc_err_t dest_key(const char *url, char key[RS_HTTP__KEY_MAX], char *errbuf)
+static svc_err_t dest_key(const char *url, char key[RS_HTTP__KEY_MAX], char errbuf[static SVC_ERRBUF_LEN])
 {
     CURLU *u = curl_url();
     char *scheme = NULL, *host = NULL, *port = NULL;
@@ -213,7 +213,7 @@ static void dest_name(const char *client, const char *key, char out[RS_NAME_MAX 
 
 /* Under cl->lock: the destination's upstream, made on first use. */
 static svc_err_t dest_get(rs_http_client_t *cl, const char *key, bool create, rs_upstream_t **out,
-                          char *errbuf)
+                          char errbuf[static SVC_ERRBUF_LEN])
 {
     rs_upstream_opts_t t = cl->up_opts;
     char name[RS_NAME_MAX + 1];
@@ -247,10 +247,10 @@ rs_breaker_state_t rs_http_client_breaker_state(rs_http_client_t *cl, const char
     rs_upstream_t *up = NULL;
     rs_breaker_state_t st = RS_BREAKER_CLOSED;
 
-    if (dest_key(url, key, NULL) != SVC_OK)
+    if (dest_key(url, key, SVC_ERRBUF_SCRATCH) != SVC_OK)
         return st;
     pthread_mutex_lock(&cl->lock);
-    if (dest_get(cl, key, false, &up, NULL) == SVC_OK)
+    if (dest_get(cl, key, false, &up, SVC_ERRBUF_SCRATCH) == SVC_OK)
         st = rs_upstream_breaker_state(up);
     pthread_mutex_unlock(&cl->lock);
     return st;
@@ -281,7 +281,7 @@ static void result_fail(rs_http_result_t *res, svc_err_t err, rs_reason_t reason
 
 /* Copies the request into a new job; SVC_EINVAL / SVC_ENOMEM. */
 static svc_err_t job_new(rs_http_client_t *cl, const rs_http_request_t *req, rs_http__job_t **out,
-                         char *errbuf)
+                         char errbuf[static SVC_ERRBUF_LEN])
 {
     const char *method = req->method != NULL ? req->method : req->body != NULL ? "POST" : "GET";
     rs_http__job_t *j;

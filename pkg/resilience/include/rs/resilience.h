@@ -232,7 +232,7 @@ void rs_upstream_opts_init(rs_upstream_opts_t *o);
  * Returns SVC_OK, SVC_EINVAL or SVC_ENOMEM.
  */
 RS_MUST_USE svc_err_t rs_upstream_new(const rs_upstream_opts_t *o, rs_upstream_t **out,
-                                      char *errbuf);
+                                      char errbuf[static SVC_ERRBUF_LEN]);
 
 /* NULL-safe. No call on u may be in progress. */
 void rs_upstream_free(rs_upstream_t *u);

@@ -52,7 +52,7 @@ typedef struct rpc_ctx rpc_ctx_t;
  * errbuf sends svc_strerror(code).
  */
 typedef svc_err_t (*rpc_handler_fn)(rpc_ctx_t *ctx, const ProtobufCMessage *req,
-                                    ProtobufCMessage **resp, char *errbuf);
+                                    ProtobufCMessage **resp, char errbuf[static SVC_ERRBUF_LEN]);
 
 /*
  * Built-in services. Besides its method table every server answers
@@ -96,7 +96,7 @@ typedef struct rpc_server_opts {
     /* Per-worker state, created on the worker thread before it serves a call
      * and destroyed on it after the last (e.g. a database connection).
      * worker_init returning NULL stops start-up with an error. Optional. */
-    void *(*worker_init)(int worker_index, void *app, char *errbuf);
+    void *(*worker_init)(int worker_index, void *app, char errbuf[static SVC_ERRBUF_LEN]);
     void (*worker_fini)(void *worker_state);
     /* grpc.health.v1.Health (Check, Watch): is the server able to do its job
      * now? NULL: SERVING whenever the server runs. See "Built-in services". */
@@ -118,7 +118,7 @@ void rpc_server_opts_init(rpc_server_opts_t *o);
  * must outlive the server. On success *out is owned by the caller.
  */
 svc_err_t rpc_server_new(const rpc_server_opts_t *o, const rpc_method_t *methods, size_t n,
-                         rpc_server_t **out, char *errbuf);
+                         rpc_server_t **out, char errbuf[static SVC_ERRBUF_LEN]);
 /* The bound port (useful with port 0). */
 int rpc_server_port(const rpc_server_t *s);
 /*
@@ -126,7 +126,7 @@ int rpc_server_port(const rpc_server_t *s);
  * Then: stop accepting, let in-flight calls finish (up to drain_ms, then
  * cancel them), stop the workers. Returns SVC_OK after a clean drain.
  */
-svc_err_t rpc_server_run(rpc_server_t *s, char *errbuf);
+svc_err_t rpc_server_run(rpc_server_t *s, char errbuf[static SVC_ERRBUF_LEN]);
 /* Asks a running rpc_server_run to shut down. Thread-safe. */
 void rpc_server_stop(rpc_server_t *s);
 /* NULL-safe. The server must not be running. */

@@ -47,7 +47,7 @@ typedef struct whk_key {
  * (errbuf says why) when it is not base64, or decodes to 0 or more than
  * WHK_KEY_MAX bytes. secret borrowed.
  */
-svc_err_t whk_key_parse(const char *secret, whk_key_t *key, char *errbuf);
+svc_err_t whk_key_parse(const char *secret, whk_key_t *key, char errbuf[static SVC_ERRBUF_LEN]);
 
 /*
  * Writes "v1,<base64 signature>" of id, timestamp and body into out.

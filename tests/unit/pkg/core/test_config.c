@@ -42,7 +42,7 @@ static const char *fake_getenv(const char *name)
     return NULL;
 }
 
-static svc_err_t load(const char *const *env, cfg_t *c, char *errbuf)
+static svc_err_t load(const char *const *env, cfg_t *c, char errbuf[static SVC_ERRBUF_LEN])
 {
     fake_env = env;
     memset(c, 0, sizeof *c);

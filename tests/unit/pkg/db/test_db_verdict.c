@@ -290,13 +290,13 @@ static db_conn_t *conn(const fake_pg_t *f)
     snprintf(dsn, sizeof dsn,
              "host=127.0.0.1 port=%d dbname=fake user=fake sslmode=disable gssencmode=disable",
              f->port);
-    assert_int_equal(db_conn_open(dsn, stmts, 2, 5000, "test", &c, NULL), SVC_OK);
+    assert_int_equal(db_conn_open(dsn, stmts, 2, 5000, "test", &c, SVC_ERRBUF_SCRATCH), SVC_OK);
     return c;
 }
 
 /* Runs statement idx with the fake doing `after` once its rows are out. */
 static svc_err_t run(fake_pg_t *f, db_conn_t *c, size_t idx, after_rows_t after, int deadline_ms,
-                     char *errbuf)
+                     char errbuf[static SVC_ERRBUF_LEN])
 {
     PGresult *r = NULL;
     svc_err_t err;

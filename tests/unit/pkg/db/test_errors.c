@@ -43,7 +43,7 @@ static db_conn_t *conn_to_nowhere(void)
     o.dsn = "host=127.0.0.1 port=1 dbname=x user=x";
     o.stmts = stmts;
     o.n_stmts = 1;
-    assert_int_equal(db_conn_new(&o, &c, NULL), SVC_OK);
+    assert_int_equal(db_conn_new(&o, &c, SVC_ERRBUF_SCRATCH), SVC_OK);
     return c;
 }
 

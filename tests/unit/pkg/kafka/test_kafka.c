@@ -29,7 +29,7 @@ static void ce_headers_full_set_in_order(void **state)
     kfk_header_t h[KFK_CE_MAX_HEADERS];
     size_t n = 0;
 
-    assert_int_equal(kfk_ce_headers(&ce, h, &n, NULL), SVC_OK);
+    assert_int_equal(kfk_ce_headers(&ce, h, &n, SVC_ERRBUF_SCRATCH), SVC_OK);
     assert_int_equal(n, 7);
     header_is(&h[0], "ce_specversion", "1.0");
     header_is(&h[1], "ce_id", "id-1");
@@ -46,7 +46,7 @@ static void ce_headers_optional_ones_omitted(void **state)
     kfk_header_t h[KFK_CE_MAX_HEADERS];
     size_t n = 0;
 
-    assert_int_equal(kfk_ce_headers(&ce, h, &n, NULL), SVC_OK);
+    assert_int_equal(kfk_ce_headers(&ce, h, &n, SVC_ERRBUF_SCRATCH), SVC_OK);
     assert_int_equal(n, 5);
     header_is(&h[3], "ce_source", "/s");
     header_is(&h[4], "content-type", "application/json");
@@ -93,7 +93,7 @@ static void opts_defaults(void **state)
     assert_int_equal(o.queue_max_msgs, KFK_DEFAULT_QUEUE_MAX_MSGS);
     assert_null(o.brokers);
     valid_opts(&o);
-    assert_int_equal(kfk_producer_opts_validate(&o, NULL), SVC_OK);
+    assert_int_equal(kfk_producer_opts_validate(&o, SVC_ERRBUF_SCRATCH), SVC_OK);
 }
 
 static void expect_invalid(const kfk_producer_opts_t *o, const char *word)
@@ -116,7 +116,7 @@ static void opts_validation(void **state)
     valid_opts(&o), o.acks = "1";
     expect_invalid(&o, "idempotence needs acks=all");
     o.idempotence = false;
-    assert_int_equal(kfk_producer_opts_validate(&o, NULL), SVC_OK);
+    assert_int_equal(kfk_producer_opts_validate(&o, SVC_ERRBUF_SCRATCH), SVC_OK);
     valid_opts(&o), o.linger_ms = -1;
     expect_invalid(&o, "linger_ms");
     valid_opts(&o), o.delivery_timeout_ms = 999;

@@ -56,13 +56,13 @@ static void defaults_are_documented_values(void **state)
     assert_int_equal(o.commit_interval_ms, 0);
     assert_null(o.batch);
     valid_opts(&o);
-    assert_int_equal(kfk_consumer_opts_validate(&o, NULL), SVC_OK);
+    assert_int_equal(kfk_consumer_opts_validate(&o, SVC_ERRBUF_SCRATCH), SVC_OK);
     o.max_poll_interval_ms = 80001;
-    assert_int_equal(kfk_consumer_opts_validate(&o, NULL), SVC_OK);
+    assert_int_equal(kfk_consumer_opts_validate(&o, SVC_ERRBUF_SCRATCH), SVC_OK);
     o.group_instance_id = "catalog-2.pod_a";
-    assert_int_equal(kfk_consumer_opts_validate(&o, NULL), SVC_OK);
+    assert_int_equal(kfk_consumer_opts_validate(&o, SVC_ERRBUF_SCRATCH), SVC_OK);
     o.heartbeat_interval_ms = 2000; /* a third of the 6 s session */
-    assert_int_equal(kfk_consumer_opts_validate(&o, NULL), SVC_OK);
+    assert_int_equal(kfk_consumer_opts_validate(&o, SVC_ERRBUF_SCRATCH), SVC_OK);
 }
 
 typedef void (*mutate_fn)(kfk_consumer_opts_t *o);
@@ -158,7 +158,7 @@ static void validation_names_the_bad_option(void **state)
         if (strstr(errbuf, cases[i].names) == NULL)
             fail_msg("case %zu: \"%s\" does not name %s", i, errbuf, cases[i].names);
         /* kfk_consumer_new validates first and leaves *out NULL */
-        assert_int_equal(kfk_consumer_new(&o, &c, NULL), SVC_EINVAL);
+        assert_int_equal(kfk_consumer_new(&o, &c, SVC_ERRBUF_SCRATCH), SVC_EINVAL);
         assert_null(c);
     }
 }
@@ -226,7 +226,7 @@ static void dlq_headers_keep_originals_and_name_the_record(void **state)
     kfk_header_t h[KFK_MAX_HEADERS];
     size_t n = 0;
 
-    assert_int_equal(kfk_dlq_headers(orig, 3, &info, &text, h, &n, NULL), SVC_OK);
+    assert_int_equal(kfk_dlq_headers(orig, 3, &info, &text, h, &n, SVC_ERRBUF_SCRATCH), SVC_OK);
     assert_int_equal(n, 8);
     header_is(&h[0], "ce_id", "id-1");
     assert_string_equal(h[1].name, "bin");
@@ -249,7 +249,7 @@ static void dlq_headers_cap_and_defaults(void **state)
 
     for (size_t i = 0; i < 40; i++)
         orig[i] = (kfk_header_t){"x", "v", 1};
-    assert_int_equal(kfk_dlq_headers(orig, 40, &info, &text, h, &n, NULL), SVC_OK);
+    assert_int_equal(kfk_dlq_headers(orig, 40, &info, &text, h, &n, SVC_ERRBUF_SCRATCH), SVC_OK);
     assert_int_equal(n, KFK_MAX_HEADERS);
     header_is(&h[24], "x", "v");
     header_is(&h[25], "dlq-reason", "unspecified");

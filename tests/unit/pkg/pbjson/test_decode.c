@@ -453,12 +453,12 @@ static void empty_input_with_flag(void **state)
     (void)state;
     for (size_t i = 0; i < 2; i++) {
         assert_int_equal(pbj_decode(CREATE_PRODUCT, inputs[i], strlen(inputs[i]),
-                                    PBJ_DECODE_ALLOW_EMPTY, NULL, &m, NULL),
+                                    PBJ_DECODE_ALLOW_EMPTY, NULL, &m, SVC_ERRBUF_SCRATCH),
                          SVC_OK);
         pbjt_encodes(m, "{\"name\":\"\",\"description\":\"\",\"priceCents\":\"0\",\"stock\":0}");
         free_msg(m);
     }
-    assert_int_equal(pbj_decode(CREATE_PRODUCT, NULL, 0, PBJ_DECODE_ALLOW_EMPTY, NULL, &m, NULL),
+    assert_int_equal(pbj_decode(CREATE_PRODUCT, NULL, 0, PBJ_DECODE_ALLOW_EMPTY, NULL, &m, SVC_ERRBUF_SCRATCH),
                      SVC_OK);
     free_msg(m);
 }
@@ -481,10 +481,10 @@ static void input_need_not_be_nul_terminated(void **state)
     ProtobufCMessage *m = NULL;
 
     (void)state;
-    assert_int_equal(pbj_decode(CREATE_PRODUCT, json, sizeof(json), 0, NULL, &m, NULL), SVC_OK);
+    assert_int_equal(pbj_decode(CREATE_PRODUCT, json, sizeof(json), 0, NULL, &m, SVC_ERRBUF_SCRATCH), SVC_OK);
     free_msg(m);
     m = NULL;
-    assert_int_equal(pbj_decode(CREATE_PRODUCT, num, sizeof(num), 0, NULL, &m, NULL), SVC_EINVAL);
+    assert_int_equal(pbj_decode(CREATE_PRODUCT, num, sizeof(num), 0, NULL, &m, SVC_ERRBUF_SCRATCH), SVC_EINVAL);
     assert_null(m);
 }
 
@@ -681,7 +681,7 @@ static svc_err_t decode_op(ProtobufCAllocator *a, void *ctx)
 {
     decode_job_t *job = ctx;
     ProtobufCMessage *m = NULL;
-    svc_err_t err = pbj_decode(job->d, job->json, strlen(job->json), 0, a, &m, NULL);
+    svc_err_t err = pbj_decode(job->d, job->json, strlen(job->json), 0, a, &m, SVC_ERRBUF_SCRATCH);
 
     pbj_message_free(m, a);
     return err;
@@ -711,11 +711,11 @@ static void bad_arguments(void **state)
     ProtobufCMessageDescriptor fake = pbjtest__inner__descriptor;
 
     (void)state;
-    assert_int_equal(pbj_decode(NULL, "{}", 2, 0, NULL, &m, NULL), SVC_EINVAL);
-    assert_int_equal(pbj_decode(INNER, "{}", 2, 0, NULL, NULL, NULL), SVC_EINVAL);
-    assert_int_equal(pbj_decode(INNER, NULL, 2, 0, NULL, &m, NULL), SVC_EINVAL);
+    assert_int_equal(pbj_decode(NULL, "{}", 2, 0, NULL, &m, SVC_ERRBUF_SCRATCH), SVC_EINVAL);
+    assert_int_equal(pbj_decode(INNER, "{}", 2, 0, NULL, NULL, SVC_ERRBUF_SCRATCH), SVC_EINVAL);
+    assert_int_equal(pbj_decode(INNER, NULL, 2, 0, NULL, &m, SVC_ERRBUF_SCRATCH), SVC_EINVAL);
     fake.magic = 0;
-    assert_int_equal(pbj_decode(&fake, "{}", 2, 0, NULL, &m, NULL), SVC_EINVAL);
+    assert_int_equal(pbj_decode(&fake, "{}", 2, 0, NULL, &m, SVC_ERRBUF_SCRATCH), SVC_EINVAL);
     assert_int_equal(pbj_message_new(&fake, NULL, &m), SVC_EINVAL);
     assert_null(m);
     pbj_message_free(NULL, NULL);

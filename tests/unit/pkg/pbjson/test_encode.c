@@ -15,7 +15,7 @@
 
 /* pbj__encode_max is internal: pbj_encode with a smaller output cap. */
 svc_err_t pbj__encode_max(const ProtobufCMessage *msg, ProtobufCAllocator *alloc, size_t max,
-                          char **out, size_t *out_len, char *errbuf);
+                          char **out, size_t *out_len, char errbuf[static SVC_ERRBUF_LEN]);
 
 static void create_order_response(void **state)
 {
@@ -202,7 +202,7 @@ static void bytes_base64(void **state)
     (void)state;
     for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
         s.f_bytes = (ProtobufCBinaryData){strlen(cases[i].in), (uint8_t *)(uintptr_t)cases[i].in};
-        assert_int_equal(pbj_encode(&s.base, NULL, &out, &len, NULL), SVC_OK);
+        assert_int_equal(pbj_encode(&s.base, NULL, &out, &len, SVC_ERRBUF_SCRATCH), SVC_OK);
         snprintf(want, sizeof(want), "\"fBytes\":\"%s\"", cases[i].out);
         assert_non_null(strstr(out, want));
         pbj_free(NULL, out);
@@ -250,7 +250,7 @@ static void floats(void **state)
     (void)state;
     for (size_t i = 0; i < sizeof(dbl) / sizeof(dbl[0]); i++) {
         s.f_double = dbl[i].v;
-        assert_int_equal(pbj_encode(&s.base, NULL, &out, &len, NULL), SVC_OK);
+        assert_int_equal(pbj_encode(&s.base, NULL, &out, &len, SVC_ERRBUF_SCRATCH), SVC_OK);
         snprintf(want, sizeof(want), "\"fDouble\":%s,", dbl[i].out);
         if (strstr(out, want) == NULL)
             fail_msg("double %.17g: want %s in %s", dbl[i].v, want, out);
@@ -259,7 +259,7 @@ static void floats(void **state)
     s.f_double = 0;
     for (size_t i = 0; i < sizeof(flt) / sizeof(flt[0]); i++) {
         s.f_float = flt[i].v;
-        assert_int_equal(pbj_encode(&s.base, NULL, &out, &len, NULL), SVC_OK);
+        assert_int_equal(pbj_encode(&s.base, NULL, &out, &len, SVC_ERRBUF_SCRATCH), SVC_OK);
         snprintf(want, sizeof(want), "\"fFloat\":%s,", flt[i].out);
         if (strstr(out, want) == NULL)
             fail_msg("float %.9g: want %s in %s", (double)flt[i].v, want, out);
@@ -487,7 +487,7 @@ static svc_err_t encode_op(ProtobufCAllocator *a, void *ctx)
     encode_job_t *job = ctx;
     char *out = NULL;
     size_t len;
-    svc_err_t err = pbj_encode(job->m, a, &out, &len, NULL);
+    svc_err_t err = pbj_encode(job->m, a, &out, &len, SVC_ERRBUF_SCRATCH);
 
     pbj_free(a, out);
     return err;
@@ -516,10 +516,10 @@ static void bad_arguments(void **state)
     size_t len;
 
     (void)state;
-    assert_int_equal(pbj_encode(NULL, NULL, &out, &len, NULL), SVC_EINVAL);
-    assert_int_equal(pbj_encode(&p.base, NULL, NULL, &len, NULL), SVC_EINVAL);
+    assert_int_equal(pbj_encode(NULL, NULL, &out, &len, SVC_ERRBUF_SCRATCH), SVC_EINVAL);
+    assert_int_equal(pbj_encode(&p.base, NULL, NULL, &len, SVC_ERRBUF_SCRATCH), SVC_EINVAL);
     p.base.descriptor = NULL;
-    assert_int_equal(pbj_encode(&p.base, NULL, &out, &len, NULL), SVC_EINVAL);
+    assert_int_equal(pbj_encode(&p.base, NULL, &out, &len, SVC_ERRBUF_SCRATCH), SVC_EINVAL);
     assert_null(out);
 }
 

@@ -139,10 +139,10 @@ static void unknown_and_bound_keys_are_ignored(void **state)
     assert_int_equal(query(f, "colour", "red", NULL), SVC_OK);
     assert_int_equal(query(f, "page_size.x", "1", NULL), SVC_EINVAL);
     assert_string_equal(f->errbuf, "invalid path: \"page_size\" is not a message");
-    assert_int_equal(pbj_set_query_param(f->m, &f->a.base, S("pageSize"), &v, 1, bound, 1, NULL),
+    assert_int_equal(pbj_set_query_param(f->m, &f->a.base, S("pageSize"), &v, 1, bound, 1, SVC_ERRBUF_SCRATCH),
                      SVC_OK);
     assert_int_equal(r->page_size, 0);
-    assert_int_equal(pbj_set_query_param(f->m, &f->a.base, S("page_token"), &v, 1, bound, 1, NULL),
+    assert_int_equal(pbj_set_query_param(f->m, &f->a.base, S("page_token"), &v, 1, bound, 1, SVC_ERRBUF_SCRATCH),
                      SVC_OK);
     assert_string_equal(r->page_token, "5");
 }
@@ -352,11 +352,11 @@ static svc_err_t query_op(ProtobufCAllocator *a, void *ctx)
     svc_err_t err = pbj_message_new(ctx, a, &m);
 
     if (err == SVC_OK)
-        err = pbj_set_query_param(m, a, S("rString"), values, 2, NULL, 0, NULL);
+        err = pbj_set_query_param(m, a, S("rString"), values, 2, NULL, 0, SVC_ERRBUF_SCRATCH);
     if (err == SVC_OK)
-        err = pbj_set_path_param(m, a, "r_int64", S("1,2,3,4,5"), NULL);
+        err = pbj_set_path_param(m, a, "r_int64", S("1,2,3,4,5"), SVC_ERRBUF_SCRATCH);
     if (err == SVC_OK)
-        err = pbj_set_query_param(m, a, S("rMessage.a"), values, 1, NULL, 0, NULL);
+        err = pbj_set_query_param(m, a, S("rMessage.a"), values, 1, NULL, 0, SVC_ERRBUF_SCRATCH);
     pbj_message_free(m, a);
     return err == SVC_EINVAL ? SVC_OK : err; /* rMessage.a is an invalid path: fine */
 }
@@ -368,9 +368,9 @@ static svc_err_t map_op(ProtobufCAllocator *a, void *ctx)
     svc_err_t err = pbj_message_new(ctx, a, &m);
 
     if (err == SVC_OK)
-        err = pbj_set_query_param(m, a, S("strInt[k]"), values, 1, NULL, 0, NULL);
+        err = pbj_set_query_param(m, a, S("strInt[k]"), values, 1, NULL, 0, SVC_ERRBUF_SCRATCH);
     if (err == SVC_OK)
-        err = pbj_set_query_param(m, a, S("uintMsg[1]"), values, 1, NULL, 0, NULL);
+        err = pbj_set_query_param(m, a, S("uintMsg[1]"), values, 1, NULL, 0, SVC_ERRBUF_SCRATCH);
     pbj_message_free(m, a);
     return err == SVC_EINVAL ? SVC_OK : err;
 }

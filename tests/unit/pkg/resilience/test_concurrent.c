@@ -198,7 +198,7 @@ static void hammer_keeps_every_invariant(void **state)
     o.breaker.cooldown_ms = 1;     /* cycle through every state, often */
     o.breaker.cooldown_jitter_pct = 50;
     o.sleep = no_sleep;
-    assert_int_equal(rs_upstream_new(&o, &h.up, NULL), SVC_OK);
+    assert_int_equal(rs_upstream_new(&o, &h.up, SVC_ERRBUF_SCRATCH), SVC_OK);
     atomic_store(&h.running, 1);
     assert_int_equal(pthread_create(&renderer, NULL, render_thread, &h), 0);
     for (int i = 0; i < HAMMER_THREADS; i++)
@@ -293,7 +293,7 @@ static void bulkhead_never_exceeds_its_limit(void **state)
     rs_upstream_opts_init(&o);
     o.name = "catalog";
     o.max_concurrent = 3;
-    assert_int_equal(rs_upstream_new(&o, &h.up, NULL), SVC_OK);
+    assert_int_equal(rs_upstream_new(&o, &h.up, SVC_ERRBUF_SCRATCH), SVC_OK);
     for (int i = 0; i < THREADS; i++)
         assert_int_equal(pthread_create(&th[i], NULL, holder, &h), 0);
     for (int i = 0; i < THREADS; i++)

@@ -120,7 +120,7 @@ static void several_upstreams_share_the_families(void **state)
     rs_upstream_opts_init(&o);
     o.name = "order";
     o.max_concurrent = 64;
-    assert_int_equal(rs_upstream_new(&o, &ups[1], NULL), SVC_OK);
+    assert_int_equal(rs_upstream_new(&o, &ups[1], SVC_ERRBUF_SCRATCH), SVC_OK);
     ups[0] = t->up;
     assert_int_equal(rs_metrics_render(ups, 2, page, sizeof page, &len), SVC_OK);
     assert_int_equal(count(page, "# TYPE shopmicro_resilience_in_flight gauge\n"), 1);

@@ -78,7 +78,7 @@ static void invalid_options_are_refused_with_a_reason(void **state)
     }
 }
 
-static svc_err_t build_table(const rs_method_t *rows, size_t n, char *errbuf)
+static svc_err_t build_table(const rs_method_t *rows, size_t n, char errbuf[static SVC_ERRBUF_LEN])
 {
     rs_upstream_opts_t o;
     rs_upstream_t *up = NULL;

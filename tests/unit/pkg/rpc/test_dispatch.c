@@ -19,7 +19,7 @@ static int handler_calls;
 static char seen_id[64];
 
 static svc_err_t echo_get(rpc_ctx_t *ctx, const ProtobufCMessage *in, ProtobufCMessage **out,
-                          char *errbuf)
+                          char errbuf[static SVC_ERRBUF_LEN])
 {
     const Shopmicro__Catalog__V1__GetProductRequest *req = (const void *)in;
     Shopmicro__Catalog__V1__Product *p = rpc_ctx_alloc(ctx, sizeof *p);

@@ -24,7 +24,7 @@ static whk_key_t vec_key(void)
 {
     whk_key_t k;
 
-    assert_int_equal(whk_key_parse(VEC_SECRET, &k, NULL), SVC_OK);
+    assert_int_equal(whk_key_parse(VEC_SECRET, &k, SVC_ERRBUF_SCRATCH), SVC_OK);
     return k;
 }
 
@@ -43,7 +43,7 @@ static void the_spec_vector(void **state)
     assert_int_equal(whk_sign(&k, VEC_ID, VEC_TS, VEC_BODY, strlen(VEC_BODY), sig), SVC_OK);
     assert_string_equal(sig, VEC_SIG);
     /* the prefix is optional */
-    assert_int_equal(whk_key_parse(VEC_SECRET + strlen("whsec_"), &bare, NULL), SVC_OK);
+    assert_int_equal(whk_key_parse(VEC_SECRET + strlen("whsec_"), &bare, SVC_ERRBUF_SCRATCH), SVC_OK);
     assert_int_equal(bare.len, k.len);
     assert_memory_equal(bare.bytes, k.bytes, k.len);
     assert_int_equal(verify(&k, VEC_ID, "1614265330", VEC_SIG, VEC_BODY, VEC_TS), WHK_VALID);
@@ -83,7 +83,7 @@ static void tampering_is_caught(void **state)
                      WHK_BAD_SIGNATURE);
     assert_int_equal(verify(&k, VEC_ID, "1614265330", "v1,g0hM9SsE", VEC_BODY, now),
                      WHK_BAD_SIGNATURE);
-    assert_int_equal(whk_key_parse("whsec_c2hvcG1pY3JvLWxvY2FsLWRldi1zZWNyZXQh", &other, NULL),
+    assert_int_equal(whk_key_parse("whsec_c2hvcG1pY3JvLWxvY2FsLWRldi1zZWNyZXQh", &other, SVC_ERRBUF_SCRATCH),
                      SVC_OK);
     assert_int_equal(verify(&other, VEC_ID, "1614265330", VEC_SIG, VEC_BODY, now),
                      WHK_BAD_SIGNATURE);

@@ -292,7 +292,7 @@ static void order_json_shows_the_status_and_cancel_reason(void **state)
     o.id = (char *)ORDER_ID;
     o.status = SHOPMICRO__ORDER__V1__ORDER_STATUS__ORDER_STATUS_CANCELLED;
     o.cancel_reason = (char *)"unknown product p-2";
-    assert_int_equal(pbj_encode(&o.base, NULL, &json, &len, NULL), SVC_OK);
+    assert_int_equal(pbj_encode(&o.base, NULL, &json, &len, SVC_ERRBUF_SCRATCH), SVC_OK);
     assert_non_null(strstr(json, "\"status\":\"ORDER_STATUS_CANCELLED\""));
     assert_non_null(strstr(json, "\"cancelReason\":\"unknown product p-2\""));
     pbj_free(NULL, json);

@@ -66,7 +66,7 @@ void rs_grpc_opts_init(rs_grpc_opts_t *o);
 
 /* Creates the channel, the upstream and the client thread. *out is owned by
  * caller. SVC_EINVAL (bad options, named in errbuf) or SVC_ENOMEM. */
-svc_err_t rs_grpc_client_new(const rs_grpc_opts_t *o, rs_grpc_client_t **out, char *errbuf);
+svc_err_t rs_grpc_client_new(const rs_grpc_opts_t *o, rs_grpc_client_t **out, char errbuf[static SVC_ERRBUF_LEN]);
 /* Stops the thread and closes the channel. Every async call must have
  * completed (its done callback returned). A breaker trial whose caller
  * cancelled it may still be on the wire: the client waits for it (at most

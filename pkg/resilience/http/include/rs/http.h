@@ -69,7 +69,7 @@ typedef struct rs_http_client rs_http_client_t;
 
 /* Validates (SVC_EINVAL naming the option in errbuf), makes the multi handle
  * and starts the client thread. *out owned by caller. o is copied. */
-svc_err_t rs_http_client_new(const rs_http_opts_t *o, rs_http_client_t **out, char *errbuf);
+svc_err_t rs_http_client_new(const rs_http_opts_t *o, rs_http_client_t **out, char errbuf[static SVC_ERRBUF_LEN]);
 
 /* Stops the thread: requests still in flight are answered SVC_ECANCELLED
  * (reason cancelled; their done callbacks run on the client thread before

@@ -97,7 +97,7 @@ static bool retried(const char *row, long status, CURLcode rc)
     o.policy.attempt_timeout_ms = 1000;
     o.methods = methods;
     o.n_methods = SVC_COUNTOF(methods);
-    assert_int_equal(rs_upstream_new(&o, &up, NULL), SVC_OK);
+    assert_int_equal(rs_upstream_new(&o, &up, SVC_ERRBUF_SCRATCH), SVC_OK);
     assert_int_equal(rs_call_begin(up, row, SVC_DEADLINE_NONE, &c), SVC_OK);
     assert_int_equal(rs_call_attempt(&c, &dl), SVC_OK);
     out.err = rc == CURLE_OK ? rs_http__status_err(status) : rs_http__curl_err(rc);

@@ -23,7 +23,7 @@ static svc_err_t parse(dlq_args_t *a, const char *const *args)
         snprintf(words[argc], sizeof words[argc], "%s", args[argc - 1]);
         argv[argc] = words[argc];
     }
-    return dlq_parse_args(argc, argv, a, NULL);
+    return dlq_parse_args(argc, argv, a, SVC_ERRBUF_SCRATCH);
 }
 
 static void args_are_checked(void **state)
