@@ -414,8 +414,8 @@ int gw_rl_class_index(const gw_rl_t *rl, const char *name, size_t len)
 
 /* Eight bytes a step (a multiply, a rotate and a multiply), from a seed,
  * then murmur3's final mix, so that both the shard (high bits) and the
- * chain (low bits) depend on every byte. A byte-at-a-time FNV-1a cost a
- * third of a hot-key check (docs/benchmarks.md, "Rate limiter"). */
+ * chain (low bits) depend on every byte. Not FNV-1a's byte loop, which
+ * was measurably slower per check (docs/bench/history.md, 2026-12-07). */
 static uint64_t step(uint64_t h, uint64_t w)
 {
     h ^= w * UINT64_C(0x9e3779b97f4a7c15);
@@ -667,8 +667,8 @@ static char *put_u64(char *p, uint64_t v)
 /* "<name>";<a>=<x>;<b>=<y> into out (64 bytes: 1 + 15 + 4 + 20 + 3 + 20 +
  * NUL). The name is [a-z0-9_-] (the parser's rule), so it needs no escaping
  * inside a structured-field String. By hand rather than snprintf: every
- * answered request formats two of these, and snprintf cost three times the
- * check itself (docs/benchmarks.md, "Rate limiter"). */
+ * answered request formats two of these, and two snprintf calls cost more
+ * than the check itself (docs/bench/history.md, 2026-12-07). */
 static void put_item(char *out, const char *name, char a, uint64_t x, char b, uint64_t y)
 {
     size_t n = strnlen(name, GW_RL_CLASS_NAME_MAX - 1);
