@@ -19,12 +19,14 @@
  * seeded 64-bit digests of the whole (a collision needs both to collide).
  *
  * Buckets. A bucket holds at most burst tokens and gains rate tokens a
- * second; a request takes one or is refused. Refill is lazy and exact: the
- * level is an integer in units of 1 / (the rate's numerator) token-seconds
- * scaled so that no fraction of a token is ever lost, computed from the
- * caller's monotonic now_ns at each check (tests pass a fake time). A clock
- * read on another thread that is a little behind the bucket's last check
- * counts as no time passed; time never runs backwards for a bucket.
+ * second; a request takes one or is refused. Refill is lazy and exact: with
+ * the rate as `count` tokens per `per_ns` nanoseconds, the level is an
+ * integer in units of 1/per_ns token, and each nanosecond adds `count` of
+ * them, so no fraction of a token is ever lost or rounded; it is brought up
+ * to date from the caller's monotonic now_ns at each check (tests pass a
+ * fake time). A clock read on another thread that is a little behind the
+ * bucket's last check counts as no time passed; time never runs backwards
+ * for a bucket.
  *
  * Memory. The table holds at most `capacity` buckets, all allocated by
  * gw_rl_new; it never grows. A check for a key with no bucket takes a free
@@ -33,9 +35,12 @@
  * exactly what a new one would be, so forgetting it changes no decision);
  * if none of them is full, the least recently used one. Only that second
  * kind of eviction ("partial", counted apart) gives a key a fresh burst
- * earlier than it would have had it; it happens only when more keys were
- * active within one refill time (burst / rate) than the table holds, which
- * the partial-evictions metric shows, and the answer is a larger capacity.
+ * earlier than it would have had it; it happens only when about as many
+ * keys as the table holds were active within one refill time (burst /
+ * rate), which the partial-evictions metric shows, and the answer is a
+ * larger capacity. A client with many keys (many tokens, many /64s) can so
+ * make others' buckets forgotten early: they get more than their limit,
+ * never less, and its own new keys each get one burst, as any new key.
  *
  * Threads. One table serves every loop thread: per-thread tables would let
  * a client whose connections land on N loops (SO_REUSEPORT hashes each
@@ -44,7 +49,9 @@
  * own part of the capacity; the key's hash picks the shard. gw_rl_check
  * runs on the loop threads and holds one shard's mutex for a hash lookup, a
  * few integer operations and at most GW_RL_EVICT_SCAN list steps: no
- * allocation, no system call. gw_rl_render and gw_rl_stats may run on any
+ * allocation, and no system call unless another loop holds that shard's
+ * mutex at that instant (then a futex wait for that short section).
+ * gw_rl_render and gw_rl_stats may run on any
  * thread at once with checks (relaxed atomics; not one instant's
  * snapshot). gw_rl_spec_parse, gw_rl_headers_format and gw_rl_addr_key are
  * pure. gw_rl_new and gw_rl_free run on the main thread, before the loops
