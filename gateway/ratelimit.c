@@ -228,6 +228,7 @@ static bool class_fits(const gw_rl_class_t *c)
 static svc_err_t parse_class(span_t part, gw_rl_class_t *c, char *errbuf)
 {
     span_t rest = part, name = trim(split(&rest, '=')), rate;
+    bool comma;
     svc_err_t err;
 
     memset(c, 0, sizeof *c);
@@ -242,9 +243,11 @@ static svc_err_t parse_class(span_t part, gw_rl_class_t *c, char *errbuf)
         c->off = true;
         return SVC_OK;
     }
+    /* A comma promises a parameter: "100/s," is a burst left out, not 100/s. */
+    comma = memchr(rest.p, ',', rest.n) != NULL;
     rate = trim(split(&rest, ','));
     err = parse_rate(part, rate, c, errbuf);
-    if (err == SVC_OK && rest.n > 0)
+    if (err == SVC_OK && comma)
         err = parse_burst(part, trim(rest), c, errbuf);
     if (err == SVC_OK && !class_fits(c)) {
         svc_errbuf_set(errbuf, "\"%.*s\": rate and burst too large together (the rate's period "

@@ -423,6 +423,7 @@ static void spec_parser_bad(void **state)
     bad("read=1/s,burst=1.5", "burst \"1.5\"");
     bad("read=1/s,burst=1000001", "burst \"1000001\"");
     bad("read=1/s,bust=3", "unknown parameter \"bust\"");
+    bad("read=1/s,", "\"read=1/s,\": unknown parameter \"\""); /* a burst left out? */
     bad("READ=1/s", "\"READ=1/s\": a class is name=rate");
     bad("abcdefghijklmnop=1/s", "the name 1 to 15");
     bad("=1/s", "\"=1/s\"");
