@@ -153,7 +153,8 @@ static uint64_t pow10u(unsigned d)
     return p;
 }
 
-static svc_err_t parse_rate(span_t part, span_t rate, gw_rl_class_t *c, char *errbuf)
+static svc_err_t parse_rate(span_t part, span_t rate, gw_rl_class_t *c,
+                            char errbuf[static SVC_ERRBUF_LEN])
 {
     span_t num = trim(split(&rate, '/')), unit = trim(rate);
     uint64_t mant, unit_ns, g;
@@ -186,7 +187,8 @@ static svc_err_t parse_rate(span_t part, span_t rate, gw_rl_class_t *c, char *er
     return SVC_OK;
 }
 
-static svc_err_t parse_burst(span_t part, span_t b, gw_rl_class_t *c, char *errbuf)
+static svc_err_t parse_burst(span_t part, span_t b, gw_rl_class_t *c,
+                             char errbuf[static SVC_ERRBUF_LEN])
 {
     span_t name = trim(split(&b, '=')), val = trim(b);
     uint64_t v;
@@ -225,7 +227,7 @@ static bool class_fits(const gw_rl_class_t *c)
            c->per_ns <= (UINT64_C(1) << 63) / c->burst;
 }
 
-static svc_err_t parse_class(span_t part, gw_rl_class_t *c, char *errbuf)
+static svc_err_t parse_class(span_t part, gw_rl_class_t *c, char errbuf[static SVC_ERRBUF_LEN])
 {
     span_t rest = part, name = trim(split(&rest, '=')), rate;
     bool comma;
@@ -258,7 +260,8 @@ static svc_err_t parse_class(span_t part, gw_rl_class_t *c, char *errbuf)
     return err;
 }
 
-svc_err_t gw_rl_spec_parse(const char *text, gw_rl_spec_t *out, char *errbuf)
+svc_err_t gw_rl_spec_parse(const char *text, gw_rl_spec_t *out,
+                           char errbuf[static SVC_ERRBUF_LEN])
 {
     gw_rl_spec_t spec;
     span_t rest = trim((span_t){text, strlen(text)});

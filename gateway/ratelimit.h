@@ -118,7 +118,8 @@ typedef struct gw_rl_spec {
  * naming the part and what is wrong with it ("write=10/x: unknown unit
  * \"/x\" ..."). *out is written only on SVC_OK. Pure.
  */
-svc_err_t gw_rl_spec_parse(const char *text, gw_rl_spec_t *out, char *errbuf);
+svc_err_t gw_rl_spec_parse(const char *text, gw_rl_spec_t *out,
+                           char errbuf[static SVC_ERRBUF_LEN]);
 
 typedef struct gw_rl gw_rl_t;
 

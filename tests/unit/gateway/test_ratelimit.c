@@ -317,7 +317,7 @@ static void new_refuses_bad_options(void **state)
     gw_rl_t *x = (gw_rl_t *)&o;
 
     (void)state;
-    assert_int_equal(gw_rl_spec_parse("read=1/s", &spec, NULL), SVC_OK);
+    assert_int_equal(gw_rl_spec_parse("read=1/s", &spec, SVC_ERRBUF_SCRATCH), SVC_OK);
     gw_rl_opts_init(&o);
     assert_int_equal(o.capacity, GW_RL_DEFAULT_CAPACITY);
     assert_int_equal(o.shards, GW_RL_DEFAULT_SHARDS);
@@ -335,7 +335,7 @@ static void new_refuses_bad_options(void **state)
     o.shards = 4;
     assert_int_equal(gw_rl_new(&o, &x), SVC_EINVAL); /* "off": create none */
     /* shards are halved until each has 8 buckets; capacity rounds down */
-    assert_int_equal(gw_rl_spec_parse("read=1/s", &spec, NULL), SVC_OK);
+    assert_int_equal(gw_rl_spec_parse("read=1/s", &spec, SVC_ERRBUF_SCRATCH), SVC_OK);
     o.capacity = 21;
     o.shards = 16;
     assert_int_equal(gw_rl_new(&o, &x), SVC_OK);

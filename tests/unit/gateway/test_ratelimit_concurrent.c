@@ -68,7 +68,7 @@ static gw_rl_t *make(const char *text, size_t capacity, size_t shards)
     gw_rl_opts_t o;
     gw_rl_t *r;
 
-    assert_int_equal(gw_rl_spec_parse(text, &spec, NULL), SVC_OK);
+    assert_int_equal(gw_rl_spec_parse(text, &spec, SVC_ERRBUF_SCRATCH), SVC_OK);
     gw_rl_opts_init(&o);
     o.spec = &spec;
     o.capacity = capacity;
