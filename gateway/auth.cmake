@@ -7,7 +7,8 @@ pkg_check_modules(JANSSON REQUIRED IMPORTED_TARGET jansson)
 
 add_library(gateway_auth STATIC
   ${CMAKE_CURRENT_LIST_DIR}/b64url.c ${CMAKE_CURRENT_LIST_DIR}/jwks.c
-  ${CMAKE_CURRENT_LIST_DIR}/jwt.c)
+  ${CMAKE_CURRENT_LIST_DIR}/jwt.c ${CMAKE_CURRENT_LIST_DIR}/jwt_cache.c
+  ${CMAKE_CURRENT_LIST_DIR}/auth.c)
 target_include_directories(gateway_auth PUBLIC ${CMAKE_CURRENT_LIST_DIR})
 target_link_libraries(gateway_auth PUBLIC svc_core PkgConfig::JANSSON OpenSSL::Crypto
                       Threads::Threads m PRIVATE svc_warnings)
