@@ -15,3 +15,7 @@ target_link_libraries(gateway_auth PUBLIC svc_core PkgConfig::JANSSON OpenSSL::C
 
 add_library(gateway_jwt_sign STATIC ${CMAKE_CURRENT_LIST_DIR}/jwt_sign.c)
 target_link_libraries(gateway_jwt_sign PUBLIC gateway_auth PRIVATE svc_warnings)
+
+# build/gateway/shopmicro-jwt: deploy/local/stack.sh's key and `token`.
+add_executable(shopmicro-jwt ${CMAKE_CURRENT_LIST_DIR}/tools/jwt_tool.c)
+target_link_libraries(shopmicro-jwt PRIVATE gateway_jwt_sign svc_warnings)
