@@ -15,7 +15,7 @@
 # SHOPMICRO_RABBITMQ_EPMD_PORT (rabbitmq.sh); SHOPMICRO_PG_BIN, SHOPMICRO_PG_FAST,
 # SHOPMICRO_PG_EXTRA_CONF (postgres.sh);
 # SHOPMICRO_KAFKA_LIB_CACHE, SHOPMICRO_KAFKA_START_TIMEOUT, SHOPMICRO_KAFKA_HEAP (kafka.sh);
-# SHOPMICRO_RABBITMQ_START_TIMEOUT (rabbitmq.sh);
+# SHOPMICRO_RABBITMQ_START_TIMEOUT (rabbitmq.sh); the token issuer's constants are in auth.sh;
 # SHOPMICRO_TEST_KEEP (suites.sh).
 set -euo pipefail
 
@@ -39,6 +39,8 @@ source "$ROOT/deploy/local/services.sh"
 source "$ROOT/deploy/local/build.sh"
 # shellcheck source=SCRIPTDIR/suites.sh
 source "$ROOT/deploy/local/suites.sh"
+# shellcheck source=SCRIPTDIR/auth.sh
+source "$ROOT/deploy/local/auth.sh"
 
 set_run_dir "${SHOPMICRO_RUN_DIR:-.run}"
 
@@ -114,6 +116,7 @@ cmd_up() {
     if [[ $COMP_BUILD == build ]] && (( ! built )); then
       section "build"; build_tree "$BUILD_DIR" -DCMAKE_BUILD_TYPE=RelWithDebInfo || die "build failed: no service started"
       built=1
+      section "auth"; auth_keys_ensure
     fi
     section "$COMP_NAME"; comp_up
   done
@@ -124,6 +127,8 @@ cmd_up() {
   echo "Kafka:        $KAFKA_BOOTSTRAP (order events on shopmicro.orders.v1: kcat -C -b $KAFKA_BOOTSTRAP -t shopmicro.orders.v1)"
   echo "RabbitMQ:     $RABBITMQ_URL (queues: $(rel "$ROOT/deploy/local/rabbitmq.sh") ctl list_queues name messages)"
   echo "REST gateway: http://127.0.0.1:$SHOPMICRO_GATEWAY_PORT/ (curl it at /healthz, /v1/products)"
+  auth_paths
+  echo "Tokens:       $(rel "$SELF") token [--sub ID] [--scope \"...\"] [--ttl SECONDS] (JWKS: $(rel "$AUTH_JWKS"))"
   echo "Logs:         $(rel "$LOGS")/"
   echo "Stop:         $(rel "$SELF") down"
 }
@@ -149,7 +154,7 @@ The whole stack:
   build       configure (once) and build \$SHOPMICRO_BUILD_DIR (default build/) with Ninja
   up          deps + pg-up, Kafka (127.0.0.1:\$SHOPMICRO_KAFKA_PORT, default 19092; the jars are
               fetched once), RabbitMQ (127.0.0.1:\$SHOPMICRO_RABBITMQ_PORT, default 25772), build,
-              then start every built service in the background
+              auth-keys, then start every built service in the background
   down        stop the services (SIGTERM, SIGKILL after ${SERVICE_STOP_TIMEOUT} s; paused ones are
               continued first), then RabbitMQ, Kafka, then pg-down
   status      show Postgres, Kafka, RabbitMQ and each service: running/paused/stopped, pid, port
@@ -157,6 +162,12 @@ The whole stack:
               concurrent unit tests under ThreadSanitizer in build-tsan/. The tests get a Postgres
               of their own (run folder in \$TMPDIR, free ports): a running stack is not touched
   test-env    <command> [<arg>...]: run one command (e.g. ctest) with that test Postgres
+  auth-keys   create the local token issuer's signing key .run/auth/signing-key.pem (ES256, mode
+              0600) and its public JWKS .run/auth/jwks.json, once (up does it); kept when they exist
+  token [--sub ID] [--scope "SCOPE ..."] [--ttl SECONDS]
+              print a bearer token signed with that key on stdout (iss $AUTH_ISSUER, aud
+              $AUTH_AUDIENCE; defaults: --sub $AUTH_DEFAULT_SUB --scope "$AUTH_DEFAULT_SCOPE"
+              --ttl $AUTH_DEFAULT_TTL; --scope catalog:write for an admin). Needs the build
 
 One service or more (services: $(service_names)):
   start       start it (it must be built; postgres: pg-up; kafka, rabbitmq: as in up)
@@ -188,6 +199,8 @@ main() {
     status)       cmd_status ;;
     test)         cmd_test ;;
     test-env)     cmd_test_env "$@" ;;
+    auth-keys)    cmd_auth_keys ;;
+    token)        cmd_token "$@" ;;
     start|stop|restart|kill|pause|resume) cmd_service "$cmd" "$@" ;;
     logs)         cmd_logs "$@" ;;
     -h|--help|help) usage ;;
