@@ -160,10 +160,14 @@ int gw_auth_reload_if_changed(gw_auth_t *a)
         err = gw_jwks_load_file(a->jwks_file, &set, errbuf);
     if (err != SVC_OK) {
         a->refused = now;
-        snprintf(kv, sizeof(kv), " file=%s keys_kept=%zu", a->jwks_file,
-                 gw_jwks_count(a->current));
-        svc_log_write(SVC_LOG_ERROR, MOD, kv,
-                      "JWKS reload refused, the previous key set stays in use: %s", errbuf);
+        /* svc_log_write does not look at the level (the SVC_LOG macros do,
+         * but take no kv): the check is made here. */
+        if (svc_log_enabled(SVC_LOG_ERROR)) {
+            snprintf(kv, sizeof(kv), " file=%s keys_kept=%zu", a->jwks_file,
+                     gw_jwks_count(a->current));
+            svc_log_write(SVC_LOG_ERROR, MOD, kv,
+                          "JWKS reload refused, the previous key set stays in use: %s", errbuf);
+        }
         return -1;
     }
     pthread_mutex_lock(&a->mu);
@@ -174,9 +178,11 @@ int gw_auth_reload_if_changed(gw_auth_t *a)
     gw_jwks_release(old);
     a->loaded = now;
     a->refused.valid = false;
-    snprintf(kv, sizeof(kv), " file=%s keys=%zu generation=%llu", a->jwks_file,
-             gw_jwks_count(set), (unsigned long long)gw_auth_generation(a));
-    svc_log_write(SVC_LOG_INFO, MOD, kv, "JWKS reloaded");
+    if (svc_log_enabled(SVC_LOG_INFO)) {
+        snprintf(kv, sizeof(kv), " file=%s keys=%zu generation=%llu", a->jwks_file,
+                 gw_jwks_count(set), (unsigned long long)gw_auth_generation(a));
+        svc_log_write(SVC_LOG_INFO, MOD, kv, "JWKS reloaded");
+    }
     return 1;
 }
 

@@ -289,6 +289,26 @@ static void bad_file_keeps_the_old_set(void **state)
     free(t1);
 }
 
+/* The reload's lines obey the log level like every other line: at warn, a
+ * good reload is silent and a refused one is not. */
+static void reload_lines_follow_the_log_level(void **state)
+{
+    const char *log;
+
+    (void)state;
+    make(GW_AUTH_DEFAULT_CACHE_ENTRIES);
+    svc_log_set_level(SVC_LOG_WARN);
+    write_keys(fx.k2, "k2", NULL, NULL);
+    tcap_begin();
+    assert_int_equal(gw_auth_reload_if_changed(fx.a), 1);
+    write_jwks("{}");
+    assert_int_equal(gw_auth_reload_if_changed(fx.a), -1);
+    log = tcap_end();
+    svc_log_set_level(SVC_LOG_INFO);
+    assert_null(strstr(log, "JWKS reloaded"));
+    assert_non_null(strstr(log, "JWKS reload refused"));
+}
+
 static void options(void **state)
 {
     gw_auth_opts_t o;
@@ -343,6 +363,7 @@ int main(void)
         cmocka_unit_test_setup_teardown(reload_picks_the_new_key_and_flushes_the_cache, setup,
                                         teardown),
         cmocka_unit_test_setup_teardown(bad_file_keeps_the_old_set, setup, teardown),
+        cmocka_unit_test_setup_teardown(reload_lines_follow_the_log_level, setup, teardown),
         cmocka_unit_test_setup_teardown(options, setup, teardown),
         cmocka_unit_test(bearer_header),
     };
