@@ -3,7 +3,8 @@
 # signer that only the local stack's tool and the tests use. Its own
 # library, so that the gateway links it once dispatch.c asks for it and the
 # unit tests and the benchmark link it alone. Included by CMakeLists.txt.
-pkg_check_modules(JANSSON REQUIRED IMPORTED_TARGET jansson)
+# GLOBAL: tests/fuzz links PkgConfig::JANSSON too (fuzz_jwt).
+pkg_check_modules(JANSSON REQUIRED IMPORTED_TARGET GLOBAL jansson)
 
 add_library(gateway_auth STATIC
   ${CMAKE_CURRENT_LIST_DIR}/b64url.c ${CMAKE_CURRENT_LIST_DIR}/jwks.c
