@@ -186,8 +186,8 @@ int main(int argc, char **argv)
     rsa = EVP_RSA_gen(2048);
     if (ec == NULL || rsa == NULL)
         bench_die(PROG, "key generation failed");
-    printf("ns per token check, median of %d rounds (%s %s)\n", ROUNDS, OpenSSL_version(OPENSSL_VERSION),
-           "thread CPU time; wall time beside it");
+    printf("ns per token check, median of %d rounds; thread CPU time, wall time beside it; %s\n",
+           ROUNDS, OpenSSL_version(OPENSSL_VERSION));
     printf("%-6s %5s %12s %12s %12s %12s %9s\n", "alg", "bytes", "cold cpu", "cached cpu",
            "cold wall", "cached wall", "cold/hit");
     run(dir, "ES256", ec, GW_JWS_ES256);
