@@ -127,8 +127,11 @@ static char *write_jwks(const char *dir, const char *name, EVP_PKEY *key, gw_jws
 static void run(const char *dir, const char *label, EVP_PKEY *key, gw_jws_alg_t alg)
 {
     char errbuf[SVC_ERRBUF_LEN] = "", *tok = NULL, *path = write_jwks(dir, label, key, alg);
-    gw_jwt_claims_t c = {.iss = "shopmicro-local", .aud = "shopmicro-gateway", .sub = "c1",
-                         .scope = "orders:write orders:read", .iat = (int64_t)time(NULL),
+    gw_jwt_claims_t c = {.iss = "shopmicro-local",
+                         .aud = "shopmicro-gateway",
+                         .sub = "c1",
+                         .scope = "orders:write orders:read",
+                         .iat = (int64_t)time(NULL),
                          .ttl_s = 3600};
     gw_auth_opts_t ao;
     gw_auth_t *a = NULL;

@@ -31,10 +31,10 @@ struct gw_auth {
     char *jwks_file, *issuer, *audience;
     gw_jwt_opts_t jwt;
     size_t cache_entries;
-    pthread_mutex_t mu;           /* guards current; taken by reload and by a loop's handover */
-    gw_jwks_t *current;           /* one reference held by the holder */
-    _Atomic uint64_t generation;  /* written under mu, read by loops without it */
-    file_id_t loaded, refused;    /* main thread only */
+    pthread_mutex_t mu;          /* guards current; taken by reload and by a loop's handover */
+    gw_jwks_t *current;          /* one reference held by the holder */
+    _Atomic uint64_t generation; /* written under mu, read by loops without it */
+    file_id_t loaded, refused;   /* main thread only */
 };
 
 struct gw_auth_loop {
@@ -42,7 +42,7 @@ struct gw_auth_loop {
     gw_jwks_t *set;      /* this loop's reference */
     uint64_t generation; /* of set */
     gw_jwt_cache_t *cache;
-    EVP_MD *sha256;      /* fetched once: a fetch per digest costs more than the digest */
+    EVP_MD *sha256; /* fetched once: a fetch per digest costs more than the digest */
     EVP_MD_CTX *md;
 };
 
@@ -53,7 +53,7 @@ void gw_auth_opts_init(gw_auth_opts_t *o)
     o->cache_entries = GW_AUTH_DEFAULT_CACHE_ENTRIES;
 }
 
-static bool stat_file(const char *path, file_id_t *id, char *errbuf)
+static bool stat_file(const char *path, file_id_t *id, char errbuf[static SVC_ERRBUF_LEN])
 {
     struct stat st;
 
@@ -71,8 +71,9 @@ static bool stat_file(const char *path, file_id_t *id, char *errbuf)
 
 static bool same_file(const file_id_t *x, const file_id_t *y)
 {
-    return x->valid && y->valid && x->missing == y->missing && x->dev == y->dev && x->ino == y->ino && x->size == y->size &&
-           x->mtime.tv_sec == y->mtime.tv_sec && x->mtime.tv_nsec == y->mtime.tv_nsec;
+    return x->valid && y->valid && x->missing == y->missing && x->dev == y->dev &&
+           x->ino == y->ino && x->size == y->size && x->mtime.tv_sec == y->mtime.tv_sec &&
+           x->mtime.tv_nsec == y->mtime.tv_nsec;
 }
 
 void gw_auth_free(gw_auth_t *a)
@@ -87,7 +88,7 @@ void gw_auth_free(gw_auth_t *a)
     free(a);
 }
 
-svc_err_t gw_auth_new(const gw_auth_opts_t *o, gw_auth_t **out, char *errbuf)
+svc_err_t gw_auth_new(const gw_auth_opts_t *o, gw_auth_t **out, char errbuf[static SVC_ERRBUF_LEN])
 {
     gw_auth_t *a = NULL;
     svc_err_t err = SVC_EINVAL;
@@ -246,8 +247,7 @@ out:
     return err;
 }
 
-gw_jwt_err_t gw_auth_verify(gw_auth_loop_t *l, const char *token, size_t len,
-                            gw_principal_t *out)
+gw_jwt_err_t gw_auth_verify(gw_auth_loop_t *l, const char *token, size_t len, gw_principal_t *out)
 {
     uint8_t key[GW_JWT_CACHE_KEY_LEN];
     const gw_jwt_opts_t *o = &l->a->jwt;

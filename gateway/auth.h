@@ -42,11 +42,11 @@
 #define GW_AUTH_DEFAULT_CACHE_ENTRIES 2048u
 
 typedef struct gw_auth_opts {
-    const char *jwks_file;   /* required: GATEWAY_JWKS_FILE; copied */
-    const char *issuer;      /* required: GATEWAY_JWT_ISSUER; copied */
-    const char *audience;    /* required: GATEWAY_JWT_AUDIENCE; copied */
-    uint32_t leeway_s;       /* GW_JWT_DEFAULT_LEEWAY_S (GATEWAY_JWT_LEEWAY_S) */
-    size_t cache_entries;    /* GW_AUTH_DEFAULT_CACHE_ENTRIES */
+    const char *jwks_file; /* required: GATEWAY_JWKS_FILE; copied */
+    const char *issuer;    /* required: GATEWAY_JWT_ISSUER; copied */
+    const char *audience;  /* required: GATEWAY_JWT_AUDIENCE; copied */
+    uint32_t leeway_s;     /* GW_JWT_DEFAULT_LEEWAY_S (GATEWAY_JWT_LEEWAY_S) */
+    size_t cache_entries;  /* GW_AUTH_DEFAULT_CACHE_ENTRIES */
     /* Wall clock (ns since the Unix epoch); NULL: CLOCK_REALTIME. Borrowed:
      * must outlive the holder. Tests pass a fake one. */
     const svc_clock_t *wall_clock;
@@ -61,7 +61,7 @@ void gw_auth_opts_init(gw_auth_opts_t *o);
  * SVC_EINVAL with the reason in errbuf (a bad option, a bad file) or
  * SVC_ENOMEM. A gateway configured with a JWKS file that cannot be read
  * does not start. */
-svc_err_t gw_auth_new(const gw_auth_opts_t *o, gw_auth_t **out, char *errbuf)
+svc_err_t gw_auth_new(const gw_auth_opts_t *o, gw_auth_t **out, char errbuf[static SVC_ERRBUF_LEN])
     __attribute__((warn_unused_result));
 /* Every gw_auth_loop_t must have been freed. NULL-safe. */
 void gw_auth_free(gw_auth_t *a);
@@ -81,8 +81,7 @@ uint64_t gw_auth_generation(const gw_auth_t *a);
 const gw_jwt_opts_t *gw_auth_jwt_opts(const gw_auth_t *a);
 
 /* *out owned by caller (gw_auth_loop_free), used by one thread only. */
-svc_err_t gw_auth_loop_new(gw_auth_t *a, gw_auth_loop_t **out)
-    __attribute__((warn_unused_result));
+svc_err_t gw_auth_loop_new(gw_auth_t *a, gw_auth_loop_t **out) __attribute__((warn_unused_result));
 void gw_auth_loop_free(gw_auth_loop_t *l); /* NULL-safe */
 
 /*
@@ -91,8 +90,7 @@ void gw_auth_loop_free(gw_auth_loop_t *l); /* NULL-safe */
  * since, else gw_jwt_verify (and cached when valid). On GW_JWT_OK *out is
  * the principal. The loop's own thread only.
  */
-gw_jwt_err_t gw_auth_verify(gw_auth_loop_t *l, const char *token, size_t len,
-                            gw_principal_t *out);
+gw_jwt_err_t gw_auth_verify(gw_auth_loop_t *l, const char *token, size_t len, gw_principal_t *out);
 void gw_auth_loop_cache_stats(const gw_auth_loop_t *l, gw_jwt_cache_stats_t *out);
 
 /*

@@ -65,7 +65,7 @@ static const struct {
 
 /* A base64url member of a JWK, decoded into buf (cap bytes). */
 static svc_err_t b64_member(json_t *jwk, size_t idx, const char *name, uint8_t *buf, size_t cap,
-                            size_t *len, char *errbuf)
+                            size_t *len, char errbuf[static SVC_ERRBUF_LEN])
 {
     json_t *v = json_object_get(jwk, name);
 
@@ -87,7 +87,7 @@ static svc_err_t b64_member(json_t *jwk, size_t idx, const char *name, uint8_t *
  * 3.0's fromdata already refuses a point off the curve (EC_POINT_oct2point
  * checks it); the explicit check keeps that true whatever the version. */
 static svc_err_t from_params(const char *type, OSSL_PARAM *params, bool check, size_t idx,
-                             EVP_PKEY **out, char *errbuf)
+                             EVP_PKEY **out, char errbuf[static SVC_ERRBUF_LEN])
 {
     EVP_PKEY_CTX *ctx = NULL, *chk = NULL;
     EVP_PKEY *pkey = NULL;
@@ -125,7 +125,8 @@ out:
     return err;
 }
 
-static svc_err_t ec_key(json_t *jwk, size_t idx, uint32_t *algs, EVP_PKEY **out, char *errbuf)
+static svc_err_t ec_key(json_t *jwk, size_t idx, uint32_t *algs, EVP_PKEY **out,
+                        char errbuf[static SVC_ERRBUF_LEN])
 {
     json_t *crv = json_object_get(jwk, "crv");
     uint8_t x[48], y[48], point[1 + 2 * 48];
@@ -158,15 +159,16 @@ static svc_err_t ec_key(json_t *jwk, size_t idx, uint32_t *algs, EVP_PKEY **out,
     point[0] = 0x04; /* uncompressed point (SEC 1 §2.3.3) */
     memcpy(point + 1, x, xl);
     memcpy(point + 1 + xl, y, yl);
-    params[0] = OSSL_PARAM_construct_utf8_string(OSSL_PKEY_PARAM_GROUP_NAME,
-                                                 (char *)curves[c].group, 0);
+    params[0] =
+        OSSL_PARAM_construct_utf8_string(OSSL_PKEY_PARAM_GROUP_NAME, (char *)curves[c].group, 0);
     params[1] = OSSL_PARAM_construct_octet_string(OSSL_PKEY_PARAM_PUB_KEY, point, 1 + xl + yl);
     params[2] = OSSL_PARAM_construct_end();
     *algs = GW_JWS_ALG_BIT(curves[c].alg);
     return from_params("EC", params, true, idx, out, errbuf);
 }
 
-static svc_err_t rsa_key(json_t *jwk, size_t idx, uint32_t *algs, EVP_PKEY **out, char *errbuf)
+static svc_err_t rsa_key(json_t *jwk, size_t idx, uint32_t *algs, EVP_PKEY **out,
+                         char errbuf[static SVC_ERRBUF_LEN])
 {
     uint8_t n[GW_JWKS_MAX_RSA_BITS / 8], e[16];
     size_t nl, el;
@@ -210,7 +212,7 @@ out:
 }
 
 /* One JWK into s->keys[s->n] (or skipped: an "enc" key). */
-static svc_err_t add_key(gw_jwks_t *s, json_t *jwk, size_t idx, char *errbuf)
+static svc_err_t add_key(gw_jwks_t *s, json_t *jwk, size_t idx, char errbuf[static SVC_ERRBUF_LEN])
 {
     json_t *kty = json_object_get(jwk, "kty"), *use = json_object_get(jwk, "use");
     json_t *alg = json_object_get(jwk, "alg"), *kid = json_object_get(jwk, "kid");
@@ -298,7 +300,8 @@ static void jwks_free(gw_jwks_t *s)
     free(s);
 }
 
-svc_err_t gw_jwks_parse(const char *json, size_t len, gw_jwks_t **out, char *errbuf)
+svc_err_t gw_jwks_parse(const char *json, size_t len, gw_jwks_t **out,
+                        char errbuf[static SVC_ERRBUF_LEN])
 {
     json_error_t jerr;
     json_t *root = NULL, *keys;
@@ -360,7 +363,7 @@ out:
     return err;
 }
 
-svc_err_t gw_jwks_load_file(const char *path, gw_jwks_t **out, char *errbuf)
+svc_err_t gw_jwks_load_file(const char *path, gw_jwks_t **out, char errbuf[static SVC_ERRBUF_LEN])
 {
     struct stat st;
     char *buf = NULL;

@@ -40,7 +40,7 @@
 #define GW_JWKS_MIN_RSA_BITS   2048u
 /* Verification cost grows with the square of the modulus: 8192 bits is
  * about 16 times a 2048-bit verify, and more than any provider uses. */
-#define GW_JWKS_MAX_RSA_BITS   8192u
+#define GW_JWKS_MAX_RSA_BITS 8192u
 
 /* The JWS algorithms the gateway knows (RFC 7518 §3.1 names). */
 typedef enum {
@@ -62,9 +62,9 @@ typedef struct gw_jwks gw_jwks_t;
 
 /* One key of a set: valid while the set is held. */
 typedef struct gw_jwk {
-    const char *kid;  /* "" when the key has none */
-    uint32_t algs;    /* GW_JWS_ALG_BIT set: what this key may verify */
-    EVP_PKEY *pkey;   /* the public key; never modified once built */
+    const char *kid; /* "" when the key has none */
+    uint32_t algs;   /* GW_JWS_ALG_BIT set: what this key may verify */
+    EVP_PKEY *pkey;  /* the public key; never modified once built */
 } gw_jwk_t;
 
 /*
@@ -72,10 +72,10 @@ typedef struct gw_jwk {
  * (gw_jwks_release), untouched on failure. SVC_EINVAL with the reason in
  * errbuf ("key 2: kty \"oct\" is not accepted ..."), SVC_ENOMEM.
  */
-svc_err_t gw_jwks_parse(const char *json, size_t len, gw_jwks_t **out, char *errbuf)
-    __attribute__((warn_unused_result));
+svc_err_t gw_jwks_parse(const char *json, size_t len, gw_jwks_t **out,
+                        char errbuf[static SVC_ERRBUF_LEN]) __attribute__((warn_unused_result));
 /* The same from a file of at most GW_JWKS_MAX_FILE_BYTES. */
-svc_err_t gw_jwks_load_file(const char *path, gw_jwks_t **out, char *errbuf)
+svc_err_t gw_jwks_load_file(const char *path, gw_jwks_t **out, char errbuf[static SVC_ERRBUF_LEN])
     __attribute__((warn_unused_result));
 
 /* Another reference to s (returned). Thread-safe. */

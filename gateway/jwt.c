@@ -95,7 +95,7 @@ void gw_jwt_opts_init(gw_jwt_opts_t *o)
     o->leeway_s = GW_JWT_DEFAULT_LEEWAY_S;
 }
 
-svc_err_t gw_jwt_opts_check(const gw_jwt_opts_t *o, char *errbuf)
+svc_err_t gw_jwt_opts_check(const gw_jwt_opts_t *o, char errbuf[static SVC_ERRBUF_LEN])
 {
     if (o->issuer == NULL || o->issuer[0] == '\0') {
         svc_errbuf_set(errbuf, "JWT issuer is not set");
@@ -204,8 +204,9 @@ static gw_jwt_err_t check_signature(const gw_jwk_t *key, gw_jws_alg_t alg, const
     if (EVP_DigestVerifyInit(ctx, &pctx, md, NULL, key->pkey) != 1)
         goto out;
     /* RFC 7518 §3.5: PSS with MGF1 of the same hash and a salt as long as it. */
-    if (alg == GW_JWS_PS256 && (EVP_PKEY_CTX_set_rsa_padding(pctx, RSA_PKCS1_PSS_PADDING) != 1 ||
-                                EVP_PKEY_CTX_set_rsa_pss_saltlen(pctx, RSA_PSS_SALTLEN_DIGEST) != 1))
+    if (alg == GW_JWS_PS256 &&
+        (EVP_PKEY_CTX_set_rsa_padding(pctx, RSA_PKCS1_PSS_PADDING) != 1 ||
+         EVP_PKEY_CTX_set_rsa_pss_saltlen(pctx, RSA_PSS_SALTLEN_DIGEST) != 1))
         goto out;
     rc = EVP_DigestVerify(ctx, sig, sig_len, (const unsigned char *)input, input_len);
     /* 0 is a wrong signature; a negative value a malformed one (e.g. a DER
@@ -269,7 +270,7 @@ static gw_jwt_err_t read_scopes(json_t *payload, uint32_t *scopes)
         return add_scope_string(json_string_value(v), json_string_length(v), scopes);
     if (!json_is_array(v))
         return GW_JWT_BAD_CLAIMS;
-    json_array_foreach(v, i, e) {
+    json_array_foreach (v, i, e) {
         if (!json_is_string(e))
             return GW_JWT_BAD_CLAIMS;
         *scopes |= gw_scope_bit(json_string_value(e), json_string_length(e));
@@ -297,7 +298,7 @@ static gw_jwt_err_t check_claims(json_t *payload, const gw_jwt_opts_t *o, gw_pri
         return GW_JWT_BAD_ISSUER;
     aud = json_object_get(payload, "aud");
     if (json_is_array(aud)) {
-        json_array_foreach(aud, i, e) {
+        json_array_foreach (aud, i, e) {
             if (!json_is_string(e))
                 return GW_JWT_BAD_CLAIMS;
             found = found || string_is(e, o->audience);

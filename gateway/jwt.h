@@ -49,9 +49,9 @@
 /* The scopes the gateway's routes ask for, as bits. */
 typedef enum {
     GW_SCOPE_CATALOG_WRITE = 1u << 0, /* "catalog:write": create products   */
-    GW_SCOPE_ORDERS_WRITE  = 1u << 1, /* "orders:write": place orders        */
-    GW_SCOPE_ORDERS_READ   = 1u << 2, /* "orders:read": read one's orders    */
-    GW_SCOPE_ORDERS_ADMIN  = 1u << 3, /* "orders:admin": read anyone's       */
+    GW_SCOPE_ORDERS_WRITE = 1u << 1,  /* "orders:write": place orders        */
+    GW_SCOPE_ORDERS_READ = 1u << 2,   /* "orders:read": read one's orders    */
+    GW_SCOPE_ORDERS_ADMIN = 1u << 3,  /* "orders:admin": read anyone's       */
 } gw_scope_t;
 
 /* The bit of a scope name (len bytes), 0 for a scope the gateway does not use. */
@@ -68,28 +68,28 @@ typedef struct gw_principal {
 } gw_principal_t;
 
 /* Why a token was refused. APPEND ONLY: the reasons appear in logs. */
-#define GW_JWT_ERR_MAP(XX)                                                                      \
-    XX(OK, "ok")                                                                                \
-    XX(MISSING, "no token")                                                                     \
-    XX(TOO_LONG, "token too long")                                                              \
-    XX(MALFORMED, "malformed token")                                                            \
-    XX(BAD_HEADER, "bad header")                                                                \
-    XX(BAD_ALG, "algorithm not accepted")                                                       \
-    XX(UNKNOWN_KID, "unknown key id")                                                           \
-    XX(BAD_SIGNATURE, "bad signature")                                                          \
-    XX(BAD_CLAIMS, "bad claims")                                                                \
-    XX(BAD_ISSUER, "wrong issuer")                                                              \
-    XX(BAD_AUDIENCE, "wrong audience")                                                          \
-    XX(EXPIRED, "expired")                                                                      \
-    XX(NOT_YET_VALID, "not yet valid")                                                          \
-    XX(BAD_SUB, "bad subject")                                                                  \
+#define GW_JWT_ERR_MAP(XX)                                                                         \
+    XX(OK, "ok")                                                                                   \
+    XX(MISSING, "no token")                                                                        \
+    XX(TOO_LONG, "token too long")                                                                 \
+    XX(MALFORMED, "malformed token")                                                               \
+    XX(BAD_HEADER, "bad header")                                                                   \
+    XX(BAD_ALG, "algorithm not accepted")                                                          \
+    XX(UNKNOWN_KID, "unknown key id")                                                              \
+    XX(BAD_SIGNATURE, "bad signature")                                                             \
+    XX(BAD_CLAIMS, "bad claims")                                                                   \
+    XX(BAD_ISSUER, "wrong issuer")                                                                 \
+    XX(BAD_AUDIENCE, "wrong audience")                                                             \
+    XX(EXPIRED, "expired")                                                                         \
+    XX(NOT_YET_VALID, "not yet valid")                                                             \
+    XX(BAD_SUB, "bad subject")                                                                     \
     XX(INTERNAL, "internal error")
 
 typedef enum {
 #define GW_JWT_XX(name, text) GW_JWT_##name,
     GW_JWT_ERR_MAP(GW_JWT_XX)
 #undef GW_JWT_XX
-    GW_JWT__ERR_LAST
+        GW_JWT__ERR_LAST
 } gw_jwt_err_t;
 
 /* A short reason for the log ("expired"). Never NULL. */
@@ -101,9 +101,9 @@ const char *gw_jwt_reason(gw_jwt_err_t e);
 const char *gw_jwt_rfc6750_error(gw_jwt_err_t e);
 
 typedef struct gw_jwt_opts {
-    const char *issuer;       /* required; the "iss" every token must carry; borrowed */
-    const char *audience;     /* required; one of the token's "aud"; borrowed */
-    uint32_t leeway_s;        /* GW_JWT_DEFAULT_LEEWAY_S; <= GW_JWT_MAX_LEEWAY_S */
+    const char *issuer;   /* required; the "iss" every token must carry; borrowed */
+    const char *audience; /* required; one of the token's "aud"; borrowed */
+    uint32_t leeway_s;    /* GW_JWT_DEFAULT_LEEWAY_S; <= GW_JWT_MAX_LEEWAY_S */
     /* NULL: CLOCK_REALTIME. Otherwise now_ns must give nanoseconds since the
      * Unix epoch (tests pass a fake clock set to such a time). */
     const svc_clock_t *wall_clock;
@@ -112,7 +112,7 @@ typedef struct gw_jwt_opts {
 /* Fills the defaults (issuer and audience NULL: they must be set). */
 void gw_jwt_opts_init(gw_jwt_opts_t *o);
 /* SVC_EINVAL with the reason in errbuf when o cannot be used. */
-svc_err_t gw_jwt_opts_check(const gw_jwt_opts_t *o, char *errbuf);
+svc_err_t gw_jwt_opts_check(const gw_jwt_opts_t *o, char errbuf[static SVC_ERRBUF_LEN]);
 
 /* Now, in seconds since the Unix epoch, from o's clock. */
 int64_t gw_jwt_now_s(const gw_jwt_opts_t *o);

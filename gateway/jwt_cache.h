@@ -22,8 +22,8 @@
 
 #include "jwt.h"
 
-#define GW_JWT_CACHE_KEY_LEN 32 /* SHA-256 */
-#define GW_JWT_CACHE_WAYS    4
+#define GW_JWT_CACHE_KEY_LEN     32 /* SHA-256 */
+#define GW_JWT_CACHE_WAYS        4
 #define GW_JWT_CACHE_MAX_ENTRIES (1u << 20)
 
 typedef struct gw_jwt_cache gw_jwt_cache_t;

@@ -19,7 +19,7 @@
 
 /* The key's kind: "EC" with its curve's algorithm and coordinate size, or "RSA". */
 static svc_err_t key_kind(const EVP_PKEY *key, const char **kty, const char **crv, size_t *coord,
-                          gw_jws_alg_t *ec_alg, char *errbuf)
+                          gw_jws_alg_t *ec_alg, char errbuf[static SVC_ERRBUF_LEN])
 {
     char group[64];
 
@@ -73,7 +73,7 @@ out:
 
 /* The JWK members that RFC 7638 hashes, as a JSON object (caller decrefs). */
 static svc_err_t required_members(const EVP_PKEY *key, json_t **out, gw_jws_alg_t *ec_alg,
-                                  char *errbuf)
+                                  char errbuf[static SVC_ERRBUF_LEN])
 {
     char a[1400], b[1400];
     const char *kty, *crv;
@@ -96,7 +96,8 @@ static svc_err_t required_members(const EVP_PKEY *key, json_t **out, gw_jws_alg_
     return *out != NULL ? SVC_OK : SVC_ENOMEM;
 }
 
-svc_err_t gw_jwk_thumbprint(const EVP_PKEY *key, char out[GW_JWK_THUMBPRINT_LEN], char *errbuf)
+svc_err_t gw_jwk_thumbprint(const EVP_PKEY *key, char out[GW_JWK_THUMBPRINT_LEN],
+                            char errbuf[static SVC_ERRBUF_LEN])
 {
     json_t *jwk = NULL;
     char *text = NULL;
@@ -110,8 +111,7 @@ svc_err_t gw_jwk_thumbprint(const EVP_PKEY *key, char out[GW_JWK_THUMBPRINT_LEN]
     err = SVC_ENOMEM;
     /* RFC 7638 §3.3: the required members only, sorted, no white space. */
     text = json_dumps(jwk, JSON_COMPACT | JSON_SORT_KEYS);
-    if (text == NULL ||
-        EVP_Digest(text, strlen(text), digest, &dlen, EVP_sha256(), NULL) != 1 ||
+    if (text == NULL || EVP_Digest(text, strlen(text), digest, &dlen, EVP_sha256(), NULL) != 1 ||
         gw_b64url_encode(digest, dlen, out, GW_JWK_THUMBPRINT_LEN) == 0)
         goto out;
     err = SVC_OK;
@@ -122,7 +122,7 @@ out:
 }
 
 svc_err_t gw_jwk_public_json(const EVP_PKEY *key, const char *kid, gw_jws_alg_t alg, char **out,
-                             char *errbuf)
+                             char errbuf[static SVC_ERRBUF_LEN])
 {
     json_t *jwk = NULL;
     gw_jws_alg_t ec_alg = GW_JWS__ALG_LAST;
@@ -161,11 +161,11 @@ static svc_err_t ecdsa_raw(const uint8_t *der, size_t der_len, size_t coord, uin
 }
 
 svc_err_t gw_jwt_sign_raw(EVP_PKEY *key, gw_jws_alg_t alg, const char *header_json,
-                          const char *payload_json, char **out, char *errbuf)
+                          const char *payload_json, char **out, char errbuf[static SVC_ERRBUF_LEN])
 {
     size_t hl = strlen(header_json), pl = strlen(payload_json), coord, sig_len = 0, input_len;
-    size_t cap = GW_B64URL_ENCODED_LEN(hl) + GW_B64URL_ENCODED_LEN(pl) +
-                 GW_B64URL_ENCODED_LEN(1024) + 4;
+    size_t cap =
+        GW_B64URL_ENCODED_LEN(hl) + GW_B64URL_ENCODED_LEN(pl) + GW_B64URL_ENCODED_LEN(1024) + 4;
     const char *kty, *crv;
     gw_jws_alg_t ec_alg = GW_JWS__ALG_LAST;
     const EVP_MD *md = alg == GW_JWS_ES384 ? EVP_sha384() : EVP_sha256();
@@ -179,7 +179,8 @@ svc_err_t gw_jwt_sign_raw(EVP_PKEY *key, gw_jws_alg_t alg, const char *header_js
         goto out;
     err = SVC_EINVAL;
     if (coord != 0 ? alg != ec_alg : (alg != GW_JWS_RS256 && alg != GW_JWS_PS256)) {
-        svc_errbuf_set(errbuf, "%s does not fit a %s key", gw_jws_alg_name(alg) ? gw_jws_alg_name(alg) : "?", kty);
+        svc_errbuf_set(errbuf, "%s does not fit a %s key",
+                       gw_jws_alg_name(alg) ? gw_jws_alg_name(alg) : "?", kty);
         goto out;
     }
     err = SVC_ENOMEM;
@@ -187,13 +188,14 @@ svc_err_t gw_jwt_sign_raw(EVP_PKEY *key, gw_jws_alg_t alg, const char *header_js
         goto out;
     input_len = gw_b64url_encode((const uint8_t *)header_json, hl, tok, cap);
     tok[input_len++] = '.';
-    input_len += gw_b64url_encode((const uint8_t *)payload_json, pl, tok + input_len,
-                                  cap - input_len);
+    input_len +=
+        gw_b64url_encode((const uint8_t *)payload_json, pl, tok + input_len, cap - input_len);
     err = SVC_EINTERNAL;
     if (EVP_DigestSignInit(ctx, &pctx, md, NULL, key) != 1)
         goto out;
-    if (alg == GW_JWS_PS256 && (EVP_PKEY_CTX_set_rsa_padding(pctx, RSA_PKCS1_PSS_PADDING) != 1 ||
-                                EVP_PKEY_CTX_set_rsa_pss_saltlen(pctx, RSA_PSS_SALTLEN_DIGEST) != 1))
+    if (alg == GW_JWS_PS256 &&
+        (EVP_PKEY_CTX_set_rsa_padding(pctx, RSA_PKCS1_PSS_PADDING) != 1 ||
+         EVP_PKEY_CTX_set_rsa_pss_saltlen(pctx, RSA_PSS_SALTLEN_DIGEST) != 1))
         goto out;
     sig_len = sizeof(sig);
     if (EVP_DigestSign(ctx, NULL, &sig_len, (const uint8_t *)tok, input_len) != 1 ||
@@ -220,7 +222,7 @@ out:
 }
 
 svc_err_t gw_jwt_sign(EVP_PKEY *key, gw_jws_alg_t alg, const char *kid, const gw_jwt_claims_t *c,
-                      char **out, char *errbuf)
+                      char **out, char errbuf[static SVC_ERRBUF_LEN])
 {
     json_t *hdr = NULL, *pl = NULL;
     char *hs = NULL, *ps = NULL;
@@ -231,8 +233,8 @@ svc_err_t gw_jwt_sign(EVP_PKEY *key, gw_jws_alg_t alg, const char *kid, const gw
         return SVC_EINVAL;
     }
     hdr = json_pack("{s:s, s:s}", "alg", gw_jws_alg_name(alg), "typ", "JWT");
-    pl = json_pack("{s:s, s:s, s:s, s:I, s:I}", "iss", c->iss, "aud", c->aud, "sub", c->sub,
-                   "iat", (json_int_t)c->iat, "exp", (json_int_t)(c->iat + c->ttl_s));
+    pl = json_pack("{s:s, s:s, s:s, s:I, s:I}", "iss", c->iss, "aud", c->aud, "sub", c->sub, "iat",
+                   (json_int_t)c->iat, "exp", (json_int_t)(c->iat + c->ttl_s));
     if (hdr == NULL || pl == NULL)
         goto out;
     if ((kid != NULL && json_object_set_new(hdr, "kid", json_string(kid)) != 0) ||

@@ -28,7 +28,7 @@
  * SVC_ENOMEM; errbuf says which.
  */
 svc_err_t gw_jwt_sign_raw(EVP_PKEY *key, gw_jws_alg_t alg, const char *header_json,
-                          const char *payload_json, char **out, char *errbuf)
+                          const char *payload_json, char **out, char errbuf[static SVC_ERRBUF_LEN])
     __attribute__((warn_unused_result));
 
 /* The claims the tool signs. */
@@ -38,19 +38,22 @@ typedef struct gw_jwt_claims {
     int64_t iat;                 /* seconds since the epoch; also the base of exp and nbf */
     int64_t ttl_s;               /* exp = iat + ttl_s */
     bool has_nbf;
-    int64_t nbf_offset_s;        /* nbf = iat + nbf_offset_s, when has_nbf */
+    int64_t nbf_offset_s; /* nbf = iat + nbf_offset_s, when has_nbf */
 } gw_jwt_claims_t;
 
 /* A token with header {"alg","typ":"JWT","kid"} (kid NULL: none) and the
  * claims above. Same contract as gw_jwt_sign_raw. */
 svc_err_t gw_jwt_sign(EVP_PKEY *key, gw_jws_alg_t alg, const char *kid, const gw_jwt_claims_t *c,
-                      char **out, char *errbuf) __attribute__((warn_unused_result));
+                      char **out, char errbuf[static SVC_ERRBUF_LEN])
+    __attribute__((warn_unused_result));
 
 /* The thumbprint of an EC (P-256, P-384) or RSA key. */
-svc_err_t gw_jwk_thumbprint(const EVP_PKEY *key, char out[GW_JWK_THUMBPRINT_LEN], char *errbuf);
+svc_err_t gw_jwk_thumbprint(const EVP_PKEY *key, char out[GW_JWK_THUMBPRINT_LEN],
+                            char errbuf[static SVC_ERRBUF_LEN]);
 /* The public JWK of key as a JSON object text with "kid" (NULL: none),
  * "alg" and "use":"sig". *out owned by caller (free). */
 svc_err_t gw_jwk_public_json(const EVP_PKEY *key, const char *kid, gw_jws_alg_t alg, char **out,
-                             char *errbuf) __attribute__((warn_unused_result));
+                             char errbuf[static SVC_ERRBUF_LEN])
+    __attribute__((warn_unused_result));
 
 #endif

@@ -41,11 +41,12 @@ typedef struct args {
 
 static void usage(FILE *f)
 {
-    fputs("usage: shopmicro-jwt keygen --key FILE --jwks FILE [--alg ES256|RS256]\n"
-          "       shopmicro-jwt sign --key FILE [--kid K] --iss I --aud A --sub S [--scope \"a b\"]\n"
-          "                          [--ttl SECONDS] [--nbf-offset SECONDS] [--alg ES256|RS256]\n"
-          "       shopmicro-jwt verify --jwks FILE --iss I --aud A [--leeway SECONDS] [--token T]\n",
-          f);
+    fputs(
+        "usage: shopmicro-jwt keygen --key FILE --jwks FILE [--alg ES256|RS256]\n"
+        "       shopmicro-jwt sign --key FILE [--kid K] --iss I --aud A --sub S [--scope \"a b\"]\n"
+        "                          [--ttl SECONDS] [--nbf-offset SECONDS] [--alg ES256|RS256]\n"
+        "       shopmicro-jwt verify --jwks FILE --iss I --aud A [--leeway SECONDS] [--token T]\n",
+        f);
 }
 
 static bool parse_ll(const char *s, long long lo, long long hi, long long *out)
@@ -64,13 +65,19 @@ static bool parse_ll(const char *s, long long lo, long long hi, long long *out)
 static int parse_args(int argc, char **argv, args_t *a)
 {
     static const struct option opts[] = {
-        {"key", required_argument, NULL, 'k'},   {"jwks", required_argument, NULL, 'j'},
-        {"kid", required_argument, NULL, 'i'},   {"iss", required_argument, NULL, 'I'},
-        {"aud", required_argument, NULL, 'A'},   {"sub", required_argument, NULL, 's'},
-        {"scope", required_argument, NULL, 'S'}, {"ttl", required_argument, NULL, 't'},
+        {"key", required_argument, NULL, 'k'},
+        {"jwks", required_argument, NULL, 'j'},
+        {"kid", required_argument, NULL, 'i'},
+        {"iss", required_argument, NULL, 'I'},
+        {"aud", required_argument, NULL, 'A'},
+        {"sub", required_argument, NULL, 's'},
+        {"scope", required_argument, NULL, 'S'},
+        {"ttl", required_argument, NULL, 't'},
         {"nbf-offset", required_argument, NULL, 'n'},
-        {"alg", required_argument, NULL, 'a'},   {"leeway", required_argument, NULL, 'l'},
-        {"token", required_argument, NULL, 'T'}, {NULL, 0, NULL, 0},
+        {"alg", required_argument, NULL, 'a'},
+        {"leeway", required_argument, NULL, 'l'},
+        {"token", required_argument, NULL, 'T'},
+        {NULL, 0, NULL, 0},
     };
     int c;
 
@@ -80,14 +87,30 @@ static int parse_args(int argc, char **argv, args_t *a)
     a->leeway = GW_JWT_DEFAULT_LEEWAY_S;
     while ((c = getopt_long(argc, argv, "", opts, NULL)) != -1) {
         switch (c) {
-        case 'k': a->key = optarg; break;
-        case 'j': a->jwks = optarg; break;
-        case 'i': a->kid = optarg; break;
-        case 'I': a->iss = optarg; break;
-        case 'A': a->aud = optarg; break;
-        case 's': a->sub = optarg; break;
-        case 'S': a->scope = optarg; break;
-        case 'T': a->token = optarg; break;
+        case 'k':
+            a->key = optarg;
+            break;
+        case 'j':
+            a->jwks = optarg;
+            break;
+        case 'i':
+            a->kid = optarg;
+            break;
+        case 'I':
+            a->iss = optarg;
+            break;
+        case 'A':
+            a->aud = optarg;
+            break;
+        case 's':
+            a->sub = optarg;
+            break;
+        case 'S':
+            a->scope = optarg;
+            break;
+        case 'T':
+            a->token = optarg;
+            break;
         case 't':
             if (!parse_ll(optarg, 1, 366LL * 24 * 3600, &a->ttl)) {
                 fprintf(stderr, "shopmicro-jwt: --ttl %s: 1..31622400 seconds\n", optarg);

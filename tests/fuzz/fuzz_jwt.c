@@ -44,7 +44,8 @@ static void init_once(void)
         return;
     ec = EVP_EC_gen("prime256v1");
     rsa = EVP_RSA_gen(2048);
-    if (ec == NULL || rsa == NULL || gw_jwk_public_json(ec, "e", GW_JWS_ES256, &a, errbuf) != SVC_OK ||
+    if (ec == NULL || rsa == NULL ||
+        gw_jwk_public_json(ec, "e", GW_JWS_ES256, &a, errbuf) != SVC_OK ||
         gw_jwk_public_json(rsa, "r", GW_JWS_RS256, &b, errbuf) != SVC_OK)
         abort();
     snprintf(json, sizeof(json), "{\"keys\":[%s,%s]}", a, b);
@@ -62,8 +63,9 @@ static void check_principal(const gw_principal_t *p)
 {
     size_t n = strlen(p->sub);
 
-    if (n == 0 || n > GW_JWT_SUB_MAX || strspn(p->sub, "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz"
-                                                     "0123456789-._~:@|+") != n)
+    if (n == 0 || n > GW_JWT_SUB_MAX ||
+        strspn(p->sub, "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz"
+                       "0123456789-._~:@|+") != n)
         abort();
 }
 
@@ -113,7 +115,8 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
  * ------------------------------------------------------------------------ */
 static const char *const seeds[] = {
     "1{\"alg\":\"ES256\",\"kid\":\"e\",\"typ\":\"JWT\"}\n{\"iss\":\"i\",\"aud\":[\"x\",\"a\"],"
-    "\"sub\":\"c1\",\"exp\":99999999999,\"nbf\":1,\"iat\":1,\"scope\":\"orders:read catalog:write\"}",
+    "\"sub\":\"c1\",\"exp\":99999999999,\"nbf\":1,\"iat\":1,\"scope\":\"orders:read "
+    "catalog:write\"}",
     "1{\"alg\":\"ES256\",\"kid\":\"e\"}\n{\"iss\":\"i\",\"aud\":\"a\",\"sub\":\"c1\",\"exp\":1e11,"
     "\"scp\":[\"orders:write\",\"orders:admin\"]}",
     "1{\"alg\":\"ES256\"}\n{\"iss\":\"i\",\"aud\":\"a\",\"sub\":\"auth0|x.y\",\"exp\":99999999999}",
@@ -123,8 +126,9 @@ static const char *const seeds[] = {
     "2{\"keys\":[{\"kty\":\"EC\",\"crv\":\"P-256\",\"kid\":\"a\",\"x\":\"AAAA\",\"y\":\"AAAA\"},"
     "{\"kty\":\"RSA\",\"n\":\"AQAB\",\"e\":\"AQAB\",\"use\":\"sig\",\"alg\":\"RS256\"}]}",
 };
-static const char pieces[][8] = {".", "\"", "{", "}", "[", "]", ",", ":", "=", "-", "_", "\\u00",
-                                 "null", "1e999", "-1", "\n", "AA", "\xff", "\"alg\"", "\"kid\""};
+static const char pieces[][8] = {".",  "\"", "{",  "}",    "[",       "]",      ",",
+                                 ":",  "=",  "-",  "_",    "\\u00",   "null",   "1e999",
+                                 "-1", "\n", "AA", "\xff", "\"alg\"", "\"kid\""};
 
 static uint64_t rng_state;
 

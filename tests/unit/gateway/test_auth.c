@@ -46,8 +46,9 @@ static void write_jwks(const char *json)
 
 static void write_keys(EVP_PKEY *a, const char *kid_a, EVP_PKEY *b, const char *kid_b)
 {
-    char *json = b != NULL ? tk_jwks(tk_jwk(a, kid_a, GW_JWS_ES256), tk_jwk(b, kid_b, GW_JWS_ES256), NULL)
-                           : tk_jwks(tk_jwk(a, kid_a, GW_JWS_ES256), NULL);
+    char *json = b != NULL
+                     ? tk_jwks(tk_jwk(a, kid_a, GW_JWS_ES256), tk_jwk(b, kid_b, GW_JWS_ES256), NULL)
+                     : tk_jwks(tk_jwk(a, kid_a, GW_JWS_ES256), NULL);
 
     write_jwks(json);
     free(json);

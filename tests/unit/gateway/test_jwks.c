@@ -108,7 +108,8 @@ static void alg_defaults_from_kty(void **state)
 static void bad_kty(void **state)
 {
     (void)state;
-    refused("{\"keys\":[{\"kty\":\"oct\",\"k\":\"c2VjcmV0\"}]}", "key 0: kty \"oct\" is not accepted");
+    refused("{\"keys\":[{\"kty\":\"oct\",\"k\":\"c2VjcmV0\"}]}",
+            "key 0: kty \"oct\" is not accepted");
     refused("{\"keys\":[{\"kty\":\"OKP\",\"crv\":\"Ed25519\",\"x\":\"AA\"}]}", "kty \"OKP\"");
     refused("{\"keys\":[{\"kty\":7}]}", "key 0: \"kty\" is missing or not a string");
     refused("{\"keys\":[{\"crv\":\"P-256\"}]}", "\"kty\" is missing");
@@ -123,9 +124,11 @@ static void missing_fields(void **state)
     refused("{\"keys\":{}}", "no \"keys\" array");
     refused("{\"keys\":[]}", "no signature key");
     refused("{\"keys\":[7]}", "key 0: not a JSON object");
-    snprintf(buf, sizeof(buf), "{\"keys\":[{\"kty\":\"EC\",\"crv\":\"P-256\",\"y\":\"%s\"}]}", ec_y);
+    snprintf(buf, sizeof(buf), "{\"keys\":[{\"kty\":\"EC\",\"crv\":\"P-256\",\"y\":\"%s\"}]}",
+             ec_y);
     refused(buf, "key 0: \"x\" is missing or not a string");
-    snprintf(buf, sizeof(buf), "{\"keys\":[{\"kty\":\"EC\",\"x\":\"%s\",\"y\":\"%s\"}]}", ec_x, ec_y);
+    snprintf(buf, sizeof(buf), "{\"keys\":[{\"kty\":\"EC\",\"x\":\"%s\",\"y\":\"%s\"}]}", ec_x,
+             ec_y);
     refused(buf, "without a \"crv\"");
     refused("{\"keys\":[{\"kty\":\"RSA\",\"e\":\"AQAB\"}]}", "\"n\" is missing");
     refused("not json", "not JSON");
@@ -161,7 +164,8 @@ static void wrong_curve(void **state)
 
     (void)state;
     snprintf(buf, sizeof(buf),
-             "{\"keys\":[{\"kty\":\"EC\",\"crv\":\"P-521\",\"x\":\"%s\",\"y\":\"%s\"}]}", ec_x, ec_y);
+             "{\"keys\":[{\"kty\":\"EC\",\"crv\":\"P-521\",\"x\":\"%s\",\"y\":\"%s\"}]}", ec_x,
+             ec_y);
     refused(buf, "curve \"P-521\" is not accepted");
     snprintf(buf, sizeof(buf),
              "{\"keys\":[{\"kty\":\"EC\",\"crv\":\"secp256k1\",\"x\":\"%s\",\"y\":\"%s\"}]}", ec_x,
@@ -169,7 +173,8 @@ static void wrong_curve(void **state)
     refused(buf, "curve \"secp256k1\"");
     /* P-256 coordinates under P-384: the wrong size. */
     snprintf(buf, sizeof(buf),
-             "{\"keys\":[{\"kty\":\"EC\",\"crv\":\"P-384\",\"x\":\"%s\",\"y\":\"%s\"}]}", ec_x, ec_y);
+             "{\"keys\":[{\"kty\":\"EC\",\"crv\":\"P-384\",\"x\":\"%s\",\"y\":\"%s\"}]}", ec_x,
+             ec_y);
     refused(buf, "must be 48 bytes each");
 }
 
@@ -193,7 +198,8 @@ static void bad_base64url_member(void **state)
 
     (void)state;
     snprintf(buf, sizeof(buf),
-             "{\"keys\":[{\"kty\":\"EC\",\"crv\":\"P-256\",\"x\":\"%s=\",\"y\":\"%s\"}]}", ec_x, ec_y);
+             "{\"keys\":[{\"kty\":\"EC\",\"crv\":\"P-256\",\"x\":\"%s=\",\"y\":\"%s\"}]}", ec_x,
+             ec_y);
     refused(buf, "\"x\" is not base64url");
     snprintf(buf, sizeof(buf),
              "{\"keys\":[{\"kty\":\"EC\",\"crv\":\"P-256\",\"x\":\"%s\",\"y\":\"+%s\"}]}", ec_x,
@@ -281,7 +287,8 @@ static void too_many_keys_and_oversize(void **state)
     /* GW_JWKS_MAX_KEYS + 1 signature keys. */
     len = (size_t)snprintf(big, cap, "{\"keys\":[");
     for (unsigned i = 0; i <= GW_JWKS_MAX_KEYS; i++) {
-        snprintf(one, sizeof(one), "%s{\"kty\":\"EC\",\"crv\":\"P-256\",\"kid\":\"k%u\",\"x\":\"%s\",\"y\":\"%s\"}",
+        snprintf(one, sizeof(one),
+                 "%s{\"kty\":\"EC\",\"crv\":\"P-256\",\"kid\":\"k%u\",\"x\":\"%s\",\"y\":\"%s\"}",
                  i ? "," : "", i, ec_x, ec_y);
         memcpy(big + len, one, strlen(one));
         len += strlen(one);

@@ -98,7 +98,8 @@ static void valid_es256(void **state)
     gw_principal_t p;
 
     (void)state;
-    assert_int_equal(check_in(fx.set, e1("{\"scope\":\"orders:write orders:read\"}"), &p), GW_JWT_OK);
+    assert_int_equal(check_in(fx.set, e1("{\"scope\":\"orders:write orders:read\"}"), &p),
+                     GW_JWT_OK);
     assert_string_equal(p.sub, "c1");
     assert_int_equal(p.scopes, GW_SCOPE_ORDERS_WRITE | GW_SCOPE_ORDERS_READ);
     assert_int_equal(p.exp, TK_NOW + 600);
@@ -107,7 +108,8 @@ static void valid_es256(void **state)
 static void valid_rs256_ps256_es384(void **state)
 {
     EVP_PKEY *e384 = tk_ec("P-384"), *r = tk_rsa(3072);
-    char *json = tk_jwks(tk_jwk(e384, "p384", GW_JWS_ES384), tk_jwk(r, "r3072", GW_JWS_PS256), NULL);
+    char *json =
+        tk_jwks(tk_jwk(e384, "p384", GW_JWS_ES384), tk_jwk(r, "r3072", GW_JWS_PS256), NULL);
     gw_jwks_t *set = tk_set(json);
 
     (void)state;
@@ -115,7 +117,8 @@ static void valid_rs256_ps256_es384(void **state)
     assert_int_equal(check_in(set, tk_claims(e384, GW_JWS_ES384, "p384", NULL), NULL), GW_JWT_OK);
     assert_int_equal(check_in(set, tk_claims(r, GW_JWS_PS256, "r3072", NULL), NULL), GW_JWT_OK);
     /* The JWK pinned PS256: RS256 with the same key is refused. */
-    assert_int_equal(check_in(set, tk_claims(r, GW_JWS_RS256, "r3072", NULL), NULL), GW_JWT_BAD_ALG);
+    assert_int_equal(check_in(set, tk_claims(r, GW_JWS_RS256, "r3072", NULL), NULL),
+                     GW_JWT_BAD_ALG);
     gw_jwks_release(set);
     free(json);
     EVP_PKEY_free(e384);
@@ -126,8 +129,10 @@ static void signed_by_another_key(void **state)
 {
     (void)state;
     /* The kid of a key in the set, the signature of a key that is not. */
-    assert_int_equal(check(tk_claims(fx.stranger_ec, GW_JWS_ES256, "e1", NULL)), GW_JWT_BAD_SIGNATURE);
-    assert_int_equal(check(tk_claims(fx.stranger_rsa, GW_JWS_RS256, "r1", NULL)), GW_JWT_BAD_SIGNATURE);
+    assert_int_equal(check(tk_claims(fx.stranger_ec, GW_JWS_ES256, "e1", NULL)),
+                     GW_JWT_BAD_SIGNATURE);
+    assert_int_equal(check(tk_claims(fx.stranger_rsa, GW_JWS_RS256, "r1", NULL)),
+                     GW_JWT_BAD_SIGNATURE);
     /* e2's signature under e1's kid. */
     assert_int_equal(check(tk_claims(fx.e2, GW_JWS_ES256, "e1", NULL)), GW_JWT_BAD_SIGNATURE);
 }
@@ -151,8 +156,7 @@ static void unknown_kid(void **state)
 {
     (void)state;
     assert_int_equal(check(tk_claims(fx.e1, GW_JWS_ES256, "nope", NULL)), GW_JWT_UNKNOWN_KID);
-    assert_int_equal(check(tk_token(fx.e1, GW_JWS_ES256, "{\"alg\":\"ES256\",\"kid\":7}",
-                                    "{}")),
+    assert_int_equal(check(tk_token(fx.e1, GW_JWS_ES256, "{\"alg\":\"ES256\",\"kid\":7}", "{}")),
                      GW_JWT_BAD_HEADER);
 }
 
@@ -164,7 +168,8 @@ static void rotation_and_missing_kid(void **state)
     assert_int_equal(check(tk_claims(fx.e2, GW_JWS_ES256, "e2", NULL)), GW_JWT_OK);
     /* No kid: refused with several keys, accepted with exactly one. */
     assert_int_equal(check(tk_claims(fx.e1, GW_JWS_ES256, NULL, NULL)), GW_JWT_UNKNOWN_KID);
-    assert_int_equal(check_in(fx.single, tk_claims(fx.e1, GW_JWS_ES256, NULL, NULL), NULL), GW_JWT_OK);
+    assert_int_equal(check_in(fx.single, tk_claims(fx.e1, GW_JWS_ES256, NULL, NULL), NULL),
+                     GW_JWT_OK);
 }
 
 static void exp_edges(void **state)
@@ -248,8 +253,9 @@ static void hs256_with_the_public_key_as_secret(void **state)
 {
     char *pem = NULL, h[256], p[512], s[64], tok[1024];
     const char *hdr = "{\"alg\":\"HS256\",\"typ\":\"JWT\",\"kid\":\"r1\"}";
-    const char *pl = "{\"iss\":\"https://idp.test\",\"aud\":\"shopmicro-gateway\",\"sub\":\"admin\","
-                     "\"exp\":1800000600,\"scope\":\"orders:admin\"}";
+    const char *pl =
+        "{\"iss\":\"https://idp.test\",\"aud\":\"shopmicro-gateway\",\"sub\":\"admin\","
+        "\"exp\":1800000600,\"scope\":\"orders:admin\"}";
     uint8_t mac[32];
     unsigned mac_len = 0;
     BIO *bio = BIO_new(BIO_s_mem());
@@ -262,8 +268,8 @@ static void hs256_with_the_public_key_as_secret(void **state)
     gw_b64url_encode((const uint8_t *)hdr, strlen(hdr), h, sizeof(h));
     gw_b64url_encode((const uint8_t *)pl, strlen(pl), p, sizeof(p));
     n = snprintf(tok, sizeof(tok), "%s.%s", h, p);
-    assert_non_null(HMAC(EVP_sha256(), pem, (int)pem_len, (const uint8_t *)tok, (size_t)n, mac,
-                         &mac_len));
+    assert_non_null(
+        HMAC(EVP_sha256(), pem, (int)pem_len, (const uint8_t *)tok, (size_t)n, mac, &mac_len));
     gw_b64url_encode(mac, mac_len, s, sizeof(s));
     snprintf(tok + n, sizeof(tok) - (size_t)n, ".%s", s);
     assert_int_equal(check(strdup(tok)), GW_JWT_BAD_ALG);
@@ -275,18 +281,18 @@ static void alg_of_the_other_key_type(void **state)
     (void)state;
     /* ES256 named on the RSA key's kid (signed by an EC key to get a
      * well-formed 64-byte signature) and RS256 on the EC key's. */
-    assert_int_equal(check(tk_token(fx.e1, GW_JWS_ES256, "{\"alg\":\"ES256\",\"kid\":\"r1\"}",
-                                    "{}")),
-                     GW_JWT_BAD_ALG);
-    assert_int_equal(check(tk_token(fx.r1, GW_JWS_RS256, "{\"alg\":\"RS256\",\"kid\":\"e1\"}",
-                                    "{}")),
-                     GW_JWT_BAD_ALG);
-    assert_int_equal(check(tk_token(fx.r1, GW_JWS_PS256, "{\"alg\":\"PS256\",\"kid\":\"r1\"}",
-                                    "{}")),
-                     GW_JWT_BAD_ALG); /* r1's JWK pinned RS256 */
-    assert_int_equal(check(tk_token(fx.e1, GW_JWS_ES256, "{\"alg\":\"ES384\",\"kid\":\"e1\"}",
-                                    "{}")),
-                     GW_JWT_BAD_ALG);
+    assert_int_equal(
+        check(tk_token(fx.e1, GW_JWS_ES256, "{\"alg\":\"ES256\",\"kid\":\"r1\"}", "{}")),
+        GW_JWT_BAD_ALG);
+    assert_int_equal(
+        check(tk_token(fx.r1, GW_JWS_RS256, "{\"alg\":\"RS256\",\"kid\":\"e1\"}", "{}")),
+        GW_JWT_BAD_ALG);
+    assert_int_equal(
+        check(tk_token(fx.r1, GW_JWS_PS256, "{\"alg\":\"PS256\",\"kid\":\"r1\"}", "{}")),
+        GW_JWT_BAD_ALG); /* r1's JWK pinned RS256 */
+    assert_int_equal(
+        check(tk_token(fx.e1, GW_JWS_ES256, "{\"alg\":\"ES384\",\"kid\":\"e1\"}", "{}")),
+        GW_JWT_BAD_ALG);
 }
 
 static void malformed(void **state)
@@ -319,14 +325,15 @@ static void malformed(void **state)
     /* A header that is not JSON, or not an object, or has no alg. */
     assert_int_equal(check(tk_token(fx.e1, GW_JWS_ES256, "not json", "{}")), GW_JWT_BAD_HEADER);
     assert_int_equal(check(tk_token(fx.e1, GW_JWS_ES256, "[\"ES256\"]", "{}")), GW_JWT_BAD_HEADER);
-    assert_int_equal(check(tk_token(fx.e1, GW_JWS_ES256, "{\"kid\":\"e1\"}", "{}")), GW_JWT_BAD_HEADER);
+    assert_int_equal(check(tk_token(fx.e1, GW_JWS_ES256, "{\"kid\":\"e1\"}", "{}")),
+                     GW_JWT_BAD_HEADER);
     assert_int_equal(check(tk_token(fx.e1, GW_JWS_ES256,
                                     "{\"alg\":\"ES256\",\"alg\":\"none\",\"kid\":\"e1\"}", "{}")),
                      GW_JWT_BAD_HEADER); /* duplicate member */
     /* A payload that is not JSON (under a good signature). */
-    assert_int_equal(check(tk_token(fx.e1, GW_JWS_ES256, "{\"alg\":\"ES256\",\"kid\":\"e1\"}",
-                                    "not json")),
-                     GW_JWT_MALFORMED);
+    assert_int_equal(
+        check(tk_token(fx.e1, GW_JWS_ES256, "{\"alg\":\"ES256\",\"kid\":\"e1\"}", "not json")),
+        GW_JWT_MALFORMED);
     /* Huge, and empty. */
     memset(buf, 'A', GW_JWT_MAX_TOKEN + 1);
     buf[GW_JWT_MAX_TOKEN + 1] = '\0';
@@ -365,7 +372,8 @@ static void sub_rules(void **state)
                      GW_JWT_MALFORMED);
     assert_int_equal(check(e1("{\"sub\":\"caf\\u00e9\"}")), GW_JWT_BAD_SUB);
     assert_int_equal(check(e1("{\"sub\":\"a,b\"}")), GW_JWT_BAD_SUB);
-    assert_int_equal(check_in(fx.set, e1("{\"sub\":\"auth0|5f7c.x_y-z~1:2@idp+1\"}"), &p), GW_JWT_OK);
+    assert_int_equal(check_in(fx.set, e1("{\"sub\":\"auth0|5f7c.x_y-z~1:2@idp+1\"}"), &p),
+                     GW_JWT_OK);
     assert_string_equal(p.sub, "auth0|5f7c.x_y-z~1:2@idp+1");
     memset(sub, 'x', sizeof(sub));
     sub[GW_JWT_SUB_MAX] = '\0';
@@ -385,9 +393,9 @@ static void exp_rules(void **state)
     assert_int_equal(check(e1("{\"exp\":[1800000600]}")), GW_JWT_BAD_CLAIMS);
     assert_int_equal(check(e1("{\"exp\":1e300}")), GW_JWT_OK);
     /* A payload that is an array. */
-    assert_int_equal(check(tk_token(fx.e1, GW_JWS_ES256, "{\"alg\":\"ES256\",\"kid\":\"e1\"}",
-                                    "[1]")),
-                     GW_JWT_MALFORMED);
+    assert_int_equal(
+        check(tk_token(fx.e1, GW_JWS_ES256, "{\"alg\":\"ES256\",\"kid\":\"e1\"}", "[1]")),
+        GW_JWT_MALFORMED);
 }
 
 static uint32_t scopes_of(const char *extra)
@@ -434,9 +442,10 @@ static void typ_and_crit(void **state)
                      GW_JWT_OK);
     assert_int_equal(check(tk_token(fx.e1, GW_JWS_ES256, "{\"alg\":\"ES256\",\"kid\":\"e1\"}", pl)),
                      GW_JWT_OK);
-    assert_int_equal(check(tk_token(fx.e1, GW_JWS_ES256,
-                                    "{\"alg\":\"ES256\",\"kid\":\"e1\",\"typ\":\"JOSE+JSON\"}", pl)),
-                     GW_JWT_BAD_HEADER);
+    assert_int_equal(
+        check(tk_token(fx.e1, GW_JWS_ES256,
+                       "{\"alg\":\"ES256\",\"kid\":\"e1\",\"typ\":\"JOSE+JSON\"}", pl)),
+        GW_JWT_BAD_HEADER);
     assert_int_equal(check(tk_token(fx.e1, GW_JWS_ES256,
                                     "{\"alg\":\"ES256\",\"kid\":\"e1\",\"crit\":[\"exp\"]}", pl)),
                      GW_JWT_BAD_HEADER);
