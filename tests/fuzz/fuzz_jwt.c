@@ -12,9 +12,9 @@
  * Nothing may crash, leak or read out of bounds, and mode 1 may only accept a token whose sub
  * keeps the documented charset and length (abort() otherwise).
  *
- * Built two ways (tests/fuzz/CMakeLists.txt): fuzz_jwt_driver with any compiler, a deterministic
- * driver (JWT_FUZZ_STANDALONE: built-in seeds, then fixed-seed mutations) that ctest runs as
- * fuzz_jwt_bounded; and, with clang and SHOPMICRO_FUZZ_JWT=ON, fuzz_jwt, a libFuzzer binary.
+ * Built two ways (tests/fuzz/CMakeLists.txt): fuzz_jwt_driver with any compiler and driver.c
+ * (corpus/jwt/, then fixed-seed mutations), which ctest runs as fuzz_jwt_bounded; and, with clang
+ * and SHOPMICRO_FUZZ_JWT=ON, fuzz_jwt, a libFuzzer binary.
  */
 #include <stdbool.h>
 #include <stdint.h>
@@ -29,7 +29,7 @@
 #include "jwt.h"
 #include "jwt_sign.h"
 
-int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
+#include "driver.h"
 
 static gw_jwks_t *set;
 static EVP_PKEY *ec;
@@ -107,89 +107,27 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     return 0;
 }
 
-#ifdef JWT_FUZZ_STANDALONE
-/* ------------------------------------------------------------------------
- * Standalone driver: the seeds below, then `runs` inputs made by mutating
- * them with a fixed-seed PRNG, so every run is the same.
- *   fuzz_jwt_driver [-runs=N] [-seed=S]
- * ------------------------------------------------------------------------ */
-static const char *const seeds[] = {
-    "1{\"alg\":\"ES256\",\"kid\":\"e\",\"typ\":\"JWT\"}\n{\"iss\":\"i\",\"aud\":[\"x\",\"a\"],"
-    "\"sub\":\"c1\",\"exp\":99999999999,\"nbf\":1,\"iat\":1,\"scope\":\"orders:read "
-    "catalog:write\"}",
-    "1{\"alg\":\"ES256\",\"kid\":\"e\"}\n{\"iss\":\"i\",\"aud\":\"a\",\"sub\":\"c1\",\"exp\":1e11,"
-    "\"scp\":[\"orders:write\",\"orders:admin\"]}",
-    "1{\"alg\":\"ES256\"}\n{\"iss\":\"i\",\"aud\":\"a\",\"sub\":\"auth0|x.y\",\"exp\":99999999999}",
-    "0eyJhbGciOiJFUzI1NiIsImtpZCI6ImUifQ.eyJzdWIiOiJjMSJ9.AAAA",
-    "0eyJhbGciOiJub25lIn0.eyJzdWIiOiJjMSJ9.",
-    "0eyJhbGciOiJSUzI1NiIsImtpZCI6InIifQ.e30.AAAAAAAAAAAAAAAAAAAAAAAA",
-    "2{\"keys\":[{\"kty\":\"EC\",\"crv\":\"P-256\",\"kid\":\"a\",\"x\":\"AAAA\",\"y\":\"AAAA\"},"
-    "{\"kty\":\"RSA\",\"n\":\"AQAB\",\"e\":\"AQAB\",\"use\":\"sig\",\"alg\":\"RS256\"}]}",
+/* What driver.c splices into its mutations. */
+const char *const fuzz_tokens[] = {
+    ".",
+    "\"",
+    "{",
+    "}",
+    "[",
+    "]",
+    ",",
+    ":",
+    "=",
+    "-",
+    "_",
+    "\\u00",
+    "null",
+    "1e999",
+    "-1",
+    "\n",
+    "AA",
+    "\xff",
+    "\"alg\"",
+    "\"kid\"",
 };
-static const char pieces[][8] = {".",  "\"", "{",  "}",    "[",       "]",      ",",
-                                 ":",  "=",  "-",  "_",    "\\u00",   "null",   "1e999",
-                                 "-1", "\n", "AA", "\xff", "\"alg\"", "\"kid\""};
-
-static uint64_t rng_state;
-
-static uint64_t rnd(void)
-{
-    rng_state ^= rng_state >> 12;
-    rng_state ^= rng_state << 25;
-    rng_state ^= rng_state >> 27;
-    return rng_state * 0x2545F4914F6CDD1Dull;
-}
-
-int main(int argc, char **argv)
-{
-    long runs = 20000;
-    uint8_t buf[4096];
-
-    rng_state = 1;
-    for (int i = 1; i < argc; i++) {
-        if (strncmp(argv[i], "-runs=", 6) == 0)
-            runs = strtol(argv[i] + 6, NULL, 10);
-        else if (strncmp(argv[i], "-seed=", 6) == 0)
-            rng_state = strtoull(argv[i] + 6, NULL, 10) | 1;
-    }
-    for (size_t i = 0; i < sizeof(seeds) / sizeof(seeds[0]); i++)
-        LLVMFuzzerTestOneInput((const uint8_t *)seeds[i], strlen(seeds[i]));
-    for (long r = 0; r < runs; r++) {
-        const char *s = seeds[rnd() % (sizeof(seeds) / sizeof(seeds[0]))];
-        size_t len = strlen(s);
-        int edits = 1 + (int)(rnd() % 4);
-
-        memcpy(buf, s, len);
-        while (edits-- > 0 && len > 1) {
-            size_t at = 1 + (size_t)(rnd() % (len - 1));
-            const char *pc = pieces[rnd() % (sizeof(pieces) / sizeof(pieces[0]))];
-            size_t pl = strlen(pc);
-            switch (rnd() % 4) {
-            case 0: /* flip a byte */
-                buf[at] ^= (uint8_t)(1u << (rnd() % 8));
-                break;
-            case 1: /* cut */
-                len = at;
-                break;
-            case 2: /* insert a piece */
-                if (len + pl < sizeof(buf)) {
-                    memmove(buf + at + pl, buf + at, len - at);
-                    memcpy(buf + at, pc, pl);
-                    len += pl;
-                }
-                break;
-            default: /* delete a byte */
-                memmove(buf + at, buf + at + 1, len - at - 1);
-                len--;
-                break;
-            }
-        }
-        LLVMFuzzerTestOneInput(buf, len);
-    }
-    printf("fuzz_jwt_driver: %zu seeds and %ld mutated inputs, no crash\n",
-           sizeof(seeds) / sizeof(seeds[0]), runs);
-    gw_jwks_release(set);
-    EVP_PKEY_free(ec);
-    return 0;
-}
-#endif /* JWT_FUZZ_STANDALONE */
+const size_t fuzz_n_tokens = sizeof fuzz_tokens / sizeof fuzz_tokens[0];
