@@ -53,22 +53,11 @@ static bool admit_5xx(const gw_access_t *e, int status, uint64_t *left_out)
                                  left_out);
 }
 
-/* The local /debug/ pages are polled (the live resilience page's feed twice
- * a second per viewer): their successes go to the access log at debug, or
- * they would drown the lines about real requests. */
-static bool quiet(const gw_access_t *e, int status)
-{
-    return status < 400 && e->route != NULL && e->route->local != NULL &&
-           strncmp(e->route->pattern, "/debug/", 7) == 0;
-}
-
 void gw_access_end(const gw_access_t *e, int status)
 {
     uint64_t dur = svc_now_ns() - e->start_ns, repeated = 0;
     size_t route = e->route != NULL ? (size_t)(e->route - gw_routes) : GW_METRICS_UNMATCHED;
-    svc_log_level_t lvl = status >= 500         ? SVC_LOG_WARN
-                          : quiet(e, status) ? SVC_LOG_DEBUG
-                                             : SVC_LOG_INFO;
+    svc_log_level_t lvl = status >= 500 ? SVC_LOG_WARN : SVC_LOG_INFO;
     char path[GW_ACCESS_PATH_MAX + 1], kv[768];
     int n;
 

@@ -10,6 +10,14 @@
 static const svc_cfg_entry_t table[] = {
     {"GATEWAY_LISTEN", SVC_CFG_STR, 1, 255, "127.0.0.1:8080", OFF(listen),
      "HTTP listen address host:port (one SO_REUSEPORT listener per thread)"},
+    /* The metrics, the detailed readiness and the live resilience page tell
+     * whoever reads them the system's insides (upstream addresses, recent
+     * failures): loopback only unless a deployment says otherwise.
+     * 9469 follows the services' admin ports (relay 9464 ... notification
+     * 9468, deploy/local/services.sh). */
+    {"GATEWAY_ADMIN_LISTEN", SVC_CFG_STR, 1, 255, "127.0.0.1:9469", OFF(admin_listen),
+     "admin listener host:port: /metrics, the detailed /readyz, /debug/resilience and its "
+     "feed (\"none\" = no admin port)"},
     {"GATEWAY_THREADS", SVC_CFG_INT, 0, 256, "0", OFF(threads),
      "event-loop threads; 0 = one per online core"},
     {"GATEWAY_CATALOG_ADDR", SVC_CFG_STR, 1, 255, "127.0.0.1:25051", OFF(catalog_addr),

@@ -10,6 +10,7 @@
 
 typedef struct gw_config {
     char listen[SVC_CFG_STR_MAX];
+    char admin_listen[SVC_CFG_STR_MAX]; /* "none": no admin port */
     int64_t threads; /* 0 in the environment: one per core (resolved by gw_config_load) */
     char catalog_addr[SVC_CFG_STR_MAX];
     char order_addr[SVC_CFG_STR_MAX];

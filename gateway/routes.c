@@ -7,7 +7,6 @@
 #include <string.h>
 
 #include "ops.h"
-#include "resilience.h"
 #include "routes.h"
 #include "shopmicro/catalog/v1/catalog.pb-c.h"
 #include "shopmicro/order/v1/order.pb-c.h"
@@ -24,13 +23,9 @@ const gw_route_t gw_routes[] = {
     {"GET",  "/v1/products/{id}", CATALOG(GetProduct),    MSG(catalog, get_product_request),    MSG(catalog, product),                GW_BODY_NONE, RS_IDEMPOTENT,     GW_STALE_OK,    NULL},
     {"POST", "/v1/orders",        ORDER(CreateOrder),     MSG(order, create_order_request),     MSG(order, create_order_response),    GW_BODY_ALL,  RS_NOT_IDEMPOTENT, GW_STALE_NEVER, NULL},
     {"GET",  "/v1/orders/{id}",   ORDER(GetOrder),        MSG(order, get_order_request),        MSG(order, order),                    GW_BODY_NONE, RS_IDEMPOTENT,     GW_STALE_NEVER, NULL},
-    /* operations endpoints (local) */
+    /* operations endpoints (local); the rest is on the admin port (adminport.h) */
     {"GET",  "/healthz", .local = gw_ops_healthz},
     {"GET",  "/readyz",  .local = gw_ops_readyz},
-    {"GET",  "/metrics", .local = gw_ops_metrics},
-    /* the live resilience page and its feed (resilience.h) */
-    {"GET",  "/debug/resilience",      .local = gw_resilience_page},
-    {"GET",  "/debug/resilience.json", .local = gw_resilience_feed},
 };
 /* clang-format on */
 const size_t gw_n_routes = SVC_COUNTOF(gw_routes);

@@ -29,6 +29,7 @@
 #include <h2o/socket/evloop.h>
 #include <h2o/version.h>
 
+#include "adminport.h"
 #include "dispatch.h"
 #include "routes.h"
 #include "server.h"
@@ -64,6 +65,7 @@ typedef struct gw_thread {
 struct gw_server {
     const gw_config_t *cfg;
     gw_app_t app;
+    admin_server_t *admin; /* NULL: GATEWAY_ADMIN_LISTEN=none, or not started */
     h2o_globalconf_t conf;
     bool conf_inited;
     gw_thread_t *threads;
@@ -578,6 +580,9 @@ static svc_err_t start(gw_server_t *s, char *errbuf)
     while (s->n_ready < s->n_threads)
         pthread_cond_wait(&s->cv, &s->mu);
     pthread_mutex_unlock(&s->mu);
+    err = gw_admin_start(&s->app, &s->admin, errbuf);
+    if (err != SVC_OK)
+        return err;
     return SVC_OK;
 }
 
@@ -602,6 +607,9 @@ static bool stop_loops(gw_server_t *s)
 
 static void cleanup(gw_server_t *s, bool loops_clean)
 {
+    /* First: its callbacks read the upstreams, the metrics and the cache. */
+    admin_server_free(s->admin);
+    s->admin = NULL;
     if (s->threads != NULL)
         for (int i = 0; i < s->n_threads; i++)
             if (s->threads[i].fd >= 0)
@@ -647,8 +655,8 @@ int gw_server_run(const gw_config_t *cfg)
         cleanup(&s, clean);
         return 1;
     }
-    svc_log_info(LOG_MOD, "listening on %s with %d threads (catalog %s, order %s)", cfg->listen,
-                 s.n_threads, cfg->catalog_addr, cfg->order_addr);
+    svc_log_info(LOG_MOD, "listening on %s with %d threads (catalog %s, order %s; admin %s)",
+                 cfg->listen, s.n_threads, cfg->catalog_addr, cfg->order_addr, cfg->admin_listen);
     wait_for_signal(&s);
     clean = stop_loops(&s);
     cleanup(&s, clean);

@@ -23,6 +23,7 @@ ARGS = None
 ENV = None
 RUN_DIR = None
 GW_PORT = None
+GW_ADMIN_PORT = None
 FAILURES = []
 
 
@@ -72,13 +73,14 @@ def stack(*args, check_rc=True):
     return p
 
 
-def req(method, path, body=None, headers=None, timeout=30):
-    """One request on a new connection (as curl does). Returns (status, headers, body, seconds)."""
+def req(method, path, body=None, headers=None, timeout=30, port=None):
+    """One request on a new connection (as curl does), to the gateway's API port unless port is
+    given. Returns (status, headers, body, seconds)."""
     h = {"Content-Type": "application/json"} if body is not None else {}
     h.update(headers or {})
     data = json.dumps(body) if body is not None else None
     t0 = time.monotonic()
-    c = http.client.HTTPConnection("127.0.0.1", GW_PORT, timeout=timeout)
+    c = http.client.HTTPConnection("127.0.0.1", port or GW_PORT, timeout=timeout)
     try:
         c.request(method, path, body=data, headers=h)
         r = c.getresponse()
@@ -137,7 +139,7 @@ def wait_confirmed(oid, seconds):
 
 
 def readyz():
-    st, _, js, _ = req("GET", "/readyz")
+    st, _, js, _ = req("GET", "/readyz", port=GW_ADMIN_PORT)  # the detailed one
     ups = {u["name"]: u for u in (js or {}).get("upstreams", [])} if isinstance(js, dict) else {}
     return st, ups
 
@@ -282,7 +284,7 @@ def walkthrough():
 
 
 def main():
-    global ARGS, ENV, RUN_DIR, GW_PORT
+    global ARGS, ENV, RUN_DIR, GW_PORT, GW_ADMIN_PORT
     ap = argparse.ArgumentParser()
     ap.add_argument("--stack", required=True)
     ap.add_argument("--build-dir", required=True)
@@ -301,11 +303,12 @@ def main():
     # RabbitMQ's too: `down` stops the epmd on SHOPMICRO_RABBITMQ_EPMD_PORT, which must not be the one
     # of a user's stack.
     (pg, cat, order, GW_PORT, kafka, kafka_ctl, relay, relay_cat, cat_admin, ord_admin,
-     rmq, rmq_dist, rmq_epmd) = free_ports(13)
+     rmq, rmq_dist, rmq_epmd, GW_ADMIN_PORT) = free_ports(14)
     ENV = dict(os.environ,
                SHOPMICRO_RUN_DIR=RUN_DIR, SHOPMICRO_BUILD_DIR=os.path.abspath(ARGS.build_dir),
                SHOPMICRO_PG_PORT=str(pg), SHOPMICRO_CATALOG_PORT=str(cat),
                SHOPMICRO_ORDER_PORT=str(order), SHOPMICRO_GATEWAY_PORT=str(GW_PORT),
+               SHOPMICRO_GATEWAY_ADMIN_PORT=str(GW_ADMIN_PORT),
                SHOPMICRO_KAFKA_PORT=str(kafka), SHOPMICRO_KAFKA_CONTROLLER_PORT=str(kafka_ctl),
                SHOPMICRO_RELAY_ADMIN_PORT=str(relay), SHOPMICRO_RELAY_CATALOG_ADMIN_PORT=str(relay_cat),
                SHOPMICRO_CATALOG_ADMIN_PORT=str(cat_admin), SHOPMICRO_ORDER_ADMIN_PORT=str(ord_admin),

@@ -291,7 +291,7 @@ static long long catalog_calls(const api_t *a)
     long long sum = 0;
     gw_res_t r;
 
-    gw_call(a->h, a->t, "GET", "/metrics", NULL, NULL, &r);
+    gw_admin_get(a->h, a->t, "/metrics", &r);
     gw_assert_status(&r, 200);
     for (const char *p = strstr(r.body, series); p != NULL; p = strstr(p + 1, series))
         sum += strtoll(strchr(p, '}') + 1, NULL, 10);
@@ -571,7 +571,12 @@ static void healthz_readyz_metrics(void **state)
     gw_assert_body(&r, 200, "{\"status\":\"ok\"}");
     gw_res_free(&r);
 
+    /* The public /readyz says ready or not, nothing more. */
     gw_call(a->h, a->t, "GET", "/readyz", NULL, NULL, &r);
+    gw_assert_body(&r, 200, "{\"status\":\"ok\"}");
+    gw_res_free(&r);
+
+    gw_admin_get(a->h, a->t, "/readyz", &r);
     assert_non_null(strstr(r.body, "{\"name\":\"catalog\",\"target\":\""));
     assert_non_null(strstr(r.body, "\"breaker\":\"closed\",\"connectivity\":\"ready\","
                                    "\"ready\":true}"));
@@ -580,7 +585,7 @@ static void healthz_readyz_metrics(void **state)
     assert_true(strncmp(r.body, "{\"status\":\"ok\",\"upstreams\":[", 28) == 0);
     gw_res_free(&r);
 
-    gw_call(a->h, a->t, "GET", "/metrics", NULL, NULL, &r);
+    gw_admin_get(a->h, a->t, "/metrics", &r);
     gw_assert_status(&r, 200);
     assert_true(gw_res_header(&r, "Content-Type", ct, sizeof ct));
     assert_string_equal(ct, "text/plain; version=0.0.4; charset=utf-8");
@@ -594,10 +599,35 @@ static void healthz_readyz_metrics(void **state)
     assert_non_null(strstr(r.body, "# TYPE gateway_http_request_duration_seconds histogram\n"));
     assert_non_null(strstr(r.body, "gateway_http_request_duration_seconds_bucket{route="
                                    "\"/v1/products\",method=\"GET\",le=\"+Inf\"} "));
-    assert_non_null(strstr(r.body, "gateway_http_in_flight 1\n")); /* this request */
+    assert_non_null(strstr(r.body, "gateway_http_in_flight 0\n")); /* the admin port's are not */
     assert_non_null(strstr(r.body, "shopmicro_resilience_calls_total{upstream=\"catalog\","
                                    "method=\"GetProduct\""));
     assert_non_null(strstr(r.body, "upstream=\"order\""));
+    gw_res_free(&r);
+}
+
+/* What tells the system's insides is not on the public port: 404 there, as
+ * any unknown path, and served by the admin port. */
+static void internals_only_on_the_admin_port(void **state)
+{
+    static const char *const paths[] = {"/metrics", "/debug/resilience",
+                                        "/debug/resilience.json"};
+    api_t *a = *state;
+    gw_res_t r;
+
+    for (size_t i = 0; i < SVC_COUNTOF(paths); i++) {
+        gw_call(a->h, a->t, "GET", paths[i], NULL, NULL, &r);
+        gw_assert_error(&r, 404, 5, "Not Found");
+        gw_res_free(&r);
+        gw_admin_get(a->h, a->t, paths[i], &r);
+        gw_assert_status(&r, 200);
+        gw_res_free(&r);
+    }
+    /* The public /readyz names no upstream, address or state. */
+    gw_call(a->h, a->t, "GET", "/readyz", NULL, NULL, &r);
+    assert_null(strstr(r.body, "127.0.0.1"));
+    assert_null(strstr(r.body, "catalog"));
+    assert_null(strstr(r.body, "upstreams"));
     gw_res_free(&r);
 }
 
@@ -622,6 +652,7 @@ int main(void)
         cmocka_unit_test(orders_round_trip),
         cmocka_unit_test(order_errors),
         cmocka_unit_test(healthz_readyz_metrics),
+        cmocka_unit_test(internals_only_on_the_admin_port),
     };
     int rc;
 

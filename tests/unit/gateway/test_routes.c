@@ -58,7 +58,19 @@ static void every_route_matches(void **state)
                         "/shopmicro.order.v1.OrderService/GetOrder");
     assert_non_null(route_of("GET", "/healthz")->local);
     assert_non_null(route_of("GET", "/readyz")->local);
-    assert_non_null(route_of("GET", "/metrics")->local);
+}
+
+/* The public port serves the API, /healthz and /readyz only: what tells
+ * the system's insides is on the admin port (adminport.h). */
+static void internals_are_not_public_routes(void **state)
+{
+    static const char *const paths[] = {"/metrics", "/debug/resilience",
+                                        "/debug/resilience.json", "/debug"};
+    gw_match_t m;
+
+    (void)state;
+    for (size_t i = 0; i < SVC_COUNTOF(paths); i++)
+        assert_int_equal(match("GET", paths[i], &m), GW_MATCH_NOT_FOUND);
 }
 
 static void idempotency_is_declared_per_route(void **state)
@@ -446,6 +458,7 @@ int main(void)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(table_is_valid),
         cmocka_unit_test(every_route_matches),
+        cmocka_unit_test(internals_are_not_public_routes),
         cmocka_unit_test(idempotency_is_declared_per_route),
         cmocka_unit_test(variables_are_captured),
         cmocka_unit_test(trailing_slash_is_an_empty_id),
