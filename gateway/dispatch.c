@@ -539,6 +539,20 @@ static void local(gw_loop_t *l, h2o_req_t *req, const gw_route_t *r, const gw_ac
     gw_http_send(req, rep.status, rep.content_type, rep.body, rep.len);
 }
 
+/* grpc-gateway answers a known path under another method 501 with code 12
+ * (UNIMPLEMENTED, from its 405 routing error); 501 says the server cannot
+ * do it at all and counts as a server error. 405 with Allow (RFC 9110
+ * §15.5.6) says what the client did wrong and what it may do; the body
+ * keeps grpc-gateway's code 12. */
+static void answer_wrong_method(const gw_access_t *e, h2o_req_t *req, unsigned allow)
+{
+    char v[64];
+    size_t n = gw_route_allow_text(allow, v, sizeof v);
+
+    add_header(req, "allow", "Allow", v, n < sizeof v ? n : sizeof v - 1);
+    answer_error(e, req, 405, 12, "Method Not Allowed", 0);
+}
+
 static void route(gw_loop_t *l, h2o_req_t *req, gw_access_t *e, const char *id)
 {
     gw_match_t m;
@@ -556,8 +570,7 @@ static void route(gw_loop_t *l, h2o_req_t *req, gw_access_t *e, const char *id)
         answer_error(e, req, 0, 5, "Not Found", 0);
         break;
     case GW_MATCH_WRONG_METHOD:
-        /* grpc-gateway maps its 405 routing error to UNIMPLEMENTED: 501. */
-        answer_error(e, req, 0, 12, "Method Not Allowed", 0);
+        answer_wrong_method(e, req, m.allow);
         break;
     case GW_MATCH_BAD_PATH:
         answer_error(e, req, 0, 3, "Bad Request", 0);

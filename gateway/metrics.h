@@ -38,7 +38,7 @@
 
 typedef struct gw_metrics gw_metrics_t;
 
-/* Route index meaning "no route matched" (404, 501, 400 bad path, 413 ...). */
+/* Route index meaning "no route matched" (404, 405, 400 bad path, 413 ...). */
 #define GW_METRICS_UNMATCHED SIZE_MAX
 
 /* labels: n_routes route labels (borrowed, must outlive the metrics).

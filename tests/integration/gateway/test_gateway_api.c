@@ -238,6 +238,19 @@ static void empty_body_reaches_validation(void **state)
 
 /* ---- routing, headers, deadlines ----------------------------------------- */
 
+static void wrong_method(api_t *a, const char *method, const char *path, const char *allow)
+{
+    char v[64];
+    gw_res_t r;
+
+    gw_call(a->h, a->t, method, path, strcmp(method, "POST") == 0 ? "{}" : NULL, NULL, &r);
+    gw_assert_body(&r, 405, "{\"code\":12,\"message\":\"Method Not Allowed\",\"details\":[]}");
+    if (!gw_res_header(&r, "Allow", v, sizeof v))
+        fail_msg("%s %s: 405 without Allow", method, path);
+    assert_string_equal(v, allow);
+    gw_res_free(&r);
+}
+
 static void unknown_path_and_wrong_method(void **state)
 {
     api_t *a = *state;
@@ -249,17 +262,15 @@ static void unknown_path_and_wrong_method(void **state)
     gw_call(a->h, a->t, "GET", "/v1/products/a/b", NULL, NULL, &r);
     gw_assert_body(&r, 404, "{\"code\":5,\"message\":\"Not Found\",\"details\":[]}");
     gw_res_free(&r);
-    gw_call(a->h, a->t, "PUT", "/v1/products", "{}", NULL, &r);
-    gw_assert_body(&r, 501, "{\"code\":12,\"message\":\"Method Not Allowed\",\"details\":[]}");
-    gw_res_free(&r);
-    gw_call(a->h, a->t, "DELETE", "/v1/products/x", NULL, NULL, &r);
-    gw_assert_body(&r, 501, "{\"code\":12,\"message\":\"Method Not Allowed\",\"details\":[]}");
-    gw_res_free(&r);
-    gw_call(a->h, a->t, "POST", "/v1/orders/x", "{}", NULL, &r);
-    gw_assert_body(&r, 501, "{\"code\":12,\"message\":\"Method Not Allowed\",\"details\":[]}");
-    gw_res_free(&r);
+    /* A known path under another method: 405 with the methods it has
+     * (RFC 9110 §15.5.6), grpc-gateway's body code UNIMPLEMENTED. */
+    wrong_method(a, "PUT", "/v1/products", "GET, POST");
+    wrong_method(a, "DELETE", "/v1/products/x", "GET");
+    wrong_method(a, "POST", "/v1/orders/x", "GET");
+    wrong_method(a, "OPTIONS", "/v1/orders", "POST");
+    wrong_method(a, "POST", "/healthz", "GET");
     gw_call(a->h, a->t, "HEAD", "/v1/products", NULL, NULL, &r);
-    gw_assert_status(&r, 501);
+    gw_assert_status(&r, 405);
     gw_res_free(&r);
 }
 
@@ -406,7 +417,7 @@ static void keep_alive_survives_errors(void **state)
         {"POST", "/v1/products", "{bad", NULL, 400},
         {"POST", "/v1/products", "{\"name\":\"\"}", NULL, 400},
         {"GET", "/v1/products", NULL, bad_timeout, 400},
-        {"PUT", "/v1/products", "{}", NULL, 501},
+        {"PUT", "/v1/products", "{}", NULL, 405},
         {"GET", "/v1/products?page_size=1", NULL, NULL, 200},
     };
 
@@ -595,7 +606,7 @@ static void healthz_readyz_metrics(void **state)
     assert_non_null(strstr(r.body, "gateway_http_requests_total{route=\"/v1/products\","
                                    "method=\"POST\",code=\"200\"} "));
     assert_non_null(strstr(r.body, "gateway_http_requests_total{route=\"unmatched\","
-                                   "method=\"PUT\",code=\"501\"} "));
+                                   "method=\"PUT\",code=\"405\"} "));
     assert_non_null(strstr(r.body, "# TYPE gateway_http_request_duration_seconds histogram\n"));
     assert_non_null(strstr(r.body, "gateway_http_request_duration_seconds_bucket{route="
                                    "\"/v1/products\",method=\"GET\",le=\"+Inf\"} "));
