@@ -26,7 +26,10 @@ static const svc_cfg_entry_t table[] = {
      "the order service's gRPC address host:port"},
     {"GATEWAY_DEFAULT_TIMEOUT_MS", SVC_CFG_INT, 0, 3600000, "10000", OFF(default_timeout_ms),
      "deadline of a call whose request has no Grpc-Timeout header (0 = none)"},
-    {"GATEWAY_MAX_BODY_BYTES", SVC_CFG_INT, 1, 67108864, "1048576", OFF(max_body_bytes),
+    /* The API's largest request is an order: 100 lines are a few KB. 64 KiB
+     * leaves room for that many times more, and keeps what one request can
+     * make a loop buffer (and decode) small (docs/gateway.md, "Security"). */
+    {"GATEWAY_MAX_BODY_BYTES", SVC_CFG_INT, 1, 67108864, "65536", OFF(max_body_bytes),
      "largest request body; a larger one gets 413 before it is read"},
     {"GATEWAY_MAX_METADATA_BYTES", SVC_CFG_INT, 1024, 7168, "4096", OFF(max_metadata_bytes),
      "most gRPC metadata a request may send upstream (name + value + 32 per entry); more is "
