@@ -32,14 +32,16 @@ static void admin_metrics(void *ctx, admin_buf_t *out)
     gw_app_t *app = ctx;
     const gw_failfast_t *ff = gw_upstream_failfast(app->ups);
     gw_cache_stats_t cache;
+    gw_conn_stats_t conns = {atomic_load_explicit(&app->n_conns, memory_order_relaxed),
+                             (size_t)app->cfg->max_connections};
     char *text = NULL;
     size_t len = 0;
     ups_list_t l;
 
     if (app->stale != NULL)
         gw_cache_stats(app->stale, &cache);
-    if (gw_metrics_render(app->metrics, app->stale != NULL ? &cache : NULL, &text, &len) ==
-        SVC_OK)
+    if (gw_metrics_render(app->metrics, app->stale != NULL ? &cache : NULL, &conns, &text,
+                          &len) == SVC_OK)
         admin_buf_printf(out, "%.*s", (int)len, text);
     else
         admin_buf_printf(out, "# cannot render the gateway's HTTP metrics: out of memory\n");

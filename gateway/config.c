@@ -34,6 +34,13 @@ static const svc_cfg_entry_t table[] = {
     {"GATEWAY_MAX_METADATA_BYTES", SVC_CFG_INT, 1024, 7168, "4096", OFF(max_metadata_bytes),
      "most gRPC metadata a request may send upstream (name + value + 32 per entry); more is "
      "431 (gRPC's own limit is 8 KiB, its own headers included)"},
+    /* Each connection costs a descriptor and memory (2,000 with a request
+     * each took the RSS from 17 to 60 MB: docs/gateway.md, "Memory"); 4096
+     * keeps a flood of them near 150 MB, and is four times what the load
+     * test holds open. */
+    {"GATEWAY_MAX_CONNECTIONS", SVC_CFG_INT, 1, 1000000, "4096", OFF(max_connections),
+     "client connections open at once, all threads together; at the limit new ones wait in "
+     "the listen backlog until one closes"},
     {"GATEWAY_IDLE_TIMEOUT_MS", SVC_CFG_INT, 100, 3600000, "10000", OFF(idle_timeout_ms),
      "how long a keep-alive connection may idle, or a request take to arrive"},
     {"GATEWAY_DRAIN_MS", SVC_CFG_INT, 0, 600000, "10000", OFF(drain_ms),

@@ -18,6 +18,7 @@ typedef struct gw_config {
     int64_t max_body_bytes;
     int64_t max_metadata_bytes; /* forwarded headers, as gRPC counts them */
     int64_t idle_timeout_ms;
+    int64_t max_connections; /* all loops together */
     int64_t drain_ms;
     svc_mem_cfg_t mem;     /* GATEWAY_MALLOC_ARENAS, GATEWAY_MALLOC_TRIM */
     char log_level[SVC_CFG_STR_MAX];

