@@ -15,6 +15,7 @@
 #include "dispatch.h"
 #include "headers.h"
 #include "http.h"
+#include "message.h"
 #include "pbj/pbjson.h"
 #include "routes.h"
 
@@ -145,23 +146,38 @@ static int failure_code(const rs_grpc_result_t *res)
 
 /* An upstream call that failed, synchronously (breaker open, bulkhead
  * full, deadline too short) or after its attempts. */
+/* A server-side failure's message is the gateway's own (message.h): the
+ * dependency, the request id and the project's phrases of the failure's
+ * texts (the upstream's message; the gateway's own decision when no attempt
+ * was made; the drain). The texts themselves go to the access line. */
+static const char *client_message(const gw_access_t *e, const rs_grpc_result_t *res, int code,
+                                  bool drain_cancelled, char *buf, size_t cap)
+{
+    const char *texts[2] = {drain_cancelled ? "the gateway is shutting down" : res->message,
+                            res->attempts == 0 ? rs_reason_text(res->reason) : NULL};
+
+    gw_client_message(code, gw_upstream_name(e->route->upstream), svc_log_request_id(), texts,
+                      SVC_COUNTOF(texts), buf, cap);
+    return buf;
+}
+
 static void answer_upstream_error(const gw_access_t *e, h2o_req_t *req, const rs_grpc_result_t *res,
                                   bool drain_cancelled)
 {
     int code = failure_code(res), status;
     const char *msg = res->message[0] != '\0' ? res->message : svc_strerror(res->err);
+    const char *unknown = gw_upstream_unknown_outcome(e->route->upstream);
     uint32_t retry_after_s = 0;
-    char note[2 * SVC_ERRBUF_LEN];
+    char text[2 * SVC_ERRBUF_LEN], note[3 * SVC_ERRBUF_LEN];
 
-    if (drain_cancelled) {
+    if (drain_cancelled)
         code = 14;
-        msg = "the gateway is shutting down";
-    }
+    if (gw_message_is_scrubbed(code))
+        msg = client_message(e, res, code, drain_cancelled, text, sizeof text);
     /* The order service says it itself when its database left the outcome
      * unknown: once is enough. */
-    if (outcome_unknown(e->route, res, drain_cancelled) &&
-        strstr(msg, gw_upstream_unknown_outcome(e->route->upstream)) == NULL) {
-        snprintf(note, sizeof note, "%s; %s", msg, gw_upstream_unknown_outcome(e->route->upstream));
+    if (outcome_unknown(e->route, res, drain_cancelled) && strstr(msg, unknown) == NULL) {
+        snprintf(note, sizeof note, "%s; %s", msg, unknown);
         msg = note;
     }
     status = gw_http_status_from_grpc(code);

@@ -133,10 +133,85 @@ static void connections_past_the_cap_wait_in_the_backlog(void **state)
     curl_easy_cleanup(h);
 }
 
+/* ---- what a client is told when a dependency fails ------------------------ */
+
+static int deps_setup(void **state)
+{
+    static const char *const env[] = {"GATEWAY_STALE_READS=off", NULL};
+
+    return gw_it_setup_env(state, false, env);
+}
+
+/* The catalog's database refuses every connection: the catalog's pool
+ * reconnects and fails with libpq's text ("connection to server at ...,
+ * port ... failed: FATAL: database ... is not currently accepting
+ * connections"). */
+static void database_refuses_connections(const gw_it_t *t, bool refuse)
+{
+    char dsn[PGTEST_DSN_MAX], sql[512], errbuf[SVC_ERRBUF_LEN] = "";
+
+    pgtest_dsn("postgres", dsn, sizeof dsn);
+    snprintf(sql, sizeof sql, "ALTER DATABASE %s ALLOW_CONNECTIONS %s", t->cat.db.name,
+             refuse ? "false" : "true");
+    if (pgtest_exec(dsn, sql, errbuf) != SVC_OK)
+        fail_msg("%s: %s", sql, errbuf);
+    snprintf(sql, sizeof sql,
+             "SELECT count(pg_terminate_backend(pid)) FROM pg_stat_activity WHERE datname = '%s'",
+             t->cat.db.name);
+    if (refuse && pgtest_exec(dsn, sql, errbuf) != SVC_OK)
+        fail_msg("%s: %s", sql, errbuf);
+}
+
+static void assert_says_nothing_of_the_system(const char *what, const char *text)
+{
+    static const char *const never[] = {"127.0.0.1", "port", "connection to server", "FATAL",
+                                        "not currently accepting", "dbname", "ipv4:", "localhost"};
+
+    for (size_t i = 0; i < SVC_COUNTOF(never); i++)
+        if (strstr(text, never[i]) != NULL)
+            fail_msg("%s says \"%s\": %s", what, never[i], text);
+}
+
+static void a_failing_database_is_named_not_quoted(void **state)
+{
+    gw_it_t *t = *state;
+    CURL *h = curl_easy_init();
+    const char *id_hdr[] = {"X-Request-Id: sec-db-outage-1", NULL};
+    char msg[512];
+    it_product_t *p = NULL;
+    rpc_result_t res;
+    gw_res_t r;
+
+    database_refuses_connections(t, true);
+    /* The gateway's client: the dependency and the request id. */
+    gw_call(h, t, "POST", "/v1/products", "{\"name\":\"mug\",\"price_cents\":1,\"stock\":1}",
+            id_hdr, &r);
+    if (r.status != 503 && r.status != 500)
+        fail_msg("status %ld, want 503 or 500: %s", r.status, r.body);
+    assert_true(gw_json_str(r.body, "message", msg, sizeof msg));
+    assert_non_null(strstr(msg, "catalog "));
+    assert_non_null(strstr(msg, "(request sec-db-outage-1)"));
+    assert_says_nothing_of_the_system("the gateway's answer", r.body);
+    gw_res_free(&r);
+    /* The catalog's own gRPC clients are told no more. */
+    it_create(t->cat.ch, "mug", "", 1, 1, 0, &p, &res);
+    assert_int_not_equal(res.err, SVC_OK);
+    assert_says_nothing_of_the_system("the catalog's status", res.message);
+    it_free(p);
+    /* The detail is in the logs, under the request id. */
+    assert_true(spawn_log_contains(t->gw, "req=sec-db-outage-1"));
+    assert_true(spawn_log_contains(t->cat.proc, "req=sec-db-outage-1"));
+    assert_true(spawn_log_contains(t->cat.proc, "not currently accepting connections"));
+    database_refuses_connections(t, false);
+    curl_easy_cleanup(h);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test_setup_teardown(connections_past_the_cap_wait_in_the_backlog, cap_setup,
+                                        gw_it_teardown),
+        cmocka_unit_test_setup_teardown(a_failing_database_is_named_not_quoted, deps_setup,
                                         gw_it_teardown),
     };
     int rc;
