@@ -3,6 +3,7 @@
 #include <unistd.h>
 
 #include "config.h"
+#include "cors.h"
 #include "resilience.h"
 
 #define OFF(f) SVC_CFG_OFF(gw_config_t, f)
@@ -90,6 +91,11 @@ static const svc_cfg_entry_t table[] = {
     {"GATEWAY_FAILFAST_MAX_WINDOW_MS", SVC_CFG_INT, 1, 600000, "1000",
      OFF(failfast_max_window_ms),
      "the longest such window, whatever the hint: after it one call probes the upstream"},
+    /* CORS (cors.h): no origin by default, so no page of another origin
+     * may read an answer; a deployment names the origins of its web apps. */
+    {"GATEWAY_CORS_ORIGINS", SVC_CFG_STR, 0, 511, "", OFF(cors_origins),
+     "origins whose browser pages may call the API (CORS): scheme://host[:port],... "
+     "(empty or none = no CORS headers at all)"},
     /* The live resilience page (docs/gateway.md): the default is the local
      * stack's order admin port (deploy/local, ORDER_ADMIN_LISTEN), where the
      * order service's own catalog breaker lives. */
@@ -114,6 +120,9 @@ svc_err_t gw_config_load(gw_config_t *c, const char *(*getenv_fn)(const char *na
         return SVC_EINVAL;
     }
     err = gw_resilience_peers_check(c->resilience_peers, errbuf);
+    if (err != SVC_OK)
+        return err;
+    err = gw_cors_check(c->cors_origins, errbuf);
     if (err != SVC_OK)
         return err;
     if (c->threads == 0) {

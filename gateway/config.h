@@ -36,6 +36,7 @@ typedef struct gw_config {
     int64_t stale_max_bytes;
     bool failfast; /* docs/gateway.md, "Fail-fast windows" */
     int64_t failfast_max_window_ms;
+    char cors_origins[SVC_CFG_STR_MAX]; /* cors.h; "" or "none": no CORS */
     char resilience_peers[SVC_CFG_STR_MAX]; /* the live page's other feeds (resilience.h) */
 } gw_config_t;
 

@@ -12,6 +12,7 @@
 
 #include "access.h"
 #include "bind.h"
+#include "cors.h"
 #include "dispatch.h"
 #include "headers.h"
 #include "http.h"
@@ -606,7 +607,7 @@ static int on_req(h2o_handler_t *self, h2o_req_t *req)
     svc_log_set_request_id(id);
     if (l->stopping)
         req->http1_is_persistent = 0;
-    if (framing_ok(req, &e))
+    if (framing_ok(req, &e) && !gw_cors_handle(req, &e, l->app->cfg->cors_origins))
         route(l, req, &e, id);
     svc_log_set_request_id(NULL);
     return 0;

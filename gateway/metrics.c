@@ -13,7 +13,7 @@ static const char *const methods[] = {"GET",  "POST", "PUT",     "DELETE",
 #define N_METHODS SVC_COUNTOF(methods)
 
 /* Every status the gateway itself produces; anything else counts as "other". */
-static const int codes[] = {200, 400, 401, 403, 404, 405, 409, 413,
+static const int codes[] = {200, 204, 400, 401, 403, 404, 405, 409, 413,
                             417, 429, 431, 499, 500, 501, 503, 504};
 #define N_CODES (SVC_COUNTOF(codes) + 1)
 

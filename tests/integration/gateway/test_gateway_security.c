@@ -133,6 +133,127 @@ static void connections_past_the_cap_wait_in_the_backlog(void **state)
     curl_easy_cleanup(h);
 }
 
+/* ---- CORS ------------------------------------------------------------------ */
+
+#define PAGE "https://shop.example.com"
+
+static int cors_setup(void **state)
+{
+    static const char *const env[] = {"GATEWAY_CORS_ORIGINS=" PAGE ",http://localhost:3000",
+                                      NULL};
+
+    return gw_it_setup_env(state, false, env);
+}
+
+static bool has_cors_header(const gw_res_t *r)
+{
+    static const char *const names[] = {"Access-Control-Allow-Origin",
+                                        "Access-Control-Allow-Methods",
+                                        "Access-Control-Allow-Headers",
+                                        "Access-Control-Expose-Headers", "Access-Control-Max-Age"};
+    char v[256];
+
+    for (size_t i = 0; i < SVC_COUNTOF(names); i++)
+        if (gw_res_header(r, names[i], v, sizeof v))
+            return true;
+    return false;
+}
+
+static void preflight(CURL *h, const gw_it_t *t, const char *origin, const char *path,
+                      gw_res_t *r)
+{
+    char o[128];
+    const char *hdrs[] = {o, "Access-Control-Request-Method: POST",
+                          "Access-Control-Request-Headers: content-type, idempotency-key", NULL};
+
+    snprintf(o, sizeof o, "Origin: %s", origin);
+    gw_call(h, t, "OPTIONS", path, NULL, hdrs, r);
+}
+
+static void an_allowed_origin_gets_its_preflight(void **state)
+{
+    gw_it_t *t = *state;
+    CURL *h = curl_easy_init();
+    const char *from_page[] = {"Origin: " PAGE, NULL};
+    char v[256];
+    gw_res_t r;
+
+    preflight(h, t, PAGE, "/v1/orders", &r);
+    gw_assert_status(&r, 204);
+    assert_true(gw_res_header(&r, "Access-Control-Allow-Origin", v, sizeof v));
+    assert_string_equal(v, PAGE);
+    assert_true(gw_res_header(&r, "Access-Control-Allow-Methods", v, sizeof v));
+    assert_string_equal(v, "POST"); /* the route's methods only */
+    assert_true(gw_res_header(&r, "Access-Control-Allow-Headers", v, sizeof v));
+    assert_string_equal(v, "Content-Type, Authorization, Idempotency-Key, Grpc-Timeout, "
+                           "X-Request-Id");
+    assert_true(gw_res_header(&r, "Vary", v, sizeof v));
+    assert_string_equal(v, "Origin");
+    gw_res_free(&r);
+    preflight(h, t, PAGE, "/v1/products", &r);
+    gw_assert_status(&r, 204);
+    assert_true(gw_res_header(&r, "Access-Control-Allow-Methods", v, sizeof v));
+    assert_string_equal(v, "GET, POST");
+    gw_res_free(&r);
+    /* The request itself: readable by the page, with its request id. */
+    gw_call(h, t, "GET", "/v1/products?page_size=1", NULL, from_page, &r);
+    gw_assert_status(&r, 200);
+    assert_true(gw_res_header(&r, "Access-Control-Allow-Origin", v, sizeof v));
+    assert_string_equal(v, PAGE);
+    assert_true(gw_res_header(&r, "Access-Control-Expose-Headers", v, sizeof v));
+    assert_non_null(strstr(v, "X-Request-Id"));
+    gw_res_free(&r);
+    /* An unknown path has no preflight: 404. */
+    preflight(h, t, PAGE, "/v2/nothing", &r);
+    gw_assert_status(&r, 404);
+    gw_res_free(&r);
+    curl_easy_cleanup(h);
+}
+
+static void other_origins_get_no_cors_header(void **state)
+{
+    static const char *const others[] = {"https://evil.example", "http://shop.example.com",
+                                         "https://shop.example.com.evil.example", "null"};
+    gw_it_t *t = *state;
+    CURL *h = curl_easy_init();
+    char o[128], v[64];
+    const char *hdrs[] = {o, NULL};
+    gw_res_t r;
+
+    for (size_t i = 0; i < SVC_COUNTOF(others); i++) {
+        preflight(h, t, others[i], "/v1/orders", &r);
+        gw_assert_status(&r, 405); /* an OPTIONS like any other */
+        if (has_cors_header(&r))
+            fail_msg("%s got a CORS header:\n%s", others[i], r.head);
+        gw_res_free(&r);
+        snprintf(o, sizeof o, "Origin: %s", others[i]);
+        gw_call(h, t, "GET", "/v1/products?page_size=1", NULL, hdrs, &r);
+        gw_assert_status(&r, 200);
+        if (has_cors_header(&r))
+            fail_msg("%s got a CORS header:\n%s", others[i], r.head);
+        /* the answer depends on Origin all the same */
+        assert_true(gw_res_header(&r, "Vary", v, sizeof v));
+        gw_res_free(&r);
+    }
+    curl_easy_cleanup(h);
+}
+
+/* Without GATEWAY_CORS_ORIGINS, not one CORS header, whoever asks. */
+static void no_cors_by_default(void **state)
+{
+    gw_it_t *t = *state;
+    CURL *h = curl_easy_init();
+    char v[64];
+    gw_res_t r;
+
+    preflight(h, t, PAGE, "/v1/orders", &r);
+    gw_assert_status(&r, 405);
+    assert_false(has_cors_header(&r));
+    assert_false(gw_res_header(&r, "Vary", v, sizeof v));
+    gw_res_free(&r);
+    curl_easy_cleanup(h);
+}
+
 /* ---- what a client is told when a dependency fails ------------------------ */
 
 static int deps_setup(void **state)
@@ -213,6 +334,11 @@ int main(void)
                                         gw_it_teardown),
         cmocka_unit_test_setup_teardown(a_failing_database_is_named_not_quoted, deps_setup,
                                         gw_it_teardown),
+        cmocka_unit_test_setup_teardown(an_allowed_origin_gets_its_preflight, cors_setup,
+                                        gw_it_teardown),
+        cmocka_unit_test_setup_teardown(other_origins_get_no_cors_header, cors_setup,
+                                        gw_it_teardown),
+        cmocka_unit_test_setup_teardown(no_cors_by_default, deps_setup, gw_it_teardown),
     };
     int rc;
 
