@@ -145,23 +145,25 @@ static int failure_code(const rs_grpc_result_t *res)
     return svc_err_to_grpc(res->err);
 }
 
-/* An upstream call that failed, synchronously (breaker open, bulkhead
- * full, deadline too short) or after its attempts. */
 /* A server-side failure's message is the gateway's own (message.h): the
  * dependency, the request id and the project's phrases of the failure's
  * texts (the upstream's message; the gateway's own decision when no attempt
- * was made; the drain). The texts themselves go to the access line. */
+ * was made, except a fail-fast answer, whose text is the refusal's; the
+ * drain). The texts themselves go to the access line. */
 static const char *client_message(const gw_access_t *e, const rs_grpc_result_t *res, int code,
                                   bool drain_cancelled, char *buf, size_t cap)
 {
+    bool own = res->attempts == 0 && res->reason != RS_REASON_PUSHBACK;
     const char *texts[2] = {drain_cancelled ? "the gateway is shutting down" : res->message,
-                            res->attempts == 0 ? rs_reason_text(res->reason) : NULL};
+                            own ? rs_reason_text(res->reason) : NULL};
 
     gw_client_message(code, gw_upstream_name(e->route->upstream), svc_log_request_id(), texts,
                       SVC_COUNTOF(texts), buf, cap);
     return buf;
 }
 
+/* An upstream call that failed, synchronously (breaker open, bulkhead
+ * full, deadline too short) or after its attempts. */
 static void answer_upstream_error(const gw_access_t *e, h2o_req_t *req, const rs_grpc_result_t *res,
                                   bool drain_cancelled)
 {

@@ -202,8 +202,12 @@ def walkthrough():
     # and the 5th (consecutive failures to open it) is order 5.
     texts = [json.dumps(b) for b in bodies]
     n_slow = next((i for i, t in enumerate(texts) if "circuit open" in t), len(texts))
-    check(n_slow == 5 and all("attempts=3" in t for t in texts[:n_slow]),
-          f"orders 1-{n_slow} made 3 attempts each, then the breaker opened (5 such orders)")
+    check(n_slow == 5, f"orders 1-{n_slow} were tried, then the breaker opened (5 such orders)")
+    # What the client is told names the dependency and the request id, never gRPC's text with the
+    # catalog's address or the attempts (those are in order.log: docs/gateway.md, "Security").
+    check(all("order is unavailable (request " in t and "attempts=" not in t and "ipv4:" not in t
+              and "127.0.0.1" not in t for t in texts),
+          "all 8 name order and the request id, and nothing of the system")
     slow, fast = sorted(times[:n_slow]), times[n_slow:]
     # Full jitter draws each backoff from [0, window] (100 then 200 ms), so one order alone can be
     # quick: the median is checked, against the ~1 ms of a refusal.
@@ -211,8 +215,8 @@ def walkthrough():
           f"median of the retried orders >= 20 ms ({slow[len(slow) // 2] * 1000:.1f} ms)")
     check(all(t < scaled(0.020) for t in fast),
           f"orders {n_slow + 1}-8 < {scaled(20):.0f} ms each ({[round(t * 1000, 1) for t in fast]} ms)")
-    check(all("circuit open (reason=breaker-open attempts=0)" in t for t in texts[n_slow:]),
-          f"orders {n_slow + 1}-8 say \"circuit open\" with no attempt")
+    check(all("catalog unavailable: circuit open" in t for t in texts[n_slow:]),
+          f"orders {n_slow + 1}-8 say \"catalog unavailable: circuit open\"")
     check(all("catalog unavailable" in t for t in texts), "all 8 say \"catalog unavailable\"")
     check(all(w is not None and 1 <= int(w) <= 10 for w in waits[n_slow:]),
           f"orders {n_slow + 1}-8 carry order's breaker cooldown as Retry-After 1-10 ({waits})")
