@@ -109,9 +109,11 @@ start() {
 }
 
 start_gateway() {  # start_gateway BIN
-  GW_PORT=$(free_port)
+  GW_PORT=$(free_port) GW_ADMIN=$(free_port)
   GW_URL=http://127.0.0.1:$GW_PORT
+  GW_ADMIN_URL=http://127.0.0.1:$GW_ADMIN   # its /metrics
   start "$1" gateway GW_PID "$GW_PORT" GATEWAY_LISTEN="127.0.0.1:$GW_PORT" GATEWAY_LOG_LEVEL=warn \
+    GATEWAY_ADMIN_LISTEN="127.0.0.1:$GW_ADMIN" \
     GATEWAY_LOCK_DIR="$TMP" GATEWAY_CATALOG_ADDR="127.0.0.1:$CAT_PORT" \
     GATEWAY_ORDER_ADDR="127.0.0.1:$ORD_PORT" ${GW_EXTRA_ENV[@]+"${GW_EXTRA_ENV[@]}"}
 }
@@ -234,7 +236,7 @@ phase() {
   wait "$probe_pid" || true
   probe_pid=""
   refused1=$(metric "http://127.0.0.1:$ORD_ADMIN" "$ORDER_REFUSALS")
-  fast=$(metric "$GW_URL" "$FAST_FAILS")
+  fast=$(metric "$GW_ADMIN_URL" "$FAST_FAILS")
   grep -E '^(RESULT|STATUS|CHECK) ' "$TMP/load.log"
   cat "$TMP/watch.log" "$TMP/probe.log"
   line=$(grep '^RESULT ' "$TMP/load.log") || die "$load printed no RESULT line"

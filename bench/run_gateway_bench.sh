@@ -214,7 +214,7 @@ start_gateway() {
   # --gateway-env GATEWAY_STALE_READS=on turns them back on.
   GATEWAY_LISTEN=127.0.0.1:$GW_PORT GATEWAY_CATALOG_ADDR=127.0.0.1:$CAT_PORT \
   GATEWAY_ORDER_ADDR=127.0.0.1:$(free_port) GATEWAY_LOG_LEVEL=warn GATEWAY_LOCK_DIR="$TMP" \
-  GATEWAY_STALE_READS=off \
+  GATEWAY_STALE_READS=off GATEWAY_ADMIN_LISTEN=127.0.0.1:0 \
     env ${GW_EXTRA_ENV[@]+"${GW_EXTRA_ENV[@]}"} \
     "${GW_BIN:-$BUILD_DIR/gateway/gateway}" >>"$TMP/gateway.log" 2>&1 </dev/null &
   GW_PID=$!

@@ -4,6 +4,7 @@
 #include <string.h>
 
 #include "access.h"
+#include "message.h"
 #include "upstream.h"
 
 #define ACCESS_MOD "gateway.access"
@@ -53,23 +54,12 @@ static bool admit_5xx(const gw_access_t *e, int status, uint64_t *left_out)
                                  left_out);
 }
 
-/* The local /debug/ pages are polled (the live resilience page's feed twice
- * a second per viewer): their successes go to the access log at debug, or
- * they would drown the lines about real requests. */
-static bool quiet(const gw_access_t *e, int status)
-{
-    return status < 400 && e->route != NULL && e->route->local != NULL &&
-           strncmp(e->route->pattern, "/debug/", 7) == 0;
-}
-
 void gw_access_end(const gw_access_t *e, int status)
 {
     uint64_t dur = svc_now_ns() - e->start_ns, repeated = 0;
     size_t route = e->route != NULL ? (size_t)(e->route - gw_routes) : GW_METRICS_UNMATCHED;
-    svc_log_level_t lvl = status >= 500         ? SVC_LOG_WARN
-                          : quiet(e, status) ? SVC_LOG_DEBUG
-                                             : SVC_LOG_INFO;
-    char path[GW_ACCESS_PATH_MAX + 1], kv[768];
+    svc_log_level_t lvl = status >= 500 ? SVC_LOG_WARN : SVC_LOG_INFO;
+    char path[GW_ACCESS_PATH_MAX + 1], kv[1024];
     int n;
 
     gw_metrics_end(e->loop->app->metrics, route, e->method, e->method_len, status, dur);
@@ -87,6 +77,13 @@ void gw_access_end(const gw_access_t *e, int status)
         n += snprintf(kv + n, sizeof kv - (size_t)n, " upstream=%s reason=%s attempts=%u",
                       gw_upstream_name(e->route->upstream), rs_reason_name(e->res->reason),
                       e->res->attempts);
+    /* What the client was not told (message.h): the failure's own text. */
+    if (n > 0 && (size_t)n < sizeof kv && e->res != NULL && status >= 500 &&
+        e->res->message[0] != '\0') {
+        char detail[SVC_ERRBUF_LEN];
+        gw_log_text(e->res->message, detail, sizeof detail);
+        n += snprintf(kv + n, sizeof kv - (size_t)n, " detail=\"%s\"", detail);
+    }
     if (n > 0 && (size_t)n < sizeof kv && e->stale)
         n += snprintf(kv + n, sizeof kv - (size_t)n, " stale=true age_ms=%llu",
                       (unsigned long long)e->age_ms);

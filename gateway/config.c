@@ -3,6 +3,7 @@
 #include <unistd.h>
 
 #include "config.h"
+#include "cors.h"
 #include "resilience.h"
 
 #define OFF(f) SVC_CFG_OFF(gw_config_t, f)
@@ -10,6 +11,14 @@
 static const svc_cfg_entry_t table[] = {
     {"GATEWAY_LISTEN", SVC_CFG_STR, 1, 255, "127.0.0.1:8080", OFF(listen),
      "HTTP listen address host:port (one SO_REUSEPORT listener per thread)"},
+    /* The metrics, the detailed readiness and the live resilience page tell
+     * whoever reads them the system's insides (upstream addresses, recent
+     * failures): loopback only unless a deployment says otherwise.
+     * 9469 follows the services' admin ports (relay 9464 ... notification
+     * 9468, deploy/local/services.sh). */
+    {"GATEWAY_ADMIN_LISTEN", SVC_CFG_STR, 1, 255, "127.0.0.1:9469", OFF(admin_listen),
+     "admin listener host:port: /metrics, the detailed /readyz, /debug/resilience and its "
+     "feed (\"none\" = no admin port)"},
     {"GATEWAY_THREADS", SVC_CFG_INT, 0, 256, "0", OFF(threads),
      "event-loop threads; 0 = one per online core"},
     {"GATEWAY_CATALOG_ADDR", SVC_CFG_STR, 1, 255, "127.0.0.1:25051", OFF(catalog_addr),
@@ -18,11 +27,21 @@ static const svc_cfg_entry_t table[] = {
      "the order service's gRPC address host:port"},
     {"GATEWAY_DEFAULT_TIMEOUT_MS", SVC_CFG_INT, 0, 3600000, "10000", OFF(default_timeout_ms),
      "deadline of a call whose request has no Grpc-Timeout header (0 = none)"},
-    {"GATEWAY_MAX_BODY_BYTES", SVC_CFG_INT, 1, 67108864, "1048576", OFF(max_body_bytes),
+    /* The API's largest request is an order: 100 lines are a few KB. 64 KiB
+     * leaves room for that many times more, and keeps what one request can
+     * make a loop buffer (and decode) small (docs/gateway.md, "Security"). */
+    {"GATEWAY_MAX_BODY_BYTES", SVC_CFG_INT, 1, 67108864, "65536", OFF(max_body_bytes),
      "largest request body; a larger one gets 413 before it is read"},
     {"GATEWAY_MAX_METADATA_BYTES", SVC_CFG_INT, 1024, 7168, "4096", OFF(max_metadata_bytes),
      "most gRPC metadata a request may send upstream (name + value + 32 per entry); more is "
      "431 (gRPC's own limit is 8 KiB, its own headers included)"},
+    /* Each connection costs a descriptor and memory (2,000 with a request
+     * each took the RSS from 17 to 60 MB: docs/gateway.md, "Memory"); 4096
+     * keeps a flood of them near 150 MB, and is four times what the load
+     * test holds open. */
+    {"GATEWAY_MAX_CONNECTIONS", SVC_CFG_INT, 1, 1000000, "4096", OFF(max_connections),
+     "client connections open at once, all threads together; at the limit new ones wait in "
+     "the listen backlog until one closes"},
     {"GATEWAY_IDLE_TIMEOUT_MS", SVC_CFG_INT, 100, 3600000, "10000", OFF(idle_timeout_ms),
      "how long a keep-alive connection may idle, or a request take to arrive"},
     {"GATEWAY_DRAIN_MS", SVC_CFG_INT, 0, 600000, "10000", OFF(drain_ms),
@@ -72,6 +91,11 @@ static const svc_cfg_entry_t table[] = {
     {"GATEWAY_FAILFAST_MAX_WINDOW_MS", SVC_CFG_INT, 1, 600000, "1000",
      OFF(failfast_max_window_ms),
      "the longest such window, whatever the hint: after it one call probes the upstream"},
+    /* CORS (cors.h): no origin by default, so no page of another origin
+     * may read an answer; a deployment names the origins of its web apps. */
+    {"GATEWAY_CORS_ORIGINS", SVC_CFG_STR, 0, 511, "", OFF(cors_origins),
+     "origins whose browser pages may call the API (CORS): scheme://host[:port],... "
+     "(empty or none = no CORS headers at all)"},
     /* The live resilience page (docs/gateway.md): the default is the local
      * stack's order admin port (deploy/local, ORDER_ADMIN_LISTEN), where the
      * order service's own catalog breaker lives. */
@@ -96,6 +120,9 @@ svc_err_t gw_config_load(gw_config_t *c, const char *(*getenv_fn)(const char *na
         return SVC_EINVAL;
     }
     err = gw_resilience_peers_check(c->resilience_peers, errbuf);
+    if (err != SVC_OK)
+        return err;
+    err = gw_cors_check(c->cors_origins, errbuf);
     if (err != SVC_OK)
         return err;
     if (c->threads == 0) {

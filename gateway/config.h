@@ -10,6 +10,7 @@
 
 typedef struct gw_config {
     char listen[SVC_CFG_STR_MAX];
+    char admin_listen[SVC_CFG_STR_MAX]; /* "none": no admin port */
     int64_t threads; /* 0 in the environment: one per core (resolved by gw_config_load) */
     char catalog_addr[SVC_CFG_STR_MAX];
     char order_addr[SVC_CFG_STR_MAX];
@@ -17,6 +18,7 @@ typedef struct gw_config {
     int64_t max_body_bytes;
     int64_t max_metadata_bytes; /* forwarded headers, as gRPC counts them */
     int64_t idle_timeout_ms;
+    int64_t max_connections; /* all loops together */
     int64_t drain_ms;
     svc_mem_cfg_t mem;     /* GATEWAY_MALLOC_ARENAS, GATEWAY_MALLOC_TRIM */
     char log_level[SVC_CFG_STR_MAX];
@@ -34,6 +36,7 @@ typedef struct gw_config {
     int64_t stale_max_bytes;
     bool failfast; /* docs/gateway.md, "Fail-fast windows" */
     int64_t failfast_max_window_ms;
+    char cors_origins[SVC_CFG_STR_MAX]; /* cors.h; "" or "none": no CORS */
     char resilience_peers[SVC_CFG_STR_MAX]; /* the live page's other feeds (resilience.h) */
 } gw_config_t;
 

@@ -12,9 +12,11 @@
 
 #include "access.h"
 #include "bind.h"
+#include "cors.h"
 #include "dispatch.h"
 #include "headers.h"
 #include "http.h"
+#include "message.h"
 #include "pbj/pbjson.h"
 #include "routes.h"
 
@@ -143,6 +145,23 @@ static int failure_code(const rs_grpc_result_t *res)
     return svc_err_to_grpc(res->err);
 }
 
+/* A server-side failure's message is the gateway's own (message.h): the
+ * dependency, the request id and the project's phrases of the failure's
+ * texts (the upstream's message; the gateway's own decision when no attempt
+ * was made, except a fail-fast answer, whose text is the refusal's; the
+ * drain). The texts themselves go to the access line. */
+static const char *client_message(const gw_access_t *e, const rs_grpc_result_t *res, int code,
+                                  bool drain_cancelled, char *buf, size_t cap)
+{
+    bool own = res->attempts == 0 && res->reason != RS_REASON_PUSHBACK;
+    const char *texts[2] = {drain_cancelled ? "the gateway is shutting down" : res->message,
+                            own ? rs_reason_text(res->reason) : NULL};
+
+    gw_client_message(code, gw_upstream_name(e->route->upstream), svc_log_request_id(), texts,
+                      SVC_COUNTOF(texts), buf, cap);
+    return buf;
+}
+
 /* An upstream call that failed, synchronously (breaker open, bulkhead
  * full, deadline too short) or after its attempts. */
 static void answer_upstream_error(const gw_access_t *e, h2o_req_t *req, const rs_grpc_result_t *res,
@@ -150,18 +169,18 @@ static void answer_upstream_error(const gw_access_t *e, h2o_req_t *req, const rs
 {
     int code = failure_code(res), status;
     const char *msg = res->message[0] != '\0' ? res->message : svc_strerror(res->err);
+    const char *unknown = gw_upstream_unknown_outcome(e->route->upstream);
     uint32_t retry_after_s = 0;
-    char note[2 * SVC_ERRBUF_LEN];
+    char text[2 * SVC_ERRBUF_LEN], note[3 * SVC_ERRBUF_LEN];
 
-    if (drain_cancelled) {
+    if (drain_cancelled)
         code = 14;
-        msg = "the gateway is shutting down";
-    }
+    if (gw_message_is_scrubbed(code))
+        msg = client_message(e, res, code, drain_cancelled, text, sizeof text);
     /* The order service says it itself when its database left the outcome
      * unknown: once is enough. */
-    if (outcome_unknown(e->route, res, drain_cancelled) &&
-        strstr(msg, gw_upstream_unknown_outcome(e->route->upstream)) == NULL) {
-        snprintf(note, sizeof note, "%s; %s", msg, gw_upstream_unknown_outcome(e->route->upstream));
+    if (outcome_unknown(e->route, res, drain_cancelled) && strstr(msg, unknown) == NULL) {
+        snprintf(note, sizeof note, "%s; %s", msg, unknown);
         msg = note;
     }
     status = gw_http_status_from_grpc(code);
@@ -539,6 +558,20 @@ static void local(gw_loop_t *l, h2o_req_t *req, const gw_route_t *r, const gw_ac
     gw_http_send(req, rep.status, rep.content_type, rep.body, rep.len);
 }
 
+/* grpc-gateway answers a known path under another method 501 with code 12
+ * (UNIMPLEMENTED, from its 405 routing error); 501 says the server cannot
+ * do it at all and counts as a server error. 405 with Allow (RFC 9110
+ * §15.5.6) says what the client did wrong and what it may do; the body
+ * keeps grpc-gateway's code 12. */
+static void answer_wrong_method(const gw_access_t *e, h2o_req_t *req, unsigned allow)
+{
+    char v[64];
+    size_t n = gw_route_allow_text(allow, v, sizeof v);
+
+    add_header(req, "allow", "Allow", v, n < sizeof v ? n : sizeof v - 1);
+    answer_error(e, req, 405, 12, "Method Not Allowed", 0);
+}
+
 static void route(gw_loop_t *l, h2o_req_t *req, gw_access_t *e, const char *id)
 {
     gw_match_t m;
@@ -556,8 +589,7 @@ static void route(gw_loop_t *l, h2o_req_t *req, gw_access_t *e, const char *id)
         answer_error(e, req, 0, 5, "Not Found", 0);
         break;
     case GW_MATCH_WRONG_METHOD:
-        /* grpc-gateway maps its 405 routing error to UNIMPLEMENTED: 501. */
-        answer_error(e, req, 0, 12, "Method Not Allowed", 0);
+        answer_wrong_method(e, req, m.allow);
         break;
     case GW_MATCH_BAD_PATH:
         answer_error(e, req, 0, 3, "Bad Request", 0);
@@ -577,7 +609,7 @@ static int on_req(h2o_handler_t *self, h2o_req_t *req)
     svc_log_set_request_id(id);
     if (l->stopping)
         req->http1_is_persistent = 0;
-    if (framing_ok(req, &e))
+    if (framing_ok(req, &e) && !gw_cors_handle(req, &e, l->app->cfg->cors_origins))
         route(l, req, &e, id);
     svc_log_set_request_id(NULL);
     return 0;

@@ -37,14 +37,15 @@
 #include "stale_cache.h"
 #include "upstream.h"
 
-/* What every loop shares. Read-only once serving, except `draining` (and
- * what the stale cache and the metrics guard themselves). */
+/* What every loop shares. Read-only once serving, except `draining` and
+ * `n_conns` (and what the stale cache and the metrics guard themselves). */
 typedef struct gw_app {
     const gw_config_t *cfg;
     gw_upstreams_t *ups;
     gw_metrics_t *metrics;
     gw_cache_t *stale; /* NULL: GATEWAY_STALE_READS=off; shared by the loops, thread-safe */
     atomic_bool draining; /* shutdown begun: /readyz answers 503 */
+    atomic_size_t n_conns; /* client connections open, all loops (server.c counts them) */
 } gw_app_t;
 
 /* One event loop's state; server.c embeds it. Loop thread only. */

@@ -48,6 +48,8 @@ const char *gw_http_reason(int status)
     switch (status) {
     case 200:
         return "OK";
+    case 204:
+        return "No Content";
     case 400:
         return "Bad Request";
     case 401:

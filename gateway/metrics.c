@@ -13,8 +13,8 @@ static const char *const methods[] = {"GET",  "POST", "PUT",     "DELETE",
 #define N_METHODS SVC_COUNTOF(methods)
 
 /* Every status the gateway itself produces; anything else counts as "other". */
-static const int codes[] = {200, 400, 401, 403, 404, 409, 413, 417,
-                            429, 431, 499, 500, 501, 503, 504};
+static const int codes[] = {200, 204, 400, 401, 403, 404, 405, 409, 413,
+                            417, 429, 431, 499, 500, 501, 503, 504};
 #define N_CODES (SVC_COUNTOF(codes) + 1)
 
 /* Upper bounds in seconds (Prometheus client defaults plus 1 ms and 2.5 ms). */
@@ -34,6 +34,7 @@ struct gw_metrics {
     hist_t *hist;               /* [route][method] */
     _Atomic uint64_t *stale;    /* [route][served, missed] */
     _Atomic int64_t in_flight;
+    _Atomic uint64_t pauses[GW_PAUSE__COUNT];
 };
 
 svc_err_t gw_metrics_new(const char *const *labels, size_t n_routes, gw_metrics_t **out)
@@ -110,6 +111,11 @@ void gw_metrics_stale(gw_metrics_t *m, size_t route, bool served)
     size_t r = route < m->n_routes ? route : m->n_routes;
 
     atomic_fetch_add_explicit(&m->stale[r * 2 + (served ? 0 : 1)], 1, memory_order_relaxed);
+}
+
+void gw_metrics_accept_paused(gw_metrics_t *m, gw_pause_reason_t why)
+{
+    atomic_fetch_add_explicit(&m->pauses[why], 1, memory_order_relaxed);
 }
 
 /* A growable text buffer; `err` sticks once an allocation failed. */
@@ -198,8 +204,30 @@ static void render_stale(const gw_metrics_t *m, const gw_cache_stats_t *cache, o
         (double)cache->max_age_ms / 1000.0);
 }
 
-svc_err_t gw_metrics_render(const gw_metrics_t *m, const gw_cache_stats_t *cache, char **buf,
-                            size_t *len)
+static void render_conns(const gw_metrics_t *m, const gw_conn_stats_t *conns, out_t *o)
+{
+    static const char *const reason[GW_PAUSE__COUNT] = {
+        [GW_PAUSE_CONNECTION_LIMIT] = "connection_limit",
+        [GW_PAUSE_DESCRIPTORS] = "descriptors",
+    };
+
+    if (conns != NULL)
+        put(o,
+            "# HELP gateway_connections Client connections open.\n"
+            "# TYPE gateway_connections gauge\ngateway_connections %zu\n"
+            "# HELP gateway_connections_max GATEWAY_MAX_CONNECTIONS.\n"
+            "# TYPE gateway_connections_max gauge\ngateway_connections_max %zu\n",
+            conns->open, conns->max);
+    put(o, "# HELP gateway_accept_pauses_total Times a loop stopped accepting for 100 ms: at "
+           "the connection limit, or out of descriptors.\n"
+           "# TYPE gateway_accept_pauses_total counter\n");
+    for (int r = 0; r < GW_PAUSE__COUNT; r++)
+        put(o, "gateway_accept_pauses_total{reason=\"%s\"} %llu\n", reason[r],
+            (unsigned long long)atomic_load_explicit(&m->pauses[r], memory_order_relaxed));
+}
+
+svc_err_t gw_metrics_render(const gw_metrics_t *m, const gw_cache_stats_t *cache,
+                            const gw_conn_stats_t *conns, char **buf, size_t *len)
 {
     out_t o = {buf, len, 0, SVC_OK};
     size_t rows = m->n_routes + 1;
@@ -261,5 +289,6 @@ svc_err_t gw_metrics_render(const gw_metrics_t *m, const gw_cache_stats_t *cache
             "# TYPE gateway_http_in_flight gauge\ngateway_http_in_flight %lld\n",
         (long long)atomic_load_explicit(&m->in_flight, memory_order_relaxed));
     render_stale(m, cache, &o);
+    render_conns(m, conns, &o);
     return o.err;
 }

@@ -11,6 +11,8 @@
  *   gateway_stale_cache_evictions_total                       counter
  *   gateway_stale_cache_expired_total                         counter
  *   gateway_stale_cache_max_age_seconds                       gauge
+ *   gateway_connections, gateway_connections_max              gauges
+ *   gateway_accept_pauses_total{reason}                       counter
  *
  * (docs/gateway.md, "Stale reads": an answer served from the stale cache
  * for an upstream that was unavailable; a miss is such a failure with no
@@ -38,7 +40,7 @@
 
 typedef struct gw_metrics gw_metrics_t;
 
-/* Route index meaning "no route matched" (404, 501, 400 bad path, 413 ...). */
+/* Route index meaning "no route matched" (404, 405, 400 bad path, 413 ...). */
 #define GW_METRICS_UNMATCHED SIZE_MAX
 
 /* labels: n_routes route labels (borrowed, must outlive the metrics).
@@ -56,10 +58,26 @@ void gw_metrics_end(gw_metrics_t *m, size_t route, const char *method, size_t me
  * (served) or found nothing usable there (!served). */
 void gw_metrics_stale(gw_metrics_t *m, size_t route, bool served);
 
+/* Why a loop stopped watching its listener for 100 ms (server.c). */
+typedef enum gw_pause_reason {
+    GW_PAUSE_CONNECTION_LIMIT, /* GATEWAY_MAX_CONNECTIONS open */
+    GW_PAUSE_DESCRIPTORS,      /* accept() failed: EMFILE, ENFILE, ENOMEM */
+    GW_PAUSE__COUNT
+} gw_pause_reason_t;
+
+/* A loop paused accepting for 100 ms. */
+void gw_metrics_accept_paused(gw_metrics_t *m, gw_pause_reason_t why);
+
+/* The client connections, as the server counts them. */
+typedef struct gw_conn_stats {
+    size_t open, max;
+} gw_conn_stats_t;
+
 /* Appends the text to *buf (a malloc'd buffer of *len bytes, NUL-terminated;
  * *buf may start NULL), growing it; with the stale cache's figures when
- * cache is not NULL. SVC_ENOMEM (the buffer is left valid). */
-svc_err_t gw_metrics_render(const gw_metrics_t *m, const gw_cache_stats_t *cache, char **buf,
-                            size_t *len);
+ * cache is not NULL, the connections' when conns is not NULL. SVC_ENOMEM
+ * (the buffer is left valid). */
+svc_err_t gw_metrics_render(const gw_metrics_t *m, const gw_cache_stats_t *cache,
+                            const gw_conn_stats_t *conns, char **buf, size_t *len);
 
 #endif

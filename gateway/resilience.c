@@ -1,11 +1,9 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /* resilience.c - the live resilience page and its feed (see resilience.h). */
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
-#include <h2o.h>
-
-#include "dispatch.h"
 #include "resilience.h"
 
 /* resilience.html's bytes (gateway/CMakeLists.txt, proto/embed.cmake). */
@@ -18,14 +16,10 @@ extern const size_t gw_resilience_html_len;
 #define URL_CHARS                                                                            \
     "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-._~:/?#[]@!$&'()*+,;=%"
 
-void gw_resilience_page(struct gw_app *app, h2o_mem_pool_t *pool, gw_reply_t *out)
+void gw_resilience_page_write(admin_buf_t *out)
 {
-    (void)app;
-    (void)pool;
-    out->status = 200;
-    out->content_type = "text/html; charset=utf-8";
-    out->body = (const char *)gw_resilience_html; /* static: h2o_send_inline copies it */
-    out->len = gw_resilience_html_len;
+    admin_buf_set_content_type(out, "text/html; charset=utf-8");
+    admin_buf_printf(out, "%.*s", (int)gw_resilience_html_len, (const char *)gw_resilience_html);
 }
 
 static bool no_peers(const char *spec)
@@ -104,46 +98,29 @@ size_t gw_resilience_peers_json(const char *spec, char *buf, size_t cap)
     return t.len;
 }
 
-/* The feed's length now (a render of cap 0 only sizes it). */
-static size_t snapshot_len(rs_upstream_t *const *ups)
-{
-    size_t need = 0;
-    svc_err_t err = rs_snapshot_json(ups, GW_UPSTREAM_COUNT, NULL, 0, &need);
+typedef struct ups_list {
+    rs_upstream_t *const *ups;
+} ups_list_t;
 
-    return err == SVC_OK || err == SVC_ERANGE ? need : 0;
+static svc_err_t snapshot_render(const void *arg, char *buf, size_t cap, size_t *len)
+{
+    return rs_snapshot_json(((const ups_list_t *)arg)->ups, GW_UPSTREAM_COUNT, buf, cap, len);
 }
 
-/* {"service":"gateway","peers":[..],"resilience":{..}} into the pool. The
- * document is sized first; one that grew in between (a new decision) is
- * sized again. */
-void gw_resilience_feed(struct gw_app *app, h2o_mem_pool_t *pool, gw_reply_t *out)
+bool gw_resilience_feed_write(const char *peers, rs_upstream_t *const *ups, admin_buf_t *out)
 {
-    static const char tail[] = "}\n";
-    rs_upstream_t *ups[GW_UPSTREAM_COUNT];
-    const char *peers = app->cfg->resilience_peers;
-    size_t head = gw_resilience_peers_json(peers, NULL, 0) + 64, got = 0;
+    size_t need = gw_resilience_peers_json(peers, NULL, 0);
+    char *list = malloc(need + 1);
+    ups_list_t l = {ups};
 
-    for (int id = 0; id < GW_UPSTREAM_COUNT; id++)
-        ups[id] = rs_grpc_client_upstream(gw_upstream_client(app->ups, (gw_upstream_id_t)id));
-    for (int tries = 0; tries < 3; tries++) {
-        char *body;
-        size_t n, cap;
-
-        cap = head + snapshot_len(ups) + 1024 + sizeof tail; /* room for what comes meanwhile */
-        body = h2o_mem_alloc_pool(pool, cap);
-        n = (size_t)snprintf(body, cap, "{\"service\":\"gateway\",\"peers\":");
-        n += gw_resilience_peers_json(peers, body + n, cap - n);
-        n += (size_t)snprintf(body + n, cap - n, ",\"resilience\":");
-        if (rs_snapshot_json(ups, GW_UPSTREAM_COUNT, body + n, cap - n - sizeof tail, &got) !=
-            SVC_OK)
-            continue;
-        memcpy(body + n + got, tail, sizeof tail);
-        *out = (gw_reply_t){200, "application/json", body, n + got + sizeof tail - 1};
-        return;
+    if (list == NULL) {
+        admin_buf_printf(out, "{\"error\":\"out of memory\"}\n");
+        return false;
     }
-    *out = (gw_reply_t){500, "application/json",
-                        "{\"code\":13,\"message\":\"cannot render the resilience feed\","
-                        "\"details\":[]}",
-                        0};
-    out->len = strlen(out->body);
+    gw_resilience_peers_json(peers, list, need + 1);
+    admin_buf_printf(out, "{\"service\":\"gateway\",\"peers\":%s,\"resilience\":", list);
+    free(list);
+    admin_buf_render(out, snapshot_render, &l);
+    admin_buf_printf(out, "}\n");
+    return true;
 }

@@ -1,7 +1,7 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /*
  * resilience.h - the live resilience page (docs/gateway.md, "The live
- * resilience page"), as two local routes of the route table:
+ * resilience page"), served by the admin port (adminport.h):
  *
  *   GET /debug/resilience       the page: one self-contained HTML file
  *                               (resilience.html, embedded at build time:
@@ -13,20 +13,25 @@
  * The page polls the feed, and the feed's peers: the admin ports of other
  * processes (GATEWAY_RESILIENCE_PEERS, e.g. order, whose own upstream is the
  * catalog), whose /debug/resilience.json (pkg/ops) it fetches cross-origin.
- * Both routes run on the loop thread; the feed reads atomics and copies the
- * journal's rings out (a memcpy under a lock no call ever holds longer), so
- * neither blocks.
+ * Both are written on the admin thread; the feed reads atomics and copies
+ * the journal's rings out (a memcpy under a lock no call ever holds
+ * longer), so no loop thread waits for it.
  */
 #ifndef GW_RESILIENCE_H
 #define GW_RESILIENCE_H
 
+#include "admin/admin.h"
 #include "routes.h"
 
 /* The feed path every process serves it under (gateway, pkg/ops). */
 #define GW_RESILIENCE_FEED "/debug/resilience.json"
 
-void gw_resilience_page(struct gw_app *app, struct st_h2o_mem_pool_t *pool, gw_reply_t *out);
-void gw_resilience_feed(struct gw_app *app, struct st_h2o_mem_pool_t *pool, gw_reply_t *out);
+/* The page, as text/html. */
+void gw_resilience_page_write(admin_buf_t *out);
+/* The feed of the upstreams ups[GW_UPSTREAM_COUNT] (borrowed) with the
+ * peers of peers (checked by gw_resilience_peers_check); false when out of
+ * memory (an error body is written). */
+bool gw_resilience_feed_write(const char *peers, rs_upstream_t *const *ups, admin_buf_t *out);
 
 /*
  * GATEWAY_RESILIENCE_PEERS: "" or "none" (no peers), or a comma-separated

@@ -7,7 +7,6 @@
 #include <string.h>
 
 #include "ops.h"
-#include "resilience.h"
 #include "routes.h"
 #include "shopmicro/catalog/v1/catalog.pb-c.h"
 #include "shopmicro/order/v1/order.pb-c.h"
@@ -24,16 +23,39 @@ const gw_route_t gw_routes[] = {
     {"GET",  "/v1/products/{id}", CATALOG(GetProduct),    MSG(catalog, get_product_request),    MSG(catalog, product),                GW_BODY_NONE, RS_IDEMPOTENT,     GW_STALE_OK,    NULL},
     {"POST", "/v1/orders",        ORDER(CreateOrder),     MSG(order, create_order_request),     MSG(order, create_order_response),    GW_BODY_ALL,  RS_NOT_IDEMPOTENT, GW_STALE_NEVER, NULL},
     {"GET",  "/v1/orders/{id}",   ORDER(GetOrder),        MSG(order, get_order_request),        MSG(order, order),                    GW_BODY_NONE, RS_IDEMPOTENT,     GW_STALE_NEVER, NULL},
-    /* operations endpoints (local) */
+    /* operations endpoints (local); the rest is on the admin port (adminport.h) */
     {"GET",  "/healthz", .local = gw_ops_healthz},
     {"GET",  "/readyz",  .local = gw_ops_readyz},
-    {"GET",  "/metrics", .local = gw_ops_metrics},
-    /* the live resilience page and its feed (resilience.h) */
-    {"GET",  "/debug/resilience",      .local = gw_resilience_page},
-    {"GET",  "/debug/resilience.json", .local = gw_resilience_feed},
 };
 /* clang-format on */
 const size_t gw_n_routes = SVC_COUNTOF(gw_routes);
+
+static const char *const method_names[] = {
+#define XX(m) #m,
+    GW_METHODS(XX)
+#undef XX
+};
+
+/* The GW_METHOD_BIT_ of a method, 0 for one outside GW_METHODS. */
+static unsigned method_bit(const char *method, size_t len)
+{
+    for (size_t i = 0; i < SVC_COUNTOF(method_names); i++)
+        if (strlen(method_names[i]) == len && memcmp(method_names[i], method, len) == 0)
+            return 1u << i;
+    return 0;
+}
+
+size_t gw_route_allow_text(unsigned allow, char *buf, size_t cap)
+{
+    svc_text_t t = {buf, cap, 0};
+
+    if (cap > 0)
+        buf[0] = '\0';
+    for (size_t i = 0; i < SVC_COUNTOF(method_names); i++)
+        if (allow & (1u << i))
+            svc_text_printf(&t, "%s%s", t.len > 0 ? ", " : "", method_names[i]);
+    return t.len;
+}
 
 const char *gw_upstream_name(gw_upstream_id_t id)
 {
@@ -109,7 +131,7 @@ gw_match_result_t gw_route_match(const gw_route_t *routes, size_t n, const char 
                                  size_t method_len, const char *path, size_t path_len,
                                  gw_match_t *m)
 {
-    bool path_known = false;
+    unsigned allow = 0;
     gw_match_t tmp;
 
     if (path_len == 0 || path[0] != '/')
@@ -123,9 +145,12 @@ gw_match_result_t gw_route_match(const gw_route_t *routes, size_t n, const char 
             m->route = &routes[i];
             return GW_MATCH_OK;
         }
-        path_known = true;
+        allow |= method_bit(routes[i].method, strlen(routes[i].method));
     }
-    return path_known ? GW_MATCH_WRONG_METHOD : GW_MATCH_NOT_FOUND;
+    if (allow == 0)
+        return GW_MATCH_NOT_FOUND;
+    m->allow = allow;
+    return GW_MATCH_WRONG_METHOD;
 }
 
 /* The field a (possibly dotted) path names, walking singular messages. */
@@ -202,6 +227,11 @@ static svc_err_t validate_row(const gw_route_t *r, size_t row, char errbuf[stati
 {
     if (r->method == NULL || r->method[0] == '\0') {
         svc_errbuf_set(errbuf, "route %zu: no method", row);
+        return SVC_EINVAL;
+    }
+    if (method_bit(r->method, strlen(r->method)) == 0) {
+        svc_errbuf_set(errbuf, "route %zu: '%s' is not a method an Allow header can list "
+                               "(GW_METHODS)", row, r->method);
         return SVC_EINVAL;
     }
     if (r->rpc == NULL) {

@@ -97,23 +97,37 @@ typedef struct gw_path_var {
     size_t value_len;
 } gw_path_var_t;
 
+/* The methods a row may have (RFC 9110 §9), in the order an Allow header
+ * lists them; gw_routes_validate refuses any other. */
+#define GW_METHODS(XX) XX(GET) XX(HEAD) XX(POST) XX(PUT) XX(PATCH) XX(DELETE) XX(OPTIONS)
+enum {
+#define XX(m) GW_METHOD_BIT_##m##_SHIFT,
+    GW_METHODS(XX)
+#undef XX
+};
+#define XX(m) GW_METHOD_BIT_##m = 1u << GW_METHOD_BIT_##m##_SHIFT,
+enum { GW_METHODS(XX) };
+#undef XX
+
 typedef struct gw_match {
     const gw_route_t *route; /* GW_MATCH_OK only */
     size_t n_vars;
     gw_path_var_t vars[GW_MAX_PATH_VARS];
+    unsigned allow; /* GW_MATCH_WRONG_METHOD: GW_METHOD_BIT_* of every row with the path */
 } gw_match_t;
 
 typedef enum gw_match_result {
     GW_MATCH_OK,           /* m->route and m->vars are set */
     GW_MATCH_NOT_FOUND,    /* no route has this path: 404 code 5 "Not Found" */
-    GW_MATCH_WRONG_METHOD, /* a route has the path, not the method: 501 code 12 */
+    GW_MATCH_WRONG_METHOD, /* a route has the path, not the method: 405 code 12, m->allow set */
     GW_MATCH_BAD_PATH,     /* the path does not start with '/': 400 code 3 */
 } gw_match_result_t;
 
 /*
  * Finds the route for method + path (path without the query string; both
  * borrowed, not NUL-terminated). Rows are tried last to first. Pure and
- * thread-safe; m is filled on GW_MATCH_OK only.
+ * thread-safe; m is filled on GW_MATCH_OK (route, vars) and on
+ * GW_MATCH_WRONG_METHOD (allow) only.
  */
 gw_match_result_t gw_route_match(const gw_route_t *routes, size_t n, const char *method,
                                  size_t method_len, const char *path, size_t path_len,
@@ -124,10 +138,15 @@ gw_match_result_t gw_route_match(const gw_route_t *routes, size_t n, const char 
  * GW_MAX_PATH_VARS variables each naming a field of the request message,
  * gRPC rows complete (upstream, rpc, messages, body kind, idempotency
  * declared), GW_STALE_OK only on GET rows that are idempotent and have no
- * body, local rows with a function, no two rows with the same method
- * and template. SVC_EINVAL with the row and the reason in errbuf.
+ * body, local rows with a function, methods of GW_METHODS only, no two rows
+ * with the same method and template. SVC_EINVAL with the row and the reason in errbuf.
  */
 svc_err_t gw_routes_validate(const gw_route_t *routes, size_t n, char errbuf[static SVC_ERRBUF_LEN]);
+
+/* The methods of allow (GW_METHOD_BIT_*) as an Allow header's value,
+ * "GET, POST", into buf like snprintf (cap bytes, NUL-terminated when cap >
+ * 0); returns the length it needs. Pure. */
+size_t gw_route_allow_text(unsigned allow, char *buf, size_t cap);
 
 /* "catalog", "order". Never NULL. */
 const char *gw_upstream_name(gw_upstream_id_t id);

@@ -29,6 +29,7 @@
 #include <h2o/socket/evloop.h>
 #include <h2o/version.h>
 
+#include "adminport.h"
 #include "dispatch.h"
 #include "routes.h"
 #include "server.h"
@@ -64,6 +65,7 @@ typedef struct gw_thread {
 struct gw_server {
     const gw_config_t *cfg;
     gw_app_t app;
+    admin_server_t *admin; /* NULL: GATEWAY_ADMIN_LISTEN=none, or not started */
     h2o_globalconf_t conf;
     bool conf_inited;
     gw_thread_t *threads;
@@ -73,8 +75,8 @@ struct gw_server {
     pthread_mutex_t mu;
     pthread_cond_t cv;
     int n_ready;
-    atomic_size_t n_conns;    /* client connections open, all loops */
-    atomic_size_t peak_conns; /* highest n_conns since the last trim asked for */
+    atomic_size_t peak_conns; /* highest app.n_conns since the last trim asked for */
+    atomic_bool capped;       /* at GATEWAY_MAX_CONNECTIONS since the last accept */
 };
 
 /* ------------------------------------------------------------------------
@@ -244,7 +246,7 @@ static void on_conn_close(void *data)
 {
     gw_server_t *s = data;
 
-    atomic_fetch_sub_explicit(&s->n_conns, 1, memory_order_relaxed);
+    atomic_fetch_sub_explicit(&s->app.n_conns, 1, memory_order_relaxed);
 }
 
 /* The peak is kept where connections arrive, not sampled by the main
@@ -261,7 +263,7 @@ static void raise_peak(gw_server_t *s, size_t conns)
 }
 
 /* ------------------------------------------------------------------------
- * Running out of descriptors
+ * The connection cap, and running out of descriptors
  * ------------------------------------------------------------------------ */
 
 static void on_accept(h2o_socket_t *listener, const char *err);
@@ -274,24 +276,66 @@ static void on_accept_pause_end(h2o_timeout_entry_t *entry)
         h2o_socket_read_start(t->listener, on_accept);
 }
 
-/* accept() failed for want of descriptors (or kernel memory). The waiting
- * connection stays in the backlog and the listener stays readable, so
- * trying again at once would spin the loop at 100 % of a core, serving
- * nobody: the loop stops watching the listener for 100 ms instead, and its
- * open connections go on meanwhile. One line a second at most. */
+/* The waiting connection stays in the backlog and the listener stays
+ * readable, so trying again at once would spin the loop at 100 % of a core,
+ * serving nobody: the loop stops watching the listener for 100 ms instead,
+ * and its open connections go on meanwhile. */
+static void pause_listener(gw_thread_t *t, gw_pause_reason_t why)
+{
+    h2o_socket_read_stop(t->listener);
+    h2o_timeout_link(t->loop.ctx.loop, &t->loop.ctx.hundred_ms_timeout, &t->accept_pause);
+    gw_metrics_accept_paused(t->srv->app.metrics, why);
+}
+
+/* accept() failed for want of descriptors (or kernel memory). One line a
+ * second at most. */
 static void pause_accepting(gw_thread_t *t, int err)
 {
     char kv[96];
 
-    h2o_socket_read_stop(t->listener);
-    h2o_timeout_link(t->loop.ctx.loop, &t->loop.ctx.hundred_ms_timeout, &t->accept_pause);
+    pause_listener(t, GW_PAUSE_DESCRIPTORS);
     snprintf(kv, sizeof kv, " connections=%zu errno=%s",
-             atomic_load_explicit(&t->srv->n_conns, memory_order_relaxed),
+             atomic_load_explicit(&t->srv->app.n_conns, memory_order_relaxed),
              err == EMFILE ? "EMFILE" : err == ENFILE ? "ENFILE" : "ENOMEM");
     svc_log_write_repeat(SVC_LOG_WARN, LOG_MOD, "accept paused", kv,
                          "cannot accept a connection: %s; new connections wait in the "
                          "listen backlog, accepting again in 100 ms",
                          strerror(err));
+}
+
+/* A place under GATEWAY_MAX_CONNECTIONS for the connection about to be
+ * accepted, taken before accept() so that the loops together never pass
+ * the cap; the new count, or 0 at the cap. */
+static size_t take_slot(gw_server_t *s)
+{
+    size_t n = atomic_load_explicit(&s->app.n_conns, memory_order_relaxed);
+
+    do {
+        if (n >= (size_t)s->cfg->max_connections)
+            return 0;
+    } while (!atomic_compare_exchange_weak_explicit(&s->app.n_conns, &n, n + 1,
+                                                    memory_order_relaxed, memory_order_relaxed));
+    return n + 1;
+}
+
+/* At the cap: new connections wait in the listen backlog (the kernel
+ * completes their handshakes there, up to its length) until one closes.
+ * One line per pause, from whichever loop finds the cap first, and one
+ * when accepting goes on. */
+static void pause_at_cap(gw_thread_t *t)
+{
+    pause_listener(t, GW_PAUSE_CONNECTION_LIMIT);
+    if (!atomic_exchange(&t->srv->capped, true))
+        svc_log_warn(LOG_MOD, "connection limit: %lld connections open "
+                              "(GATEWAY_MAX_CONNECTIONS); new connections wait in the listen "
+                              "backlog until one closes",
+                     (long long)t->srv->cfg->max_connections);
+}
+
+static void resume_after_cap(gw_server_t *s, size_t conns)
+{
+    if (atomic_load_explicit(&s->capped, memory_order_relaxed) && atomic_exchange(&s->capped, false))
+        svc_log_info(LOG_MOD, "connection limit: accepting again (%zu connections open)", conns);
 }
 
 static void on_accept(h2o_socket_t *listener, const char *err)
@@ -303,16 +347,29 @@ static void on_accept(h2o_socket_t *listener, const char *err)
     /* Several per wake-up, but bounded, so one busy listener cannot starve
      * the connections this loop already has. */
     for (int i = 0; i < GW_ACCEPT_BATCH; i++) {
-        h2o_socket_t *sock = h2o_evloop_socket_accept(listener);
+        size_t conns = take_slot(t->srv);
+        h2o_socket_t *sock;
         int on = 1;
 
-        if (sock == NULL) {
-            if (errno == EMFILE || errno == ENFILE || errno == ENOBUFS || errno == ENOMEM)
-                pause_accepting(t, errno == ENOBUFS ? ENOMEM : errno);
+        if (conns == 0) {
+            /* After an accept, whether another waits is unknown: the
+             * listener, level-triggered, calls again if one does. */
+            if (i == 0)
+                pause_at_cap(t);
             return;
         }
+        sock = h2o_evloop_socket_accept(listener);
+        if (sock == NULL) {
+            int e = errno;
+
+            atomic_fetch_sub_explicit(&t->srv->app.n_conns, 1, memory_order_relaxed);
+            if (e == EMFILE || e == ENFILE || e == ENOBUFS || e == ENOMEM)
+                pause_accepting(t, e == ENOBUFS ? ENOMEM : e);
+            return;
+        }
+        resume_after_cap(t->srv, conns);
         setsockopt(h2o_socket_get_fd(sock), IPPROTO_TCP, TCP_NODELAY, &on, sizeof on);
-        raise_peak(t->srv, atomic_fetch_add_explicit(&t->srv->n_conns, 1, memory_order_relaxed) + 1);
+        raise_peak(t->srv, conns);
         sock->on_close.cb = on_conn_close;
         sock->on_close.data = t->srv;
         h2o_accept(&t->accept, sock);
@@ -470,7 +527,7 @@ static void *loop_main(void *arg)
  */
 static void conns_check(gw_server_t *s)
 {
-    size_t conns = atomic_load_explicit(&s->n_conns, memory_order_relaxed);
+    size_t conns = atomic_load_explicit(&s->app.n_conns, memory_order_relaxed);
     size_t peak = atomic_load_explicit(&s->peak_conns, memory_order_relaxed);
 
     if (peak < conns || peak - conns < GW_MEM_TRIM_CONNS)
@@ -578,6 +635,9 @@ static svc_err_t start(gw_server_t *s, char errbuf[static SVC_ERRBUF_LEN])
     while (s->n_ready < s->n_threads)
         pthread_cond_wait(&s->cv, &s->mu);
     pthread_mutex_unlock(&s->mu);
+    err = gw_admin_start(&s->app, &s->admin, errbuf);
+    if (err != SVC_OK)
+        return err;
     return SVC_OK;
 }
 
@@ -602,6 +662,9 @@ static bool stop_loops(gw_server_t *s)
 
 static void cleanup(gw_server_t *s, bool loops_clean)
 {
+    /* First: its callbacks read the upstreams, the metrics and the cache. */
+    admin_server_free(s->admin);
+    s->admin = NULL;
     if (s->threads != NULL)
         for (int i = 0; i < s->n_threads; i++)
             if (s->threads[i].fd >= 0)
@@ -635,8 +698,9 @@ int gw_server_run(const gw_config_t *cfg)
     s.lock_fd = -1;
     s.app.cfg = cfg;
     atomic_init(&s.app.draining, false);
-    atomic_init(&s.n_conns, 0);
+    atomic_init(&s.app.n_conns, 0);
     atomic_init(&s.peak_conns, 0);
+    atomic_init(&s.capped, false);
     pthread_mutex_init(&s.mu, NULL);
     pthread_cond_init(&s.cv, NULL);
 
@@ -647,8 +711,8 @@ int gw_server_run(const gw_config_t *cfg)
         cleanup(&s, clean);
         return 1;
     }
-    svc_log_info(LOG_MOD, "listening on %s with %d threads (catalog %s, order %s)", cfg->listen,
-                 s.n_threads, cfg->catalog_addr, cfg->order_addr);
+    svc_log_info(LOG_MOD, "listening on %s with %d threads (catalog %s, order %s; admin %s)",
+                 cfg->listen, s.n_threads, cfg->catalog_addr, cfg->order_addr, cfg->admin_listen);
     wait_for_signal(&s);
     clean = stop_loops(&s);
     cleanup(&s, clean);

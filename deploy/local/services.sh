@@ -32,7 +32,7 @@ SERVICES=(
   "relay-catalog | services/relay/relay | SHOPMICRO_RELAY_CATALOG_ADMIN_PORT=9465 | RELAY_NAME=relay-catalog; RELAY_ADMIN_LISTEN=127.0.0.1:@PORT@; RELAY_DB_DSN=host=127.0.0.1 port=@SHOPMICRO_PG_PORT@ dbname=catalog user=postgres; RELAY_KAFKA_BROKERS=127.0.0.1:@SHOPMICRO_KAFKA_PORT@"
   "notify-sink | services/notify-sink/notify-sink | SHOPMICRO_NOTIFY_SINK_PORT=8090 | NOTIFY_SINK_LISTEN=127.0.0.1:@PORT@"
   "notification | services/notification/notification | SHOPMICRO_NOTIFY_ADMIN_PORT=9468 | NOTIFY_ADMIN_LISTEN=127.0.0.1:@PORT@; NOTIFY_KAFKA_BROKERS=127.0.0.1:@SHOPMICRO_KAFKA_PORT@; NOTIFY_CONSUMER_INSTANCE_ID=notification; NOTIFY_RABBITMQ_PORT=@SHOPMICRO_RABBITMQ_PORT@; NOTIFY_WEBHOOK_URL=http://127.0.0.1:@SHOPMICRO_NOTIFY_SINK_PORT@/webhooks"
-  "gateway | gateway/gateway | SHOPMICRO_GATEWAY_PORT=8080 | GATEWAY_LISTEN=127.0.0.1:@PORT@; GATEWAY_CATALOG_ADDR=127.0.0.1:@SHOPMICRO_CATALOG_PORT@; GATEWAY_ORDER_ADDR=127.0.0.1:@SHOPMICRO_ORDER_PORT@"
+  "gateway | gateway/gateway | SHOPMICRO_GATEWAY_PORT=8080 | GATEWAY_LISTEN=127.0.0.1:@PORT@; GATEWAY_CATALOG_ADDR=127.0.0.1:@SHOPMICRO_CATALOG_PORT@; GATEWAY_ORDER_ADDR=127.0.0.1:@SHOPMICRO_ORDER_PORT@; GATEWAY_ADMIN_LISTEN=127.0.0.1:@SHOPMICRO_GATEWAY_ADMIN_PORT@"
 )
 SERVICE_START_TIMEOUT=10   # seconds until the port must accept TCP
 
@@ -45,7 +45,8 @@ REPLICAS=${SHOPMICRO_REPLICAS:-1}
 [[ $REPLICAS == 1 || $REPLICAS == 2 ]] || die "SHOPMICRO_REPLICAS='$REPLICAS': 1 or 2"
 REPLICA_PORT_SPECS=()   # the replicas' admin ports (stack.sh gives them to set_port_vars)
 # The admin ports that no SERVICES line's port field names (stack.sh gives them to set_port_vars).
-ADMIN_PORT_SPECS=("SHOPMICRO_CATALOG_ADMIN_PORT=9466" "SHOPMICRO_ORDER_ADMIN_PORT=9467")
+ADMIN_PORT_SPECS=("SHOPMICRO_CATALOG_ADMIN_PORT=9466" "SHOPMICRO_ORDER_ADMIN_PORT=9467"
+                  "SHOPMICRO_GATEWAY_ADMIN_PORT=9469")
 admin_port_default() { local s; for s in "${ADMIN_PORT_SPECS[@]}"; do [[ ${s%%=*} == "$1" ]] && echo "${s#*=}"; done; return 0; }
 REPLICATED=(catalog order relay relay-catalog notification)
 
@@ -349,18 +350,31 @@ services_down() {
   for (( i = ${#SERVICES[@]} - 1; i >= 0; i-- )); do svc_stop "${SERVICES[i]}"; done
 }
 
+# The line's admin port besides its own (catalog's, order's, the gateway's), as "admin
+# 127.0.0.1:PORT, ", or nothing.
+status_admin() {
+  local var
+  var=$(replica_admin "$1")
+  [[ -n $var ]] && printf 'admin 127.0.0.1:%s, ' "${!var}"
+  return 0
+}
+
 services_status_line() {
+  local adm
   svc_line "$1"
   svc_load "$SVC_LINE"
   svc_find_pid
+  adm=$(status_admin "$SVC_LINE")
   if [[ -n $S_PID ]]; then
-    printf '%-14s %-8s pid %-8s 127.0.0.1:%-6s log %s, binary %s%s\n' "$S_NAME" \
-      "$(is_paused "$S_PID" && echo paused || echo running)" "$S_PID" "$S_PORT" \
+    printf '%-14s %-8s pid %-8s 127.0.0.1:%-6s %slog %s, binary %s%s\n' "$S_NAME" \
+      "$(is_paused "$S_PID" && echo paused || echo running)" "$S_PID" "$S_PORT" "$adm" \
       "$(rel "$S_LOG")" "$(rel "$S_RUN_BIN")" "$( (( S_STALE )) && echo ' (rebuilt since start)')"
+  elif [[ -x $S_BIN && -n $adm ]]; then
+    printf '%-14s %-8s pid %-8s 127.0.0.1:%-6s %s\n' "$S_NAME" stopped - "$S_PORT" "${adm%, }"
   elif [[ -x $S_BIN ]]; then
     printf '%-14s %-8s pid %-8s 127.0.0.1:%s\n' "$S_NAME" stopped - "$S_PORT"
   else
-    printf '%-14s %-8s pid %-8s 127.0.0.1:%-6s (%s not built)\n' "$S_NAME" stopped - "$S_PORT" "$(rel "$S_BIN")"
+    printf '%-14s %-8s pid %-8s 127.0.0.1:%-6s %s(%s not built)\n' "$S_NAME" stopped - "$S_PORT" "$adm" "$(rel "$S_BIN")"
   fi
 }
 

@@ -9,8 +9,8 @@
 # run-time files, every subcommand and every variable: SHOPMICRO_RUN_DIR, SHOPMICRO_BUILD_DIR,
 # SHOPMICRO_ASAN_BUILD_DIR, SHOPMICRO_TSAN_BUILD_DIR, SHOPMICRO_STOP_TIMEOUT and the ports
 # SHOPMICRO_PG_PORT, SHOPMICRO_CATALOG_PORT, SHOPMICRO_ORDER_PORT, SHOPMICRO_GATEWAY_PORT,
-# SHOPMICRO_RELAY_ADMIN_PORT, SHOPMICRO_CATALOG_ADMIN_PORT, SHOPMICRO_ORDER_ADMIN_PORT (here and
-# services.sh), SHOPMICRO_KAFKA_PORT and
+# SHOPMICRO_RELAY_ADMIN_PORT, SHOPMICRO_CATALOG_ADMIN_PORT, SHOPMICRO_ORDER_ADMIN_PORT,
+# SHOPMICRO_GATEWAY_ADMIN_PORT (here and services.sh), SHOPMICRO_KAFKA_PORT and
 # SHOPMICRO_KAFKA_CONTROLLER_PORT (kafka.sh), SHOPMICRO_RABBITMQ_PORT, SHOPMICRO_RABBITMQ_DIST_PORT and
 # SHOPMICRO_RABBITMQ_EPMD_PORT (rabbitmq.sh); SHOPMICRO_PG_BIN, SHOPMICRO_PG_FAST,
 # SHOPMICRO_PG_EXTRA_CONF (postgres.sh);
@@ -129,6 +129,7 @@ cmd_up() {
   echo "REST gateway: http://127.0.0.1:$SHOPMICRO_GATEWAY_PORT/ (curl it at /healthz, /v1/products)"
   auth_paths
   echo "Tokens:       $(rel "$SELF") token [--sub ID] [--scope \"...\"] [--ttl SECONDS] (JWKS: $(rel "$AUTH_JWKS"))"
+  echo "Gateway admin: http://127.0.0.1:$SHOPMICRO_GATEWAY_ADMIN_PORT/ (/metrics, /readyz, /debug/resilience)"
   echo "Logs:         $(rel "$LOGS")/"
   echo "Stop:         $(rel "$SELF") down"
 }

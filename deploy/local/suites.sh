@@ -143,6 +143,7 @@ test_env_up() {
   export CATALOG_KAFKA_BROKERS=none ORDER_KAFKA_BROKERS=none NOTIFY_KAFKA_BROKERS=none
   # Tests start many services at once: each admin port on one the kernel picks.
   export CATALOG_ADMIN_LISTEN=127.0.0.1:0 ORDER_ADMIN_LISTEN=127.0.0.1:0 NOTIFY_ADMIN_LISTEN=127.0.0.1:0
+  export GATEWAY_ADMIN_LISTEN=127.0.0.1:0
   say "test: own run folder $RUN, own ports:$list"
   say "test: the stack of $(rel "$user_run") (postgres port $user_pg) is not touched"
   cmd_pg_up

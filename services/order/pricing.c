@@ -9,6 +9,8 @@
  * outage, when a half-open breaker lets a single trial through and would
  * have refused the order's other lines (docs/order.md, "Pricing").
  */
+#include <stdio.h>
+
 #include "pricing.h"
 #include "shopmicro/catalog/v1/catalog.pb-c.h"
 
@@ -38,16 +40,36 @@ svc_err_t ord_catalog_new(const ord_config_t *cfg, rs_grpc_client_t **out, char 
     return rs_grpc_client_new(&o, out, errbuf);
 }
 
+/* Its text, for the order's client: the catalog's own words when it shed
+ * the call (RESOURCE_EXHAUSTED comes only from the catalog), else what the
+ * resilience layer decided. An UNAVAILABLE or a timeout may carry gRPC
+ * core's text (addresses: "ipv4:10.0.0.7:25051"), which goes to the log,
+ * one line per reason a second, under the request id. */
+static const char *client_text(const rs_grpc_result_t *res)
+{
+    char key[64];
+
+    if (res->err == SVC_EEXHAUSTED)
+        return res->message;
+    snprintf(key, sizeof key, "pricing %s", rs_reason_name(res->reason));
+    svc_log_write_repeat(SVC_LOG_WARN, "order.pricing", key, "",
+                         "BatchGetProducts failed (%s, reason=%s attempts=%u): %s",
+                         svc_err_name(res->err), rs_reason_name(res->reason), res->attempts,
+                         res->message);
+    return rs_reason_text(res->reason);
+}
+
 /* Turns a failed call into the order's answer. INVALID_ARGUMENT and
  * UNIMPLEMENTED do not mean that the catalog is down but that the two
  * services disagree (a request it refuses; a catalog older than
- * BatchGetProducts): INTERNAL, not a 503 to wait out. */
+ * BatchGetProducts): INTERNAL, not a 503 to wait out. The texts of the
+ * other two are written for the order's clients (rpc.c marks them so). */
 static svc_err_t describe(const rs_grpc_result_t *res, char errbuf[static SVC_ERRBUF_LEN])
 {
     switch (res->err) {
     case SVC_ETIMEDOUT:
         svc_errbuf_set(errbuf, "pricing: deadline exceeded: %s (reason=%s attempts=%u)",
-                       res->message, rs_reason_name(res->reason), res->attempts);
+                       client_text(res), rs_reason_name(res->reason), res->attempts);
         return SVC_ETIMEDOUT;
     case SVC_EINVAL:
     case SVC_EUNIMPL:
@@ -56,7 +78,7 @@ static svc_err_t describe(const rs_grpc_result_t *res, char errbuf[static SVC_ER
         return SVC_EINTERNAL;
     default:
         svc_errbuf_set(errbuf, "pricing: catalog unavailable: %s (reason=%s attempts=%u)",
-                       res->message, rs_reason_name(res->reason), res->attempts);
+                       client_text(res), rs_reason_name(res->reason), res->attempts);
         return SVC_EUNAVAIL;
     }
 }

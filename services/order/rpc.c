@@ -173,6 +173,8 @@ static svc_err_t create_order(rpc_ctx_t *ctx, const ProtobufCMessage *in, Protob
     /* Every price is known before the transaction begins, so a pricing
      * failure leaves nothing behind: no order, no item, no outbox row. */
     err = ord_price_lines(app->catalog, lines, n, deadline, &retry_after_ms, errbuf);
+    if (err != SVC_OK)
+        rpc_ctx_set_message_public(ctx); /* pricing.c writes its texts for the client */
     if (err == SVC_EUNAVAIL || err == SVC_ETIMEDOUT) {
         /* Our catalog client has already retried and may have opened its
          * breaker; this service is fine. Saying so keeps the gateway from
@@ -196,6 +198,7 @@ static svc_err_t create_order(rpc_ctx_t *ctx, const ProtobufCMessage *in, Protob
         svc_log_warn(LOG_MOD, "CreateOrder's outcome is unknown (%s key): %s",
                      key != NULL ? "with a" : "without a", errbuf);
         svc_errbuf_set(errbuf, "the database did not confirm the order: " ORD_UNKNOWN_NOTE);
+        rpc_ctx_set_message_public(ctx);
     }
     if (err == SVC_OK && taken) {
         /* Another call with this key committed while we priced; our

@@ -3,7 +3,8 @@
 """Browser test: the gateway's live resilience page in a real headless Chromium.
 
 Debian's chromium, driven by chromedriver through python3-selenium, loads
-GET /debug/resilience of a real gateway in front of a real catalog and order service
+GET /debug/resilience on the admin port (GATEWAY_ADMIN_LISTEN) of a real gateway in front of
+a real catalog and order service
 (each on a fresh database of the project's Postgres, the fixture of
 tests/interop/test_catalog_interop.py for the catalog), then:
 
@@ -157,7 +158,7 @@ class Stack:
         self.order_db_made = False
         self.order = self.gateway = None
         self.args = args
-        self.base_url = None
+        self.base_url = self.admin_url = None
 
     def start(self):
         c = self.catalog
@@ -177,9 +178,10 @@ class Stack:
             "ORDER_LOG_LEVEL": "info"}, self.tmp)
         self.order.start()
         admin = int(self.order.wait_log(ADMIN_PORT, 5).group(1))
-        gw_port = free_port()
+        gw_port, gw_admin = free_port(), free_port()
         self.gateway = Proc("gateway", self.args.gateway, {
             "GATEWAY_LISTEN": "127.0.0.1:%d" % gw_port,
+            "GATEWAY_ADMIN_LISTEN": "127.0.0.1:%d" % gw_admin,
             "GATEWAY_CATALOG_ADDR": "127.0.0.1:%d" % self.catalog_port,
             "GATEWAY_ORDER_ADDR": "127.0.0.1:%d" % order_port,
             "GATEWAY_THREADS": "2", "GATEWAY_LOCK_DIR": self.tmp,
@@ -188,6 +190,7 @@ class Stack:
             "GATEWAY_RESILIENCE_PEERS": "order=http://127.0.0.1:%d" % admin}, self.tmp)
         self.gateway.start()
         self.base_url = "http://127.0.0.1:%d" % gw_port
+        self.admin_url = "http://127.0.0.1:%d" % gw_admin   # the page and its feed
 
     def kill_catalog(self):
         c = self.catalog
@@ -287,13 +290,13 @@ class PageTest:
         self.s, self.d, self.tmp, self.screenshot = stack, driver, tmp, screenshot
 
     def feed(self):
-        return http("GET", self.s.base_url + "/debug/resilience.json")[1]
+        return http("GET", self.s.admin_url + "/debug/resilience.json")[1]
 
     def gateway_catalog(self):
         return self.feed()["resilience"]["upstreams"][0]
 
     def load(self):
-        self.d.get(self.s.base_url + "/debug/resilience")
+        self.d.get(self.s.admin_url + "/debug/resilience")
         wait_for("gateway/catalog closed on the page",
                  lambda: card_in(self.d, "gateway/catalog", "closed"), 10)
         wait_for("order's feed (cross-origin) on the page",

@@ -13,7 +13,8 @@
 #      or service_completed_successfully on a one-shot service (`restart: "no"`);
 #    - the services built here all use one image built from one Dockerfile, and their healthchecks
 #      run its `healthcheck` probe (gRPC health or GET /readyz), never a bare TCP connect;
-#    - the gateway publishes 8080, and every *_DB_DSN names host=postgres;
+#    - the gateway publishes its API port 8080, on 127.0.0.1 by default, and nothing else (no
+#      other service publishes a port); every *_DB_DSN names host=postgres;
 #    - rabbitmq runs the official management image with a rabbitmq-diagnostics healthcheck, a fixed
 #      hostname and a named volume on /var/lib/rabbitmq.
 # 3. For each NAME=BINARY (catalog, order, relay, gateway from the build tree), every environment variable
@@ -170,6 +171,23 @@ gw = svcs.get("gateway", {})
 published = [str(p.get("published")) if isinstance(p, dict) else str(p).split(":")[-2] if ":" in str(p) else str(p)
              for p in gw.get("ports") or []]
 check("8080" in published, "gateway publishes port 8080")
+# The API port on the host's loopback only, by default; nothing else of the gateway (its admin
+# port) published. Every other service publishes nothing.
+def port_entry(p):
+    """{host_ip, published, target} of a long-syntax entry or a "[ip:]published:target" string."""
+    if isinstance(p, dict):
+        return p
+    parts = str(p).split("/")[0].split(":")
+    return {"host_ip": parts[0] if len(parts) == 3 else "0.0.0.0",
+            "published": parts[-2] if len(parts) >= 2 else parts[0], "target": parts[-1]}
+gw_ports = [port_entry(p) for p in gw.get("ports") or []]
+check(bool(gw_ports) and all(p.get("host_ip") == "127.0.0.1" for p in gw_ports),
+      "gateway publishes on 127.0.0.1 by default ("
+      + ", ".join(f"{p.get('host_ip', '0.0.0.0')}:{p.get('published')}" for p in gw_ports) + ")")
+check(all(str(p.get("target")) == "8080" for p in gw_ports),
+      "gateway publishes only its API port 8080 (not its admin port)")
+others = sorted(n for n, v in svcs.items() if n != "gateway" and v.get("ports"))
+check(not others, "no other service publishes a port" + (f" ({', '.join(others)})" if others else ""))
 # RabbitMQ: the management image, a healthcheck that asks the node (not just its port), and its
 # data in a named volume (the node keeps it under rabbit@<hostname>, so the hostname is fixed).
 rmq = svcs.get("rabbitmq", {})

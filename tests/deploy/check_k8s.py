@@ -8,7 +8,7 @@
    v2.0.3; deploy/k8s is kept simple enough for it). No kubectl at all: exit 77 (ctest
    SKIP_RETURN_CODE), saying so loudly; that is the only reason this check skips. Every render gets
    every check below.
-2. Schema: each object's kind and apiVersion are among the six deploy/k8s uses, and every field,
+2. Schema: each object's kind and apiVersion are among the seven deploy/k8s uses, and every field,
    down to the probes and security contexts, is a field of that type in the Kubernetes 1.30 API
    (the property names, value kinds and required fields in SCHEMA below were taken from its
    api/openapi-spec/swagger.json); a typo such as `readinesProbe` or `initialDelaySecond` fails.
@@ -22,6 +22,8 @@
    on 0.0.0.0 at the containerPort of that name, on the port docs/operations.md (and --help)
    gives as the default; one PodDisruptionBudget and one Service whose selectors match its pods
    (and no other Deployment's), PDB minAvailable below replicas, Service targetPorts that exist.
+   One Ingress, whose only path is /v1/ (Prefix) to the gateway Service's http port: nothing else
+   of the cluster (the gateway's admin port, /readyz, any other Service) is reachable through it.
 4. Config: every ConfigMap and Secret a container references exists in the render, no variable is
    set twice, and (for each NAME=BINARY) every variable is one that `BINARY --help` documents.
    Every address in them (*_ADDR, *_KAFKA_BROKERS, NOTIFY_RABBITMQ_HOST/PORT, host= and port= of
@@ -39,7 +41,11 @@ import sys
 
 ROOT = os.path.realpath(os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", ".."))
 KNOWN_KINDS = {("v1", "Namespace"), ("v1", "ConfigMap"), ("v1", "Secret"), ("v1", "Service"),
-               ("apps/v1", "Deployment"), ("policy/v1", "PodDisruptionBudget")}
+               ("apps/v1", "Deployment"), ("policy/v1", "PodDisruptionBudget"),
+               ("networking.k8s.io/v1", "Ingress")}
+# The one path the Ingress may send in from outside, to the gateway's API port (docs/gateway.md,
+# "Security": /metrics, /readyz's details and /debug/resilience are not for the world).
+INGRESS_PATH = ("/v1/", "Prefix", "gateway", "http")
 # Each service's drain (the variable and the default from docs/operations.md): SIGTERM lets that
 # much work finish, so terminationGracePeriodSeconds must be longer.
 DRAIN = {"catalog": ("CATALOG_DRAIN_MS", 10000), "order": ("ORDER_DRAIN_MS", 10000),
@@ -97,6 +103,16 @@ SCHEMA = {
     "NamespaceSpec": "finalizers:a/s",
     "PodDisruptionBudget": "apiVersion:s kind:s metadata:ObjectMeta spec:PodDisruptionBudgetSpec status:PodDisruptionBudgetStatus",
     "PodDisruptionBudgetSpec": "maxUnavailable:x minAvailable:x selector:LabelSelector unhealthyPodEvictionPolicy:s",
+    "Ingress": "apiVersion:s kind:s metadata:ObjectMeta spec:IngressSpec status:IngressStatus",
+    "IngressSpec": "defaultBackend:IngressBackend ingressClassName:s rules:a/IngressRule tls:a/IngressTLS",
+    "IngressRule": "host:s http:HTTPIngressRuleValue",
+    "HTTPIngressRuleValue": "!paths:a/HTTPIngressPath",
+    "HTTPIngressPath": "!backend:IngressBackend path:s !pathType:s",
+    "IngressBackend": "resource:TypedLocalObjectReference service:IngressServiceBackend",
+    "IngressServiceBackend": "!name:s port:ServiceBackendPort",
+    "ServiceBackendPort": "name:s number:i",
+    "IngressTLS": "hosts:a/s secretName:s",
+    "TypedLocalObjectReference": "apiGroup:s !kind:s !name:s",
     "ObjectMeta": "annotations:m/s creationTimestamp:s deletionGracePeriodSeconds:i deletionTimestamp:s finalizers:a/s generateName:s generation:i labels:m/s managedFields:a/ManagedFieldsEntry name:s namespace:s ownerReferences:a/OwnerReference resourceVersion:s selfLink:s uid:s",
     "LabelSelector": "matchExpressions:a/LabelSelectorRequirement matchLabels:m/s",
     "LabelSelectorRequirement": "!key:s !operator:s values:a/s",
@@ -569,6 +585,24 @@ def check_render(tag, docs, helps, dports):
     for relay_name, var in sorted(RELAY_DB.items()):
         check(relay_name in dsns and dsns.get(relay_name) == dsns.get(var),
               f"{tag}: the relay named {relay_name} relays the database of {var} ({dsns.get(relay_name)} = {dsns.get(var)})")
+    check_ingress(tag, by_kind.get("Ingress", {}), services)
+
+
+def check_ingress(tag, ingresses, services):
+    """One Ingress, whose only path is INGRESS_PATH, to a Service port that exists."""
+    want_path, want_type, want_svc, want_port = INGRESS_PATH
+    check(len(ingresses) == 1, f"{tag}: one Ingress ({', '.join(sorted(ingresses))})")
+    for name, ing in sorted(ingresses.items()):
+        spec = ing.get("spec") or {}
+        check("defaultBackend" not in spec, f"{tag}: Ingress/{name}: no defaultBackend (nothing but {want_path})")
+        paths = [p for r in spec.get("rules") or [] for p in ((r.get("http") or {}).get("paths") or [])]
+        got = [(p.get("path"), p.get("pathType"), ((p.get("backend") or {}).get("service") or {}).get("name"),
+                (((p.get("backend") or {}).get("service") or {}).get("port") or {}).get("name"))
+               for p in paths]
+        check(got == [INGRESS_PATH], f"{tag}: Ingress/{name}: only {want_path} ({want_type}) to "
+              f"{want_svc}:{want_port} ({got})")
+        ports = [p.get("name") for p in ((services.get(want_svc) or {}).get("spec") or {}).get("ports") or []]
+        check(want_port in ports, f"{tag}: Ingress/{name}: Service {want_svc} has the port {want_port} ({ports})")
 
 
 def main(argv):

@@ -37,7 +37,7 @@ FAILS = []
 
 # The job of each service in prometheus.yml and the variable whose default port it scrapes.
 JOB_PORT_VARIABLE = {
-    "gateway": "GATEWAY_LISTEN", "catalog": "CATALOG_ADMIN_LISTEN",
+    "gateway": "GATEWAY_ADMIN_LISTEN", "catalog": "CATALOG_ADMIN_LISTEN",
     "order": "ORDER_ADMIN_LISTEN", "relay": "RELAY_ADMIN_LISTEN",
     "relay-catalog": "SHOPMICRO_RELAY_CATALOG_ADMIN_PORT", "notification": "NOTIFY_ADMIN_LISTEN",
 }
@@ -190,12 +190,13 @@ def up(st):
         "ORDER_DB_DSN": ord_dsn, "ORDER_CATALOG_ADDR": "127.0.0.1:%d" % cat_grpc,
         "ORDER_KAFKA_BROKERS": nowhere})
     ord_grpc = st.log_port("order", r'msg="listening on \S+ \(port (\d+)\)')
-    gw = free_port()
+    gw, gw_admin = free_port(), free_port()
     st.start("gateway", {"GATEWAY_LISTEN": "127.0.0.1:%d" % gw, "GATEWAY_LOCK_DIR": st.tmp,
+                         "GATEWAY_ADMIN_LISTEN": "127.0.0.1:%d" % gw_admin,
                          "GATEWAY_CATALOG_ADDR": "127.0.0.1:%d" % cat_grpc,
                          "GATEWAY_ORDER_ADDR": "127.0.0.1:%d" % ord_grpc},
              ready=r'msg="listening on')
-    urls["gateway"] = gw
+    urls["gateway"] = gw_admin
     urls["relay"] = st.start("relay", {"RELAY_DB_DSN": ord_dsn, "RELAY_KAFKA_BROKERS": nowhere,
                                        "RELAY_ADMIN_LISTEN": "127.0.0.1:0"})
     urls["notification"] = st.start("notification", {

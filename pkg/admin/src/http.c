@@ -274,3 +274,8 @@ void admin_buf_allow_any_origin(admin_buf_t *b)
 {
     b->any_origin = true;
 }
+
+void admin_buf_set_content_type(admin_buf_t *b, const char *ctype)
+{
+    b->ctype = ctype;
+}

@@ -11,6 +11,7 @@ struct admin_buf {
     size_t len, cap, max;
     bool overflow; /* a write went past max, or out of memory */
     bool any_origin; /* admin_buf_allow_any_origin() */
+    const char *ctype; /* admin_buf_set_content_type(); NULL: application/json */
 };
 
 void admin__buf_init(admin_buf_t *b, size_t max);

@@ -125,7 +125,7 @@ static void serve_debug(admin_server_t *s, int fd, admin__req_t *r)
     if (body.overflow)
         reply_text(s, fd, 500, "response too large\n");
     else
-        reply(s, fd, status, "application/json",
+        reply(s, fd, status, body.ctype != NULL ? body.ctype : "application/json",
               body.any_origin ? "Access-Control-Allow-Origin: *\r\n" : "",
               body.data ? body.data : "", body.len);
     admin__buf_dispose(&body);

@@ -224,6 +224,11 @@ void rpc_ctx_mark_dependency_failure(rpc_ctx_t *c)
     c->dependency_failure = true;
 }
 
+void rpc_ctx_set_message_public(rpc_ctx_t *c)
+{
+    c->public_message = true;
+}
+
 void rpc_ctx_set_pushback_ms(rpc_ctx_t *c, uint32_t ms)
 {
     snprintf(c->pushback, sizeof c->pushback, "%" PRIu32, ms);

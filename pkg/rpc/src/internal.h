@@ -30,6 +30,7 @@ struct rpc_ctx {
     grpc_call *call;
     const grpc_metadata_array *md;
     bool dependency_failure;
+    bool public_message;    /* rpc_ctx_set_message_public() was called */
     bool has_pushback;      /* rpc_ctx_set_pushback_ms() was called ... */
     char pushback[12];      /* ... with this value, in decimal          */
     rpc__arena_t arena;

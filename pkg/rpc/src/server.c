@@ -48,7 +48,8 @@ typedef struct slot {
     grpc_metadata_array md;
     grpc_byte_buffer *payload;
     grpc_byte_buffer *reply;
-    grpc_slice details;
+    grpc_slice details;            /* the status message the client gets */
+    char detail[SVC_ERRBUF_LEN];   /* the handler's, for the access line */
     int cancelled;
     svc_err_t err;
     uint64_t started_ns;
@@ -251,6 +252,27 @@ static size_t failure_trailers(slot_t *s)
     return n;
 }
 
+/* The status message of a failed call. A failure on the server's side is
+ * described to the client in the project's words (svc_strerror) unless the
+ * handler said its message is written for the client
+ * (rpc_ctx_set_message_public): a handler's detail there is often a
+ * library's (libpq's "connection to server at ..., port ... failed"), which
+ * tells a client the system's insides. The detail stays in the access line
+ * under the call's request id. */
+static const char *client_details(const slot_t *s)
+{
+    switch (svc_err_to_grpc(s->err)) {
+    case 2:  /* UNKNOWN */
+    case 4:  /* DEADLINE_EXCEEDED */
+    case 13: /* INTERNAL */
+    case 14: /* UNAVAILABLE */
+    case 15: /* DATA_LOSS */
+        return s->ctx.public_message ? s->detail : svc_strerror(s->err);
+    default:
+        return s->detail;
+    }
+}
+
 /* Runs the handler for a call whose request has been read (received is
  * false when the client went away first) and starts the reply batch. */
 static void serve(slot_t *s, bool received)
@@ -269,6 +291,7 @@ static void serve(slot_t *s, bool received)
     s->ctx.call = s->call;
     s->ctx.md = &s->md;
     s->ctx.dependency_failure = false;
+    s->ctx.public_message = false;
     s->ctx.has_pushback = false;
     take_request_id(s);
     svc_log_set_request_id(s->request_id);
@@ -299,7 +322,8 @@ static void serve(slot_t *s, bool received)
         s->err = SVC_EINTERNAL;
         svc_errbuf_set(errbuf, "handler returned no reply");
     }
-    s->details = grpc_slice_from_copied_string(errbuf[0] ? errbuf : svc_strerror(s->err));
+    snprintf(s->detail, sizeof s->detail, "%s", errbuf[0] ? errbuf : svc_strerror(s->err));
+    s->details = grpc_slice_from_copied_string(client_details(s));
 
     memset(ops, 0, sizeof ops);
     ops[n++].op = GRPC_OP_SEND_INITIAL_METADATA;
@@ -352,10 +376,8 @@ static void log_access(const slot_t *s)
     if (repeated > 0 && n > 0 && (size_t)n < sizeof kv)
         snprintf(kv + n, sizeof kv - (size_t)n, " repeated=%llu", (unsigned long long)repeated);
     svc_log_set_request_id(s->request_id);
-    svc_log_write(lvl, s->w->srv->mod, kv, "%s %s %.3fms%s%.*s", s->ctx.method->path, code, ms,
-                  s->err == SVC_OK ? "" : ": ",
-                  s->err == SVC_OK ? 0 : (int)GRPC_SLICE_LENGTH(s->details),
-                  (const char *)GRPC_SLICE_START_PTR(s->details));
+    svc_log_write(lvl, s->w->srv->mod, kv, "%s %s %.3fms%s%s", s->ctx.method->path, code, ms,
+                  s->err == SVC_OK ? "" : ": ", s->err == SVC_OK ? "" : s->detail);
     svc_log_set_request_id(NULL);
 }
 

@@ -94,11 +94,15 @@ const char *gw_it_lock_dir_env(void)
 
 svc_err_t gw_it_gateway_start(gw_it_t *t, const char *const *env, char errbuf[static SVC_ERRBUF_LEN])
 {
-    char listen[64], cat[64], ord[64];
+    char listen[64], cat[64], ord[64], admin[64];
     const char *full[ENV_MAX];
     size_t n = 0;
 
+    t->admin_port = spawn_free_port();
+    snprintf(admin, sizeof admin, "GATEWAY_ADMIN_LISTEN=127.0.0.1:%d", t->admin_port);
+    snprintf(t->admin_base, sizeof t->admin_base, "http://127.0.0.1:%d", t->admin_port);
     full[n++] = listen;
+    full[n++] = admin;
     full[n++] = cat;
     full[n++] = ord;
     full[n++] = "GATEWAY_THREADS=2";
@@ -366,6 +370,14 @@ void gw_call(CURL *h, const gw_it_t *t, const char *method, const char *path, co
     gw_req_t rq = {method, path, body, 0, headers, 0};
 
     gw_do(h, t, &rq, out);
+}
+
+void gw_admin_get(CURL *h, const gw_it_t *t, const char *path, gw_res_t *out)
+{
+    gw_it_t admin = *t;
+
+    snprintf(admin.base, sizeof admin.base, "%s", t->admin_base);
+    gw_call(h, &admin, "GET", path, NULL, NULL, out);
 }
 
 void gw_res_free(gw_res_t *r)

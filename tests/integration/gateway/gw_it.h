@@ -27,11 +27,14 @@ typedef struct gw_it {
     spawn_proc_t *gw;     /* owned */
     int port;
     char base[64];        /* "http://127.0.0.1:<port>" */
+    int admin_port;       /* GATEWAY_ADMIN_LISTEN's */
+    char admin_base[64];  /* "http://127.0.0.1:<admin_port>" */
 } gw_it_t;
 
 /*
  * cmocka setup: catalog (+ order when with_order), then the gateway with
- * GATEWAY_LISTEN on a free port, both upstream addresses, 2 threads,
+ * GATEWAY_LISTEN and GATEWAY_ADMIN_LISTEN on free ports, both upstream
+ * addresses, 2 threads,
  * GATEWAY_LOG_LEVEL=info, then gw_env (NULL-terminated "NAME=VALUE", may
  * override those). Returns 0/-1; *state gets a new gw_it_t.
  */
@@ -100,6 +103,8 @@ void gw_do(CURL *h, const gw_it_t *t, const gw_req_t *rq, gw_res_t *out);
 void gw_call(CURL *h, const gw_it_t *t, const char *method, const char *path, const char *body,
              const char *const *headers, gw_res_t *out);
 void gw_res_free(gw_res_t *r);
+/* GET path on the gateway's admin port (t->admin_base). */
+void gw_admin_get(CURL *h, const gw_it_t *t, const char *path, gw_res_t *out);
 
 /* The value of response header `name` (case-insensitive) into out; false
  * when absent. */

@@ -238,6 +238,19 @@ static void empty_body_reaches_validation(void **state)
 
 /* ---- routing, headers, deadlines ----------------------------------------- */
 
+static void wrong_method(api_t *a, const char *method, const char *path, const char *allow)
+{
+    char v[64];
+    gw_res_t r;
+
+    gw_call(a->h, a->t, method, path, strcmp(method, "POST") == 0 ? "{}" : NULL, NULL, &r);
+    gw_assert_body(&r, 405, "{\"code\":12,\"message\":\"Method Not Allowed\",\"details\":[]}");
+    if (!gw_res_header(&r, "Allow", v, sizeof v))
+        fail_msg("%s %s: 405 without Allow", method, path);
+    assert_string_equal(v, allow);
+    gw_res_free(&r);
+}
+
 static void unknown_path_and_wrong_method(void **state)
 {
     api_t *a = *state;
@@ -249,17 +262,15 @@ static void unknown_path_and_wrong_method(void **state)
     gw_call(a->h, a->t, "GET", "/v1/products/a/b", NULL, NULL, &r);
     gw_assert_body(&r, 404, "{\"code\":5,\"message\":\"Not Found\",\"details\":[]}");
     gw_res_free(&r);
-    gw_call(a->h, a->t, "PUT", "/v1/products", "{}", NULL, &r);
-    gw_assert_body(&r, 501, "{\"code\":12,\"message\":\"Method Not Allowed\",\"details\":[]}");
-    gw_res_free(&r);
-    gw_call(a->h, a->t, "DELETE", "/v1/products/x", NULL, NULL, &r);
-    gw_assert_body(&r, 501, "{\"code\":12,\"message\":\"Method Not Allowed\",\"details\":[]}");
-    gw_res_free(&r);
-    gw_call(a->h, a->t, "POST", "/v1/orders/x", "{}", NULL, &r);
-    gw_assert_body(&r, 501, "{\"code\":12,\"message\":\"Method Not Allowed\",\"details\":[]}");
-    gw_res_free(&r);
+    /* A known path under another method: 405 with the methods it has
+     * (RFC 9110 §15.5.6), grpc-gateway's body code UNIMPLEMENTED. */
+    wrong_method(a, "PUT", "/v1/products", "GET, POST");
+    wrong_method(a, "DELETE", "/v1/products/x", "GET");
+    wrong_method(a, "POST", "/v1/orders/x", "GET");
+    wrong_method(a, "OPTIONS", "/v1/orders", "POST");
+    wrong_method(a, "POST", "/healthz", "GET");
     gw_call(a->h, a->t, "HEAD", "/v1/products", NULL, NULL, &r);
-    gw_assert_status(&r, 501);
+    gw_assert_status(&r, 405);
     gw_res_free(&r);
 }
 
@@ -291,7 +302,7 @@ static long long catalog_calls(const api_t *a)
     long long sum = 0;
     gw_res_t r;
 
-    gw_call(a->h, a->t, "GET", "/metrics", NULL, NULL, &r);
+    gw_admin_get(a->h, a->t, "/metrics", &r);
     gw_assert_status(&r, 200);
     for (const char *p = strstr(r.body, series); p != NULL; p = strstr(p + 1, series))
         sum += strtoll(strchr(p, '}') + 1, NULL, 10);
@@ -406,7 +417,7 @@ static void keep_alive_survives_errors(void **state)
         {"POST", "/v1/products", "{bad", NULL, 400},
         {"POST", "/v1/products", "{\"name\":\"\"}", NULL, 400},
         {"GET", "/v1/products", NULL, bad_timeout, 400},
-        {"PUT", "/v1/products", "{}", NULL, 501},
+        {"PUT", "/v1/products", "{}", NULL, 405},
         {"GET", "/v1/products?page_size=1", NULL, NULL, 200},
     };
 
@@ -434,19 +445,22 @@ static char *padded_body(size_t len)
     return b;
 }
 
-static void body_over_one_mib_is_413(void **state)
+/* GATEWAY_MAX_BODY_BYTES's default: a 100-line order is a few KB. */
+#define GW_BODY_LIMIT 65536
+
+static void body_over_64_kib_is_413(void **state)
 {
     api_t *a = *state;
     CURL *h = curl_easy_init();
-    char *big = padded_body(1048576 + 1), *exact = padded_body(1048576), v[64];
+    char *big = padded_body(GW_BODY_LIMIT + 1), *exact = padded_body(GW_BODY_LIMIT), v[64];
     const char *chunked[] = {"Transfer-Encoding: chunked", NULL};
-    gw_req_t rq = {"POST", "/v1/products", big, 1048576 + 1, NULL, 0};
+    gw_req_t rq = {"POST", "/v1/products", big, GW_BODY_LIMIT + 1, NULL, 0};
     gw_res_t r;
 
     /* Refused from the Content-Length, before the body is read. */
     gw_do(h, a->t, &rq, &r);
     gw_assert_body(&r, 413,
-                   "{\"code\":8,\"message\":\"request body exceeds 1048576 bytes\",\"details\":[]}");
+                   "{\"code\":8,\"message\":\"request body exceeds 65536 bytes\",\"details\":[]}");
     /* The unread body cannot stay on the connection: this one answer
      * closes it (h2o, and curl itself, which stops sending mid-body). */
     assert_true(gw_res_header(&r, "Connection", v, sizeof v));
@@ -457,13 +471,13 @@ static void body_over_one_mib_is_413(void **state)
     gw_res_free(&r);
     /* exactly the limit is fine: the service's validation answers */
     rq.body = exact;
-    rq.body_len = 1048576;
+    rq.body_len = GW_BODY_LIMIT;
     gw_do(h, a->t, &rq, &r);
     gw_assert_error(&r, 400, 3, "name");
     gw_res_free(&r);
     /* chunked: refused once the decoded body reaches the limit */
     rq.body = big;
-    rq.body_len = 1048576 + 1;
+    rq.body_len = GW_BODY_LIMIT + 1;
     rq.headers = chunked;
     gw_do(h, a->t, &rq, &r);
     gw_assert_error(&r, 413, 8, "exceeds");
@@ -571,7 +585,12 @@ static void healthz_readyz_metrics(void **state)
     gw_assert_body(&r, 200, "{\"status\":\"ok\"}");
     gw_res_free(&r);
 
+    /* The public /readyz says ready or not, nothing more. */
     gw_call(a->h, a->t, "GET", "/readyz", NULL, NULL, &r);
+    gw_assert_body(&r, 200, "{\"status\":\"ok\"}");
+    gw_res_free(&r);
+
+    gw_admin_get(a->h, a->t, "/readyz", &r);
     assert_non_null(strstr(r.body, "{\"name\":\"catalog\",\"target\":\""));
     assert_non_null(strstr(r.body, "\"breaker\":\"closed\",\"connectivity\":\"ready\","
                                    "\"ready\":true}"));
@@ -580,7 +599,7 @@ static void healthz_readyz_metrics(void **state)
     assert_true(strncmp(r.body, "{\"status\":\"ok\",\"upstreams\":[", 28) == 0);
     gw_res_free(&r);
 
-    gw_call(a->h, a->t, "GET", "/metrics", NULL, NULL, &r);
+    gw_admin_get(a->h, a->t, "/metrics", &r);
     gw_assert_status(&r, 200);
     assert_true(gw_res_header(&r, "Content-Type", ct, sizeof ct));
     assert_string_equal(ct, "text/plain; version=0.0.4; charset=utf-8");
@@ -590,14 +609,39 @@ static void healthz_readyz_metrics(void **state)
     assert_non_null(strstr(r.body, "gateway_http_requests_total{route=\"/v1/products\","
                                    "method=\"POST\",code=\"200\"} "));
     assert_non_null(strstr(r.body, "gateway_http_requests_total{route=\"unmatched\","
-                                   "method=\"PUT\",code=\"501\"} "));
+                                   "method=\"PUT\",code=\"405\"} "));
     assert_non_null(strstr(r.body, "# TYPE gateway_http_request_duration_seconds histogram\n"));
     assert_non_null(strstr(r.body, "gateway_http_request_duration_seconds_bucket{route="
                                    "\"/v1/products\",method=\"GET\",le=\"+Inf\"} "));
-    assert_non_null(strstr(r.body, "gateway_http_in_flight 1\n")); /* this request */
+    assert_non_null(strstr(r.body, "gateway_http_in_flight 0\n")); /* the admin port's are not */
     assert_non_null(strstr(r.body, "shopmicro_resilience_calls_total{upstream=\"catalog\","
                                    "method=\"GetProduct\""));
     assert_non_null(strstr(r.body, "upstream=\"order\""));
+    gw_res_free(&r);
+}
+
+/* What tells the system's insides is not on the public port: 404 there, as
+ * any unknown path, and served by the admin port. */
+static void internals_only_on_the_admin_port(void **state)
+{
+    static const char *const paths[] = {"/metrics", "/debug/resilience",
+                                        "/debug/resilience.json"};
+    api_t *a = *state;
+    gw_res_t r;
+
+    for (size_t i = 0; i < SVC_COUNTOF(paths); i++) {
+        gw_call(a->h, a->t, "GET", paths[i], NULL, NULL, &r);
+        gw_assert_error(&r, 404, 5, "Not Found");
+        gw_res_free(&r);
+        gw_admin_get(a->h, a->t, paths[i], &r);
+        gw_assert_status(&r, 200);
+        gw_res_free(&r);
+    }
+    /* The public /readyz names no upstream, address or state. */
+    gw_call(a->h, a->t, "GET", "/readyz", NULL, NULL, &r);
+    assert_null(strstr(r.body, "127.0.0.1"));
+    assert_null(strstr(r.body, "catalog"));
+    assert_null(strstr(r.body, "upstreams"));
     gw_res_free(&r);
 }
 
@@ -618,10 +662,11 @@ int main(void)
         cmocka_unit_test(grpc_timeout_expired_zero_and_huge),
         cmocka_unit_test(request_ids_are_echoed_and_forwarded),
         cmocka_unit_test(keep_alive_survives_errors),
-        cmocka_unit_test(body_over_one_mib_is_413),
+        cmocka_unit_test(body_over_64_kib_is_413),
         cmocka_unit_test(orders_round_trip),
         cmocka_unit_test(order_errors),
         cmocka_unit_test(healthz_readyz_metrics),
+        cmocka_unit_test(internals_only_on_the_admin_port),
     };
     int rc;
 

@@ -92,7 +92,7 @@ static long long gateway_series(CURL *h, const gw_it_t *t, const char *series)
     gw_res_t r;
     long long n;
 
-    gw_call(h, t, "GET", "/metrics", NULL, NULL, &r);
+    gw_admin_get(h, t, "/metrics", &r);
     gw_assert_status(&r, 200);
     n = series_value(r.body, series);
     gw_res_free(&r);

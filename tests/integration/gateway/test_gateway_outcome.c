@@ -289,7 +289,7 @@ static void create_order_never_sent_says_nothing_more(void **state)
     /* Once the channel has failed to connect, a call fails at once, unsent
      * (until then one may wait for a connection and time out: "may"). */
     for (uint64_t until = it_now_ms() + (uint64_t)it_ms(5000); it_now_ms() < until;) {
-        gw_call(h, o->t, "GET", "/readyz", NULL, NULL, &r);
+        gw_admin_get(h, o->t, "/readyz", &r);
         if (strstr(r.body, "\"name\":\"order\"") != NULL &&
             strstr(strstr(r.body, "\"name\":\"order\""), "transient-failure") != NULL) {
             gw_res_free(&r);

@@ -50,7 +50,7 @@ static void order_feed_url(CURL *h, const gw_it_t *t, char *url, size_t len)
     gw_res_t r;
     const char *peers;
 
-    gw_call(h, t, "GET", "/debug/resilience.json", NULL, NULL, &r);
+    gw_admin_get(h, t, "/debug/resilience.json", &r);
     gw_assert_status(&r, 200);
     peers = strstr(r.body, "\"peers\":[{\"service\":\"order\",");
     assert_non_null(peers);
@@ -65,7 +65,7 @@ static void the_page_is_self_contained(void **state)
     char v[128];
     gw_res_t r;
 
-    gw_call(h, t, "GET", "/debug/resilience", NULL, NULL, &r);
+    gw_admin_get(h, t, "/debug/resilience", &r);
     gw_assert_status(&r, 200);
     assert_true(gw_res_header(&r, "Content-Type", v, sizeof v));
     assert_string_equal(v, "text/html; charset=utf-8");
@@ -115,7 +115,7 @@ static char *catalog_feed(CURL *h, const gw_it_t *t)
     gw_res_t r;
     char *body;
 
-    gw_call(h, t, "GET", "/debug/resilience.json", NULL, NULL, &r);
+    gw_admin_get(h, t, "/debug/resilience.json", &r);
     gw_assert_status(&r, 200);
     assert_non_null(strstr(r.body, "\"resilience\":{\"now_ms\":"));
     assert_non_null(strstr(r.body, "{\"name\":\"order\",\"breaker\":"));
@@ -157,7 +157,7 @@ static void the_feed_follows_an_outage(void **state)
                                  "\"attempt\":0,\"max_attempts\":3,\"delay_ms\":0,"
                                  "\"err\":\"UNAVAILABLE\",\"repeat\":2,"));
     free(feed);
-    /* Polled twice a second: no info-level access line for it. */
+    /* Polled twice a second, on the admin port: no access line for it. */
     assert_false(spawn_log_contains(t->gw, "path=\"/debug/resilience.json\""));
     assert_true(spawn_log_contains(t->gw, "path=\"/v1/products/"));
     curl_easy_cleanup(h);

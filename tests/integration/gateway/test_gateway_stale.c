@@ -116,7 +116,7 @@ static long long metric(CURL *h, const gw_it_t *t, const char *series)
     long long v = -1;
     gw_res_t r;
 
-    gw_call(h, t, "GET", "/metrics", NULL, NULL, &r);
+    gw_admin_get(h, t, "/metrics", &r);
     gw_assert_status(&r, 200);
     snprintf(pat, sizeof pat, "\n%s ", series);
     p = strstr(r.body, pat);

@@ -17,7 +17,7 @@
 #include "support/group.h"
 
 /* Parses json; returns the error and leaves the reason in errbuf. */
-static svc_err_t parse(const char *json, char *errbuf)
+static svc_err_t parse(const char *json, char errbuf[static SVC_ERRBUF_LEN])
 {
     gw_jwks_t *s = NULL;
     svc_err_t err = gw_jwks_parse(json, strlen(json), &s, errbuf);

@@ -1,6 +1,6 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /* test_routes.c - gateway/routes.c and bind.c: the table, template matching
- * (404 vs 501, trailing slash, precedence), validation, and building
+ * (404 vs 405 with Allow, trailing slash, precedence), validation, and building
  * request messages from path, query and body. */
 #include <setjmp.h>
 #include <stdarg.h>
@@ -58,7 +58,19 @@ static void every_route_matches(void **state)
                         "/shopmicro.order.v1.OrderService/GetOrder");
     assert_non_null(route_of("GET", "/healthz")->local);
     assert_non_null(route_of("GET", "/readyz")->local);
-    assert_non_null(route_of("GET", "/metrics")->local);
+}
+
+/* The public port serves the API, /healthz and /readyz only: what tells
+ * the system's insides is on the admin port (adminport.h). */
+static void internals_are_not_public_routes(void **state)
+{
+    static const char *const paths[] = {"/metrics", "/debug/resilience",
+                                        "/debug/resilience.json", "/debug"};
+    gw_match_t m;
+
+    (void)state;
+    for (size_t i = 0; i < SVC_COUNTOF(paths); i++)
+        assert_int_equal(match("GET", paths[i], &m), GW_MATCH_NOT_FOUND);
 }
 
 static void idempotency_is_declared_per_route(void **state)
@@ -116,7 +128,7 @@ static void not_found_vs_wrong_method(void **state)
     assert_int_equal(match("GET", "//v1/products", &m), GW_MATCH_NOT_FOUND);
     assert_int_equal(match("GET", "/V1/products", &m), GW_MATCH_NOT_FOUND);
     assert_int_equal(match("GET", "/v1/productsX", &m), GW_MATCH_NOT_FOUND);
-    /* the path exists under another method: 501 */
+    /* the path exists under another method: 405 */
     assert_int_equal(match("PUT", "/v1/products", &m), GW_MATCH_WRONG_METHOD);
     assert_int_equal(match("DELETE", "/v1/products/1", &m), GW_MATCH_WRONG_METHOD);
     assert_int_equal(match("POST", "/v1/products/1", &m), GW_MATCH_WRONG_METHOD);
@@ -129,6 +141,37 @@ static void not_found_vs_wrong_method(void **state)
     assert_int_equal(match("OPTIONS", "*", &m), GW_MATCH_BAD_PATH);
     assert_int_equal(match("GET", "", &m), GW_MATCH_BAD_PATH);
     assert_int_equal(match("GET", "v1/products", &m), GW_MATCH_BAD_PATH);
+}
+
+/* The Allow header of a 405: the methods the path has, in a fixed order
+ * whatever the order of the rows. */
+static void wrong_method_lists_the_allowed_ones(void **state)
+{
+    static const struct {
+        const char *method, *path, *allow;
+    } cases[] = {
+        {"PUT", "/v1/products", "GET, POST"},
+        {"DELETE", "/v1/products/1", "GET"},
+        {"OPTIONS", "/v1/orders", "POST"},
+        {"PATCH", "/v1/orders/o1", "GET"},
+        {"POST", "/readyz", "GET"},
+    };
+    char text[64];
+
+    (void)state;
+    for (size_t i = 0; i < SVC_COUNTOF(cases); i++) {
+        gw_match_t m;
+        assert_int_equal(match(cases[i].method, cases[i].path, &m), GW_MATCH_WRONG_METHOD);
+        assert_int_equal(gw_route_allow_text(m.allow, text, sizeof text),
+                         strlen(cases[i].allow));
+        assert_string_equal(text, cases[i].allow);
+    }
+    /* like snprintf: sized with cap 0, cut but terminated when short */
+    assert_int_equal(gw_route_allow_text(GW_METHOD_BIT_GET | GW_METHOD_BIT_POST, NULL, 0), 9);
+    assert_int_equal(gw_route_allow_text(GW_METHOD_BIT_GET | GW_METHOD_BIT_POST, text, 5), 9);
+    assert_string_equal(text, "GET,");
+    assert_int_equal(gw_route_allow_text(0, text, sizeof text), 0);
+    assert_string_equal(text, "");
 }
 
 static void later_rows_win(void **state)
@@ -183,8 +226,10 @@ static void validation_rejects_bad_rows(void **state)
     static const gw_route_t no_handler = {"GET", "/x", .local = NULL};
     static const gw_route_t no_method = {"", "/x", .local = (gw_local_fn)1};
     static const gw_route_t local_var = {"GET", "/x/{id}", .local = (gw_local_fn)1};
+    static const gw_route_t odd_method = {"get", "/x", .local = (gw_local_fn)1};
 
     (void)state;
+    expect_invalid(&odd_method, "not a method an Allow header can list");
     expect_invalid(&no_slash, "start with '/'");
     expect_invalid(&open_brace, "bad variable");
     expect_invalid(&empty_var, "bad variable");
@@ -446,10 +491,12 @@ int main(void)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(table_is_valid),
         cmocka_unit_test(every_route_matches),
+        cmocka_unit_test(internals_are_not_public_routes),
         cmocka_unit_test(idempotency_is_declared_per_route),
         cmocka_unit_test(variables_are_captured),
         cmocka_unit_test(trailing_slash_is_an_empty_id),
         cmocka_unit_test(not_found_vs_wrong_method),
+        cmocka_unit_test(wrong_method_lists_the_allowed_ones),
         cmocka_unit_test(later_rows_win),
         cmocka_unit_test(validation_rejects_bad_rows),
         cmocka_unit_test(validation_limits_stale_to_reads),

@@ -19,8 +19,9 @@
  * callback set, GET, POST and PUT of /debug and /debug/... go to it (other
  * methods 405). GET carries no body; POST and PUT may carry one of
  * Content-Length bytes (no chunked encoding), head and body together within
- * max_request_bytes (else 413). The callback answers with a status and a JSON
- * body. Without the callback those paths are 404, as before.
+ * max_request_bytes (else 413). The callback answers with a status and a body,
+ * JSON unless it sets another type (admin_buf_set_content_type). Without the
+ * callback those paths are 404.
  *
  * Threads: the callbacks run on the admin thread, one at a time, concurrently
  * with the service's own threads, so whatever they read must be atomics or
@@ -52,6 +53,10 @@ void admin_buf_json_str(admin_buf_t *b, const char *s);
  * Access-Control-Allow-Origin: * (for read-only JSON that a browser page on
  * another port polls, such as pkg/ops' /debug/resilience.json). */
 void admin_buf_allow_any_origin(admin_buf_t *b);
+/* The Content-Type of a /debug answer (static or valid until the callback
+ * returns; default application/json), for a debug page that is not JSON
+ * (the gateway's live resilience page, text/html). */
+void admin_buf_set_content_type(admin_buf_t *b, const char *ctype);
 
 /* One thing a service needs to do its job, as /readyz reports it. */
 typedef struct admin_check {

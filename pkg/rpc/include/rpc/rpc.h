@@ -183,6 +183,15 @@ svc_alloc_t rpc_ctx_allocator(rpc_ctx_t *c);
  * up" and does not retry what this service already retried. */
 #define RPC_DEPENDENCY_FAILURE_MD "shopmicro-dependency-failure"
 void rpc_ctx_mark_dependency_failure(rpc_ctx_t *c);
+/* Says that the message the handler writes into errbuf is written for the
+ * service's clients: the project's own words, no library text, address or
+ * host name. Without it, a failure on the server's side (UNKNOWN,
+ * DEADLINE_EXCEEDED, INTERNAL, UNAVAILABLE, DATA_LOSS) goes out with
+ * svc_strerror()'s text ("database error", "dependency unavailable", ...)
+ * and the handler's message only to the access line, under the call's
+ * request id. Other codes are the handler's verdict on the request and go
+ * out as written. */
+void rpc_ctx_set_message_public(rpc_ctx_t *c);
 /* Asks the client to wait ms before trying again (gRFC A6 trailer
  * grpc-retry-pushback-ms on a failed reply; pkg/resilience honours it when
  * it retries). Sent only when the handler returns an error; the last call
