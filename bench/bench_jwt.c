@@ -26,6 +26,7 @@
 #include <openssl/rsa.h>
 
 #include "auth.h"
+#include "bench_pct.h"
 #include "bench_util.h"
 #include "jwt_sign.h"
 
@@ -71,13 +72,6 @@ static gw_jwt_err_t cached_op(void *p)
     return gw_auth_verify(c->l, c->tok, strlen(c->tok), &out);
 }
 
-static int cmp_double(const void *a, const void *b)
-{
-    double x = *(const double *)a, y = *(const double *)b;
-
-    return (x > y) - (x < y);
-}
-
 /* Median ns per call of op over ROUNDS rounds, in CPU (and wall) time. */
 static void measure(op_fn op, void *ctx, double *cpu_med, double *wall_med)
 {
@@ -103,8 +97,8 @@ static void measure(op_fn op, void *ctx, double *cpu_med, double *wall_med)
         cpu[r] = (double)(cpu_ns() - t0) / (double)n;
         wall[r] = (double)(bench_now_ns() - w0) / (double)n;
     }
-    qsort(cpu, ROUNDS, sizeof(double), cmp_double);
-    qsort(wall, ROUNDS, sizeof(double), cmp_double);
+    qsort(cpu, ROUNDS, sizeof(double), bench_cmp_double);
+    qsort(wall, ROUNDS, sizeof(double), bench_cmp_double);
     *cpu_med = cpu[ROUNDS / 2];
     *wall_med = wall[ROUNDS / 2];
 }

@@ -5,6 +5,7 @@
 
 #include <stddef.h>
 #include <stdint.h>
+#include <stdlib.h>
 
 /* The index of the p-th percentile (0 < p <= 100) among n > 0 sorted samples. */
 static inline size_t bench_rank(size_t n, double p)
@@ -39,6 +40,20 @@ static inline int bench_cmp_u64(const void *a, const void *b)
     uint64_t x = *(const uint64_t *)a, y = *(const uint64_t *)b;
 
     return x < y ? -1 : x > y;
+}
+
+/* The median of n > 0 runs, and the best (lowest) run: on a busy machine
+ * the best is the truer figure for the code itself, the median for what a
+ * call meets. */
+typedef struct bench_figure {
+    double median, best;
+} bench_figure_t;
+
+/* Sorts v (n > 0 figures, lower is better) and takes both. */
+static inline bench_figure_t bench_figure(double *v, size_t n)
+{
+    qsort(v, n, sizeof v[0], bench_cmp_double);
+    return (bench_figure_t){v[n / 2], v[0]};
 }
 
 #endif

@@ -17,6 +17,7 @@
 #include <time.h>
 
 #include "rs/resilience.h"
+#include "bench_pct.h"
 #include "bench_util.h"
 
 #define ITERS 2000000
@@ -173,27 +174,13 @@ static double run_once(rs_upstream_t *up, mode_t_ mode, int threads)
     return sum / threads;
 }
 
-static int cmp_double(const void *a, const void *b)
-{
-    double x = *(const double *)a, y = *(const double *)b;
-
-    return (x > y) - (x < y);
-}
-
-/* The median of RUNS runs, and the best run: on a busy machine the best is
- * the truer figure for the code itself, the median for what a call meets. */
-typedef struct figure {
-    double median, best;
-} figure_t;
-
-static figure_t measure(rs_upstream_t *up, mode_t_ mode, int threads)
+static bench_figure_t measure(rs_upstream_t *up, mode_t_ mode, int threads)
 {
     double v[RUNS];
 
     for (int r = 0; r < RUNS; r++)
         v[r] = run_once(up, mode, threads);
-    qsort(v, RUNS, sizeof v[0], cmp_double);
-    return (figure_t){v[RUNS / 2], v[0]};
+    return bench_figure(v, RUNS);
 }
 
 static rs_upstream_t *make(const char *name, uint32_t max_concurrent, uint32_t failures)
@@ -222,9 +209,9 @@ static rs_upstream_t *make(const char *name, uint32_t max_concurrent, uint32_t f
     return up;
 }
 
-static void row(const char *what, rs_upstream_t *up, mode_t_ mode, const figure_t *base)
+static void row(const char *what, rs_upstream_t *up, mode_t_ mode, const bench_figure_t *base)
 {
-    figure_t one = measure(up, mode, 1), two = measure(up, mode, 2);
+    bench_figure_t one = measure(up, mode, 1), two = measure(up, mode, 2);
 
     printf("%-42s %7.1f (%5.1f) %7.1f (%5.1f)", what, one.median, one.best, two.median, two.best);
     if (base != NULL)
@@ -238,7 +225,7 @@ int main(void)
     rs_upstream_t *plain = make("catalog", 0, 5), *limited = make("catalog-bh", 1024, 5);
     rs_upstream_t *open = make("catalog-open", 0, 1);
     rs_outcome_t fail = RS_OUTCOME_INIT;
-    figure_t base[2];
+    bench_figure_t base[2];
     long before;
     rs_call_t c;
     uint64_t dl;

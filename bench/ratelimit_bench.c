@@ -16,6 +16,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "bench_pct.h"
 #include "bench_util.h"
 #include "ratelimit.h"
 
@@ -136,25 +137,13 @@ static double run_once(gw_rl_t *rl, size_t n_keys, mode_t_ mode, int threads)
     return sum / threads;
 }
 
-static int cmp_double(const void *a, const void *b)
-{
-    double x = *(const double *)a, y = *(const double *)b;
-
-    return (x > y) - (x < y);
-}
-
-typedef struct figure {
-    double median, best;
-} figure_t;
-
-static figure_t measure(gw_rl_t *rl, size_t n_keys, mode_t_ mode, int threads)
+static bench_figure_t measure(gw_rl_t *rl, size_t n_keys, mode_t_ mode, int threads)
 {
     double v[RUNS];
 
     for (int r = 0; r < RUNS; r++)
         v[r] = run_once(rl, n_keys, mode, threads);
-    qsort(v, RUNS, sizeof v[0], cmp_double);
-    return (figure_t){v[RUNS / 2], v[0]};
+    return bench_figure(v, RUNS);
 }
 
 static long timed_allocations;
@@ -177,11 +166,11 @@ static gw_rl_t *make(void)
     return rl;
 }
 
-static figure_t row(const char *what, size_t n_keys, mode_t_ mode, double *worst)
+static bench_figure_t row(const char *what, size_t n_keys, mode_t_ mode, double *worst)
 {
     gw_rl_t *rl1 = make(), *rl2 = make();
     long before = atomic_load(&allocations);
-    figure_t one = measure(rl1, n_keys, mode, 1), two = measure(rl2, n_keys, mode, 2);
+    bench_figure_t one = measure(rl1, n_keys, mode, 1), two = measure(rl2, n_keys, mode, 2);
     gw_rl_stats_t s1, s2;
 
     /* The tables were made before `before`; in between are only the
