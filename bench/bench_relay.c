@@ -37,6 +37,7 @@
 #include <grpc/grpc.h>
 
 #include "events.h"
+#include "principal/principal.h"
 #include "rpc/rpc.h"
 #include "shopmicro/order/v1/order.pb-c.h"
 #include "bench_pct.h"
@@ -291,7 +292,10 @@ static void *sender_main(void *arg)
         uint64_t at = g.t0_ns + i * period_ns;
         struct timespec ts = {.tv_sec = (time_t)(at / 1000000000ull),
                               .tv_nsec = (long)(at % 1000000000ull)};
-        rpc_call_opts_t co = {0};
+        /* As the gateway calls it: for the customer, with its scope. */
+        static const rpc_md_t caller[2] = {{PR_MD_SUBJECT, "bench-relay"},
+                                           {PR_MD_SCOPES, "orders:write"}};
+        rpc_call_opts_t co = {.md = caller, .n_md = 2};
         rpc_result_t res;
         ProtobufCMessage *m = NULL;
         uint64_t done;

@@ -3,13 +3,8 @@
 # measures CreateOrder -> record read by a consumer at a constant rate. Run
 # through bench/run_relay_bench.sh, which starts Postgres, a broker, catalog,
 # order and the relay, and compares the relay's drain rate with kcat -P on
-# the same broker; see docs/benchmarks.md. Included (OPTIONAL) by
-# bench/CMakeLists.txt.
-pkg_check_modules(BENCH_RELAY_RDKAFKA IMPORTED_TARGET rdkafka)
-if(BENCH_RELAY_RDKAFKA_FOUND)
-  add_executable(bench_relay ${CMAKE_CURRENT_LIST_DIR}/bench_relay.c)
-  target_link_libraries(bench_relay PRIVATE order_lib svc_rpc shopmicro_proto
-                        PkgConfig::BENCH_RELAY_RDKAFKA PkgConfig::LIBPQ Threads::Threads svc_warnings)
-else()
-  message(STATUS "bench_relay: librdkafka not found (librdkafka-dev); not built")
-endif()
+# the same broker; see docs/benchmarks.md.
+pkg_check_modules(BENCH_RELAY_RDKAFKA REQUIRED IMPORTED_TARGET rdkafka)
+add_executable(bench_relay ${CMAKE_CURRENT_LIST_DIR}/bench_relay.c)
+target_link_libraries(bench_relay PRIVATE order_lib svc_rpc shopmicro_proto
+                      PkgConfig::BENCH_RELAY_RDKAFKA PkgConfig::LIBPQ Threads::Threads svc_warnings)

@@ -6,6 +6,7 @@
  */
 #include <string.h>
 
+#include "caller.h"
 #include "lines.h"
 #include "order.h"
 #include "pricing.h"
@@ -147,7 +148,15 @@ static svc_err_t create_order(rpc_ctx_t *ctx, const ProtobufCMessage *in, Protob
     size_t n = 0;
     svc_err_t err;
 
-    err = ord_lines_build(req->customer_id, req->items, req->n_items, lines, &n, errbuf);
+    ord_caller_t caller;
+    const char *customer;
+
+    err = ord_caller_get(ctx, PR_SCOPE_ORDERS_WRITE, &caller, errbuf);
+    if (err == SVC_OK)
+        err = ord_caller_customer(&caller, req->customer_id, &customer, errbuf);
+    if (err != SVC_OK)
+        return err;
+    err = ord_lines_build(customer, req->items, req->n_items, lines, &n, errbuf);
     if (err != SVC_OK)
         return err;
     err = idempotency_key(ctx, &key, errbuf);
@@ -160,7 +169,7 @@ static svc_err_t create_order(rpc_ctx_t *ctx, const ProtobufCMessage *in, Protob
     /* A replay is answered from the database alone: it must work while the
      * catalog is down, and must not price anything. */
     if (key != NULL) {
-        err = ord_lines_fingerprint(req->customer_id, lines, n, hash);
+        err = ord_lines_fingerprint(customer, lines, n, hash);
         if (err != SVC_OK) {
             svc_errbuf_set(errbuf, "cannot fingerprint the request: out of memory (nothing was "
                                    "written)");
@@ -187,7 +196,7 @@ static svc_err_t create_order(rpc_ctx_t *ctx, const ProtobufCMessage *in, Protob
     }
     if (err != SVC_OK)
         return err;
-    o = (ord_new_order_t){req->customer_id, lines, n, 0, key, hash};
+    o = (ord_new_order_t){customer, lines, n, 0, key, hash};
     err = ord_lines_total(lines, n, &o.total_cents, errbuf);
     if (err != SVC_OK)
         return err;
@@ -220,14 +229,22 @@ static svc_err_t get_order(rpc_ctx_t *ctx, const ProtobufCMessage *in, ProtobufC
     svc_alloc_t a = rpc_ctx_allocator(ctx);
     ord_worker_t *w;
     ord_order_t *o = NULL;
+    ord_caller_t caller;
     svc_err_t err;
 
+    err = ord_caller_get(ctx, PR_SCOPE_ORDERS_READ | PR_SCOPE_ORDERS_ADMIN, &caller, errbuf);
+    if (err != SVC_OK)
+        return err;
     if (!svc_is_uuid(req->id)) {
         svc_errbuf_set(errbuf, "order not found");
         return SVC_ENOTFOUND;
     }
     w = rpc_ctx_worker(ctx);
     err = ord_store_get(w->store, req->id, rpc_ctx_deadline(ctx), &a, &o, errbuf);
+    if (err == SVC_OK && !ord_caller_may_read(&caller, o->customer_id)) {
+        o = NULL; /* in the call's arena: nothing to free */
+        err = SVC_ENOTFOUND;
+    }
     if (err == SVC_ENOTFOUND)
         svc_errbuf_set(errbuf, "order not found");
     *out = (ProtobufCMessage *)o;

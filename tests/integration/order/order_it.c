@@ -258,17 +258,34 @@ static uint64_t deadline_after(int timeout_ms)
            (uint64_t)(timeout_ms > 0 ? timeout_ms : IT_DEFAULT_CALL_MS) * SVC_NS_PER_MS;
 }
 
-svc_err_t it_order_create_md(grpc_channel *ch, const char *customer, const it_item_t *items,
-                             size_t n, const rpc_md_t *md, size_t n_md, int timeout_ms,
-                             it_created_t **out, rpc_result_t *res)
+size_t it_caller_md(rpc_md_t *out, size_t cap, const char *subject, const char *scopes,
+                    const rpc_md_t *more, size_t n_more)
+{
+    size_t n = 0;
+
+    if (subject != NULL && n + 2 <= cap) {
+        out[n++] = (rpc_md_t){PR_MD_SUBJECT, subject};
+        out[n++] = (rpc_md_t){PR_MD_SCOPES, scopes};
+    }
+    for (size_t i = 0; i < n_more && n < cap; i++)
+        out[n++] = more[i];
+    return n;
+}
+
+svc_err_t it_order_create_as(grpc_channel *ch, const char *subject, const char *scopes,
+                             const char *customer, const it_item_t *items, size_t n,
+                             const rpc_md_t *md, size_t n_md, int timeout_ms, it_created_t **out,
+                             rpc_result_t *res)
 {
     Shopmicro__Order__V1__CreateOrderRequest req =
         SHOPMICRO__ORDER__V1__CREATE_ORDER_REQUEST__INIT;
     Shopmicro__Order__V1__OrderItem it[128], *ptrs[128];
-    rpc_call_opts_t o = {.deadline_ns = deadline_after(timeout_ms), .md = md, .n_md = n_md};
+    rpc_md_t all[RPC_UNARY_MAX_MD];
+    rpc_call_opts_t o = {.deadline_ns = deadline_after(timeout_ms), .md = all};
     ProtobufCMessage *m = NULL;
     svc_err_t err;
 
+    o.n_md = it_caller_md(all, RPC_UNARY_MAX_MD, subject, scopes, md, n_md);
     if (n > 128)
         n = 128;
     for (size_t i = 0; i < n; i++) {
@@ -286,6 +303,14 @@ svc_err_t it_order_create_md(grpc_channel *ch, const char *customer, const it_it
     return err;
 }
 
+svc_err_t it_order_create_md(grpc_channel *ch, const char *customer, const it_item_t *items,
+                             size_t n, const rpc_md_t *md, size_t n_md, int timeout_ms,
+                             it_created_t **out, rpc_result_t *res)
+{
+    return it_order_create_as(ch, customer, "orders:write orders:read", customer, items, n, md,
+                              n_md, timeout_ms, out, res);
+}
+
 svc_err_t it_order_create(grpc_channel *ch, const char *customer, const it_item_t *items, size_t n,
                           const char *key, int timeout_ms, it_created_t **out, rpc_result_t *res)
 {
@@ -295,19 +320,28 @@ svc_err_t it_order_create(grpc_channel *ch, const char *customer, const it_item_
                               res);
 }
 
-svc_err_t it_order_get(grpc_channel *ch, const char *id, int timeout_ms, it_order_t **out,
-                       rpc_result_t *res)
+svc_err_t it_order_get_as(grpc_channel *ch, const char *subject, const char *scopes,
+                          const char *id, int timeout_ms, it_order_t **out, rpc_result_t *res)
 {
     Shopmicro__Order__V1__GetOrderRequest req = SHOPMICRO__ORDER__V1__GET_ORDER_REQUEST__INIT;
-    rpc_call_opts_t o = {.deadline_ns = deadline_after(timeout_ms)};
+    rpc_md_t md[2];
+    rpc_call_opts_t o = {.deadline_ns = deadline_after(timeout_ms), .md = md};
     ProtobufCMessage *m = NULL;
     svc_err_t err;
 
+    o.n_md = it_caller_md(md, 2, subject, scopes, NULL, 0);
     req.id = (char *)id;
     err = rpc_call_unary(ch, METHOD("GetOrder"), &req.base,
                          &shopmicro__order__v1__order__descriptor, &m, &o, res);
     *out = (it_order_t *)m;
     return err;
+}
+
+svc_err_t it_order_get(grpc_channel *ch, const char *id, int timeout_ms, it_order_t **out,
+                       rpc_result_t *res)
+{
+    /* The tests read any order they placed, whoever for: as an admin. */
+    return it_order_get_as(ch, "it-admin", "orders:admin", id, timeout_ms, out, res);
 }
 
 int64_t ord_it_int(const ord_it_t *t, const char *sql)

@@ -17,6 +17,7 @@
 #define ORDER_IT_H
 
 #include "catalog_it.h"
+#include "principal/principal.h"
 #include "shopmicro/order/v1/order.pb-c.h"
 
 typedef Shopmicro__Order__V1__CreateOrderResponse it_created_t;
@@ -78,6 +79,11 @@ int ord_it_order_stop(ord_it_t *t);
 /* A product in the catalog; its id is copied into id (37 bytes). */
 void ord_it_product(ord_it_t *t, const char *name, int64_t price_cents, char id[37]);
 
+/* The principal the gateway would pass (pkg/principal: subject and scopes;
+ * subject NULL: none) followed by more, into out (cap entries); returns how
+ * many. The order service refuses a call without one. */
+size_t it_caller_md(rpc_md_t *out, size_t cap, const char *subject, const char *scopes,
+                    const rpc_md_t *more, size_t n_more);
 /*
  * CreateOrder on t->ord_ch. key NULL: no idempotency-key metadata.
  * timeout_ms 0: IT_DEFAULT_CALL_MS. On SVC_OK *out is owned by caller
@@ -86,10 +92,20 @@ void ord_it_product(ord_it_t *t, const char *name, int64_t price_cents, char id[
 svc_err_t it_order_create(grpc_channel *ch, const char *customer, const it_item_t *items, size_t n,
                           const char *key, int timeout_ms, it_created_t **out, rpc_result_t *res);
 /* The same with request metadata md (n_md entries, borrowed; a key may
- * occur more than once) instead of one idempotency key. */
+ * occur more than once) instead of one idempotency key, as subject with
+ * scopes (it_caller_md) for customer. */
+svc_err_t it_order_create_as(grpc_channel *ch, const char *subject, const char *scopes,
+                             const char *customer, const it_item_t *items, size_t n,
+                             const rpc_md_t *md, size_t n_md, int timeout_ms, it_created_t **out,
+                             rpc_result_t *res);
+/* it_order_create_as as the customer itself (scopes orders:write orders:read). */
 svc_err_t it_order_create_md(grpc_channel *ch, const char *customer, const it_item_t *items,
                              size_t n, const rpc_md_t *md, size_t n_md, int timeout_ms,
                              it_created_t **out, rpc_result_t *res);
+/* GetOrder as subject with scopes. */
+svc_err_t it_order_get_as(grpc_channel *ch, const char *subject, const char *scopes,
+                          const char *id, int timeout_ms, it_order_t **out, rpc_result_t *res);
+/* GetOrder as an orders:admin. */
 svc_err_t it_order_get(grpc_channel *ch, const char *id, int timeout_ms, it_order_t **out,
                        rpc_result_t *res);
 

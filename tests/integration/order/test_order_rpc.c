@@ -222,8 +222,6 @@ static void invalid_fields_are_named_and_nothing_is_written(void **state)
     before = ord_it_counts(t);
     it_order_create(t->ord_ch, "cust-3", items, 2, NULL, 0, &c, &res);
     IT_ASSERT_ERROR(res, SVC_EINVAL, "items[1].quantity must be 1-1000");
-    it_order_create(t->ord_ch, "", items, 1, NULL, 0, &c, &res);
-    IT_ASSERT_ERROR(res, SVC_EINVAL, "customer_id must be 1-100");
     it_order_create(t->ord_ch, "cust-3", items, 0, NULL, 0, &c, &res);
     IT_ASSERT_ERROR(res, SVC_EINVAL, "items must have 1-100 entries");
     memset(long_key, 'k', 256);
@@ -234,6 +232,50 @@ static void invalid_fields_are_named_and_nothing_is_written(void **state)
     it_order_create(t->ord_ch, "cust-3", items, 1, "my key", 0, &c, &res);
     IT_ASSERT_ERROR(res, SVC_EINVAL, "idempotency-key must be 1-255 printable ASCII");
     ord_it_assert_counts(ord_it_counts(t), before);
+}
+
+/* The owner rule on the gRPC API itself (services/order/caller.h), as the
+ * gateway passes the caller: a call without one, or for another customer,
+ * writes nothing; an order without customer_id is the caller's; another
+ * customer reads it as an unknown id, its owner and an admin read it. */
+static void orders_belong_to_the_caller(void **state)
+{
+    ord_it_t *t = *state;
+    char a[37];
+    it_item_t items[1] = {{a, 1}};
+    ord_it_counts_t before;
+    it_created_t *c = NULL;
+    it_order_t *o = NULL;
+    rpc_result_t res;
+
+    ord_it_product(t, "Tray", 300, a);
+    before = ord_it_counts(t);
+    it_order_create_as(t->ord_ch, NULL, NULL, "cust-9", items, 1, NULL, 0, 0, &c, &res);
+    IT_ASSERT_ERROR(res, SVC_EUNAUTH, "no valid caller (x-shopmicro-subject)");
+    it_order_create_as(t->ord_ch, "cust-9", "orders:read", "cust-9", items, 1, NULL, 0, 0, &c,
+                       &res);
+    IT_ASSERT_ERROR(res, SVC_EPERM, "lacks the scope orders:write");
+    it_order_create_as(t->ord_ch, "cust-9", "orders:write", "cust-10", items, 1, NULL, 0, 0, &c,
+                       &res);
+    IT_ASSERT_ERROR(res, SVC_EPERM, "customer_id names another customer");
+    ord_it_assert_counts(ord_it_counts(t), before);
+
+    it_order_create_as(t->ord_ch, "cust-9", "orders:write", "", items, 1, NULL, 0, 0, &c, &res);
+    IT_ASSERT_CODE(res, SVC_OK);
+    it_order_get_as(t->ord_ch, "cust-10", "orders:read", c->id, 0, &o, &res);
+    IT_ASSERT_ERROR(res, SVC_ENOTFOUND, "order not found");
+    assert_null(o);
+    it_order_get_as(t->ord_ch, "cust-9", "orders:write", c->id, 0, &o, &res);
+    IT_ASSERT_ERROR(res, SVC_EPERM, "lacks the scope");
+    it_order_get_as(t->ord_ch, "cust-9", "orders:read", c->id, 0, &o, &res);
+    IT_ASSERT_CODE(res, SVC_OK);
+    assert_string_equal(o->customer_id, "cust-9");
+    it_free(o);
+    it_order_get_as(t->ord_ch, "support-1", "orders:admin", c->id, 0, &o, &res);
+    IT_ASSERT_CODE(res, SVC_OK);
+    assert_string_equal(o->customer_id, "cust-9");
+    it_free(o);
+    it_free(c);
 }
 
 /* A key given in two metadata entries (HTTP/2 allows it; a proxy may add
@@ -582,6 +624,7 @@ int main(void)
         cmocka_unit_test(unknown_product_is_invalid_argument_and_writes_nothing),
         cmocka_unit_test(unknown_or_malformed_order_id_is_not_found),
         cmocka_unit_test(invalid_fields_are_named_and_nothing_is_written),
+        cmocka_unit_test(orders_belong_to_the_caller),
         cmocka_unit_test(keys_are_honoured_byte_for_byte),
         cmocka_unit_test(repeated_key_is_refused_and_nothing_is_written),
         cmocka_unit_test(same_key_same_request_replays_the_first_response),

@@ -15,6 +15,7 @@
 
 #include "order.h"
 #include "internal.h"
+#include "principal/principal.h"
 #include "shopmicro/order/v1/order.pb-c.h"
 
 typedef Shopmicro__Order__V1__CreateOrderRequest create_req_t;
@@ -30,10 +31,38 @@ static const rpc_method_t *method(const char *name)
     return NULL;
 }
 
-/* Packs msg, dispatches it to `name` with request metadata md (may be
- * NULL) and at most arena_left bytes of call memory (SIZE_MAX: all there
- * is), returns the code and the message, and in *used (may be NULL) how
- * much call memory the call took. */
+/* The caller every call below is made as, unless a test changes it: the
+ * principal the gateway passes (pkg/principal). subject NULL: none. */
+static const char *caller_subject = "c1";
+static const char *caller_scopes = "orders:write orders:read";
+
+static void reset_caller(void)
+{
+    caller_subject = "c1";
+    caller_scopes = "orders:write orders:read";
+}
+
+/* md's entries after the caller's, in all (room for 16). */
+static grpc_metadata_array with_caller(grpc_metadata *all, const grpc_metadata_array *md)
+{
+    size_t n = 0;
+
+    memset(all, 0, 16 * sizeof *all);
+    if (caller_subject != NULL) {
+        all[n].key = grpc_slice_from_static_string(PR_MD_SUBJECT);
+        all[n++].value = grpc_slice_from_static_string(caller_subject);
+        all[n].key = grpc_slice_from_static_string(PR_MD_SCOPES);
+        all[n++].value = grpc_slice_from_static_string(caller_scopes);
+    }
+    for (size_t i = 0; md != NULL && i < md->count && n < 16; i++)
+        all[n++] = md->metadata[i];
+    return (grpc_metadata_array){n, n, all};
+}
+
+/* Packs msg, dispatches it to `name` as the caller above with request
+ * metadata md (may be NULL) and at most arena_left bytes of call memory
+ * (SIZE_MAX: all there is), returns the code and the message, and in *used
+ * (may be NULL) how much call memory the call took. */
 static svc_err_t call_in(const char *name, const ProtobufCMessage *msg,
                          const grpc_metadata_array *md, size_t arena_left, size_t *used,
                          char *err)
@@ -41,6 +70,8 @@ static svc_err_t call_in(const char *name, const ProtobufCMessage *msg,
     uint8_t buf[16384];
     size_t n = protobuf_c_message_pack(msg, buf);
     ProtobufCMessage *out = NULL;
+    grpc_metadata entries[16];
+    grpc_metadata_array all = with_caller(entries, md);
     rpc_ctx_t c;
     svc_err_t e;
     size_t start;
@@ -48,7 +79,7 @@ static svc_err_t call_in(const char *name, const ProtobufCMessage *msg,
     memset(&c, 0, sizeof c);
     c.method = method(name);
     c.deadline_ns = SVC_DEADLINE_NONE;
-    c.md = md;
+    c.md = &all;
     rpc__arena_init(&c.arena);
     if (arena_left < RPC_ARENA_MAX)
         c.arena.total = RPC_ARENA_MAX - arena_left; /* as if the call had used the rest */
@@ -92,6 +123,7 @@ static void create_rejects_bad_fields_by_name(void **state)
                                              SHOPMICRO__ORDER__V1__ORDER_ITEM__INIT};
     Shopmicro__Order__V1__OrderItem *items[3] = {&it[0], &it[1], &it[2]};
     create_req_t r = SHOPMICRO__ORDER__V1__CREATE_ORDER_REQUEST__INIT;
+    char long_subject[102];
 
     (void)state;
     for (int i = 0; i < 3; i++) {
@@ -100,7 +132,11 @@ static void create_rejects_bad_fields_by_name(void **state)
     }
     r.items = items;
     r.n_items = 3;
+    memset(long_subject, 'c', 101); /* a valid subject, too long for a customer id */
+    long_subject[101] = '\0';
+    caller_subject = long_subject;
     expect("CreateOrder", &r.base, SVC_EINVAL, "customer_id must be 1-100");
+    reset_caller();
     r.customer_id = (char *)"c1";
     it[2].quantity = 1001;
     expect("CreateOrder", &r.base, SVC_EINVAL, "items[2].quantity must be 1-1000");
@@ -146,6 +182,48 @@ static void create_refuses_idempotency_keys_it_cannot_honour(void **state)
         expect_md("CreateOrder", &r.base, &md, SVC_EINVAL,
                   "idempotency-key must be 1-255 printable ASCII characters (0x21-0x7E)");
     }
+}
+
+/* The owner rule (services/order/caller.h): no principal, a principal
+ * without the scope, and an order for another customer are refused before
+ * anything else is looked at. */
+static void create_needs_a_caller_with_orders_write_placing_their_own(void **state)
+{
+    Shopmicro__Order__V1__OrderItem it = SHOPMICRO__ORDER__V1__ORDER_ITEM__INIT;
+    Shopmicro__Order__V1__OrderItem *items[1] = {&it};
+    create_req_t r = SHOPMICRO__ORDER__V1__CREATE_ORDER_REQUEST__INIT;
+
+    it.product_id = (char *)"p0";
+    it.quantity = 1;
+    r.customer_id = (char *)"c1";
+    r.items = items;
+    r.n_items = 1;
+    caller_subject = NULL;
+    expect("CreateOrder", &r.base, SVC_EUNAUTH, "no valid caller (x-shopmicro-subject)");
+    caller_subject = "c 1";
+    expect("CreateOrder", &r.base, SVC_EUNAUTH, "no valid caller");
+    caller_subject = "c1";
+    caller_scopes = "orders:read catalog:write";
+    expect("CreateOrder", &r.base, SVC_EPERM, "lacks the scope orders:write");
+    caller_scopes = "orders:write";
+    r.customer_id = (char *)"c2";
+    expect("CreateOrder", &r.base, SVC_EPERM, "customer_id names another customer");
+    reset_caller();
+}
+
+static void get_needs_a_caller_with_orders_read(void **state)
+{
+    Shopmicro__Order__V1__GetOrderRequest r = SHOPMICRO__ORDER__V1__GET_ORDER_REQUEST__INIT;
+
+    r.id = (char *)"not-a-uuid";
+    caller_subject = NULL;
+    expect("GetOrder", &r.base, SVC_EUNAUTH, "no valid caller");
+    caller_subject = "c1";
+    caller_scopes = "orders:write";
+    expect("GetOrder", &r.base, SVC_EPERM, "lacks the scope orders:read orders:admin");
+    caller_scopes = "orders:admin";
+    expect("GetOrder", &r.base, SVC_ENOTFOUND, "order not found");
+    reset_caller();
 }
 
 static void one_item_order(create_req_t *r, Shopmicro__Order__V1__OrderItem *it,
@@ -276,6 +354,8 @@ int main(void)
         cmocka_unit_test(create_refuses_repeated_keys_and_nul_bytes),
         cmocka_unit_test(create_fails_loudly_when_the_key_cannot_be_kept),
         cmocka_unit_test(malformed_order_ids_are_not_found),
+        cmocka_unit_test(create_needs_a_caller_with_orders_write_placing_their_own),
+        cmocka_unit_test(get_needs_a_caller_with_orders_read),
         cmocka_unit_test(clients_never_retry_create_but_may_retry_get),
     };
     return cmocka_run_group_tests_name("ord_validation", tests, NULL, NULL);
