@@ -1,6 +1,6 @@
 # ratelimit_bench: the rate limiter's cost per check (gateway/ratelimit.c),
 # one hot key, 10,000 keys and 1,000,000 keys over the default table, on 1
-# and 2 threads. Included (OPTIONAL) by bench/CMakeLists.txt; see
+# and 2 threads. See
 # docs/benchmarks.md, "Rate limiter".
 add_executable(ratelimit_bench ${CMAKE_CURRENT_LIST_DIR}/ratelimit_bench.c)
 target_link_libraries(ratelimit_bench PRIVATE gateway_ratelimit svc_warnings Threads::Threads)
