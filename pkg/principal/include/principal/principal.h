@@ -26,8 +26,8 @@
 #define PR_MD_SUBJECT "x-shopmicro-subject"
 #define PR_MD_SCOPES  "x-shopmicro-scopes"
 
-/* Longest subject, in bytes. */
-#define PR_SUBJECT_MAX 128
+/* Longest subject, in bytes: the longest customer id. */
+#define PR_SUBJECT_MAX 100
 /* Room for every known scope's name, spaces and the NUL. */
 #define PR_SCOPES_TEXT_MAX 64
 
