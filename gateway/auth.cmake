@@ -11,7 +11,7 @@ add_library(gateway_auth STATIC
   ${CMAKE_CURRENT_LIST_DIR}/jwt.c ${CMAKE_CURRENT_LIST_DIR}/jwt_cache.c
   ${CMAKE_CURRENT_LIST_DIR}/auth.c)
 target_include_directories(gateway_auth PUBLIC ${CMAKE_CURRENT_LIST_DIR})
-target_link_libraries(gateway_auth PUBLIC svc_core PkgConfig::JANSSON OpenSSL::Crypto
+target_link_libraries(gateway_auth PUBLIC svc_core svc_principal PkgConfig::JANSSON OpenSSL::Crypto
                       Threads::Threads m PRIVATE svc_warnings)
 
 add_library(gateway_jwt_sign STATIC ${CMAKE_CURRENT_LIST_DIR}/jwt_sign.c)

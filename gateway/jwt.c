@@ -57,38 +57,6 @@ const char *gw_jwt_rfc6750_error(gw_jwt_err_t e)
     return "invalid_token";
 }
 
-static const struct {
-    const char *name;
-    uint32_t bit;
-} scope_table[] = {
-    {"catalog:write", GW_SCOPE_CATALOG_WRITE},
-    {"orders:write", GW_SCOPE_ORDERS_WRITE},
-    {"orders:read", GW_SCOPE_ORDERS_READ},
-    {"orders:admin", GW_SCOPE_ORDERS_ADMIN},
-};
-
-uint32_t gw_scope_bit(const char *name, size_t len)
-{
-    for (size_t i = 0; i < SVC_COUNTOF(scope_table); i++) {
-        if (strlen(scope_table[i].name) == len && memcmp(scope_table[i].name, name, len) == 0)
-            return scope_table[i].bit;
-    }
-    return 0;
-}
-
-void gw_scope_names(uint32_t scopes, char *out, size_t cap)
-{
-    svc_text_t t = svc_text_on(out, cap);
-    const char *sep = "";
-
-    for (size_t i = 0; i < SVC_COUNTOF(scope_table); i++) {
-        if (scopes & scope_table[i].bit) {
-            svc_text_printf(&t, "%s%s", sep, scope_table[i].name);
-            sep = " ";
-        }
-    }
-}
-
 void gw_jwt_opts_init(gw_jwt_opts_t *o)
 {
     memset(o, 0, sizeof(*o));
@@ -230,13 +198,7 @@ static bool numeric_date(json_t *payload, const char *name, double *out, bool *p
     return isfinite(*out);
 }
 
-static bool sub_char_ok(unsigned char c)
-{
-    return (c >= 'A' && c <= 'Z') || (c >= 'a' && c <= 'z') || (c >= '0' && c <= '9') ||
-           (c != '\0' && strchr("-._~:@|+", c) != NULL);
-}
-
-static gw_jwt_err_t add_scope_string(const char *s, size_t len, uint32_t *scopes)
+static gw_jwt_err_t add_scope_string(const char *s, size_t len, pr_scopes_t *scopes)
 {
     size_t i = 0;
 
@@ -244,13 +206,13 @@ static gw_jwt_err_t add_scope_string(const char *s, size_t len, uint32_t *scopes
         size_t j = i;
         while (j < len && s[j] != ' ')
             j++;
-        *scopes |= gw_scope_bit(s + i, j - i);
+        *scopes |= pr_scopes_parse(s + i, j - i);
         i = j + 1;
     }
     return GW_JWT_OK;
 }
 
-static gw_jwt_err_t read_scopes(json_t *payload, uint32_t *scopes)
+static gw_jwt_err_t read_scopes(json_t *payload, pr_scopes_t *scopes)
 {
     json_t *v = json_object_get(payload, "scope");
     size_t i;
@@ -273,7 +235,7 @@ static gw_jwt_err_t read_scopes(json_t *payload, uint32_t *scopes)
     json_array_foreach (v, i, e) {
         if (!json_is_string(e))
             return GW_JWT_BAD_CLAIMS;
-        *scopes |= gw_scope_bit(json_string_value(e), json_string_length(e));
+        *scopes |= pr_scopes_parse(json_string_value(e), json_string_length(e));
     }
     return GW_JWT_OK;
 }
@@ -331,12 +293,8 @@ static gw_jwt_err_t check_claims(json_t *payload, const gw_jwt_opts_t *o, gw_pri
         return GW_JWT_BAD_SUB;
     s = json_string_value(sub);
     len = json_string_length(sub);
-    if (len == 0 || len > GW_JWT_SUB_MAX)
+    if (!pr_subject_valid(s, len))
         return GW_JWT_BAD_SUB;
-    for (i = 0; i < len; i++) {
-        if (!sub_char_ok((unsigned char)s[i]))
-            return GW_JWT_BAD_SUB;
-    }
     if (read_scopes(payload, &out->scopes) != GW_JWT_OK)
         return GW_JWT_BAD_CLAIMS;
     memcpy(out->sub, s, len + 1);

@@ -38,32 +38,23 @@
 #include <stdint.h>
 
 #include "jwks.h"
+#include "principal/principal.h"
 #include "svc/core.h"
 
 #define GW_JWT_MAX_TOKEN 8192u
-#define GW_JWT_SUB_MAX   100u
+#define GW_JWT_SUB_MAX   PR_SUBJECT_MAX
 /* The default clock skew allowed for exp, nbf and iat (GATEWAY_JWT_LEEWAY_S). */
 #define GW_JWT_DEFAULT_LEEWAY_S 30u
 #define GW_JWT_MAX_LEEWAY_S     600u
 
-/* The scopes the gateway's routes ask for, as bits. */
-typedef enum {
-    GW_SCOPE_CATALOG_WRITE = 1u << 0, /* "catalog:write": create products   */
-    GW_SCOPE_ORDERS_WRITE = 1u << 1,  /* "orders:write": place orders        */
-    GW_SCOPE_ORDERS_READ = 1u << 2,   /* "orders:read": read one's orders    */
-    GW_SCOPE_ORDERS_ADMIN = 1u << 3,  /* "orders:admin": read anyone's       */
-} gw_scope_t;
-
-/* The bit of a scope name (len bytes), 0 for a scope the gateway does not use. */
-uint32_t gw_scope_bit(const char *name, size_t len);
-/* Writes the names of the bits of scopes into out (cap bytes), separated by
- * spaces, NUL-terminated (cut at cap). For logs and the tool. */
-void gw_scope_names(uint32_t scopes, char *out, size_t cap);
+/* Scopes are pkg/principal's bits (pr_scope_t: catalog:write, orders:write,
+ * orders:read, orders:admin), the same the services read from the call's
+ * metadata; a sub follows pr_subject_valid. */
 
 /* Who a verified token speaks for. Plain data: copied freely. */
 typedef struct gw_principal {
     char sub[GW_JWT_SUB_MAX + 1]; /* NUL-terminated; charset as above */
-    uint32_t scopes;              /* gw_scope_t bits */
+    pr_scopes_t scopes;           /* pr_scope_t bits */
     int64_t exp;                  /* seconds since the Unix epoch */
 } gw_principal_t;
 

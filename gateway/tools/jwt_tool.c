@@ -279,7 +279,7 @@ static int verify(const args_t *a)
         fprintf(stderr, "shopmicro-jwt: invalid token: %s\n", gw_jwt_reason(err));
         return 1;
     }
-    gw_scope_names(p.scopes, scopes, sizeof(scopes));
+    pr_scopes_format(p.scopes, scopes, sizeof(scopes));
     printf("sub=%s scopes=\"%s\" exp=%lld\n", p.sub, scopes, (long long)p.exp);
     return 0;
 }

@@ -123,7 +123,7 @@ static void cache_hit_returns_the_same_principal(void **state)
     assert_int_equal(verify(fx.l, tok, &p2), GW_JWT_OK);
     assert_memory_equal(&p1, &p2, sizeof(p1));
     assert_string_equal(p2.sub, "c7");
-    assert_int_equal(p2.scopes, GW_SCOPE_ORDERS_READ);
+    assert_int_equal(p2.scopes, PR_SCOPE_ORDERS_READ);
     assert_int_equal(stats(fx.l).misses, 1);
     assert_int_equal(stats(fx.l).hits, 1);
     /* A refused token is never cached: each try is a miss. */

@@ -101,7 +101,7 @@ static void valid_es256(void **state)
     assert_int_equal(check_in(fx.set, e1("{\"scope\":\"orders:write orders:read\"}"), &p),
                      GW_JWT_OK);
     assert_string_equal(p.sub, "c1");
-    assert_int_equal(p.scopes, GW_SCOPE_ORDERS_WRITE | GW_SCOPE_ORDERS_READ);
+    assert_int_equal(p.scopes, PR_SCOPE_ORDERS_WRITE | PR_SCOPE_ORDERS_READ);
     assert_int_equal(p.exp, TK_NOW + 600);
 }
 
@@ -413,21 +413,21 @@ static void scope_and_scp(void **state)
     (void)state;
     assert_int_equal(scopes_of(NULL), 0);
     assert_int_equal(scopes_of("{\"scope\":\"\"}"), 0);
-    assert_int_equal(scopes_of("{\"scope\":\"orders:read\"}"), GW_SCOPE_ORDERS_READ);
+    assert_int_equal(scopes_of("{\"scope\":\"orders:read\"}"), PR_SCOPE_ORDERS_READ);
     assert_int_equal(scopes_of("{\"scope\":\"openid  catalog:write orders:admin profile\"}"),
-                     GW_SCOPE_CATALOG_WRITE | GW_SCOPE_ORDERS_ADMIN);
+                     PR_SCOPE_CATALOG_WRITE | PR_SCOPE_ORDERS_ADMIN);
     /* Near misses are not scopes. */
     assert_int_equal(scopes_of("{\"scope\":\"orders:reads Orders:read orders:rea\"}"), 0);
-    assert_int_equal(scopes_of("{\"scp\":[\"orders:write\",\"x\"]}"), GW_SCOPE_ORDERS_WRITE);
+    assert_int_equal(scopes_of("{\"scp\":[\"orders:write\",\"x\"]}"), PR_SCOPE_ORDERS_WRITE);
     assert_int_equal(scopes_of("{\"scp\":\"orders:write orders:read\"}"),
-                     GW_SCOPE_ORDERS_WRITE | GW_SCOPE_ORDERS_READ);
+                     PR_SCOPE_ORDERS_WRITE | PR_SCOPE_ORDERS_READ);
     /* scope wins over scp. */
     assert_int_equal(scopes_of("{\"scope\":\"orders:read\",\"scp\":[\"orders:admin\"]}"),
-                     GW_SCOPE_ORDERS_READ);
+                     PR_SCOPE_ORDERS_READ);
     assert_int_equal(check(e1("{\"scope\":[\"orders:read\"]}")), GW_JWT_BAD_CLAIMS);
     assert_int_equal(check(e1("{\"scp\":[1]}")), GW_JWT_BAD_CLAIMS);
     assert_int_equal(check(e1("{\"scp\":{}}")), GW_JWT_BAD_CLAIMS);
-    gw_scope_names(GW_SCOPE_ORDERS_READ | GW_SCOPE_CATALOG_WRITE, names, sizeof(names));
+    pr_scopes_format(PR_SCOPE_ORDERS_READ | PR_SCOPE_CATALOG_WRITE, names, sizeof(names));
     assert_string_equal(names, "catalog:write orders:read");
 }
 
