@@ -11,6 +11,7 @@
 #include <time.h>
 
 #include "gw_it.h"
+#include "gw_token.h"
 
 #define ENV_MAX     64
 #define START_TRIES 3
@@ -108,6 +109,10 @@ svc_err_t gw_it_gateway_start(gw_it_t *t, const char *const *env, char errbuf[st
     full[n++] = "GATEWAY_THREADS=2";
     full[n++] = "GATEWAY_LOG_LEVEL=info";
     full[n++] = gw_it_lock_dir_env();
+    for (int i = 0; i < 3; i++)
+        full[n++] = gw_token_env(i);
+    /* One client sends every request here: a test about limits sets its own. */
+    full[n++] = "GATEWAY_RATE_LIMITS=off";
     for (size_t i = 0; env != NULL && env[i] != NULL && n < ENV_MAX - 1; i++)
         full[n++] = env[i];
     full[n] = NULL;
@@ -137,6 +142,7 @@ int gw_it_setup_envs(void **state, bool with_order, const char *const *cat_env,
     *state = t;
     if (t == NULL)
         return -1;
+    t->token = gw_token("c1", GW_TOKEN_ALL_SCOPES);
     if (cat_it_db_create(&t->cat, errbuf) != SVC_OK ||
         cat_it_start(&t->cat, cat_env, errbuf) != SVC_OK)
         goto fail;
@@ -208,6 +214,7 @@ int gw_it_teardown(void **state)
         fprintf(stderr, "cannot drop %s: %s\n", t->cat.db.name, errbuf);
         rc = -1;
     }
+    free(t->token);
     free(t);
     *state = NULL;
     return rc != 0 ? -1 : 0;
@@ -328,6 +335,7 @@ void gw_do(CURL *h, const gw_it_t *t, const gw_req_t *rq, gw_res_t *out)
     struct curl_slist *hdrs = NULL;
     sink_t body = {NULL, 0, 0}, head = {NULL, 0, 0};
     double secs = 0;
+    bool has_auth = false;
 
     memset(out, 0, sizeof *out);
     /* Resets options only: the connection cache (keep-alive) survives. */
@@ -349,8 +357,15 @@ void gw_do(CURL *h, const gw_it_t *t, const gw_req_t *rq, gw_res_t *out)
                          (curl_off_t)(rq->body_len > 0 ? rq->body_len : strlen(rq->body)));
         curl_easy_setopt(h, CURLOPT_POSTFIELDS, rq->body);
     }
-    for (size_t i = 0; rq->headers != NULL && rq->headers[i] != NULL; i++)
+    for (size_t i = 0; rq->headers != NULL && rq->headers[i] != NULL; i++) {
         hdrs = curl_slist_append(hdrs, rq->headers[i]);
+        has_auth = has_auth || strncasecmp(rq->headers[i], "authorization:", 14) == 0;
+    }
+    if (!rq->anonymous && !has_auth && t->token != NULL) {
+        char bearer[GW_IT_AUTH_MAX];
+        snprintf(bearer, sizeof bearer, "Authorization: Bearer %s", t->token);
+        hdrs = curl_slist_append(hdrs, bearer);
+    }
     if (hdrs != NULL)
         curl_easy_setopt(h, CURLOPT_HTTPHEADER, hdrs);
     out->rc = curl_easy_perform(h);
@@ -367,7 +382,7 @@ void gw_do(CURL *h, const gw_it_t *t, const gw_req_t *rq, gw_res_t *out)
 void gw_call(CURL *h, const gw_it_t *t, const char *method, const char *path, const char *body,
              const char *const *headers, gw_res_t *out)
 {
-    gw_req_t rq = {method, path, body, 0, headers, 0};
+    gw_req_t rq = {method, path, body, 0, headers, 0, false};
 
     gw_do(h, t, &rq, out);
 }

@@ -19,6 +19,9 @@
 
 #include "catalog_it.h"
 
+/* Room for "Authorization: Bearer " and a token of the gateway's largest. */
+#define GW_IT_AUTH_MAX 8300
+
 typedef struct gw_it {
     cat_it_t cat;         /* catalog database, process, channel */
     pgtest_db_t ord_db;   /* "" when no order service runs */
@@ -29,6 +32,7 @@ typedef struct gw_it {
     char base[64];        /* "http://127.0.0.1:<port>" */
     int admin_port;       /* GATEWAY_ADMIN_LISTEN's */
     char admin_base[64];  /* "http://127.0.0.1:<admin_port>" */
+    char *token;          /* owned: sub c1, GW_TOKEN_ALL_SCOPES (gw_token.h); gw_do sends it */
 } gw_it_t;
 
 /*
@@ -95,9 +99,11 @@ typedef struct gw_req {
     size_t body_len;             /* 0 with body != NULL: strlen(body) */
     const char *const *headers;  /* NULL-terminated "Name: value", may be NULL */
     long timeout_ms;             /* 0: 10 s */
+    bool anonymous;              /* no Authorization; else t->token unless headers have one */
 } gw_req_t;
 
-/* One request on handle h (reused handles keep their connection). */
+/* One request on handle h (reused handles keep their connection), with
+ * the fixture's token unless rq says otherwise. */
 void gw_do(CURL *h, const gw_it_t *t, const gw_req_t *rq, gw_res_t *out);
 /* Shorthand: method, path, optional body, optional header list. */
 void gw_call(CURL *h, const gw_it_t *t, const char *method, const char *path, const char *body,

@@ -454,7 +454,7 @@ static void body_over_64_kib_is_413(void **state)
     CURL *h = curl_easy_init();
     char *big = padded_body(GW_BODY_LIMIT + 1), *exact = padded_body(GW_BODY_LIMIT), v[64];
     const char *chunked[] = {"Transfer-Encoding: chunked", NULL};
-    gw_req_t rq = {"POST", "/v1/products", big, GW_BODY_LIMIT + 1, NULL, 0};
+    gw_req_t rq = {"POST", "/v1/products", big, GW_BODY_LIMIT + 1, NULL, 0, false};
     gw_res_t r;
 
     /* Refused from the Content-Length, before the body is read. */

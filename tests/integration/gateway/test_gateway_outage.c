@@ -217,7 +217,7 @@ static void frozen_catalog_deadline_and_disconnect(void **state)
     CURL *h = curl_easy_init();
     const char *deadline[] = {"Grpc-Timeout: 500m", NULL};
     const char *gone[] = {"X-Request-Id: gw-it-gone", NULL};
-    gw_req_t rq = {"GET", "/v1/products/p-gone", NULL, 0, gone, 300};
+    gw_req_t rq = {"GET", "/v1/products/p-gone", NULL, 0, gone, 300, false};
     gw_res_t r;
 
     expect_404(h, t);
