@@ -70,11 +70,14 @@ int gw_framing_verdict(h2o_req_t *req, char errbuf[static SVC_ERRBUF_LEN])
  * Metadata (grpc-gateway runtime/context.go annotateContext)
  * ------------------------------------------------------------------------ */
 
-/* The headers grpc-gateway forwards as grpcgateway-<name> (isPermanentHTTPHeader).
- * Host, Expect and Content-Length never reach req->headers in h2o. */
+/* The headers grpc-gateway forwards as grpcgateway-<name> (isPermanentHTTPHeader),
+ * but Authorization: the gateway verifies the bearer token itself and sends
+ * the services what it proved (pkg/principal), never the token, which would
+ * only be one more place to leak it from. Host, Expect and Content-Length
+ * never reach req->headers in h2o. */
 static const char *const permanent[] = {
     "accept",        "accept-charset",      "accept-language",
-    "accept-ranges", "authorization",       "cache-control",
+    "accept-ranges", "cache-control",
     "content-type",  "cookie",              "date",
     "from",          "if-match",            "if-modified-since",
     "if-none-match", "if-schedule-tag-match", "if-unmodified-since",
@@ -83,13 +86,17 @@ static const char *const permanent[] = {
     "warning",
 };
 
-/* Keys gRPC reserves or transports itself; grpc-go drops them too. */
+/* Keys gRPC reserves or transports itself (grpc-go drops them too), and the
+ * x-shopmicro- keys the gateway sets itself: the caller's principal
+ * (pkg/principal) must come from its token, never from a client's
+ * Grpc-Metadata-X-Shopmicro-Subject. */
 static bool reserved_key(const char *k, size_t len)
 {
     static const char *const names[] = {"content-type", "te", "user-agent", "host", "connection",
                                         "x-request-id"};
 
-    if (len == 0 || k[0] == ':' || (len >= 5 && memcmp(k, "grpc-", 5) == 0))
+    if (len == 0 || k[0] == ':' || (len >= 5 && memcmp(k, "grpc-", 5) == 0) ||
+        (len >= 12 && memcmp(k, "x-shopmicro-", 12) == 0))
         return true;
     for (size_t i = 0; i < SVC_COUNTOF(names); i++)
         if (strlen(names[i]) == len && memcmp(names[i], k, len) == 0)
@@ -303,8 +310,6 @@ int gw_build_metadata(h2o_req_t *req, const gw_config_t *cfg, const char *id, rp
            strlen(id));
     if (h != NULL)
         md_add_header(&b, "", H2O_STRLIT("idempotency-key"), h);
-    if ((h = gw_find_header(req, H2O_STRLIT("authorization"))) != NULL)
-        md_add_header(&b, "", H2O_STRLIT("authorization"), h);
     md_add_grpc_metadata(&b);
     md_add_forwarded(&b);
     for (size_t i = 0; i < SVC_COUNTOF(permanent); i++)

@@ -47,7 +47,7 @@ const h2o_header_t *gw_find_header(h2o_req_t *req, const char *name, size_t len)
 int gw_framing_verdict(h2o_req_t *req, char errbuf[static SVC_ERRBUF_LEN]);
 
 /*
- * Request id (id), Idempotency-Key, Authorization, Grpc-Metadata-*, then the
+ * Request id (id), Idempotency-Key, Grpc-Metadata-* (but x-shopmicro-*), then the
  * forwarding headers and the permanent headers as md (at most GW_MAX_MD
  * entries, allocated from the request's pool) and cfg->max_metadata_bytes.
  * Returns 0 with *n set, or the HTTP status of the refusal (400: bad or
