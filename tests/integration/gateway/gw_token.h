@@ -27,6 +27,13 @@ const char *gw_token_env(int i);
 /* The JWKS file's path. */
 const char *gw_token_jwks_path(void);
 
+/* The keys of the issuer. */
+typedef enum gw_token_key {
+    GW_TOKEN_KEY_MAIN,   /* in the JWKS file from the start */
+    GW_TOKEN_KEY_FORGED, /* never published; its tokens carry MAIN's kid: a forgery */
+    GW_TOKEN_KEY_NEXT,   /* its own kid; published by gw_token_publish_next_key */
+} gw_token_key_t;
+
 /* What a token says; zero fields take the defaults noted. */
 typedef struct gw_token_opts {
     const char *sub;      /* required */
@@ -37,12 +44,15 @@ typedef struct gw_token_opts {
     int64_t nbf_offset_s; /* nbf = iat + this */
     const char *aud;      /* NULL: GW_TOKEN_AUDIENCE */
     const char *iss;      /* NULL: GW_TOKEN_ISSUER */
-    bool other_key;       /* signed by a key the gateway does not know */
+    gw_token_key_t key;   /* which key signs it */
 } gw_token_opts_t;
 
 /* A signed token; *out owned by caller (free). Fails the test on error. */
 char *gw_token_make(const gw_token_opts_t *o);
 /* gw_token_make with sub and scope, the rest the defaults. */
 char *gw_token(const char *sub, const char *scope);
+/* Rewrites the JWKS file (a new file renamed over it, as a deployment
+ * rotates) with MAIN and NEXT. */
+void gw_token_publish_next_key(void);
 
 #endif
