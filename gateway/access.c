@@ -14,7 +14,8 @@ gw_access_t gw_access_begin(gw_loop_t *l, h2o_req_t *req, int grpc_code)
     size_t path_len = req->input.query_at != SIZE_MAX ? req->input.query_at : req->input.path.len;
 
     return (gw_access_t){l, NULL, req->input.method.base, req->input.method.len,
-                         req->input.path.base, path_len, svc_now_ns(), NULL, grpc_code, false, 0};
+                         req->input.path.base, path_len, svc_now_ns(), NULL, grpc_code, false, 0,
+                         NULL, NULL};
 }
 
 void gw_access_path(const char *p, size_t len, char *out, size_t cap)
@@ -87,6 +88,10 @@ void gw_access_end(const gw_access_t *e, int status)
     if (n > 0 && (size_t)n < sizeof kv && e->stale)
         n += snprintf(kv + n, sizeof kv - (size_t)n, " stale=true age_ms=%llu",
                       (unsigned long long)e->age_ms);
+    if (n > 0 && (size_t)n < sizeof kv && e->sub != NULL)
+        n += snprintf(kv + n, sizeof kv - (size_t)n, " sub=\"%s\"", e->sub); /* pr_subject_valid */
+    if (n > 0 && (size_t)n < sizeof kv && e->auth_error != NULL)
+        n += snprintf(kv + n, sizeof kv - (size_t)n, " auth_error=\"%s\"", e->auth_error);
     if (n > 0 && (size_t)n < sizeof kv && repeated > 0)
         snprintf(kv + n, sizeof kv - (size_t)n, " repeated=%llu", (unsigned long long)repeated);
     svc_log_write(lvl, ACCESS_MOD, kv, "%.*s %s %d %.3fms", (int)e->method_len, e->method, path,

@@ -27,6 +27,8 @@ typedef struct gw_access {
     int grpc_code;               /* -1: none (success of a local route) */
     bool stale;                  /* answered from the stale cache ... */
     uint64_t age_ms;             /* ... with an answer this old */
+    const char *sub;             /* the verified token's subject; NULL: anonymous */
+    const char *auth_error;      /* why its token was refused (log only); NULL: it was not */
 } gw_access_t;
 
 /* The entry of a request no route has matched yet, starting now. */

@@ -4,12 +4,18 @@
 #include <string.h>
 
 #include "adminport.h"
+#include "door.h"
 #include "ops.h"
 #include "resilience.h"
 
 static svc_err_t failfast_render(const void *arg, char *buf, size_t cap, size_t *len)
 {
     return gw_failfast_render(arg, buf, cap, len);
+}
+
+static svc_err_t ratelimit_render(const void *arg, char *buf, size_t cap, size_t *len)
+{
+    return gw_rl_render(arg, buf, cap, len);
 }
 
 typedef struct ups_list {
@@ -48,6 +54,9 @@ static void admin_metrics(void *ctx, admin_buf_t *out)
     free(text);
     if (ff != NULL)
         admin_buf_render(out, failfast_render, ff);
+    admin_buf_render(out, gw_door_render, app->door);
+    if (gw_door_ratelimit(app->door) != NULL)
+        admin_buf_render(out, ratelimit_render, gw_door_ratelimit(app->door));
     upstream_list(app, &l);
     admin_buf_render(out, upstreams_render, &l);
 }

@@ -91,6 +91,33 @@ static const svc_cfg_entry_t table[] = {
     {"GATEWAY_FAILFAST_MAX_WINDOW_MS", SVC_CFG_INT, 1, 600000, "1000",
      OFF(failfast_max_window_ms),
      "the longest such window, whatever the hint: after it one call probes the upstream"},
+    /* Who may call (door.h, docs/gateway.md "Security"). No key set is
+     * built in: without one only the public reads work, and a deployment
+     * names its identity provider's (the local stack makes its own,
+     * deploy/local/auth.sh). */
+    {"GATEWAY_JWKS_FILE", SVC_CFG_STR, 0, 255, "", OFF(jwks_file),
+     "JSON Web Key Set file of the token issuer's public keys (ES256, RS256), reloaded when "
+     "it changes; empty = no token can be verified: every route that needs one answers 401"},
+    {"GATEWAY_JWT_ISSUER", SVC_CFG_STR, 0, 255, "", OFF(jwt_issuer),
+     "the iss every token must carry (required with GATEWAY_JWKS_FILE)"},
+    {"GATEWAY_JWT_AUDIENCE", SVC_CFG_STR, 1, 255, "shopmicro-gateway", OFF(jwt_audience),
+     "the aud a token must name"},
+    {"GATEWAY_JWT_LEEWAY_S", SVC_CFG_INT, 0, 600, "30", OFF(jwt_leeway_s),
+     "clock skew allowed on exp and nbf, seconds"},
+    {"GATEWAY_JWT_CACHE_ENTRIES", SVC_CFG_INT, 0, 1000000, "2048", OFF(jwt_cache_entries),
+     "verified tokens each loop thread remembers until they expire (0 = verify every request)"},
+    /* Rate limits (ratelimit.h): per token subject, or per client address
+     * for anonymous reads. A reader's page load is a few requests, so 100/s
+     * with bursts of 200 stops a scraper, not a person; writes cost a
+     * database transaction each and get a fifth of that. */
+    {"GATEWAY_RATE_LIMITS", SVC_CFG_STR, 1, 511, "read=100/s,burst=200;write=20/s,burst=40",
+     OFF(rate_limits),
+     "per-client request rates of the route classes (GET routes: read, POST routes: write): "
+     "name=N/s|m|h[,burst=N];... or name=off, or off for no limits"},
+    {"GATEWAY_RATE_LIMIT_CAPACITY", SVC_CFG_INT, 16, 16777216, "65536",
+     OFF(rate_limit_capacity),
+     "clients tracked at once (108 bytes each, allocated at start); when full the least "
+     "recently seen full bucket is forgotten"},
     /* CORS (cors.h): no origin by default, so no page of another origin
      * may read an answer; a deployment names the origins of its web apps. */
     {"GATEWAY_CORS_ORIGINS", SVC_CFG_STR, 0, 511, "", OFF(cors_origins),

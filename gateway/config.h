@@ -36,6 +36,13 @@ typedef struct gw_config {
     int64_t stale_max_bytes;
     bool failfast; /* docs/gateway.md, "Fail-fast windows" */
     int64_t failfast_max_window_ms;
+    char jwks_file[SVC_CFG_STR_MAX];    /* door.h; "": no token can be verified */
+    char jwt_issuer[SVC_CFG_STR_MAX];
+    char jwt_audience[SVC_CFG_STR_MAX];
+    int64_t jwt_leeway_s;
+    int64_t jwt_cache_entries;
+    char rate_limits[SVC_CFG_STR_MAX]; /* ratelimit.h's spec, or "off" */
+    int64_t rate_limit_capacity;
     char cors_origins[SVC_CFG_STR_MAX]; /* cors.h; "" or "none": no CORS */
     char resilience_peers[SVC_CFG_STR_MAX]; /* the live page's other feeds (resilience.h) */
 } gw_config_t;

@@ -11,6 +11,7 @@
 #include <sys/socket.h>
 
 #include "access.h"
+#include "admit.h"
 #include "bind.h"
 #include "cors.h"
 #include "dispatch.h"
@@ -43,6 +44,7 @@ typedef struct gw_pending {
     bool drain_cancelled;
     char id[GW_REQUEST_ID_MAX + 1];
     char path[GW_ACCESS_PATH_MAX + 1];
+    char sub[PR_SUBJECT_MAX + 1]; /* "": anonymous */
     size_t key_len; /* the stale cache's key (gw_cache_key); 0: not a stale-read route */
     char key[];
 } gw_pending_t;
@@ -317,8 +319,10 @@ static void answer_ok(const gw_access_t *e, h2o_req_t *req, const ProtobufCMessa
 
 static gw_access_t pending_entry(gw_pending_t *p)
 {
-    return (gw_access_t){p->loop, p->route, p->route->method, strlen(p->route->method), p->path,
-                        strlen(p->path), p->start_ns, &p->call.res, -1, false, 0};
+    return (gw_access_t){p->loop,           p->route,   p->route->method,
+                         strlen(p->route->method), p->path, strlen(p->path),
+                         p->start_ns,       &p->call.res, -1, false, 0,
+                         p->sub[0] != '\0' ? p->sub : NULL, NULL};
 }
 
 /* The client is gone: cancel its upstream call; no answer can be sent. */
@@ -444,7 +448,7 @@ static int deadline_of(gw_loop_t *l, h2o_req_t *req, uint64_t start, uint64_t *d
 }
 
 static void forward(gw_loop_t *l, h2o_req_t *req, const gw_match_t *m, const gw_access_t *e,
-                    const char *id)
+                    const char *id, const gw_principal_t *who)
 {
     const gw_route_t *r = m->route;
     char errbuf[SVC_ERRBUF_LEN] = "";
@@ -475,7 +479,7 @@ static void forward(gw_loop_t *l, h2o_req_t *req, const gw_match_t *m, const gw_
     /* Headers before the body: they are cheaper to check, and a request
      * refused for its headers is never decoded. */
     md = h2o_mem_alloc_pool(&req->pool, GW_MAX_MD * sizeof *md);
-    status = gw_build_metadata(req, l->app->cfg, id, md, &o.n_md, errbuf);
+    status = gw_build_metadata(req, l->app->cfg, id, who, md, &o.n_md, errbuf);
     if (status != 0) {
         answer_error(e, req, status, 3, errbuf, 0);
         return;
@@ -512,6 +516,8 @@ static void forward(gw_loop_t *l, h2o_req_t *req, const gw_match_t *m, const gw_
     p->start_ns = e->start_ns;
     copy_cut(p->id, sizeof p->id, id, strlen(id));
     copy_cut(p->path, sizeof p->path, e->path, e->path_len);
+    if (e->sub != NULL)
+        copy_cut(p->sub, sizeof p->sub, e->sub, strlen(e->sub));
     p->key_len = key_len;
     memcpy(p->key, key, key_len);
     err = gw_upstream_call(l->app->ups, r, msg, &o, &p->call);
@@ -574,16 +580,20 @@ static void answer_wrong_method(const gw_access_t *e, h2o_req_t *req, unsigned a
 
 static void route(gw_loop_t *l, h2o_req_t *req, gw_access_t *e, const char *id)
 {
+    gw_principal_t who;
+    bool authenticated;
     gw_match_t m;
 
     switch (gw_route_match(gw_routes, gw_n_routes, e->method, e->method_len, e->path, e->path_len,
                            &m)) {
     case GW_MATCH_OK:
         e->route = m.route;
+        if (!gw_admit(l, req, e, &who, &authenticated))
+            break;
         if (m.route->local != NULL)
             local(l, req, m.route, e);
         else
-            forward(l, req, &m, e, id);
+            forward(l, req, &m, e, id, authenticated ? &who : NULL);
         break;
     case GW_MATCH_NOT_FOUND:
         answer_error(e, req, 0, 5, "Not Found", 0);

@@ -3,7 +3,8 @@
  * dispatch.h - the one generic request path of the gateway, written once for
  * every route of the table:
  *
- *   request id -> framing (400, closes) -> route match (404 / 501 / 400) ->
+ *   request id -> framing (400, closes) -> CORS preflight ->
+ *   route match (404 / 405 / 400) -> admit.h (401 / 403 / 429) ->
  *   Grpc-Timeout deadline (400, 504 when already expired) ->
  *   metadata (Idempotency-Key 400, size 431) ->
  *   request message (bind.h) -> rs_grpc_call_async -> ... ->
@@ -32,6 +33,7 @@
 
 #include <h2o.h>
 
+#include "auth.h"
 #include "config.h"
 #include "metrics.h"
 #include "stale_cache.h"
@@ -44,6 +46,7 @@ typedef struct gw_app {
     gw_upstreams_t *ups;
     gw_metrics_t *metrics;
     gw_cache_t *stale; /* NULL: GATEWAY_STALE_READS=off; shared by the loops, thread-safe */
+    struct gw_door *door; /* door.h: the token check and the rate limits */
     atomic_bool draining; /* shutdown begun: /readyz answers 503 */
     atomic_size_t n_conns; /* client connections open, all loops (server.c counts them) */
 } gw_app_t;
@@ -59,6 +62,7 @@ typedef struct gw_loop {
     bool stopping;                      /* answers now carry Connection: close */
     uint64_t rng;                       /* request ids */
     unsigned lane;                      /* its upstream channel: the loop's index */
+    gw_auth_loop_t *auth;               /* its token cache (door.h); NULL: no key set */
 } gw_loop_t;
 
 /* Registers the dispatcher for every path of host, and the filter that

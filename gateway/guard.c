@@ -27,6 +27,7 @@ static bool authenticate(gw_auth_loop_t *auth, const gw_guard_request_t *rq,
     e = gw_auth_bearer_token(rq->authorization, rq->authorization_len, &tok, &len);
     if (e == GW_JWT_OK)
         e = auth != NULL ? gw_auth_verify(auth, tok, len, &v->principal) : GW_JWT_UNKNOWN_KID;
+    v->token = e;
     if (e == GW_JWT_OK) {
         v->authenticated = true;
         return true;
@@ -87,8 +88,10 @@ static void limit(gw_rl_t *rl, const gw_guard_rule_t *rule, const gw_guard_reque
         gw_rl_headers_format(&d, &v->rl);
         v->has_rl = true;
     }
-    if (!d.allowed)
+    if (!d.allowed) {
+        v->retry_after_s = d.retry_after_s > UINT32_MAX ? UINT32_MAX : (uint32_t)d.retry_after_s;
         refuse(v, 429, 8, "too many requests: retry after the time in Retry-After");
+    }
 }
 
 void gw_guard_check(gw_auth_loop_t *auth, gw_rl_t *rl, const gw_guard_rule_t *rule,
@@ -96,6 +99,7 @@ void gw_guard_check(gw_auth_loop_t *auth, gw_rl_t *rl, const gw_guard_rule_t *ru
 {
     memset(v, 0, sizeof *v);
     v->reason = "";
+    v->token = GW_JWT_MISSING;
     if (authenticate(auth, rq, v) && authorize(rule, v))
         limit(rl, rule, rq, v);
 }

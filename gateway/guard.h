@@ -54,10 +54,12 @@ typedef struct gw_guard_verdict {
     const char *message; /* the client's text of a refusal; static */
     char challenge[160]; /* WWW-Authenticate of a 401 or 403; "" none */
     const char *reason;  /* for the log: why a token was refused; static, "" none */
+    gw_jwt_err_t token;  /* the token's check: GW_JWT_MISSING when none (or another scheme) came */
     bool authenticated;  /* principal is set */
     gw_principal_t principal;
     bool has_rl;         /* rl holds the RateLimit headers to send */
     gw_rl_headers_t rl;
+    uint32_t retry_after_s; /* a 429's Retry-After, >= 1; else 0 */
 } gw_guard_verdict_t;
 
 /* auth: this loop's (NULL: no token check configured, every token refused

@@ -298,8 +298,26 @@ static void md_add_forwarded(md_builder_t *b)
 }
 
 /* See headers.h. */
-int gw_build_metadata(h2o_req_t *req, const gw_config_t *cfg, const char *id, rpc_md_t *md,
-                      size_t *n, char errbuf[static SVC_ERRBUF_LEN])
+/* Who the token proved the caller is (principal.h), first, so that no
+ * client header can crowd it out of the entries a call may have. */
+static void md_add_principal(md_builder_t *b, const gw_principal_t *who)
+{
+    char *scopes;
+    size_t len;
+
+    if (who == NULL)
+        return;
+    md_add(b, h2o_iovec_init(H2O_STRLIT("Authorization")), "", H2O_STRLIT(PR_MD_SUBJECT),
+           who->sub, strlen(who->sub));
+    scopes = h2o_mem_alloc_pool(&b->req->pool, PR_SCOPES_TEXT_MAX);
+    len = pr_scopes_format(who->scopes, scopes, PR_SCOPES_TEXT_MAX);
+    md_add(b, h2o_iovec_init(H2O_STRLIT("Authorization")), "", H2O_STRLIT(PR_MD_SCOPES), scopes,
+           len);
+}
+
+int gw_build_metadata(h2o_req_t *req, const gw_config_t *cfg, const char *id,
+                      const gw_principal_t *who, rpc_md_t *md, size_t *n,
+                      char errbuf[static SVC_ERRBUF_LEN])
 {
     md_builder_t b = {req, md, 0, 0, (size_t)cfg->max_metadata_bytes, false, errbuf};
     const h2o_header_t *h;
@@ -308,6 +326,7 @@ int gw_build_metadata(h2o_req_t *req, const gw_config_t *cfg, const char *id, rp
         return 400;
     md_add(&b, h2o_iovec_init(H2O_STRLIT("X-Request-Id")), "", H2O_STRLIT("x-request-id"), id,
            strlen(id));
+    md_add_principal(&b, who);
     if (h != NULL)
         md_add_header(&b, "", H2O_STRLIT("idempotency-key"), h);
     md_add_grpc_metadata(&b);

@@ -21,6 +21,7 @@
 #include <h2o.h>
 
 #include "config.h"
+#include "jwt.h"
 #include "rpc/rpc.h"
 #include "rs/grpc.h"
 
@@ -47,13 +48,15 @@ const h2o_header_t *gw_find_header(h2o_req_t *req, const char *name, size_t len)
 int gw_framing_verdict(h2o_req_t *req, char errbuf[static SVC_ERRBUF_LEN]);
 
 /*
- * Request id (id), Idempotency-Key, Grpc-Metadata-* (but x-shopmicro-*), then the
+ * Request id (id), the principal (who: the verified token's subject and
+ * scopes as principal.h's entries; NULL: anonymous), Idempotency-Key, Grpc-Metadata-* (but x-shopmicro-*), then the
  * forwarding headers and the permanent headers as md (at most GW_MAX_MD
  * entries, allocated from the request's pool) and cfg->max_metadata_bytes.
  * Returns 0 with *n set, or the HTTP status of the refusal (400: bad or
  * repeated Idempotency-Key, 431: too large), errbuf naming the header.
  */
-int gw_build_metadata(h2o_req_t *req, const gw_config_t *cfg, const char *id, rpc_md_t *md,
-                      size_t *n, char errbuf[static SVC_ERRBUF_LEN]);
+int gw_build_metadata(h2o_req_t *req, const gw_config_t *cfg, const char *id,
+                      const gw_principal_t *who, rpc_md_t *md, size_t *n,
+                      char errbuf[static SVC_ERRBUF_LEN]);
 
 #endif

@@ -469,8 +469,9 @@ void gw_http_send_error(h2o_req_t *req, int status, int code, const char *msg,
     char *body = h2o_mem_alloc_pool(&req->pool, need + 1);
 
     gw_error_body(body, need + 1, code, msg);
-    if (code == 16) {
-        /* errors.go: the status message goes into WWW-Authenticate. */
+    if (code == 16 && h2o_find_header(&req->res.headers, H2O_TOKEN_WWW_AUTHENTICATE, -1) == -1) {
+        /* errors.go: the status message goes into WWW-Authenticate (unless
+         * the gateway's own token check has put its challenge there). */
         h2o_iovec_t v = h2o_strdup(&req->pool, msg, SIZE_MAX);
         h2o_add_header(&req->pool, &req->res.headers, H2O_TOKEN_WWW_AUTHENTICATE, "WWW-Authenticate", v.base,
                        v.len);

@@ -120,7 +120,8 @@ void gw_http_send(struct st_h2o_req_t *req, int status, const char *content_type
 /*
  * Sends an error body for gRPC code `code` with message msg. status 0 means
  * gw_http_status_from_grpc(code). Adds WWW-Authenticate: <msg> for
- * UNAUTHENTICATED and, when retry_after_s > 0, Retry-After. Loop thread only.
+ * UNAUTHENTICATED when the response has no WWW-Authenticate yet, and,
+ * when retry_after_s > 0, Retry-After. Loop thread only.
  */
 void gw_http_send_error(struct st_h2o_req_t *req, int status, int code, const char *msg,
                         uint32_t retry_after_s);

@@ -16,13 +16,17 @@
 #define MSG(pkg, name) &shopmicro__##pkg##__v1__##name##__descriptor
 
 /* clang-format off */
+#define PUBLIC          0
+#define CATALOG_WRITE   PR_SCOPE_CATALOG_WRITE
+#define ORDERS_WRITE    PR_SCOPE_ORDERS_WRITE
+#define ORDERS_READ     (PR_SCOPE_ORDERS_READ | PR_SCOPE_ORDERS_ADMIN)
 const gw_route_t gw_routes[] = {
-    /* method  template              upstream + rpc          request                                   response                                      body         retries            served stale */
-    {"POST", "/v1/products",      CATALOG(CreateProduct), MSG(catalog, create_product_request), MSG(catalog, product),                GW_BODY_ALL,  RS_NOT_IDEMPOTENT, GW_STALE_NEVER, NULL},
-    {"GET",  "/v1/products",      CATALOG(ListProducts),  MSG(catalog, list_products_request),  MSG(catalog, list_products_response), GW_BODY_NONE, RS_IDEMPOTENT,     GW_STALE_OK,    NULL},
-    {"GET",  "/v1/products/{id}", CATALOG(GetProduct),    MSG(catalog, get_product_request),    MSG(catalog, product),                GW_BODY_NONE, RS_IDEMPOTENT,     GW_STALE_OK,    NULL},
-    {"POST", "/v1/orders",        ORDER(CreateOrder),     MSG(order, create_order_request),     MSG(order, create_order_response),    GW_BODY_ALL,  RS_NOT_IDEMPOTENT, GW_STALE_NEVER, NULL},
-    {"GET",  "/v1/orders/{id}",   ORDER(GetOrder),        MSG(order, get_order_request),        MSG(order, order),                    GW_BODY_NONE, RS_IDEMPOTENT,     GW_STALE_NEVER, NULL},
+    /* method  template              upstream + rpc          request                                   response                                      body         retries            served stale    callers        rate class */
+    {"POST", "/v1/products",      CATALOG(CreateProduct), MSG(catalog, create_product_request), MSG(catalog, product),                GW_BODY_ALL,  RS_NOT_IDEMPOTENT, GW_STALE_NEVER, CATALOG_WRITE, "write", NULL},
+    {"GET",  "/v1/products",      CATALOG(ListProducts),  MSG(catalog, list_products_request),  MSG(catalog, list_products_response), GW_BODY_NONE, RS_IDEMPOTENT,     GW_STALE_OK,    PUBLIC,        "read",  NULL},
+    {"GET",  "/v1/products/{id}", CATALOG(GetProduct),    MSG(catalog, get_product_request),    MSG(catalog, product),                GW_BODY_NONE, RS_IDEMPOTENT,     GW_STALE_OK,    PUBLIC,        "read",  NULL},
+    {"POST", "/v1/orders",        ORDER(CreateOrder),     MSG(order, create_order_request),     MSG(order, create_order_response),    GW_BODY_ALL,  RS_NOT_IDEMPOTENT, GW_STALE_NEVER, ORDERS_WRITE,  "write", NULL},
+    {"GET",  "/v1/orders/{id}",   ORDER(GetOrder),        MSG(order, get_order_request),        MSG(order, order),                    GW_BODY_NONE, RS_IDEMPOTENT,     GW_STALE_NEVER, ORDERS_READ,   "read",  NULL},
     /* operations endpoints (local); the rest is on the admin port (adminport.h) */
     {"GET",  "/healthz", .local = gw_ops_healthz},
     {"GET",  "/readyz",  .local = gw_ops_readyz},
@@ -223,6 +227,26 @@ static svc_err_t validate_template(const gw_route_t *r, size_t row, char errbuf[
     return SVC_OK;
 }
 
+/* The guard's columns: a stale answer is shared by every caller, so only
+ * a public route may have one; a probe carries no token and must not be
+ * refused for its rate. */
+static svc_err_t validate_callers(const gw_route_t *r, size_t row,
+                                  char errbuf[static SVC_ERRBUF_LEN])
+{
+    if (r->stale == GW_STALE_OK && r->scopes != 0) {
+        svc_errbuf_set(errbuf, "route %zu (%s %s): a route served stale must be public (the "
+                               "stale cache is shared by every caller)",
+                       row, r->method, r->pattern != NULL ? r->pattern : "?");
+        return SVC_EINVAL;
+    }
+    if (r->rpc == NULL && (r->scopes != 0 || r->rate_class != NULL)) {
+        svc_errbuf_set(errbuf, "route %zu (%s): a local route is public and not rate limited",
+                       row, r->pattern != NULL ? r->pattern : "?");
+        return SVC_EINVAL;
+    }
+    return SVC_OK;
+}
+
 static svc_err_t validate_row(const gw_route_t *r, size_t row, char errbuf[static SVC_ERRBUF_LEN])
 {
     if (r->method == NULL || r->method[0] == '\0') {
@@ -261,7 +285,7 @@ static svc_err_t validate_row(const gw_route_t *r, size_t row, char errbuf[stati
                        row, r->method, r->pattern != NULL ? r->pattern : "?");
         return SVC_EINVAL;
     }
-    return validate_template(r, row, errbuf);
+    return validate_callers(r, row, errbuf) != SVC_OK ? SVC_EINVAL : validate_template(r, row, errbuf);
 }
 
 svc_err_t gw_routes_validate(const gw_route_t *routes, size_t n, char errbuf[static SVC_ERRBUF_LEN])

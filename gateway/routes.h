@@ -23,6 +23,7 @@
 
 #include <protobuf-c/protobuf-c.h>
 
+#include "principal/principal.h"
 #include "rs/resilience.h"
 #include "svc/core.h"
 
@@ -76,6 +77,9 @@ typedef struct gw_route {
     gw_body_t body;
     rs_idempotency_t idempotency; /* RS_IDEMPOTENT (may be retried) / RS_NOT_IDEMPOTENT */
     gw_stale_t stale;
+    /* who may call it and how often (guard.h; docs/gateway.md, "Security") */
+    pr_scopes_t scopes;     /* a token with any one of these; 0: public (no token needed) */
+    const char *rate_class; /* its GATEWAY_RATE_LIMITS class; NULL: not limited */
     /* local routes (rpc == NULL) */
     gw_local_fn local;
 } gw_route_t;
@@ -138,7 +142,8 @@ gw_match_result_t gw_route_match(const gw_route_t *routes, size_t n, const char 
  * GW_MAX_PATH_VARS variables each naming a field of the request message,
  * gRPC rows complete (upstream, rpc, messages, body kind, idempotency
  * declared), GW_STALE_OK only on GET rows that are idempotent and have no
- * body, local rows with a function, methods of GW_METHODS only, no two rows
+ * body and are public (the stale cache is shared by every caller), local
+ * rows with a function, public and not limited (probes carry no token), methods of GW_METHODS only, no two rows
  * with the same method and template. SVC_EINVAL with the row and the reason in errbuf.
  */
 svc_err_t gw_routes_validate(const gw_route_t *routes, size_t n, char errbuf[static SVC_ERRBUF_LEN]);

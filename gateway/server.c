@@ -4,8 +4,10 @@
  *
  * Each loop thread owns its h2o context, evloop, listener and connections;
  * the only things the threads share are the read-only h2o configuration,
- * the upstream clients (thread-safe), the metrics (atomics) and the stale
- * cache (its own mutex, stale_cache.h). The main
+ * the upstream clients (thread-safe), the metrics (atomics), the stale
+ * cache (its own mutex, stale_cache.h) and the front door (door.h: the rate
+ * limiter's sharded mutexes, the key set's holder; each loop has its own
+ * token cache). The main
  * thread starts, signals and joins them, and in between gives memory the
  * loops have freed back to the kernel ("Freed memory" below).
  */
@@ -31,6 +33,7 @@
 
 #include "adminport.h"
 #include "dispatch.h"
+#include "door.h"
 #include "routes.h"
 #include "server.h"
 
@@ -543,8 +546,9 @@ static void conns_check(gw_server_t *s)
  * ------------------------------------------------------------------------ */
 
 /* Waits for SIGTERM/SIGINT, checking the closed connections once per
- * GW_MEM_CHECK_MS, dropping stale answers past their bound and writing the
- * counts of repeated 5xx lines whose key has gone quiet. */
+ * GW_MEM_CHECK_MS, dropping stale answers past their bound, reloading a
+ * changed key set file and writing the counts of repeated 5xx lines whose
+ * key has gone quiet. */
 static void wait_for_signal(gw_server_t *s)
 {
     const struct timespec tick = {GW_MEM_CHECK_MS / 1000, (GW_MEM_CHECK_MS % 1000) * 1000000L};
@@ -561,6 +565,7 @@ static void wait_for_signal(gw_server_t *s)
         if (errno == EAGAIN) {
             if (s->app.stale != NULL)
                 gw_cache_expire(s->app.stale);
+            gw_door_tick(s->app.door);
             conns_check(s);
             svc_log_repeats_flush(svc_log_repeats_default(), false);
         }
@@ -596,6 +601,12 @@ static svc_err_t start(gw_server_t *s, char errbuf[static SVC_ERRBUF_LEN])
     err = gw_upstreams_new(s->cfg, gw_routes, gw_n_routes, &s->app.ups, errbuf);
     if (err != SVC_OK)
         return err;
+    err = gw_door_new(s->cfg, gw_routes, gw_n_routes, &s->app.door, errbuf);
+    if (err != SVC_OK)
+        return err;
+    for (int i = 0; i < s->n_threads; i++) /* before the loops start: none is shared */
+        if (gw_door_loop_new(s->app.door, &s->threads[i].loop.auth) != SVC_OK)
+            return SVC_ENOMEM;
     for (size_t i = 0; i < gw_n_routes; i++)
         s->labels[i] = gw_routes[i].pattern;
     err = gw_metrics_new(s->labels, gw_n_routes, &s->app.metrics);
@@ -672,6 +683,10 @@ static void cleanup(gw_server_t *s, bool loops_clean)
     /* A loop that gave up still references the upstreams and h2o's
      * configuration: leave them to the process exit. */
     if (loops_clean) {
+        if (s->threads != NULL)
+            for (int i = 0; i < s->n_threads; i++)
+                gw_auth_loop_free(s->threads[i].loop.auth);
+        gw_door_free(s->app.door);
         gw_upstreams_free(s->app.ups);
         gw_metrics_free(s->app.metrics);
         gw_cache_free(s->app.stale);

@@ -199,6 +199,9 @@ static void expect_invalid(const gw_route_t *row, const char *part)
         fail_msg("\"%s\" does not mention \"%s\"", errbuf, part);
 }
 
+/* The callers' columns of a row: public and not rate limited. */
+#define GW_ROUTE_OPEN 0, NULL
+
 #define GET_PRODUCT                                                                                \
     GW_UPSTREAM_CATALOG, "/shopmicro.catalog.v1.CatalogService/GetProduct",                       \
         &shopmicro__catalog__v1__get_product_request__descriptor,                                  \
@@ -208,21 +211,21 @@ static void validation_rejects_bad_rows(void **state)
 {
     static const gw_route_t no_slash = {"GET",          "v1/x",        GET_PRODUCT,
                                         GW_BODY_NONE,   RS_IDEMPOTENT, GW_STALE_NEVER,
-                                        NULL};
+                                        GW_ROUTE_OPEN, NULL};
     static const gw_route_t open_brace = {"GET", "/v1/{id", GET_PRODUCT, GW_BODY_NONE,
-                                          RS_IDEMPOTENT, GW_STALE_NEVER, NULL};
+                                          RS_IDEMPOTENT, GW_STALE_NEVER, GW_ROUTE_OPEN, NULL};
     static const gw_route_t empty_var = {"GET", "/v1/{}", GET_PRODUCT, GW_BODY_NONE,
-                                         RS_IDEMPOTENT, GW_STALE_NEVER, NULL};
+                                         RS_IDEMPOTENT, GW_STALE_NEVER, GW_ROUTE_OPEN, NULL};
     static const gw_route_t deep_var = {"GET", "/v1/{id=**}", GET_PRODUCT, GW_BODY_NONE,
-                                        RS_IDEMPOTENT, GW_STALE_NEVER, NULL};
+                                        RS_IDEMPOTENT, GW_STALE_NEVER, GW_ROUTE_OPEN, NULL};
     static const gw_route_t empty_seg = {"GET", "/v1//x", GET_PRODUCT, GW_BODY_NONE,
-                                         RS_IDEMPOTENT, GW_STALE_NEVER, NULL};
+                                         RS_IDEMPOTENT, GW_STALE_NEVER, GW_ROUTE_OPEN, NULL};
     static const gw_route_t mixed = {"GET", "/v1/x{id}", GET_PRODUCT, GW_BODY_NONE,
-                                     RS_IDEMPOTENT, GW_STALE_NEVER, NULL};
+                                     RS_IDEMPOTENT, GW_STALE_NEVER, GW_ROUTE_OPEN, NULL};
     static const gw_route_t no_field = {"GET", "/v1/{sku}", GET_PRODUCT, GW_BODY_NONE,
-                                        RS_IDEMPOTENT, GW_STALE_NEVER, NULL};
+                                        RS_IDEMPOTENT, GW_STALE_NEVER, GW_ROUTE_OPEN, NULL};
     static const gw_route_t undeclared = {"GET", "/v1/{id}", GET_PRODUCT, GW_BODY_NONE,
-                                          RS_IDEMPOTENCY_BY_NAME, GW_STALE_NEVER, NULL};
+                                          RS_IDEMPOTENCY_BY_NAME, GW_STALE_NEVER, GW_ROUTE_OPEN, NULL};
     static const gw_route_t no_handler = {"GET", "/x", .local = NULL};
     static const gw_route_t no_method = {"", "/x", .local = (gw_local_fn)1};
     static const gw_route_t local_var = {"GET", "/x/{id}", .local = (gw_local_fn)1};
@@ -248,16 +251,16 @@ static void validation_rejects_bad_rows(void **state)
 static void validation_limits_stale_to_reads(void **state)
 {
     static const gw_route_t post = {"POST", "/v1/{id}", GET_PRODUCT, GW_BODY_ALL,
-                                    RS_NOT_IDEMPOTENT, GW_STALE_OK, NULL};
+                                    RS_NOT_IDEMPOTENT, GW_STALE_OK, GW_ROUTE_OPEN, NULL};
     static const gw_route_t body = {"GET", "/v1/{id}", GET_PRODUCT, GW_BODY_ALL, RS_IDEMPOTENT,
-                                    GW_STALE_OK, NULL};
+                                    GW_STALE_OK, GW_ROUTE_OPEN, NULL};
     static const gw_route_t not_idem = {"GET", "/v1/{id}", GET_PRODUCT, GW_BODY_NONE,
-                                        RS_NOT_IDEMPOTENT, GW_STALE_OK, NULL};
+                                        RS_NOT_IDEMPOTENT, GW_STALE_OK, GW_ROUTE_OPEN, NULL};
     static const gw_route_t local = {"GET", "/x", .stale = GW_STALE_OK, .local = (gw_local_fn)1};
     static const gw_route_t bad_value = {"GET", "/v1/{id}", GET_PRODUCT, GW_BODY_NONE,
-                                         RS_IDEMPOTENT, (gw_stale_t)7, NULL};
+                                         RS_IDEMPOTENT, (gw_stale_t)7, GW_ROUTE_OPEN, NULL};
     static const gw_route_t ok = {"GET", "/v1/{id}", GET_PRODUCT, GW_BODY_NONE, RS_IDEMPOTENT,
-                                  GW_STALE_OK, NULL};
+                                  GW_STALE_OK, GW_ROUTE_OPEN, NULL};
     char errbuf[SVC_ERRBUF_LEN] = "";
 
     (void)state;
@@ -294,12 +297,12 @@ static void table_serves_only_catalog_reads_stale(void **state)
 static void validation_rejects_duplicates(void **state)
 {
     static const gw_route_t t[] = {
-        {"GET", "/v1/{id}", GET_PRODUCT, GW_BODY_NONE, RS_IDEMPOTENT, GW_STALE_NEVER, NULL},
-        {"GET", "/v1/{id}", GET_PRODUCT, GW_BODY_NONE, RS_IDEMPOTENT, GW_STALE_NEVER, NULL},
+        {"GET", "/v1/{id}", GET_PRODUCT, GW_BODY_NONE, RS_IDEMPOTENT, GW_STALE_NEVER, GW_ROUTE_OPEN, NULL},
+        {"GET", "/v1/{id}", GET_PRODUCT, GW_BODY_NONE, RS_IDEMPOTENT, GW_STALE_NEVER, GW_ROUTE_OPEN, NULL},
     };
     static const gw_route_t ok[] = {
-        {"GET", "/v1/{id=*}", GET_PRODUCT, GW_BODY_NONE, RS_IDEMPOTENT, GW_STALE_NEVER, NULL},
-        {"POST", "/v1/{id}", GET_PRODUCT, GW_BODY_ALL, RS_NOT_IDEMPOTENT, GW_STALE_NEVER, NULL},
+        {"GET", "/v1/{id=*}", GET_PRODUCT, GW_BODY_NONE, RS_IDEMPOTENT, GW_STALE_NEVER, GW_ROUTE_OPEN, NULL},
+        {"POST", "/v1/{id}", GET_PRODUCT, GW_BODY_ALL, RS_NOT_IDEMPOTENT, GW_STALE_NEVER, GW_ROUTE_OPEN, NULL},
     };
     char errbuf[SVC_ERRBUF_LEN] = "";
 

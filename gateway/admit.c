@@ -1,0 +1,72 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/* admit.c - a matched request's token, scopes and rate (see admit.h). */
+#include <string.h>
+
+#include "admit.h"
+#include "door.h"
+#include "headers.h"
+#include "http.h"
+
+static void add(h2o_req_t *req, const h2o_token_t *name, const char *display, const char *value)
+{
+    h2o_iovec_t v = h2o_strdup(&req->pool, value, SIZE_MAX);
+
+    h2o_add_header(&req->pool, &req->res.headers, name, display, v.base, v.len);
+}
+
+static void add_ratelimit(h2o_req_t *req, const gw_rl_headers_t *rl)
+{
+    /* h2o 2.2.5 has no tokens for these: by name, lower case for HTTP/2's sake. */
+    h2o_iovec_t p = h2o_strdup(&req->pool, rl->policy, SIZE_MAX);
+    h2o_iovec_t r = h2o_strdup(&req->pool, rl->ratelimit, SIZE_MAX);
+
+    h2o_add_header_by_str(&req->pool, &req->res.headers, H2O_STRLIT("ratelimit-policy"), 0,
+                          "RateLimit-Policy", p.base, p.len);
+    h2o_add_header_by_str(&req->pool, &req->res.headers, H2O_STRLIT("ratelimit"), 0, "RateLimit",
+                          r.base, r.len);
+}
+
+static void describe(gw_guard_request_t *rq, h2o_req_t *req, struct sockaddr_storage *ss)
+{
+    const h2o_header_t *h = gw_find_header(req, H2O_STRLIT("authorization"));
+
+    memset(rq, 0, sizeof *rq);
+    if (h != NULL) {
+        rq->authorization = h->value.base;
+        rq->authorization_len = h->value.len;
+    }
+    if (req->conn->callbacks->get_peername(req->conn, (struct sockaddr *)ss) > 0)
+        rq->peer = (const struct sockaddr *)ss;
+    rq->now_ns = svc_now_ns();
+}
+
+bool gw_admit(gw_loop_t *l, h2o_req_t *req, gw_access_t *e, gw_principal_t *who,
+              bool *authenticated)
+{
+    struct sockaddr_storage ss;
+    gw_guard_request_t rq;
+    gw_guard_verdict_t v;
+    gw_access_t refused;
+
+    *authenticated = false;
+    describe(&rq, req, &ss);
+    gw_door_check(l->app->door, l->auth, (size_t)(e->route - gw_routes), &rq, &v);
+    if (v.has_rl)
+        add_ratelimit(req, &v.rl);
+    if (v.reason[0] != '\0')
+        e->auth_error = v.reason;
+    if (v.authenticated) {
+        *who = v.principal;
+        *authenticated = true;
+        e->sub = h2o_strdup(&req->pool, v.principal.sub, SIZE_MAX).base;
+    }
+    if (v.status == 0)
+        return true;
+    if (v.challenge[0] != '\0')
+        add(req, H2O_TOKEN_WWW_AUTHENTICATE, "WWW-Authenticate", v.challenge);
+    refused = *e;
+    refused.grpc_code = v.grpc_code;
+    gw_access_end(&refused, v.status);
+    gw_http_send_error(req, v.status, v.grpc_code, v.message, v.retry_after_s);
+    return false;
+}
