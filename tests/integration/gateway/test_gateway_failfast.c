@@ -157,7 +157,7 @@ static void place_first_order(CURL *h, gw_it_t *t, char *body, size_t len, char 
 
     gw_it_product(h, t, "failfast mug", 1299, 1000, product);
     snprintf(body, len,
-             "{\"customer_id\":\"c-ff\",\"items\":[{\"product_id\":\"%s\",\"quantity\":1}]}",
+             "{\"customer_id\":\"c1\",\"items\":[{\"product_id\":\"%s\",\"quantity\":1}]}",
              product);
     gw_call(h, t, "POST", "/v1/orders", body, NULL, &r);
     gw_assert_status(&r, 200);

@@ -150,7 +150,7 @@ static void shed_pricing_is_503_with_retry_after_and_writes_nothing(void **state
 
     gw_it_product(h, t, "shed-order", 250, 5, id);
     snprintf(body, sizeof body,
-             "{\"customer_id\":\"c-shed\",\"items\":[{\"product_id\":\"%s\",\"quantity\":1}]}", id);
+             "{\"customer_id\":\"c1\",\"items\":[{\"product_id\":\"%s\",\"quantity\":1}]}", id);
     take_the_slot(&hd, t, id, "off=1&slots=1&latency_ms=1500&pushback_ms=20500");
     gw_call(h, t, "POST", "/v1/orders", body, NULL, &r);
     gw_assert_status(&r, 503);
