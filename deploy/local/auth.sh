@@ -2,15 +2,17 @@
 # deploy/local/auth.sh: the local stack's token issuer (issue 36): one signing key and its public
 # JWKS in the run folder, made once, and `token`, which signs a bearer token for the gateway with
 # the build tree's shopmicro-jwt (gateway/tools/jwt_tool.c). Sourced by stack.sh (not a script of
-# its own); uses lib/common.sh. `up` calls auth_keys_ensure after the build.
+# its own); uses lib/common.sh. `up` calls auth_keys_ensure after the build, and so does starting
+# the gateway (its SERVICES line names @AUTH_JWKS@, services.sh).
 #
 # The issuer and audience of the local stack's tokens, defined here once: `token` signs them and
-# the gateway is to be configured with them (GATEWAY_JWT_ISSUER, GATEWAY_JWT_AUDIENCE). A real
-# deployment takes both from its identity provider instead.
+# the gateway's SERVICES line gives them to it (GATEWAY_JWT_ISSUER, GATEWAY_JWT_AUDIENCE). A real
+# deployment takes both from its identity provider instead. The default token may do everything
+# the API offers but read other customers' orders (orders:admin): what trying the stack takes.
 AUTH_ISSUER=shopmicro-local
 AUTH_AUDIENCE=shopmicro-gateway
 AUTH_DEFAULT_SUB=c1
-AUTH_DEFAULT_SCOPE="orders:write orders:read"
+AUTH_DEFAULT_SCOPE="catalog:write orders:write orders:read"
 AUTH_DEFAULT_TTL=3600
 
 # auth_paths: AUTH_DIR, AUTH_KEY, AUTH_JWKS of the current run folder, and JWT_TOOL of the build

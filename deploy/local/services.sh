@@ -23,7 +23,9 @@
 # The environment is ';'-separated NAME=VALUE pairs. In a value, @PORT@ is this
 # service's port and @VAR@ the value of any other variable, e.g.
 # @SHOPMICRO_PG_PORT@ or @SHOPMICRO_CATALOG_PORT@ (every port variable gets its
-# default before any line is read). Adding a service is one line, e.g.
+# default before any line is read). @AUTH_JWKS@ is the local token issuer's public key set
+# (auth.sh): a line naming it gets the issuer's keys made before it starts. Adding a service is
+# one line, e.g.
 #   "order | services/order/order | SHOPMICRO_ORDER_PORT=25052 | ORDER_LISTEN=127.0.0.1:@PORT@; ORDER_DB_DSN=host=127.0.0.1 port=@SHOPMICRO_PG_PORT@ dbname=orders user=postgres; ORDER_CATALOG_ADDR=127.0.0.1:@SHOPMICRO_CATALOG_PORT@"
 SERVICES=(
   "catalog | services/catalog/catalog | SHOPMICRO_CATALOG_PORT=25051 | CATALOG_LISTEN=127.0.0.1:@PORT@; CATALOG_DB_DSN=host=127.0.0.1 port=@SHOPMICRO_PG_PORT@ dbname=catalog user=postgres; CATALOG_KAFKA_BROKERS=127.0.0.1:@SHOPMICRO_KAFKA_PORT@; CATALOG_CONSUMER_INSTANCE_ID=catalog; CATALOG_ADMIN_LISTEN=127.0.0.1:@SHOPMICRO_CATALOG_ADMIN_PORT@"
@@ -32,7 +34,7 @@ SERVICES=(
   "relay-catalog | services/relay/relay | SHOPMICRO_RELAY_CATALOG_ADMIN_PORT=9465 | RELAY_NAME=relay-catalog; RELAY_ADMIN_LISTEN=127.0.0.1:@PORT@; RELAY_DB_DSN=host=127.0.0.1 port=@SHOPMICRO_PG_PORT@ dbname=catalog user=postgres; RELAY_KAFKA_BROKERS=127.0.0.1:@SHOPMICRO_KAFKA_PORT@"
   "notify-sink | services/notify-sink/notify-sink | SHOPMICRO_NOTIFY_SINK_PORT=8090 | NOTIFY_SINK_LISTEN=127.0.0.1:@PORT@"
   "notification | services/notification/notification | SHOPMICRO_NOTIFY_ADMIN_PORT=9468 | NOTIFY_ADMIN_LISTEN=127.0.0.1:@PORT@; NOTIFY_KAFKA_BROKERS=127.0.0.1:@SHOPMICRO_KAFKA_PORT@; NOTIFY_CONSUMER_INSTANCE_ID=notification; NOTIFY_RABBITMQ_PORT=@SHOPMICRO_RABBITMQ_PORT@; NOTIFY_WEBHOOK_URL=http://127.0.0.1:@SHOPMICRO_NOTIFY_SINK_PORT@/webhooks"
-  "gateway | gateway/gateway | SHOPMICRO_GATEWAY_PORT=8080 | GATEWAY_LISTEN=127.0.0.1:@PORT@; GATEWAY_CATALOG_ADDR=127.0.0.1:@SHOPMICRO_CATALOG_PORT@; GATEWAY_ORDER_ADDR=127.0.0.1:@SHOPMICRO_ORDER_PORT@; GATEWAY_ADMIN_LISTEN=127.0.0.1:@SHOPMICRO_GATEWAY_ADMIN_PORT@"
+  "gateway | gateway/gateway | SHOPMICRO_GATEWAY_PORT=8080 | GATEWAY_LISTEN=127.0.0.1:@PORT@; GATEWAY_CATALOG_ADDR=127.0.0.1:@SHOPMICRO_CATALOG_PORT@; GATEWAY_ORDER_ADDR=127.0.0.1:@SHOPMICRO_ORDER_PORT@; GATEWAY_ADMIN_LISTEN=127.0.0.1:@SHOPMICRO_GATEWAY_ADMIN_PORT@; GATEWAY_JWKS_FILE=@AUTH_JWKS@; GATEWAY_JWT_ISSUER=@AUTH_ISSUER@; GATEWAY_JWT_AUDIENCE=@AUTH_AUDIENCE@"
 )
 SERVICE_START_TIMEOUT=10   # seconds until the port must accept TCP
 
@@ -114,6 +116,7 @@ fi
 # S_ENV (array of NAME=VALUE with @...@ expanded), S_PID_FILE and S_LOG.
 svc_load() {
   local name bin spec envs kv
+  auth_paths
   IFS='|' read -r name bin spec envs <<<"$1"
   trim S_NAME "$name"
   trim bin "$bin"
@@ -199,6 +202,7 @@ svc_start() {
     fi
     return 0
   fi
+  [[ $1 == *@AUTH_JWKS@* ]] && auth_keys_ensure
   if port_open "$S_PORT"; then
     die "$S_NAME: port $S_PORT on 127.0.0.1 is in use by another process:
 $(port_owner "$S_PORT")
