@@ -98,6 +98,8 @@ static const svc_cfg_entry_t table[] = {
     {"GATEWAY_JWKS_FILE", SVC_CFG_STR, 0, 255, "", OFF(jwks_file),
      "JSON Web Key Set file of the token issuer's public keys (ES256, RS256), reloaded when "
      "it changes; empty = no token can be verified: every route that needs one answers 401"},
+    {"GATEWAY_PUBLIC_READS", SVC_CFG_BOOL, 0, 0, "on", OFF(public_reads),
+     "the catalog's reads need no token (on | off: every /v1 route needs a valid token)"},
     {"GATEWAY_JWT_ISSUER", SVC_CFG_STR, 0, 255, "", OFF(jwt_issuer),
      "the iss every token must carry (required with GATEWAY_JWKS_FILE)"},
     {"GATEWAY_JWT_AUDIENCE", SVC_CFG_STR, 1, 255, "shopmicro-gateway", OFF(jwt_audience),

@@ -37,6 +37,7 @@ typedef struct gw_config {
     bool failfast; /* docs/gateway.md, "Fail-fast windows" */
     int64_t failfast_max_window_ms;
     char jwks_file[SVC_CFG_STR_MAX];    /* door.h; "": no token can be verified */
+    bool public_reads;
     char jwt_issuer[SVC_CFG_STR_MAX];
     char jwt_audience[SVC_CFG_STR_MAX];
     int64_t jwt_leeway_s;

@@ -71,14 +71,16 @@ static svc_err_t make_limiter(gw_door_t *d, const gw_config_t *cfg,
 }
 
 /* Each route's rule; a class a route names that the setting lacks is an
- * error: with limits on, no route goes unlimited by a typo. */
-static svc_err_t make_rules(gw_door_t *d, const gw_route_t *routes,
+ * error: with limits on, no route goes unlimited by a typo. Without public
+ * reads every API route needs a token (the health routes never do). */
+static svc_err_t make_rules(gw_door_t *d, const gw_route_t *routes, bool public_reads,
                             char errbuf[static SVC_ERRBUF_LEN])
 {
     for (size_t i = 0; i < d->n; i++) {
         const char *cls = routes[i].rate_class;
 
         d->rules[i].scopes = routes[i].scopes;
+        d->rules[i].token_required = !public_reads && routes[i].rpc != NULL;
         d->rules[i].rl_class = -1;
         if (d->rl == NULL || cls == NULL)
             continue;
@@ -108,7 +110,7 @@ svc_err_t gw_door_new(const gw_config_t *cfg, const gw_route_t *routes, size_t n
     if (err == SVC_OK)
         err = make_limiter(d, cfg, errbuf);
     if (err == SVC_OK)
-        err = make_rules(d, routes, errbuf);
+        err = make_rules(d, routes, cfg->public_reads, errbuf);
     if (err != SVC_OK) {
         gw_door_free(d);
         return err;
@@ -149,7 +151,7 @@ svc_err_t gw_door_loop_new(gw_door_t *d, gw_auth_loop_t **out)
 void gw_door_check(gw_door_t *d, gw_auth_loop_t *auth, size_t route,
                    const gw_guard_request_t *rq, gw_guard_verdict_t *v)
 {
-    static const gw_guard_rule_t open = {0, -1};
+    static const gw_guard_rule_t open = {0, -1, false};
 
     gw_guard_check(auth, d->rl, route < d->n ? &d->rules[route] : &open, rq, v);
     if (v->token != GW_JWT_MISSING && (unsigned)v->token < GW_JWT__ERR_LAST)

@@ -13,6 +13,8 @@
  *                         names its identity provider's key set.
  *   GATEWAY_JWT_ISSUER, GATEWAY_JWT_AUDIENCE, GATEWAY_JWT_LEEWAY_S,
  *   GATEWAY_JWT_CACHE_ENTRIES
+ *   GATEWAY_PUBLIC_READS  on: the table's public routes need no token; off:
+ *                         every API route needs a valid one, of any scope
  *   GATEWAY_RATE_LIMITS   "off", or the classes the table's rows name
  *                         ("read", "write"); a class a row names but the
  *                         setting lacks is a start-up error, so that a

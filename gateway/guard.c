@@ -52,7 +52,7 @@ static bool authorize(const gw_guard_rule_t *rule, gw_guard_verdict_t *v)
 {
     char need[PR_SCOPES_TEXT_MAX];
 
-    if (rule->scopes == 0)
+    if (rule->scopes == 0 && (!rule->token_required || v->authenticated))
         return true;
     if (!v->authenticated) {
         snprintf(v->challenge, sizeof v->challenge, "Bearer realm=\"" REALM "\"");

@@ -10,8 +10,9 @@
  *      WWW-Authenticate: Bearer error="invalid_token". A route that needs a
  *      scope and gets no token: 401 with a bare Bearer challenge.
  *   2. The scopes: a route names those it accepts (any one will do; 0: a
- *      public route); a verified token without one is 403 with
- *      error="insufficient_scope" and the scope it needs.
+ *      public route, unless it needs a token of any scope); a verified token
+ *      without one is 403 with error="insufficient_scope" and the scope it
+ *      needs.
  *   3. The rate limit (ratelimit.h) of the route's class, per client: the
  *      token's subject, or for an anonymous request its address. Over it:
  *      429 with Retry-After; every limited answer carries RateLimit-Policy
@@ -36,8 +37,9 @@
 
 /* What a route asks of its callers (a row of routes.h). */
 typedef struct gw_guard_rule {
-    pr_scopes_t scopes; /* accepted scopes, any one; 0: public */
-    int rl_class;       /* ratelimit.h class index; -1: not limited */
+    pr_scopes_t scopes;  /* accepted scopes, any one; 0: any caller (see token_required) */
+    int rl_class;        /* ratelimit.h class index; -1: not limited */
+    bool token_required; /* scopes 0 but a valid token of any scope is needed (401 without) */
 } gw_guard_rule_t;
 
 /* The request's side. */

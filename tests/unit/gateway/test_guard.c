@@ -17,6 +17,7 @@
 #include <cmocka.h>
 
 #include "guard.h"
+#include "support/group.h"
 #include "jwt_keys.h"
 
 static struct {
@@ -86,7 +87,7 @@ static int teardown(void **state)
 static void check(const char *authz, pr_scopes_t scopes, int rl_class, uint64_t now_ns,
                   gw_guard_verdict_t *v)
 {
-    gw_guard_rule_t rule = {scopes, rl_class};
+    gw_guard_rule_t rule = {scopes, rl_class, false};
     gw_guard_request_t rq = {authz, authz != NULL ? strlen(authz) : 0,
                              (const struct sockaddr *)&fx.peer, now_ns};
 
@@ -123,6 +124,28 @@ static void public_route_takes_anonymous_and_valid_tokens(void **state)
     check("Basic YTpi", 0, -1, 0, &v);
     assert_int_equal(v.status, 0);
     assert_false(v.authenticated);
+    free(ok);
+    (void)state;
+}
+
+/* GATEWAY_PUBLIC_READS=off: a route of no scope takes any valid token, and
+ * no request without one. */
+static void token_required_takes_any_valid_token(void **state)
+{
+    char *ok = bearer(fx.key, "{\"scope\":\"\"}");
+    gw_guard_rule_t rule = {0, -1, true};
+    gw_guard_request_t rq = {NULL, 0, (const struct sockaddr *)&fx.peer, 0};
+    gw_guard_verdict_t v;
+
+    gw_guard_check(fx.l, fx.rl, &rule, &rq, &v);
+    assert_int_equal(v.status, 401);
+    assert_string_equal(v.challenge, "Bearer realm=\"shopmicro\"");
+    rq.authorization = ok;
+    rq.authorization_len = strlen(ok);
+    gw_guard_check(fx.l, fx.rl, &rule, &rq, &v);
+    assert_int_equal(v.status, 0);
+    assert_true(v.authenticated);
+    assert_int_equal(v.principal.scopes, 0);
     free(ok);
     (void)state;
 }
@@ -215,9 +238,10 @@ int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(public_route_takes_anonymous_and_valid_tokens),
+        cmocka_unit_test(token_required_takes_any_valid_token),
         cmocka_unit_test(invalid_tokens_are_401_invalid_token_everywhere),
         cmocka_unit_test(scoped_route_needs_a_token_with_one_of_its_scopes),
         cmocka_unit_test(rate_limit_per_subject_or_address),
     };
-    return cmocka_run_group_tests_name("guard", tests, setup, teardown);
+    return svc_test_run_group_tests_name("guard", tests, setup, teardown);
 }

@@ -294,6 +294,46 @@ static void table_serves_only_catalog_reads_stale(void **state)
     assert_int_equal(route_of("GET", "/v1/orders/x")->stale, GW_STALE_NEVER);
 }
 
+/* Who may call: every write needs a scope, every upstream route has a rate
+ * class, and what is served stale (shared by every caller) is public. */
+static void table_guards_every_write(void **state)
+{
+    (void)state;
+    for (size_t i = 0; i < gw_n_routes; i++) {
+        const gw_route_t *r = &gw_routes[i];
+        if (r->rpc == NULL)
+            continue;
+        assert_non_null(r->rate_class);
+        if (strcmp(r->method, "GET") != 0)
+            assert_int_not_equal(r->scopes, 0);
+        if (r->stale == GW_STALE_OK)
+            assert_int_equal(r->scopes, 0);
+    }
+    assert_int_equal(route_of("POST", "/v1/products")->scopes, PR_SCOPE_CATALOG_WRITE);
+    assert_int_equal(route_of("POST", "/v1/orders")->scopes, PR_SCOPE_ORDERS_WRITE);
+    assert_int_equal(route_of("GET", "/v1/orders/x")->scopes,
+                     PR_SCOPE_ORDERS_READ | PR_SCOPE_ORDERS_ADMIN);
+    assert_int_equal(route_of("GET", "/v1/products/x")->scopes, 0);
+    assert_string_equal(route_of("POST", "/v1/orders")->rate_class, "write");
+    assert_string_equal(route_of("GET", "/v1/orders/x")->rate_class, "read");
+}
+
+static void validation_keeps_stale_and_local_routes_public(void **state)
+{
+    static const gw_route_t scoped_stale = {"GET", "/v1/{id}", GET_PRODUCT, GW_BODY_NONE,
+                                            RS_IDEMPOTENT, GW_STALE_OK, PR_SCOPE_ORDERS_READ,
+                                            "read", NULL};
+    static const gw_route_t local_scoped = {"GET", "/x", .scopes = PR_SCOPE_ORDERS_READ,
+                                            .local = (gw_local_fn)1};
+    static const gw_route_t local_limited = {"GET", "/x", .rate_class = "read",
+                                             .local = (gw_local_fn)1};
+
+    (void)state;
+    expect_invalid(&scoped_stale, "a route served stale must be public");
+    expect_invalid(&local_scoped, "a local route is public");
+    expect_invalid(&local_limited, "a local route is public");
+}
+
 static void validation_rejects_duplicates(void **state)
 {
     static const gw_route_t t[] = {
@@ -504,6 +544,8 @@ int main(void)
         cmocka_unit_test(validation_rejects_bad_rows),
         cmocka_unit_test(validation_limits_stale_to_reads),
         cmocka_unit_test(table_serves_only_catalog_reads_stale),
+        cmocka_unit_test(table_guards_every_write),
+        cmocka_unit_test(validation_keeps_stale_and_local_routes_public),
         cmocka_unit_test(validation_rejects_duplicates),
         cmocka_unit_test(query_fills_list_request),
         cmocka_unit_test(query_errors_are_400),
