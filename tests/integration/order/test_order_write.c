@@ -27,7 +27,8 @@
 
 #define DISTINCT 90  /* products; the 10 more items repeat some of them */
 #define ITEMS    100 /* the most a request may have */
-#define CUSTOMER "c \"q\" \\ ,{x} 'é'"
+/* A customer id is the token's subject (principal.h): the punctuation a subject may have. */
+#define CUSTOMER "auth0|c-q.x_~:@+9"
 
 typedef Shopmicro__Events__V1__OrderCreated created_ev_t;
 
