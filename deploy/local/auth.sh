@@ -7,12 +7,12 @@
 #
 # The issuer and audience of the local stack's tokens, defined here once: `token` signs them and
 # the gateway's SERVICES line gives them to it (GATEWAY_JWT_ISSUER, GATEWAY_JWT_AUDIENCE). A real
-# deployment takes both from its identity provider instead. The default token may do everything
-# the API offers but read other customers' orders (orders:admin): what trying the stack takes.
+# deployment takes both from its identity provider instead. The default token is a customer's
+# (c1: place and read its own orders); --scope catalog:write makes a catalog admin's.
 AUTH_ISSUER=shopmicro-local
 AUTH_AUDIENCE=shopmicro-gateway
 AUTH_DEFAULT_SUB=c1
-AUTH_DEFAULT_SCOPE="catalog:write orders:write orders:read"
+AUTH_DEFAULT_SCOPE="orders:write orders:read"
 AUTH_DEFAULT_TTL=3600
 
 # auth_paths: AUTH_DIR, AUTH_KEY, AUTH_JWKS of the current run folder, and JWT_TOOL of the build

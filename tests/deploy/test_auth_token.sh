@@ -9,7 +9,7 @@
 #     and a second run keeps both byte for byte;
 #   - `token` prints one line, a token that the gateway's verifier (`shopmicro-jwt verify`, the
 #     gateway's own code) accepts against that JWKS with the stack's issuer and audience (read from
-#     stack.sh, where they are defined once): sub c1, scopes "catalog:write orders:write orders:read", exp about
+#     stack.sh, where they are defined once): sub c1, scopes "orders:write orders:read", exp about
 #     an hour ahead; `--sub`, `--scope` and `--ttl` change those;
 #   - the same claims signed by another key, or checked with another audience, are refused;
 #   - bad arguments (--ttl abc, an unknown option, a missing value) fail with status 2 and nothing
@@ -66,7 +66,7 @@ tok=$("$STACK" token 2>"$WORK/err") || fail "token: $(cat "$WORK/err")"
 expect "token prints one line" 1 "$(printf '%s\n' "$tok" | wc -l)"
 now=$(date +%s)
 got=$(printf '%s\n' "$tok" | "$TOOL" verify --jwks "$JWKS" --iss "$ISS" --aud "$AUD" 2>&1) || true
-expect "default token verifies: sub and scopes" 'sub=c1 scopes="catalog:write orders:write orders:read"' "${got% exp=*}"
+expect "default token verifies: sub and scopes" 'sub=c1 scopes="orders:write orders:read"' "${got% exp=*}"
 exp=${got##*exp=}
 if [[ $exp =~ ^[0-9]+$ ]] && (( exp >= now + 3590 && exp <= now + 3610 )); then
   ok "default ttl: exp about an hour ahead"

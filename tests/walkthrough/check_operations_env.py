@@ -27,7 +27,7 @@ for b in a.binaries:
     if p.returncode != 0:
         bad.append(f"{b} --help exited {p.returncode}")
         continue
-    found = re.findall(r"^  ([A-Z][A-Z0-9_]+) \(default: ([^;)]*)", p.stdout, re.M)
+    found = re.findall(r"^  ([A-Z][A-Z0-9_]+) \(default: (.*?)(?:; range [^)]*)?\)$", p.stdout, re.M)
     if not found:
         bad.append(f"{b} --help printed no variables (format changed?)")
     for name, default in found:

@@ -24,6 +24,7 @@ ENV = None
 RUN_DIR = None
 GW_PORT = None
 GW_ADMIN_PORT = None
+TOKEN = None  # the local issuer's bearer token (stack.sh token), sent to the gateway's API port
 FAILURES = []
 
 
@@ -77,6 +78,8 @@ def req(method, path, body=None, headers=None, timeout=30, port=None):
     """One request on a new connection (as curl does), to the gateway's API port unless port is
     given. Returns (status, headers, body, seconds)."""
     h = {"Content-Type": "application/json"} if body is not None else {}
+    if TOKEN and port is None:
+        h["Authorization"] = f"Bearer {TOKEN}"
     h.update(headers or {})
     data = json.dumps(body) if body is not None else None
     t0 = time.monotonic()
@@ -152,6 +155,13 @@ def walkthrough():
     # catalog killed and started again decides orders at once.
     stack("start", "kafka", "catalog", "order", "relay", "relay-catalog", "gateway")
     require(wait_for(lambda: req("GET", "/healthz")[0] == 200, 10), "gateway /healthz 200")
+    global TOKEN
+    st, hdrs, _, _ = req("POST", "/v1/orders", {})
+    check(st == 401 and hdrs.get("WWW-Authenticate") == 'Bearer realm="shopmicro"',
+          f"POST /v1/orders without a token -> 401 with a Bearer challenge ({st} {hdrs.get('WWW-Authenticate')})")
+    TOKEN = subprocess.run([ARGS.stack, "token", "--scope", "catalog:write orders:write orders:read"], env=ENV, stdout=subprocess.PIPE, text=True,
+                           check=True).stdout.strip()
+    require(TOKEN.count(".") == 2, "stack.sh token prints a JWT")
 
     # 1. create two products, list them, place a 2-item order (the headline scenario covers an
     #    order of several lines: it is priced by one BatchGetProducts call)
