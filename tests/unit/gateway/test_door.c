@@ -165,7 +165,8 @@ static void expect_refused(const char *jwks, const char *issuer, const char *lim
 static void settings_that_cannot_work_are_errors(void **state)
 {
     char dir[64], path[128];
-    char *json = tk_jwks(tk_jwk(tk_ec("P-256"), "k1", GW_JWS_ES256), NULL);
+    EVP_PKEY *key = tk_ec("P-256");
+    char *json = tk_jwks(tk_jwk(key, "k1", GW_JWS_ES256), NULL);
     char errbuf[SVC_ERRBUF_LEN] = "";
     svc_err_t err;
     gw_door_t *d;
@@ -180,6 +181,7 @@ static void settings_that_cannot_work_are_errors(void **state)
     fputs(json, f);
     assert_int_equal(fclose(f), 0);
     free(json);
+    EVP_PKEY_free(key);
 
     expect_refused(NULL, NULL, "read=10/s", "no class \"write\", which POST /v1/products");
     expect_refused(NULL, NULL, "write=10/s", "no class \"read\"");
