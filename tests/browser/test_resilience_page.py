@@ -7,6 +7,9 @@ GET /debug/resilience on the admin port (GATEWAY_ADMIN_LISTEN) of a real gateway
 a real catalog and order service
 (each on a fresh database of the project's Postgres, the fixture of
 tests/interop/test_catalog_interop.py for the catalog), then:
+  (the gateway verifies tokens: shopmicro-jwt makes a key in the temporary folder, the gateway
+  gets its JWKS, and the product and the orders are sent with a token of the customer
+  "live-page"; the GETs of the product are public and need none)
 
   * the page shows gateway/catalog and order/catalog closed, order's feed read
     cross-origin from order's admin port (GATEWAY_RESILIENCE_PEERS);
@@ -26,7 +29,9 @@ traffic before the kill (docs/img/resilience-page.png: --warmup 20).
 
 Exit status: 0 passed, 1 failed, 77 skipped (only when /usr/bin/chromium is not
 installed; said loudly). Usage (ctest passes the options, tests/browser/CMakeLists.txt):
-  test_resilience_page.py --gateway G --catalog C --order O --proto-dir proto [--screenshot P]
+  test_resilience_page.py --gateway G --catalog C --order O --proto-dir proto [--jwt-tool J]
+                          [--screenshot P]
+(--jwt-tool: shopmicro-jwt; default: the one beside the gateway binary, as the build tree has it.)
 Environment: SHOPMICRO_PG_PORT, SVC_TEST_TIMEOUT_MULTIPLIER, as for the interop tests.
 """
 
@@ -56,6 +61,8 @@ COOLDOWN_MS = 3000       # both breakers' cooldown: the recovery is quick to wat
 OPEN_WITHIN_MS = 2000    # the page must show a trip this soon
 LISTENING = re.compile(r'msg="listening on (\S+)')
 ADMIN_PORT = re.compile(r"admin port bound to \S+ \(port (\d+)\)")
+ISSUER = "resilience-page"   # the gateway's GATEWAY_JWT_ISSUER and the token's iss
+CUSTOMER = "live-page"       # the token's sub, and so the orders' customer
 
 
 def scaled(seconds):
@@ -83,11 +90,13 @@ def free_port():
         return s.getsockname()[1]
 
 
-def http(method, url, body=None, timeout=10.0):
+def http(method, url, body=None, timeout=10.0, token=None):
     """(status, parsed JSON or text, headers) of one request; HTTP errors included."""
     data = json.dumps(body).encode() if body is not None else None
-    req = urllib.request.Request(url, data=data, method=method,
-                                 headers={"Content-Type": "application/json"} if data else {})
+    headers = {"Content-Type": "application/json"} if data else {}
+    if token:
+        headers["Authorization"] = "Bearer " + token
+    req = urllib.request.Request(url, data=data, method=method, headers=headers)
     try:
         with urllib.request.urlopen(req, timeout=scaled(timeout)) as r:
             status, raw, headers = r.status, r.read(), r.headers
@@ -158,7 +167,19 @@ class Stack:
         self.order_db_made = False
         self.order = self.gateway = None
         self.args = args
-        self.base_url = self.admin_url = None
+        self.base_url = self.admin_url = self.token = None
+
+    def make_token(self):
+        """A signing key and its JWKS in the temporary folder; the token the writes carry."""
+        key, jwks = os.path.join(self.tmp, "signing-key.pem"), os.path.join(self.tmp, "jwks.json")
+        tool = self.args.jwt_tool
+        subprocess.run([tool, "keygen", "--key", key, "--jwks", jwks], check=True,
+                       stdout=subprocess.DEVNULL)
+        self.token = subprocess.run(
+            [tool, "sign", "--key", key, "--iss", ISSUER, "--aud", "shopmicro-gateway",
+             "--sub", CUSTOMER, "--scope", "catalog:write orders:write", "--ttl", "3600"],
+            check=True, capture_output=True, text=True).stdout.strip()
+        return jwks
 
     def start(self):
         c = self.catalog
@@ -179,7 +200,10 @@ class Stack:
         self.order.start()
         admin = int(self.order.wait_log(ADMIN_PORT, 5).group(1))
         gw_port, gw_admin = free_port(), free_port()
+        jwks = self.make_token()
         self.gateway = Proc("gateway", self.args.gateway, {
+            "GATEWAY_JWKS_FILE": jwks, "GATEWAY_JWT_ISSUER": ISSUER,
+            "GATEWAY_JWT_AUDIENCE": "shopmicro-gateway",
             "GATEWAY_LISTEN": "127.0.0.1:%d" % gw_port,
             "GATEWAY_ADMIN_LISTEN": "127.0.0.1:%d" % gw_admin,
             "GATEWAY_CATALOG_ADDR": "127.0.0.1:%d" % self.catalog_port,
@@ -307,7 +331,8 @@ class PageTest:
 
     def product(self):
         st, p, _ = http("POST", self.s.base_url + "/v1/products",
-                        {"name": "Live page mug", "priceCents": 1200, "stock": 100})
+                        {"name": "Live page mug", "priceCents": 1200, "stock": 100},
+                        token=self.s.token)
         assert st == 200, "create product: %s %s" % (st, p)
         return p["id"]
 
@@ -335,21 +360,21 @@ class PageTest:
         assert c["badge"] == "open", c
 
     def trip_order(self, pid):
-        order = {"customerId": "live-page", "items": [{"productId": pid, "quantity": 1}]}
+        order = {"customerId": CUSTOMER, "items": [{"productId": pid, "quantity": 1}]}
         until = time.monotonic() + scaled(20)
         while not card_in(self.d, "order/catalog", "open"):
             assert time.monotonic() < until, "order's breaker for the catalog not shown open"
-            http("POST", self.s.base_url + "/v1/orders", order)
+            http("POST", self.s.base_url + "/v1/orders", order, token=self.s.token)
             time.sleep(0.05)
         say("order/catalog shown open too")
 
     def traffic(self, pid, seconds):
         """Reads and orders for a while (the rates and the rejections fill in)."""
-        order = {"customerId": "live-page", "items": [{"productId": pid, "quantity": 1}]}
+        order = {"customerId": CUSTOMER, "items": [{"productId": pid, "quantity": 1}]}
         until = time.monotonic() + seconds
         while time.monotonic() < until:
             http("GET", "%s/v1/products/%s" % (self.s.base_url, pid))
-            http("POST", self.s.base_url + "/v1/orders", order)
+            http("POST", self.s.base_url + "/v1/orders", order, token=self.s.token)
             time.sleep(0.05)
 
     def shot(self, name):
@@ -395,10 +420,13 @@ def main():
     ap.add_argument("--catalog", required=True)
     ap.add_argument("--order", required=True)
     ap.add_argument("--proto-dir", required=True)
+    ap.add_argument("--jwt-tool", help="shopmicro-jwt (default: beside --gateway)")
     ap.add_argument("--screenshot", help="also copy the outage screenshot here")
     ap.add_argument("--warmup", type=float, default=1.0,
                     help="seconds of traffic before the kill (docs/img: 20, a fuller timeline)")
     args = ap.parse_args()
+    if not args.jwt_tool:
+        args.jwt_tool = os.path.join(os.path.dirname(os.path.abspath(args.gateway)), "shopmicro-jwt")
     skip_without_chromium()
     tmp = tempfile.mkdtemp(prefix="resilience-page-")
     stack = Stack(args, tmp)

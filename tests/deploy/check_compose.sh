@@ -11,8 +11,14 @@
 #    - every long-running service has a healthcheck and `restart: unless-stopped`;
 #    - every depends_on has a condition: service_healthy on a service that has a healthcheck,
 #      or service_completed_successfully on a one-shot service (`restart: "no"`);
-#    - the services built here all use one image built from one Dockerfile, and their healthchecks
-#      run its `healthcheck` probe (gRPC health or GET /readyz), never a bare TCP connect;
+#    - the services built here all use one image built from one Dockerfile, and the healthchecks of
+#      the long-running ones run its `healthcheck` probe (gRPC health or GET /readyz), never a bare
+#      TCP connect;
+#    - the gateway verifies tokens: GATEWAY_JWKS_FILE and GATEWAY_JWT_ISSUER are set, the file is in
+#      a named volume the gateway mounts read-only and that a one-shot service (auth-keys) fills,
+#      which the gateway waits for (service_completed_successfully); the volume of that service's
+#      signing key (AUTH_SIGNING_KEY) is mounted by no long-running service; the rate limits are
+#      not switched off (GATEWAY_RATE_LIMITS=off);
 #    - the gateway publishes its API port 8080, on 127.0.0.1 by default, and nothing else (no
 #      other service publishes a port); every *_DB_DSN names host=postgres;
 #    - rabbitmq runs the official management image with a rabbitmq-diagnostics healthcheck, a fixed
@@ -145,9 +151,10 @@ for name, s in sorted(svcs.items()):
         else:
             check(False, f"{name} -> {dep}: condition is {cond}, expected service_healthy or service_completed_successfully")
     if "build" in s:  # ours: the healthcheck asks the service, it does not test a connect
-        hc = " ".join(str(x) for x in (s.get("healthcheck") or {}).get("test") or [])
-        check(hc.startswith("CMD healthcheck grpc ") or hc.startswith("CMD healthcheck http "),
-              f"{name}: healthcheck runs the image's healthcheck probe ({hc})")
+        if not one_shot(s):
+            hc = " ".join(str(x) for x in (s.get("healthcheck") or {}).get("test") or [])
+            check(hc.startswith("CMD healthcheck grpc ") or hc.startswith("CMD healthcheck http "),
+                  f"{name}: healthcheck runs the image's healthcheck probe ({hc})")
         b = s["build"]
         images.setdefault((s.get("image"), b.get("context"), b.get("dockerfile")), []).append(name)
     env = s.get("environment") or {}
@@ -188,6 +195,60 @@ check(all(str(p.get("target")) == "8080" for p in gw_ports),
       "gateway publishes only its API port 8080 (not its admin port)")
 others = sorted(n for n, v in svcs.items() if n != "gateway" and v.get("ports"))
 check(not others, "no other service publishes a port" + (f" ({', '.join(others)})" if others else ""))
+
+# The front door: the gateway's key set from a volume that a one-shot service fills.
+def env_of(s):
+    env = s.get("environment") or {}
+    if isinstance(env, list):
+        env = dict(e.split("=", 1) if "=" in e else (e, "") for e in env)
+    return {k: "" if v is None else str(v) for k, v in env.items()}
+
+def mounts(s):
+    """[(named volume or None, target, read_only)] of a service (short or long syntax)."""
+    out = []
+    for v in s.get("volumes") or []:
+        if isinstance(v, dict):
+            src = v.get("source") if v.get("type", "volume") == "volume" else None
+            out.append((src, v.get("target"), bool(v.get("read_only"))))
+        else:
+            parts = str(v).split(":")
+            src = parts[0] if len(parts) > 1 and not parts[0].startswith((".", "/", "~")) else None
+            out.append((src, parts[1] if len(parts) > 1 else parts[0], len(parts) > 2 and "ro" in parts[2].split(",")))
+    return out
+
+def volume_of(s, path):
+    """(volume, read_only) of the named volume that holds path in s, or (None, None)."""
+    best = (None, None, -1)
+    for src, tgt, ro in mounts(s):
+        t = str(tgt).rstrip("/")
+        if src in (doc.get("volumes") or {}) and path.startswith(t + "/") and len(t) > best[2]:
+            best = (src, ro, len(t))
+    return best[:2]
+
+genv = env_of(gw)
+jwks = genv.get("GATEWAY_JWKS_FILE", "")
+check(jwks.startswith("/") and bool(genv.get("GATEWAY_JWT_ISSUER")),
+      f"gateway: GATEWAY_JWKS_FILE ({jwks or 'unset'}) and GATEWAY_JWT_ISSUER ({genv.get('GATEWAY_JWT_ISSUER') or 'unset'}) are set")
+check(genv.get("GATEWAY_RATE_LIMITS", "").strip() != "off",
+      f"gateway: rate limits on ({genv.get('GATEWAY_RATE_LIMITS') or 'the defaults'})")
+vol, ro = volume_of(gw, jwks)
+check(vol is not None and ro, f"gateway: the JWKS file is in a named volume mounted read-only ({vol}, read_only={ro})")
+writers = sorted(n for n, v in svcs.items() if n != "gateway" and any(src == vol and not r for src, _, r in mounts(v)))
+issuer = writers[0] if len(writers) == 1 else None
+check(issuer is not None and one_shot(svcs[issuer]),
+      f"the JWKS volume {vol} is written by one one-shot service ({', '.join(writers) or 'none'})")
+if issuer is not None:
+    cond = ((gw.get("depends_on") or {}).get(issuer) or {}).get("condition") if isinstance(gw.get("depends_on"), dict) else None
+    check(cond == "service_completed_successfully",
+          f"gateway -> {issuer}: service_completed_successfully (the key set exists before the gateway starts)")
+    ienv = env_of(svcs[issuer])
+    key = ienv.get("AUTH_SIGNING_KEY", "")
+    kvol, _ = volume_of(svcs[issuer], key)
+    check(kvol is not None and kvol != vol, f"{issuer}: the signing key {key or '(AUTH_SIGNING_KEY unset)'} is in a volume of its own ({kvol})")
+    holders = sorted(n for n, v in svcs.items() if kvol is not None and not one_shot(v) and any(src == kvol for src, _, _ in mounts(v)))
+    check(not holders, f"no long-running service mounts the signing key's volume {kvol}" + (f" ({', '.join(holders)})" if holders else ""))
+    check(all(ienv.get(k) == genv.get(k) for k in ("GATEWAY_JWKS_FILE", "GATEWAY_JWT_ISSUER", "GATEWAY_JWT_AUDIENCE")),
+          f"{issuer} signs for the gateway's JWKS file, issuer and audience")
 # RabbitMQ: the management image, a healthcheck that asks the node (not just its port), and its
 # data in a named volume (the node keeps it under rabbit@<hostname>, so the hostname is fixed).
 rmq = svcs.get("rabbitmq", {})

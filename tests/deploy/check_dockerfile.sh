@@ -10,7 +10,10 @@
 #   check_dockerfile.sh [--root DIR] libs NAME=BINARY...
 #       The runtime stage's packages and their Depends/Pre-Depends (apt-cache depends --recurse)
 #       provide every shared library that ldd reports for each BINARY. Each library is mapped to its
-#       package with dpkg -S. A BINARY that is not built fails the check.
+#       package with dpkg -S. A BINARY that is not built fails the check. Every other program the
+#       build stage installs (a /build/... path) is checked too, in the build tree of the BINARYs
+#       given (found from a BINARY whose /build/... path the stage installs): a program added to
+#       the image is covered without a change to the ctest command line (shopmicro-jwt).
 #   check_dockerfile.sh [--root DIR] build
 #       Copies only the build stage's COPY sources to a temporary folder and runs the stage's
 #       commands there: the same cmake configure (its -D flags) and `cmake --build --target` of its
@@ -316,13 +319,37 @@ check_build() {
   done
 }
 
+# image_programs NAME=BINARY...: the arguments, then NAME=PATH for every other program the build
+# stage installs from /build/, in the same build tree: the tree is where a given BINARY's /build/
+# path puts it (/build/gateway/gateway and build/gateway/gateway -> build/). A program that cannot
+# be placed so is printed with an empty path (check_libs fails it: "is not built").
+image_programs() {
+  local arg bin tree="" p
+  local -A named=()
+  local -a paths=()
+  mapfile -t paths < <(stage_build_paths)
+  for arg in "$@"; do
+    printf '%s\n' "$arg"
+    bin=${arg#*=}
+    named[${bin##*/}]=1
+    for p in "${paths[@]}"; do
+      [[ -z $tree && $bin == */"${p#/build/}" ]] && tree=${bin%/"${p#/build/}"}
+    done
+  done
+  for p in "${paths[@]}"; do
+    [[ -n ${named[${p##*/}]:-} ]] && continue
+    named[${p##*/}]=1
+    printf '%s=%s\n' "${p##*/}" "${tree:+$tree/${p#/build/}}"
+  done
+}
+
 # ---------------------------------------------------------------------------
 
 cmd=${1:-}
 [[ $# -gt 0 ]] && shift
 case $cmd in
   packages) check_packages ;;
-  libs)     check_libs "$@" ;;
+  libs)     mapfile -t lib_bins < <(image_programs "$@"); check_libs "${lib_bins[@]}" ;;
   build)    check_build "$@" ;;
   *)        die "usage: $0 [--root DIR] packages | libs NAME=BINARY... | build" ;;
 esac

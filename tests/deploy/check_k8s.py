@@ -30,6 +30,12 @@
    each *_DB_DSN) names a Service of the render with that port; for our own Services the port
    leads to the container listening there, and *_CATALOG_ADDR / *_ORDER_ADDR to that service's gRPC
    port. The relays' databases are order's and catalog's. The Secrets hold placeholders only.
+5. Volumes: every volumeMount names a volume of its pod, every configMap volume a ConfigMap of the
+   render or one of EXTERNAL_CONFIGMAPS (made at apply time, never part of the render). The
+   gateway verifies tokens: GATEWAY_JWKS_FILE is a file of a read-only mount, without subPath (a
+   subPath mount never sees a ConfigMap update, so the gateway's reload would not either), of the
+   configMap volume gateway-jwks, not optional, whose items (if listed) give that file;
+   GATEWAY_JWT_ISSUER and GATEWAY_JWT_AUDIENCE are set; the rate limits are not off.
 An empty or unbuilt BINARY fails the check: every program is built before ctest runs.
 """
 import base64
@@ -57,6 +63,9 @@ ADDR_TARGET = {"CATALOG_ADDR": ("catalog", "CATALOG_LISTEN"), "ORDER_ADDR": ("or
 # The relays: RELAY_NAME -> the variable whose database's outbox it relays.
 RELAY_DB = {"relay": "ORDER_DB_DSN", "relay-catalog": "CATALOG_DB_DSN"}
 PLACEHOLDER = "CHANGE-ME"
+# ConfigMaps that pods mount but the kustomization must not make: created (and updated in place)
+# at apply time, so that `kubectl apply -k` never replaces what is in them (README.md "Tokens").
+EXTERNAL_CONFIGMAPS = {"gateway-jwks": "the token issuer's JWKS (README.md, \"Tokens\")"}
 GRACE_MARGIN_S = 5
 
 # Kubernetes 1.30's types, as far as deploy/k8s uses them: "[!]field:kind" where kind is s string,
@@ -97,6 +106,12 @@ SCHEMA = {
     "Service": "apiVersion:s kind:s metadata:ObjectMeta spec:ServiceSpec status:ServiceStatus",
     "ServiceSpec": "allocateLoadBalancerNodePorts:b clusterIP:s clusterIPs:a/s externalIPs:a/s externalName:s externalTrafficPolicy:s healthCheckNodePort:i internalTrafficPolicy:s ipFamilies:a/s ipFamilyPolicy:s loadBalancerClass:s loadBalancerIP:s loadBalancerSourceRanges:a/s ports:a/ServicePort publishNotReadyAddresses:b selector:m/s sessionAffinity:s sessionAffinityConfig:SessionAffinityConfig trafficDistribution:s type:s",
     "ServicePort": "appProtocol:s name:s nodePort:i !port:i protocol:s targetPort:x",
+    "Volume": "configMap:ConfigMapVolumeSource emptyDir:EmptyDirVolumeSource !name:s secret:SecretVolumeSource",
+    "ConfigMapVolumeSource": "defaultMode:i items:a/KeyToPath name:s optional:b",
+    "SecretVolumeSource": "defaultMode:i items:a/KeyToPath optional:b secretName:s",
+    "KeyToPath": "!key:s mode:i !path:s",
+    "EmptyDirVolumeSource": "medium:s sizeLimit:q",
+    "VolumeMount": "!mountPath:s mountPropagation:s !name:s readOnly:b recursiveReadOnly:s subPath:s subPathExpr:s",
     "ConfigMap": "apiVersion:s binaryData:m/s data:m/s immutable:b kind:s metadata:ObjectMeta",
     "Secret": "apiVersion:s data:m/s immutable:b kind:s metadata:ObjectMeta stringData:m/s type:s",
     "Namespace": "apiVersion:s kind:s metadata:ObjectMeta spec:NamespaceSpec status:NamespaceStatus",
@@ -416,10 +431,45 @@ def check_render(tag, docs, helps, dports):
             listened.add(port)
         for n, p in cports.items():
             check(p in listened, f"{tag}: {dname}: containerPort {n}={p} is a port the service listens on")
+        # Volumes: mounts name volumes; configMap volumes name ConfigMaps of the render or external ones
+        vols = {v.get("name"): v for v in pspec.get("volumes") or []}
+        for m in c.get("volumeMounts") or []:
+            check(m.get("name") in vols, f"{tag}: {dname}: volumeMount {m.get('name')} names a volume of the pod")
+        for vname, v in sorted(vols.items()):
+            cmv = v.get("configMap")
+            if cmv is not None:
+                cname = cmv.get("name")
+                if cname in EXTERNAL_CONFIGMAPS:
+                    check(cname not in cms, f"{tag}: {dname}: volume {vname}: ConfigMap {cname} is made at apply time "
+                          f"({EXTERNAL_CONFIGMAPS[cname]}), not by the kustomization")
+                else:
+                    check(cname in cms, f"{tag}: {dname}: volume {vname}: ConfigMap {cname} exists in the render")
+            check(any(m.get("name") == vname for m in c.get("volumeMounts") or []),
+                  f"{tag}: {dname}: volume {vname} is mounted")
         if prog == "gateway":
             check(setting("GATEWAY_LOCK_DIR", "/tmp") == "none" or any(
                 m.get("mountPath") == setting("GATEWAY_LOCK_DIR", "/tmp") for m in c.get("volumeMounts") or []),
                 f"{tag}: {dname}: GATEWAY_LOCK_DIR is none or a mounted volume (the root filesystem is read-only)")
+            jwks = setting("GATEWAY_JWKS_FILE", "")
+            mount = max((m for m in c.get("volumeMounts") or []
+                         if jwks.startswith(m.get("mountPath", "").rstrip("/") + "/")),
+                        key=lambda m: len(m.get("mountPath", "")), default=None)
+            check(mount is not None and mount.get("readOnly") is True and not mount.get("subPath")
+                  and not mount.get("subPathExpr"),
+                  f"{tag}: {dname}: GATEWAY_JWKS_FILE={jwks or '(unset)'} is in a read-only mount without subPath"
+                  f" ({mount and mount.get('mountPath')})")
+            cmv = (vols.get((mount or {}).get("name")) or {}).get("configMap") or {}
+            rel = jwks[len((mount or {}).get("mountPath", "").rstrip("/")) + 1:] if mount else ""
+            items = cmv.get("items")
+            check(cmv.get("name") == "gateway-jwks" and cmv.get("optional") is not True
+                  and (items is None or any(i.get("path") == rel for i in items)),
+                  f"{tag}: {dname}: that mount is the ConfigMap gateway-jwks, not optional, holding {rel or '?'}"
+                  f" ({cmv.get('name')}, items {[i.get('path') for i in items or []] or 'all'})")
+            check(bool(setting("GATEWAY_JWT_ISSUER", "")) and bool(setting("GATEWAY_JWT_AUDIENCE", "")),
+                  f"{tag}: {dname}: GATEWAY_JWT_ISSUER ({setting('GATEWAY_JWT_ISSUER', '') or 'unset'}) and "
+                  f"GATEWAY_JWT_AUDIENCE ({setting('GATEWAY_JWT_AUDIENCE', '') or 'unset'}) are set")
+            check(setting("GATEWAY_RATE_LIMITS", "").strip() != "off",
+                  f"{tag}: {dname}: rate limits on ({setting('GATEWAY_RATE_LIMITS', '')})")
         # Probes
         def probe_port(pr):
             for h in ("httpGet", "tcpSocket"):
