@@ -13,9 +13,13 @@ gw_access_t gw_access_begin(gw_loop_t *l, h2o_req_t *req, int grpc_code)
 {
     size_t path_len = req->input.query_at != SIZE_MAX ? req->input.query_at : req->input.path.len;
 
-    return (gw_access_t){l, NULL, req->input.method.base, req->input.method.len,
-                         req->input.path.base, path_len, svc_now_ns(), NULL, grpc_code, false, 0,
-                         NULL, NULL};
+    return (gw_access_t){.loop = l,
+                         .method = req->input.method.base,
+                         .method_len = req->input.method.len,
+                         .path = req->input.path.base,
+                         .path_len = path_len,
+                         .start_ns = svc_now_ns(),
+                         .grpc_code = grpc_code};
 }
 
 void gw_access_path(const char *p, size_t len, char *out, size_t cap)

@@ -319,10 +319,16 @@ static void answer_ok(const gw_access_t *e, h2o_req_t *req, const ProtobufCMessa
 
 static gw_access_t pending_entry(gw_pending_t *p)
 {
-    return (gw_access_t){p->loop,           p->route,   p->route->method,
-                         strlen(p->route->method), p->path, strlen(p->path),
-                         p->start_ns,       &p->call.res, -1, false, 0,
-                         p->sub[0] != '\0' ? p->sub : NULL, NULL};
+    return (gw_access_t){.loop = p->loop,
+                         .route = p->route,
+                         .method = p->route->method,
+                         .method_len = strlen(p->route->method),
+                         .path = p->path,
+                         .path_len = strlen(p->path),
+                         .start_ns = p->start_ns,
+                         .res = &p->call.res,
+                         .grpc_code = -1,
+                         .sub = p->sub[0] != '\0' ? p->sub : NULL};
 }
 
 /* The client is gone: cancel its upstream call; no answer can be sent. */
