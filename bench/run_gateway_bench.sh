@@ -254,6 +254,7 @@ hwm_kb() { awk '/^VmHWM:/ { print $2 }' "/proc/$1/status" 2>/dev/null || echo 0;
 sockets_of() { find "/proc/$1/fd" -mindepth 1 -maxdepth 1 -lname 'socket:*' 2>/dev/null | wc -l; }
 
 say_machine
+say_tree
 say "$(wrk --version 2>&1 | head -n1 | sed 's/ Copyright.*//')"
 
 echo "==== postgres"
@@ -349,6 +350,7 @@ median() { printf '%s\n' "$@" | sort -g | awk '{ v[NR] = $1 } END { if (NR == 0)
 AB_ROWS=() AB_TOK_RPS=() AB_NONE_RPS=() AB_TOK_P99=() AB_NONE_P99=() AB_TOK_US=() AB_NONE_US=() AB_PAIR=()
 AB_TOK_RPC=() AB_NONE_RPC=()   # req/s per core the benchmark's own processes used
 AB_TOK_CAT=() AB_NONE_CAT=()   # the catalog's CPU us per request
+AB_DUS=()                      # per round: the gateway's us per request with the token minus without
 auth_ab() {
   local r k kind bad rps rpc tok_rps
   local -a order
@@ -384,6 +386,7 @@ auth_ab() {
       say "$kind: $rps req/s, p99 $(result_field "$WRK_RESULT" p99_ms) ms, gateway $(proc_us "$k" gateway) us a request; $(sed -n 's/.*machine CPU: \(busy [0-9]*%\).*/machine \1/p' "$TMP/watch-$k.log")"
     done
     AB_PAIR+=("$(ratio "$tok_rps" "${AB_NONE_RPS[-1]}" 3)")
+    AB_DUS+=("$(awk -v a="${AB_TOK_US[-1]}" -v b="${AB_NONE_US[-1]}" 'BEGIN { printf "%+d", a - b }')")
   done
 }
 
@@ -665,9 +668,10 @@ if (( AUTH_AB )); then
   abc=$(ratio "$(median "${AB_TOK_RPC[@]}")" "$(median "${AB_NONE_RPC[@]}")" 3)
   printf 'per core of the run       with %.0f, without %.0f req/s per core of its own processes: ratio %s\n' \
     "$(median "${AB_TOK_RPC[@]}")" "$(median "${AB_NONE_RPC[@]}")" "$abc"
-  printf 'token check, gateway CPU  %s us a request (%s %% of %s)\n' \
+  printf 'token check, gateway CPU  %s us a request (%s %% of %s; per round: %s; their median %+g)\n' \
     "$(awk -v a="$u_tok" -v b="$u_none" 'BEGIN { printf "%+.1f", a - b }')" \
-    "$(awk -v a="$u_tok" -v b="$u_none" 'BEGIN { if (b > 0) printf "%+.1f", 100 * (a - b) / b; else print "?" }')" "$u_none"
+    "$(awk -v a="$u_tok" -v b="$u_none" 'BEGIN { if (b > 0) printf "%+.1f", 100 * (a - b) / b; else print "?" }')" "$u_none" \
+    "${AB_DUS[*]}" "$(median "${AB_DUS[@]}")"
   ab_min=$(awk -v p="$TARGET_AB_COST_PCT" 'BEGIN { print 1 - p / 100 }')
   printf 'goal: the token costs <= %s %% of GET throughput (ratio >= %s): %s by the median req/s, %s per core\n' \
     "$TARGET_AB_COST_PCT" "$ab_min" "$(goal_met "$ab" '>=' "$ab_min")" "$(goal_met "$abc" '>=' "$ab_min")"
