@@ -14,6 +14,12 @@
  *   bench_http --url http://HOST:PORT [--connections N] [--seconds D]
  *              [--warmup S] [--timeout-ms MS] [--items K] [--ensure N]
  *              [--seed-only] [--idempotency-keys] [--ids-out FILE]
+ *              [--customer ID] [--header "Name: value"]...
+ *
+ * The gateway checks a bearer token on every call (docs/gateway.md): give it
+ * with --header "Authorization: Bearer TOKEN" (bench/lib.sh's bench_auth; every
+ * --header goes on every request, set-up included). Each order names
+ * --customer (default none: the token's subject places it for itself).
  *
  * A response counts as a success when it is HTTP 200 with a JSON body that has
  * an "id" and "status":"ORDER_STATUS_PENDING". Throughput and latency count the
@@ -48,6 +54,7 @@
 #define RESP_MAX      (64 * 1024)   /* response bytes kept per request */
 #define SAMPLE_LEN    160
 #define BAD_BODY      1             /* pseudo-status: 200 whose body is not an order */
+#define MAX_HEADERS   16            /* --header options */
 
 typedef struct opts {
     const char *url;     /* base, e.g. http://127.0.0.1:8080 */
@@ -60,6 +67,7 @@ typedef struct opts {
     bool seed_only;
     bool idem;
     const char *ids_out;
+    const char *customer; /* NULL: no customerId, the token's subject */
 } opts_t;
 
 typedef struct buf {
@@ -97,6 +105,8 @@ static size_t g_n_lat, g_cap_lat;
 static uint64_t g_conns_total, g_conns_window;
 static FILE *g_ids_file;
 static struct curl_slist *g_hdrs;
+static const char *g_headers[MAX_HEADERS]; /* --header, on every request */
+static int g_n_headers;
 static uint64_t g_run_id;
 
 #define die(...) bench_die("bench_http", __VA_ARGS__)
@@ -295,7 +305,10 @@ static void conn_start(conn_t *c, CURLM *m)
     size_t pick[100];
 
     /* --items distinct products: merging would turn them into fewer lines. */
-    n = (size_t)snprintf(b, cap, "{\"customerId\":\"bench-customer-%d\",\"items\":[", c->index);
+    if (g_o.customer != NULL)
+        n = (size_t)snprintf(b, cap, "{\"customerId\":\"%s\",\"items\":[", g_o.customer);
+    else
+        n = (size_t)snprintf(b, cap, "{\"items\":[");
     for (int i = 0; i < g_o.items; i++) {
         size_t k;
         bool dup;
@@ -519,6 +532,7 @@ static void usage(FILE *f)
             "usage: bench_http --url http://HOST:PORT [--connections N] [--seconds D]\n"
             "                  [--warmup S] [--timeout-ms MS] [--items K] [--ensure N]\n"
             "                  [--seed-only] [--idempotency-keys] [--ids-out FILE]\n"
+            "                  [--customer ID] [--header \"Name: value\"]...\n"
             "  --url               the gateway (default http://127.0.0.1:8080)\n"
             "  --connections       keep-alive connections = requests in flight (default 16)\n"
             "  --seconds           measured duration (default 10)\n"
@@ -528,7 +542,12 @@ static void usage(FILE *f)
             "  --ensure            create products with POST /v1/products until N exist\n"
             "  --seed-only         read/create the products, then exit\n"
             "  --idempotency-keys  send a fresh Idempotency-Key with every request\n"
-            "  --ids-out           write the id of every successful order to FILE\n");
+            "  --ids-out           write the id of every successful order to FILE\n"
+            "  --customer          the customerId of every order (default none: the token's\n"
+            "                      subject)\n"
+            "  --header            an extra request header, e.g. \"Authorization: Bearer TOKEN\"\n"
+            "                      (repeatable, at most %d)\n",
+            MAX_HEADERS);
 }
 
 static long parse_long(const char *s, const char *what, long lo, long hi)
@@ -563,11 +582,12 @@ static void parse_args(int argc, char **argv)
         {"timeout-ms", required_argument, NULL, 'T'}, {"items", required_argument, NULL, 'i'},
         {"ensure", required_argument, NULL, 'e'},     {"seed-only", no_argument, NULL, 's'},
         {"idempotency-keys", no_argument, NULL, 'k'}, {"ids-out", required_argument, NULL, 'o'},
+        {"customer", required_argument, NULL, 'C'},   {"header", required_argument, NULL, 'H'},
         {"help", no_argument, NULL, 'h'},             {NULL, 0, NULL, 0}};
     int ch;
 
-    g_o = (opts_t){"http://127.0.0.1:8080", 16, 10, 1, 15000, 2, 0, false, false, NULL};
-    while ((ch = getopt_long(argc, argv, "u:c:d:w:T:i:e:sko:h", longopts, NULL)) != -1) {
+    g_o = (opts_t){"http://127.0.0.1:8080", 16, 10, 1, 15000, 2, 0, false, false, NULL, NULL};
+    while ((ch = getopt_long(argc, argv, "u:c:d:w:T:i:e:sko:C:H:h", longopts, NULL)) != -1) {
         switch (ch) {
         case 'u': g_o.url = optarg; break;
         case 'c': g_o.conns = (int)parse_long(optarg, "connection count", 1, MAX_CONNS); break;
@@ -579,6 +599,18 @@ static void parse_args(int argc, char **argv)
         case 's': g_o.seed_only = true; break;
         case 'k': g_o.idem = true; break;
         case 'o': g_o.ids_out = optarg; break;
+        case 'C':
+            if (*optarg == '\0' || strlen(optarg) > 100 || strpbrk(optarg, "\"\\") != NULL)
+                die("bad --customer '%s' (1..100 characters, no quote or backslash)", optarg);
+            g_o.customer = optarg;
+            break;
+        case 'H':
+            if (g_n_headers == MAX_HEADERS)
+                die("at most %d --header options", MAX_HEADERS);
+            if (strchr(optarg, ':') == NULL || strpbrk(optarg, "\r\n") != NULL)
+                die("bad --header '%.40s' (want \"Name: value\", one line)", optarg);
+            g_headers[g_n_headers++] = optarg;
+            break;
         case 'h': usage(stdout); exit(0);
         default: usage(stderr); exit(2);
         }
@@ -609,6 +641,8 @@ int main(int argc, char **argv)
         die("curl_global_init failed");
     g_hdrs = curl_slist_append(NULL, "Content-Type: application/json");
     g_hdrs = curl_slist_append(g_hdrs, "Expect:");
+    for (int i = 0; i < g_n_headers; i++)
+        g_hdrs = curl_slist_append(g_hdrs, g_headers[i]);
     if (g_hdrs == NULL)
         die("out of memory");
     g_run_id = bench_now_ns() ^ ((uint64_t)time(NULL) << 20);
@@ -623,9 +657,10 @@ int main(int argc, char **argv)
         die("cannot write %s", g_o.ids_out);
 
     printf("target %s/v1/orders, %d keep-alive connections (1 thread, libcurl multi, one request "
-           "in flight each), %zu product ids, %d items per order%s, warm-up %.1f s, measured "
-           "%.1f s, timeout %ld ms\n",
+           "in flight each), %zu product ids, %d items per order%s, customer %s, %d extra "
+           "header(s), warm-up %.1f s, measured %.1f s, timeout %ld ms\n",
            g_o.url, g_o.conns, g_n_ids, g_o.items, g_o.idem ? ", an Idempotency-Key each" : "",
+           g_o.customer ? g_o.customer : "(none: the token's subject)", g_n_headers,
            g_o.warmup, g_o.seconds, g_o.timeout_ms);
     fflush(stdout);
     run();

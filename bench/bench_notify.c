@@ -22,10 +22,14 @@
  *       relay writes them: key = order id, CloudEvents binary headers,
  *       protobuf value; waits for every delivery report.
  *   bench_notify orders --url http://HOST:PORT --product ID --rate R --seconds S --out FILE
+ *                       [--header "Name: value"]... [--customer ID]
  *       Open loop: a CreateOrder (POST /v1/orders, one item) every 1/R s for
  *       S s through the gateway (libcurl multi, no limit on requests in
  *       flight); FILE gets "order_id unix_ms_of_the_200 call_ms" per order
- *       answered 200.
+ *       answered 200. Every --header goes on every request: the gateway's
+ *       bearer token is --header "Authorization: Bearer TOKEN" (bench/lib.sh's
+ *       bench_auth); the order names customer ID, or none (the token's
+ *       subject places it for itself).
  *   bench_notify sinklog --log FILE
  *       The sink's accepted deliveries in its log: count, first and last
  *       time (ms), and the delivery rate between them.
@@ -480,8 +484,11 @@ static size_t on_body(char *data, size_t size, size_t nmemb, void *ud)
     return n;
 }
 
+#define ORDERS_MAX_HEADERS 8
+
 static int cmd_orders(const char *url, const char *product, double rate, double seconds,
-                      const char *out_path)
+                      const char *out_path, const char *const *headers, int n_headers,
+                      const char *customer)
 {
     long total = (long)(rate * seconds + 0.5), sent = 0, ok = 0, failed = 0;
     char endpoint[512], body[256];
@@ -494,13 +501,21 @@ static int cmd_orders(const char *url, const char *product, double rate, double 
     if (out == NULL || lat == NULL)
         bn_die("cannot write %s", out_path);
     snprintf(endpoint, sizeof endpoint, "%s/v1/orders", url);
-    snprintf(body, sizeof body,
-             "{\"customer_id\":\"bench-notify\",\"items\":[{\"product_id\":\"%s\",\"quantity\":1}]}",
-             product);
+    if (customer != NULL)
+        snprintf(body, sizeof body,
+                 "{\"customer_id\":\"%s\",\"items\":[{\"product_id\":\"%s\",\"quantity\":1}]}",
+                 customer, product);
+    else
+        snprintf(body, sizeof body, "{\"items\":[{\"product_id\":\"%s\",\"quantity\":1}]}",
+                 product);
     curl_global_init(CURL_GLOBAL_DEFAULT);
     multi = curl_multi_init();
     curl_multi_setopt(multi, CURLMOPT_MAXCONNECTS, 256L);
     hdrs = curl_slist_append(hdrs, "Content-Type: application/json");
+    for (int i = 0; i < n_headers; i++)
+        hdrs = curl_slist_append(hdrs, headers[i]);
+    if (hdrs == NULL)
+        bn_die("out of memory");
     t0 = now_s();
     while (sent < total || running > 0) {
         double now = now_s(), next_at = t0 + (double)sent / rate, wait;
@@ -578,6 +593,7 @@ static void usage(FILE *f)
             "       bench_notify enqueue --jobs N            (NOTIFY_* from the environment)\n"
             "       bench_notify produce --brokers B [--topic T] --events N\n"
             "       bench_notify orders --url URL --product ID --rate R --seconds S --out FILE\n"
+            "                           [--header \"Name: value\"]... [--customer ID]\n"
             "       bench_notify sinklog --log FILE\n"
             "       bench_notify e2e --orders FILE --outbox FILE --log FILE\n");
 }
@@ -602,9 +618,12 @@ int main(int argc, char **argv)
         {"brokers", 1, NULL, 'B'}, {"topic", 1, NULL, 't'},   {"url", 1, NULL, 'u'},
         {"product", 1, NULL, 'P'}, {"rate", 1, NULL, 'r'},    {"seconds", 1, NULL, 's'},
         {"out", 1, NULL, 'o'},     {"orders", 1, NULL, 'O'},  {"outbox", 1, NULL, 'X'},
-        {"log", 1, NULL, 'l'},     {"help", 0, NULL, 'h'},    {NULL, 0, NULL, 0}};
+        {"log", 1, NULL, 'l'},     {"header", 1, NULL, 'H'},  {"customer", 1, NULL, 'C'},
+        {"help", 0, NULL, 'h'},    {NULL, 0, NULL, 0}};
     const char *mode, *base = "bench.bare", *brokers = NULL, *topic = NTF_TOPIC, *url = NULL,
-                      *product = NULL, *out = NULL, *orders = NULL, *outbox = NULL, *log = NULL;
+                      *product = NULL, *out = NULL, *orders = NULL, *outbox = NULL, *log = NULL,
+                      *customer = NULL, *headers[ORDERS_MAX_HEADERS];
+    int n_headers = 0;
     long port = 0, n = 1000, w = 4, k = 4, rate = 20, seconds = 15;
     int c;
 
@@ -632,6 +651,22 @@ int main(int argc, char **argv)
         case 'O': orders = optarg; break;
         case 'X': outbox = optarg; break;
         case 'l': log = optarg; break;
+        case 'H':
+            if (n_headers == ORDERS_MAX_HEADERS || strchr(optarg, ':') == NULL ||
+                strpbrk(optarg, "\r\n") != NULL) {
+                fprintf(stderr, "bench_notify: --header wants \"Name: value\" on one line, at "
+                                "most %d of them\n", ORDERS_MAX_HEADERS);
+                return 2;
+            }
+            headers[n_headers++] = optarg;
+            break;
+        case 'C':
+            if (*optarg == '\0' || strlen(optarg) > 100 || strpbrk(optarg, "\"\\") != NULL) {
+                fprintf(stderr, "bench_notify: --customer: 1..100 characters, no quote or backslash\n");
+                return 2;
+            }
+            customer = optarg;
+            break;
         case 'h': usage(stdout); return 0;
         default: usage(stderr); return 2;
         }
@@ -645,7 +680,8 @@ int main(int argc, char **argv)
     if (strcmp(mode, "produce") == 0 && brokers != NULL)
         return cmd_produce(brokers, topic, n);
     if (strcmp(mode, "orders") == 0 && url && product && out)
-        return cmd_orders(url, product, (double)rate, (double)seconds, out);
+        return cmd_orders(url, product, (double)rate, (double)seconds, out, headers, n_headers,
+                          customer);
     if (strcmp(mode, "sinklog") == 0 && log)
         return bn_cmd_sinklog(log);
     if (strcmp(mode, "e2e") == 0 && orders && outbox && log)

@@ -13,7 +13,10 @@
  *
  *   bench_openloop --url http://HOST:PORT --rate R [--seconds D] [--warmup S]
  *                  [--connections N] [--method M] [--path P] [--body-env VAR]
- *                  [--timeout-ms MS]
+ *                  [--timeout-ms MS] [--header "Name: value"]...
+ *
+ * Every --header goes on every request: the gateway's bearer token is
+ * --header "Authorization: Bearer TOKEN" (bench/lib.sh's bench_auth).
  *
  * One thread, one epoll set, --connections keep-alive connections (default
  * 64), each with at most one request outstanding. A request that is due while
@@ -64,6 +67,7 @@
 #include "bench_util.h"
 
 #define MAX_CONNS 1024
+#define MAX_HEADERS 16
 #define RESP_MAX  (512 * 1024) /* one answer's bytes: most are a few hundred, a page of
                                  * 200 products with descriptions about 250 kB */
 #define N_HTTP    600
@@ -74,6 +78,8 @@ typedef struct opts {
     int conns;
     long timeout_ms;
     const char *method, *path, *body;
+    const char *headers[MAX_HEADERS]; /* --header */
+    int n_headers;
 } opts_t;
 
 typedef struct conn {
@@ -337,7 +343,7 @@ static void usage(FILE *f)
 {
     fputs("usage: bench_openloop --url http://HOST:PORT --rate R [--seconds D] [--warmup S]\n"
           "                      [--connections N] [--method M] [--path P] [--body-env VAR]\n"
-          "                      [--timeout-ms MS]\n",
+          "                      [--timeout-ms MS] [--header \"Name: value\"]...\n",
           f);
 }
 
@@ -367,7 +373,7 @@ static void parse_args(opts_t *o, int argc, char **argv)
         {"url", 1, 0, 'u'},        {"rate", 1, 0, 'r'},       {"seconds", 1, 0, 's'},
         {"warmup", 1, 0, 'w'},     {"connections", 1, 0, 'c'}, {"method", 1, 0, 'm'},
         {"path", 1, 0, 'p'},       {"body-env", 1, 0, 'b'},   {"timeout-ms", 1, 0, 't'},
-        {"help", 0, 0, 'h'},       {0, 0, 0, 0}};
+        {"header", 1, 0, 'H'},     {"help", 0, 0, 'h'},       {0, 0, 0, 0}};
     bool have_url = false;
     int ch;
 
@@ -388,6 +394,15 @@ static void parse_args(opts_t *o, int argc, char **argv)
             }
             break;
         case 't': o->timeout_ms = (long)num(optarg, "--timeout-ms", 1, 600000); break;
+        case 'H':
+            if (o->n_headers == MAX_HEADERS || strchr(optarg, ':') == NULL ||
+                strpbrk(optarg, "\r\n") != NULL) {
+                fprintf(stderr, "bench_openloop: --header wants \"Name: value\" on one line, at "
+                                "most %d of them\n", MAX_HEADERS);
+                exit(2);
+            }
+            o->headers[o->n_headers++] = optarg;
+            break;
         case 'h': usage(stdout); exit(0);
         default: usage(stderr); exit(2);
         }
@@ -401,11 +416,26 @@ static void parse_args(opts_t *o, int argc, char **argv)
 static void build_request(run_t *r)
 {
     const opts_t *o = &r->o;
-    size_t blen = o->body ? strlen(o->body) : 0;
-    int n = asprintf(&r->req,
-                     "%s %s HTTP/1.1\r\nHost: %s:%s\r\n%sContent-Length: %zu\r\n\r\n%s", o->method,
-                     o->path, o->host, o->port, o->body ? "Content-Type: application/json\r\n" : "",
-                     blen, o->body ? o->body : "");
+    size_t blen = o->body ? strlen(o->body) : 0, hlen = 0, at = 0;
+    char *extra;
+    int n;
+
+    /* The --header lines, each with its CRLF. */
+    for (int i = 0; i < o->n_headers; i++)
+        hlen += strlen(o->headers[i]) + 2;
+    if ((extra = malloc(hlen + 1)) == NULL)
+        die("out of memory");
+    for (int i = 0; i < o->n_headers; i++) {
+        size_t len = strlen(o->headers[i]);
+        memcpy(extra + at, o->headers[i], len);
+        memcpy(extra + at + len, "\r\n", 2);
+        at += len + 2;
+    }
+    extra[at] = '\0';
+    n = asprintf(&r->req, "%s %s HTTP/1.1\r\nHost: %s:%s\r\n%s%sContent-Length: %zu\r\n\r\n%s",
+                 o->method, o->path, o->host, o->port, extra,
+                 o->body ? "Content-Type: application/json\r\n" : "", blen, o->body ? o->body : "");
+    free(extra);
     if (n < 0)
         die("out of memory");
     r->req_len = (size_t)n;

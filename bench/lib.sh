@@ -129,6 +129,51 @@ per_cpu_ratio() {
   awk -v a="$1" -v ca="$2" -v b="$3" -v cb="$4" 'BEGIN { if (ca > 0 && cb > 0) printf "%.3f", (a / ca) / (b / cb); else print "?" }'
 }
 
+# ---- bearer tokens (the gateway's front door: gateway/door.h, docs/gateway.md)
+
+# The token every bench sends: subject c1 (the orders the benches place are c1's: they name
+# customer c1 or none), the scopes of every route they call, valid for a day (longer than any
+# run). Issuer and audience of the gateways the benches start themselves.
+BENCH_SUB=c1
+BENCH_SCOPE="catalog:write orders:write orders:read"
+BENCH_ISSUER=shopmicro-bench
+BENCH_AUDIENCE=shopmicro-gateway
+BENCH_TOKEN_TTL=86400
+
+# bench_auth DIR | bench_auth --stack: TOKEN (signed for $BENCH_SUB with $BENCH_SCOPE), AUTH_HDR
+# (curl's -H option sending it) and GW_AUTH_ENV, the gateway settings that verify it, with the rate
+# limits off: a bench that drives load measures the request path, not the limiter
+# (bench/ratelimit_bench measures that).
+#   DIR      a gateway the script starts itself: a key pair of the bench's own made in DIR with
+#            $BUILD_DIR/gateway/shopmicro-jwt (build it first); GW_AUTH_ENV is GATEWAY_JWKS_FILE,
+#            GATEWAY_JWT_ISSUER, GATEWAY_JWT_AUDIENCE and GATEWAY_RATE_LIMITS=off.
+#   --stack  a gateway that `stack.sh start` starts (its SERVICES line already names the run
+#            folder's JWKS, issuer and audience): the token is `stack.sh token`'s, signed with the
+#            run folder's key (made when missing), and GW_AUTH_ENV=(GATEWAY_RATE_LIMITS=off) is
+#            also exported, so that stack.sh start hands it on. Call it before starting it.
+bench_auth() {
+  local jwt=$BUILD_DIR/gateway/shopmicro-jwt dir=$1
+  [[ -x $jwt ]] || die "bench_auth: $jwt is not built (bench_build shopmicro-jwt)"
+  if [[ $dir == --stack ]]; then
+    SHOPMICRO_BUILD_DIR=$BUILD_DIR "$STACK" auth-keys >/dev/null || die "stack.sh auth-keys failed"
+    TOKEN=$(SHOPMICRO_BUILD_DIR=$BUILD_DIR "$STACK" token --sub "$BENCH_SUB" --scope "$BENCH_SCOPE" \
+      --ttl "$BENCH_TOKEN_TTL") || die "stack.sh token failed"
+    GW_AUTH_ENV=(GATEWAY_RATE_LIMITS=off)
+    export GATEWAY_RATE_LIMITS=off
+  else
+    mkdir -p -m 700 "$dir"
+    "$jwt" keygen --key "$dir/bench-key.pem" --jwks "$dir/bench-jwks.json" >/dev/null ||
+      die "shopmicro-jwt keygen failed"
+    TOKEN=$("$jwt" sign --key "$dir/bench-key.pem" --iss "$BENCH_ISSUER" --aud "$BENCH_AUDIENCE" \
+      --sub "$BENCH_SUB" --scope "$BENCH_SCOPE" --ttl "$BENCH_TOKEN_TTL") || die "shopmicro-jwt sign failed"
+    GW_AUTH_ENV=(GATEWAY_JWKS_FILE="$dir/bench-jwks.json" GATEWAY_JWT_ISSUER="$BENCH_ISSUER"
+                 GATEWAY_JWT_AUDIENCE="$BENCH_AUDIENCE" GATEWAY_RATE_LIMITS=off)
+  fi
+  [[ -n $TOKEN ]] || die "bench_auth: no token"
+  # shellcheck disable=SC2034  # for the scripts' curl calls
+  AUTH_HDR=(-H "Authorization: Bearer $TOKEN")
+}
+
 # ---- build and processes
 
 # bench_build TARGET...: configures $BUILD_DIR (RelWithDebInfo, like every benchmark) and builds

@@ -7,9 +7,17 @@
 #                              [--gateway-bin LABEL=PATH]... [--gateway-env NAME=VALUE]...
 #                              [--pg-wait S]
 #
+# The gateway checks bearer tokens: the script makes a key pair of its own (bench/lib.sh's
+# bench_auth) and starts every gateway with its JWKS, issuer and audience and with
+# GATEWAY_RATE_LIMITS=off (the benchmark measures the refusal path, not the limiter:
+# bench/ratelimit_bench does); every request carries the token (sub c1, scopes catalog:write
+# orders:write orders:read; wrk through WRK_TOKEN, bench_openloop through --header), and the
+# orders are customer c1's. A --gateway-bin from before the token check ignores those settings,
+# but then the build's order refuses its calls (they carry no caller).
+#
 # 1. deploy/local/stack.sh pg-up (the project's Postgres); while another checkout's cluster holds
 #    the port it retries for up to --pg-wait seconds (default 600)
-# 2. builds catalog, order and gateway (RelWithDebInfo) in $SHOPMICRO_BENCH_BUILD_DIR (default
+# 2. builds catalog, order, gateway, shopmicro-jwt and bench_openloop (RelWithDebInfo) in $SHOPMICRO_BENCH_BUILD_DIR (default
 #    build-bench/)
 # 3. fresh databases; starts the real catalog and order (log level warn, order's admin port on a
 #    free port for its counters), and the build's gateway; places one order of two products
@@ -115,13 +123,13 @@ start_gateway() {  # start_gateway BIN
   start "$1" gateway GW_PID "$GW_PORT" GATEWAY_LISTEN="127.0.0.1:$GW_PORT" GATEWAY_LOG_LEVEL=warn \
     GATEWAY_ADMIN_LISTEN="127.0.0.1:$GW_ADMIN" \
     GATEWAY_LOCK_DIR="$TMP" GATEWAY_CATALOG_ADDR="127.0.0.1:$CAT_PORT" \
-    GATEWAY_ORDER_ADDR="127.0.0.1:$ORD_PORT" ${GW_EXTRA_ENV[@]+"${GW_EXTRA_ENV[@]}"}
+    GATEWAY_ORDER_ADDR="127.0.0.1:$ORD_PORT" "${GW_AUTH_ENV[@]}" ${GW_EXTRA_ENV[@]+"${GW_EXTRA_ENV[@]}"}
 }
 
 # post_order: "status time_s body" of one POST /v1/orders of $ORDER_BODY.
 post_order() {
   local out
-  out=$(curl -s -m 15 -H 'Content-Type: application/json' -d "$ORDER_BODY" \
+  out=$(curl -s -m 15 "${AUTH_HDR[@]}" -H 'Content-Type: application/json' -d "$ORDER_BODY" \
     -w '\n%{http_code} %{time_total}' "$GW_URL/v1/orders" || true)
   printf '%s %s\n' "${out##*$'\n'}" "${out%$'\n'*}"
 }
@@ -141,7 +149,8 @@ echo "==== postgres"
 pg_up_waiting "$PG_WAIT"
 
 echo "==== build ($BUILD_DIR, RelWithDebInfo)"
-bench_build catalog order gateway bench_openloop
+bench_build catalog order gateway shopmicro-jwt bench_openloop
+bench_auth "$TMP/auth"
 GW_LABELS+=(build) GW_BINS+=("$BUILD_DIR/gateway/gateway")
 
 echo "==== catalog, order and the build's gateway (fresh databases $CAT_DB, $ORD_DB)"
@@ -157,12 +166,12 @@ start_gateway "$BUILD_DIR/gateway/gateway"
 say "catalog pid $CAT_PID :$CAT_PORT, order pid $ORD_PID :$ORD_PORT (admin :$ORD_ADMIN), gateway pid $GW_PID :$GW_PORT"
 ids=()
 for i in 1 2; do
-  id=$(curl -sf -d "{\"name\":\"breaker bench $i\",\"price_cents\":$((100 * i)),\"stock\":1000000}" "$GW_URL/v1/products" |
+  id=$(curl -sf "${AUTH_HDR[@]}" -d "{\"name\":\"breaker bench $i\",\"price_cents\":$((100 * i)),\"stock\":1000000}" "$GW_URL/v1/products" |
     sed -n 's/^{"id":"\([^"]*\)".*/\1/p')
   [[ -n $id ]] || die "cannot create a product"
   ids+=("$id")
 done
-ORDER_BODY="{\"customer_id\":\"breaker-bench\",\"items\":[{\"product_id\":\"${ids[0]}\",\"quantity\":1},{\"product_id\":\"${ids[1]}\",\"quantity\":2}]}"
+ORDER_BODY="{\"customer_id\":\"$BENCH_SUB\",\"items\":[{\"product_id\":\"${ids[0]}\",\"quantity\":1},{\"product_id\":\"${ids[1]}\",\"quantity\":2}]}"
 read -r code _ body < <(post_order)
 [[ $code == 200 ]] || die "the first order failed: $code $body"
 ORDER_ID=$(sed -n 's/^{"id":"\([^"]*\)".*/\1/p' <<<"$body")
@@ -188,16 +197,17 @@ wait_fast() {
     read -r code secs body < <(post_order)
     if [[ $code == 503 && $body == *"circuit open"* ]]; then fast=$((fast + 1)); else fast=0; sleep 0.05; fi
   done
-  say "ready: $(curl -s -D - -o /dev/null -H 'Content-Type: application/json' -d "$ORDER_BODY" "$GW_URL/v1/orders" |
+  say "ready: $(curl -s -D - -o /dev/null "${AUTH_HDR[@]}" -H 'Content-Type: application/json' -d "$ORDER_BODY" "$GW_URL/v1/orders" |
     tr -d '\r' | grep -i '^retry-after' || echo 'no Retry-After')"
 }
 
 # probe_orders SECONDS: one GET /v1/orders/$ORDER_ID every 20 ms on one keep-alive connection;
 # prints "PROBE n=.. ok=.. other=.. max_ms=..".
 probe_orders() {
-  /usr/bin/python3 - "$GW_PORT" "$ORDER_ID" "$1" <<'EOF'
-import http.client, sys, time
+  BENCH_TOKEN=$TOKEN /usr/bin/python3 - "$GW_PORT" "$ORDER_ID" "$1" <<'EOF'
+import http.client, os, sys, time
 port, oid, secs = int(sys.argv[1]), sys.argv[2], float(sys.argv[3])
+auth = {"Authorization": "Bearer " + os.environ["BENCH_TOKEN"]}
 c = http.client.HTTPConnection("127.0.0.1", port, timeout=5)
 n = ok = 0
 worst = 0.0
@@ -205,7 +215,7 @@ end = time.monotonic() + secs
 while time.monotonic() < end:
     t0 = time.monotonic()
     try:
-        c.request("GET", "/v1/orders/" + oid)
+        c.request("GET", "/v1/orders/" + oid, headers=auth)
         r = c.getresponse()
         body = r.read()
         ok += r.status == 200 and oid.encode() in body
@@ -265,13 +275,13 @@ for (( round = 1; round <= ROUNDS; round++ )); do
     wait_fast
     say "loadavg $(load1)"
     echo "---- closed loop: wrk -t$WRK_THREADS -c$CONNECTIONS -d${SECONDS_RUN}s (as many as it answers)"
-    phase "$label" "$round" "wrk-c$CONNECTIONS" env WRK_ORDER_BODY="$ORDER_BODY" wrk -t"$WRK_THREADS" \
+    phase "$label" "$round" "wrk-c$CONNECTIONS" env WRK_ORDER_BODY="$ORDER_BODY" WRK_TOKEN="$TOKEN" wrk -t"$WRK_THREADS" \
       -c"$CONNECTIONS" -d"${SECONDS_RUN}s" --timeout 5s -s "$LUA" "$GW_URL"
     if (( RATE > 0 )); then
       echo "---- open loop: bench_openloop --rate $RATE for ${SECONDS_RUN}s (latency from each request's due time)"
       phase "$label" "$round" "open-$RATE" env WRK_ORDER_BODY="$ORDER_BODY" "$BUILD_DIR/bench/bench_openloop" \
         --url "$GW_URL" --rate "$RATE" --seconds $((SECONDS_RUN - 1)) --warmup 1 --connections "$OPEN_CONNECTIONS" \
-        --method POST --path /v1/orders --body-env WRK_ORDER_BODY
+        --method POST --path /v1/orders --body-env WRK_ORDER_BODY --header "Authorization: Bearer $TOKEN"
     fi
     stop_proc gateway GW_PID || die "gateway \"$label\" did not exit 0 after SIGTERM"
   done

@@ -9,9 +9,15 @@
 #                              [--conns-after S] [--rss-minutes M] [--skip-breaker]
 #                              [--memory-only] [--reinit-pgbench] [--pg-wait S]
 #                              [--perf-out DIR] [--gateway-bin [LABEL=]PATH]... [--catalog-bin PATH]
-#                              [--catalog-workers N]
+#                              [--catalog-workers N] [--auth-ab] [--rounds N]
 #                              [--gateway-env NAME=VALUE]...
 #
+# The gateway checks bearer tokens (gateway/door.h): the script makes a key pair of its own
+# (bench/lib.sh's bench_auth), starts the gateway with its JWKS, issuer and audience and with
+# GATEWAY_RATE_LIMITS=off (the benchmark measures the request path, not the limiter:
+# bench/ratelimit_bench does), and every request it sends carries the token (sub c1, scopes
+# catalog:write orders:write orders:read): the seeding POSTs, wrk's GETs (WRK_TOKEN,
+# bench/wrk/result.lua), the connections phase's GETs and the curl probes.
 # 1. deploy/local/stack.sh pg-up (the project's Postgres, 127.0.0.1:$SHOPMICRO_PG_PORT);
 #    while the port is held by another checkout's cluster it retries for up
 #    to --pg-wait seconds (default 600)
@@ -60,10 +66,19 @@
 #    DIR/perf-{gateway,catalog}.data, and the gateway during the breaker phase
 #    into DIR/perf-gateway-breaker.data, with DIR/perf-*.txt reports (by shared
 #    object, by symbol, inclusive).
+# --auth-ab: instead of steps 4-8, what the token check costs the GET path: --rounds (5) rounds,
+#    each one wrk run of --seconds with the token and one without it (GET /v1/products/{id} is
+#    public), their order alternating (token first in odd rounds), on the same gateway process
+#    after a 2 s warm-up of each; req/s, p99, the gateway's CPU per request and the cores of the
+#    run's own processes in every run; the medians, the ratio of the median req/s with the token
+#    to without it (and of req/s per core of its own processes, fairer when other work shares
+#    the machine) and the gateway's extra CPU per request; goal: the token costs <= 5 % of the
+#    GET throughput (ratio >= 0.95).
 # Each phase also reports how busy the machine was and how many cores the
 # benchmark's own processes used. The gateway and catalog are stopped with
 # SIGTERM (the gateway must exit 0) and the database dropped on any exit.
-# Figures: docs/benchmarks.md, "Gateway GetProduct through the full stack".
+# Figures: docs/benchmarks.md, "Gateway GetProduct through the full stack" (--auth-ab: "Bearer
+# tokens on the GET path").
 set -euo pipefail
 
 ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd -P)
@@ -99,6 +114,9 @@ CONNS_HOLD=5
 CONNS_AFTER=30
 CONNS_STEP=5
 MEMORY_ONLY=0
+AUTH_AB=0
+AB_ROUNDS=5
+TARGET_AB_COST_PCT=5   # issue 36: the token check costs <= 5 % of GET throughput
 GW_BINS=()   # [LABEL=]PATH of each throughput phase; none: the build's gateway
 GW_BIN=""    # the running gateway's binary (start_gateway)
 CAT_BIN=""   # read by catalog_start (bench/lib.sh)
@@ -115,6 +133,8 @@ while (( $# > 0 )); do
     --conns-hold)     CONNS_HOLD=${2:?}; shift 2 ;;
     --conns-after)    CONNS_AFTER=${2:?}; shift 2 ;;
     --memory-only)    MEMORY_ONLY=1; shift ;;
+    --auth-ab)        AUTH_AB=1; shift ;;
+    --rounds)         AB_ROUNDS=${2:?}; shift 2 ;;
     --gateway-bin)    GW_BINS+=("${2:?}"); shift 2 ;;
     --catalog-bin)    CAT_BIN=${2:?}; shift 2 ;;
     --catalog-workers) CATALOG_WORKERS=${2:?}; shift 2 ;;
@@ -127,7 +147,7 @@ while (( $# > 0 )); do
     *) unknown_arg "$1" ;;
   esac
 done
-need_positive "$SECONDS_RUN" "$CONNECTIONS" "$WRK_THREADS" "$PRODUCTS" "$CATALOG_WORKERS"
+need_positive "$SECONDS_RUN" "$CONNECTIONS" "$WRK_THREADS" "$PRODUCTS" "$CATALOG_WORKERS" "$AB_ROUNDS"
 for v in "$RSS_MINUTES" "$PG_WAIT" "$CONNS" "$CONNS_HOLD" "$CONNS_AFTER"; do
   [[ $v =~ ^[0-9]+$ ]] || arg_error "'$v' is not a non-negative integer"
 done
@@ -138,6 +158,12 @@ if [[ -n $PERF_OUT ]]; then
 fi
 if (( MEMORY_ONLY )); then RSS_MINUTES=0 SKIP_BREAKER=1; fi
 phase_bins --gateway-bin gateway ${GW_BINS[@]+"${GW_BINS[@]}"}
+if (( AUTH_AB )); then
+  (( ! MEMORY_ONLY && ${#PHASE_BIN[@]} <= 1 )) && [[ -z $PERF_OUT ]] ||
+    arg_error "--auth-ab takes one gateway and neither --memory-only nor --perf-out"
+  (( SECONDS_RUN >= 4 )) || arg_error "--auth-ab needs --seconds 4 or more (the CPU is measured inside each run)"
+  CONNS=0 RSS_MINUTES=0 SKIP_BREAKER=1
+fi
 if (( ${#PHASE_BIN[@]} > 1 )); then
   [[ -z $PERF_OUT ]] || arg_error "--perf-out takes one --gateway-bin"
   CONNS=0 RSS_MINUTES=0 SKIP_BREAKER=1
@@ -177,12 +203,13 @@ on_exit cleanup
 
 # start_wrk LABEL SECONDS [ENV=VALUE...]: wrk against the gateway with the
 # GetProduct script in the background (output in $TMP/wrk-LABEL.log), and the
-# CPU watcher over its run (report in $TMP/watch-LABEL.log).
+# CPU watcher over its run (report in $TMP/watch-LABEL.log). Each request
+# carries the bench's token unless ENV says WRK_TOKEN= (none).
 start_wrk() {
   local label=$1 secs=$2
   shift 2
   WRK_LABEL=$label
-  env WRK_IDS_FILE="$TMP/ids.txt" "$@" \
+  env WRK_IDS_FILE="$TMP/ids.txt" WRK_TOKEN="$TOKEN" "$@" \
     wrk -t"$WRK_THREADS" -c"$CONNECTIONS" -d"${secs}s" --timeout 5s -s "$LUA" "$GW_URL" \
     >"$TMP/wrk-$label.log" 2>&1 &
   wrk_pid=$!
@@ -215,7 +242,7 @@ start_gateway() {
   GATEWAY_LISTEN=127.0.0.1:$GW_PORT GATEWAY_CATALOG_ADDR=127.0.0.1:$CAT_PORT \
   GATEWAY_ORDER_ADDR=127.0.0.1:$(free_port) GATEWAY_LOG_LEVEL=warn GATEWAY_LOCK_DIR="$TMP" \
   GATEWAY_STALE_READS=off GATEWAY_ADMIN_LISTEN=127.0.0.1:0 \
-    env ${GW_EXTRA_ENV[@]+"${GW_EXTRA_ENV[@]}"} \
+    env "${GW_AUTH_ENV[@]}" ${GW_EXTRA_ENV[@]+"${GW_EXTRA_ENV[@]}"} \
     "${GW_BIN:-$BUILD_DIR/gateway/gateway}" >>"$TMP/gateway.log" 2>&1 </dev/null &
   GW_PID=$!
   wait_port GW_PID "$GW_PORT" 15 gateway
@@ -227,6 +254,7 @@ hwm_kb() { awk '/^VmHWM:/ { print $2 }' "/proc/$1/status" 2>/dev/null || echo 0;
 sockets_of() { find "/proc/$1/fd" -mindepth 1 -maxdepth 1 -lname 'socket:*' 2>/dev/null | wc -l; }
 
 say_machine
+say_tree
 say "$(wrk --version 2>&1 | head -n1 | sed 's/ Copyright.*//')"
 
 echo "==== postgres"
@@ -234,10 +262,11 @@ pg_up_waiting "$PG_WAIT"
 PG_STARTED=$(pg_start_time)
 
 echo "==== build ($BUILD_DIR, RelWithDebInfo)"
-targets=()
+targets=(shopmicro-jwt)
 [[ -n $CAT_BIN ]] || targets+=(catalog)
 [[ -n $GW_BIN ]] || targets+=(gateway)
-(( ${#targets[@]} == 0 )) || bench_build "${targets[@]}"
+bench_build "${targets[@]}"
+bench_auth "$TMP/auth"
 
 echo "==== stack on database $BENCH_DB"
 "${PSQL[@]}" -d postgres -c "CREATE DATABASE \"$BENCH_DB\""
@@ -246,17 +275,18 @@ CAT_PORT=$(free_port)
 catalog_start "$BENCH_DB" CATALOG_LOG_LEVEL=warn CATALOG_WORKERS="$CATALOG_WORKERS" CATALOG_ADMIN_LISTEN=none
 start_gateway
 say "catalog pid $CAT_PID on 127.0.0.1:$CAT_PORT (CATALOG_WORKERS=$CATALOG_WORKERS, log level warn)${CAT_BIN:+; binary $CAT_BIN}"
-say "gateway pid $GW_PID on $GW_URL (GATEWAY_THREADS=$(nproc), log level warn${GW_EXTRA_ENV[*]:+; then }${GW_EXTRA_ENV[*]:-})${GW_BIN:+; binary $GW_BIN}"
+say "gateway pid $GW_PID on $GW_URL (GATEWAY_THREADS=$(nproc), log level warn, the bench's JWKS, GATEWAY_RATE_LIMITS=off${GW_EXTRA_ENV[*]:+; then }${GW_EXTRA_ENV[*]:-})${GW_BIN:+; binary $GW_BIN}"
 say "open-file limit of the gateway: $(awk '/^Max open files/ { print $4 " soft, " $5 " hard" }' "/proc/$GW_PID/limits")"
 say "seeding $PRODUCTS products through POST $GW_URL/v1/products"
-/usr/bin/python3 - "$GW_PORT" "$PRODUCTS" >"$TMP/ids.txt" <<'EOF' || die "seeding failed"
-import http.client, json, sys
+BENCH_TOKEN=$TOKEN /usr/bin/python3 - "$GW_PORT" "$PRODUCTS" >"$TMP/ids.txt" <<'EOF' || die "seeding failed"
+import http.client, json, os, sys
 port, n = int(sys.argv[1]), int(sys.argv[2])
+auth = "Bearer " + os.environ["BENCH_TOKEN"]
 c = http.client.HTTPConnection("127.0.0.1", port, timeout=10)
 for i in range(n):
     body = json.dumps({"name": "bench product %d" % i, "description": "seeded by run_gateway_bench.sh",
                        "priceCents": str(100 + i), "stock": i % 50})
-    c.request("POST", "/v1/products", body, {"Content-Type": "application/json"})
+    c.request("POST", "/v1/products", body, {"Content-Type": "application/json", "Authorization": auth})
     r = c.getresponse()
     data = r.read()
     if r.status != 200:
@@ -266,7 +296,7 @@ EOF
 "${PSQL[@]}" -d "$BENCH_DB" -c "VACUUM ANALYZE products"
 say "products in $BENCH_DB: $("${PSQL[@]}" -d "$BENCH_DB" -tAc 'SELECT count(*) FROM products'), ids in the wrk list: $(wc -l <"$TMP/ids.txt")"
 sample_id=$(head -n1 "$TMP/ids.txt")
-say "sample: GET /v1/products/$sample_id -> $(curl -s "$GW_URL/v1/products/$sample_id")"
+say "sample: GET /v1/products/$sample_id -> $(curl -s "${AUTH_HDR[@]}" "$GW_URL/v1/products/$sample_id")"
 
 # throughput I: step 4 with the gateway of phase I (started anew unless it is the first): wrk's
 # warm-up, then the measured run (and perf, when asked). Sets MAIN[I] (wrk's RESULT line),
@@ -308,7 +338,63 @@ throughput() {
   say "gateway VmRSS after the throughput phase: $(rss_kb "$GW_PID") kB"
 }
 
-for (( i = 0; i < ${#PHASE_BIN[@]}; i++ )); do throughput "$i"; done
+# proc_us LABEL NAME: process NAME's CPU us per request in wrk run LABEL (its watch_cpu report).
+proc_us() {
+  per_request "$TMP/watch-$1.log" "$(result_field "$WRK_RESULT" rps)" |
+    sed -n "s/^CPU us per request .*$2 \([0-9]*\).*/\1/p"
+}
+# median X...: the median of the numbers (the mean of the middle two for an even count).
+median() { printf '%s\n' "$@" | sort -g | awk '{ v[NR] = $1 } END { if (NR == 0) print "?"; else if (NR % 2) print v[(NR + 1) / 2]; else print (v[NR / 2] + v[NR / 2 + 1]) / 2 }'; }
+
+# auth_ab: --auth-ab's rounds; AB_ROWS (a line per run) and AB_{TOK,NONE}_{RPS,P99,US}.
+AB_ROWS=() AB_TOK_RPS=() AB_NONE_RPS=() AB_TOK_P99=() AB_NONE_P99=() AB_TOK_US=() AB_NONE_US=() AB_PAIR=()
+AB_TOK_RPC=() AB_NONE_RPC=()   # req/s per core the benchmark's own processes used
+AB_TOK_CAT=() AB_NONE_CAT=()   # the catalog's CPU us per request
+AB_DUS=()                      # per round: the gateway's us per request with the token minus without
+auth_ab() {
+  local r k kind bad rps rpc tok_rps
+  local -a order
+  echo "==== --auth-ab: GET /v1/products/{id} with the bearer token and without, $AB_ROUNDS rounds of $SECONDS_RUN s each, wrk -t$WRK_THREADS -c$CONNECTIONS"
+  # That wrk's requests carry the token at all: with a broken one every answer must be a 401.
+  run_wrk check-bad-token 1 WRK_TOKEN=not.a.token
+  (( $(result_field "$WRK_RESULT" requests) > 0 && $(result_field "$WRK_RESULT" non2xx) == $(result_field "$WRK_RESULT" requests) )) ||
+    die "wrk with a broken token was not refused on every request ($WRK_RESULT): is WRK_TOKEN sent?"
+  say "check: wrk with a broken token: $(result_field "$WRK_RESULT" non2xx) of $(result_field "$WRK_RESULT" requests) requests refused"
+  run_wrk warmup-token "$WARMUP"
+  run_wrk warmup-none "$WARMUP" WRK_TOKEN=
+  for (( r = 1; r <= AB_ROUNDS; r++ )); do
+    if (( r % 2 )); then order=(token none); else order=(none token); fi
+    for kind in "${order[@]}"; do
+      k=ab$r-$kind
+      say "round $r, $kind: loadavg $(load1); other sessions on this Postgres: $(other_pg_sessions "${OWN_DBS[@]}")"
+      if [[ $kind == token ]]; then run_wrk "$k" "$SECONDS_RUN"; else run_wrk "$k" "$SECONDS_RUN" WRK_TOKEN=; fi
+      bad=$(( $(result_field "$WRK_RESULT" non2xx) + $(result_field "$WRK_RESULT" connect_err) + $(result_field "$WRK_RESULT" read_err) + $(result_field "$WRK_RESULT" write_err) + $(result_field "$WRK_RESULT" timeouts) ))
+      (( bad == 0 )) || die "round $r, $kind: $bad requests failed ($WRK_RESULT)"
+      rps=$(result_field "$WRK_RESULT" rps)
+      rpc=$(ratio "$rps" "$(own_cores "$TMP/watch-$k.log")" 0)
+      if [[ $kind == token ]]; then
+        AB_TOK_RPS+=("$rps") AB_TOK_P99+=("$(result_field "$WRK_RESULT" p99_ms)") AB_TOK_US+=("$(proc_us "$k" gateway)")
+        AB_TOK_RPC+=("$rpc") AB_TOK_CAT+=("$(proc_us "$k" catalog)")
+        tok_rps=$rps
+      else
+        AB_NONE_RPS+=("$rps") AB_NONE_P99+=("$(result_field "$WRK_RESULT" p99_ms)") AB_NONE_US+=("$(proc_us "$k" gateway)")
+        AB_NONE_RPC+=("$rpc") AB_NONE_CAT+=("$(proc_us "$k" catalog)")
+      fi
+      AB_ROWS+=("$(printf '%5s  %-6s %9s %9s %11s %11s %11s %9s %11s' "$r" "$kind" "$rps" "$(result_field "$WRK_RESULT" p50_ms)" \
+        "$(result_field "$WRK_RESULT" p99_ms)" "$(proc_us "$k" gateway)" "$(proc_us "$k" catalog)" \
+        "$(own_cores "$TMP/watch-$k.log")" "$rpc")")
+      say "$kind: $rps req/s, p99 $(result_field "$WRK_RESULT" p99_ms) ms, gateway $(proc_us "$k" gateway) us a request; $(sed -n 's/.*machine CPU: \(busy [0-9]*%\).*/machine \1/p' "$TMP/watch-$k.log")"
+    done
+    AB_PAIR+=("$(ratio "$tok_rps" "${AB_NONE_RPS[-1]}" 3)")
+    AB_DUS+=("$(awk -v a="${AB_TOK_US[-1]}" -v b="${AB_NONE_US[-1]}" 'BEGIN { printf "%+d", a - b }')")
+  done
+}
+
+if (( AUTH_AB )); then
+  auth_ab
+else
+  for (( i = 0; i < ${#PHASE_BIN[@]}; i++ )); do throughput "$i"; done
+fi
 
 if [[ -n $PERF_OUT ]]; then
   for p in gateway catalog; do
@@ -332,11 +418,12 @@ if (( CONNS > 0 )); then
   # VmHWM from here on is the phase's peak (clear_refs 5 resets it).
   echo 5 >"/proc/$GW_PID/clear_refs" 2>/dev/null || say "cannot reset VmHWM of pid $GW_PID: the peak below is the process's"
   trims_before=$(grep -c 'returned freed heap' "$TMP/gateway.log" || true)
-  /usr/bin/python3 - "$GW_PORT" "$GW_PID" "$CONNS" "$CONNS_HOLD" "$CONNS_AFTER" "$CONNS_STEP" "$TMP/ids.txt" \
+  BENCH_TOKEN=$TOKEN /usr/bin/python3 - "$GW_PORT" "$GW_PID" "$CONNS" "$CONNS_HOLD" "$CONNS_AFTER" "$CONNS_STEP" "$TMP/ids.txt" \
     >"$TMP/conns.log" 2>&1 <<'EOF' || { cat "$TMP/conns.log"; die "connections phase failed"; }
 import os, socket, sys, time
 port, pid, n, hold, after, step = (int(a) for a in sys.argv[1:7])
 ids = [l.strip() for l in open(sys.argv[7]) if l.strip()]
+auth = os.environ["BENCH_TOKEN"]
 
 def status(key):
     for line in open("/proc/%d/status" % pid):
@@ -395,8 +482,8 @@ for i in range(n):
     conns.append(s)
 # Every request goes out before any answer is read: all n are in flight at once.
 for i, s in enumerate(conns):
-    s.sendall(("GET /v1/products/%s HTTP/1.1\r\nHost: 127.0.0.1:%d\r\nX-Request-Id: conns-%d\r\n\r\n"
-               % (ids[i % len(ids)], port, i)).encode())
+    s.sendall(("GET /v1/products/%s HTTP/1.1\r\nHost: 127.0.0.1:%d\r\nX-Request-Id: conns-%d\r\n"
+               "Authorization: Bearer %s\r\n\r\n" % (ids[i % len(ids)], port, i, auth)).encode())
 codes = {}
 for s in conns:
     code = response(s)
@@ -443,7 +530,7 @@ EOF
 fi
 
 PGB_TPS=""
-if (( ! MEMORY_ONLY )); then
+if (( ! MEMORY_ONLY && ! AUTH_AB )); then
 echo "==== pgbench (database $PGBENCH_DB, scale $PGBENCH_SCALE)"
 pgbench_ref_db "$PGBENCH_DB" "$PGBENCH_SCALE" "$REINIT_PGBENCH"
 pgbench_run -S "$PGBENCH_DB" "$SECONDS_RUN" 1 $((SECONDS_RUN > 3 ? SECONDS_RUN - 2 : 1)) named
@@ -491,7 +578,7 @@ if (( ! SKIP_BREAKER )); then
   fast=0 tries=0
   while (( fast < 3 )); do
     (( tries++ < 600 )) || die "the gateway never answered 503 circuit open fast"
-    body=$(curl -s -m 15 -o - -w '\n%{http_code} %{time_total}' "$GW_URL/v1/products/$sample_id" || true)
+    body=$(curl -s -m 15 "${AUTH_HDR[@]}" -o - -w '\n%{http_code} %{time_total}' "$GW_URL/v1/products/$sample_id" || true)
     read -r code secs <<<"${body##*$'\n'}"
     body=${body%$'\n'*}
     if [[ $code == 503 && $body == *"circuit open"* ]] && awk -v s="$secs" 'BEGIN { exit !(s < 0.005) }'; then
@@ -502,7 +589,7 @@ if (( ! SKIP_BREAKER )); then
       sleep 0.05
     fi
   done
-  say "breaker open: $(curl -s -D - -o /dev/null "$GW_URL/v1/products/$sample_id" | tr -d '\r' | grep -i '^retry-after' || echo 'no Retry-After')"
+  say "breaker open: $(curl -s "${AUTH_HDR[@]}" -D - -o /dev/null "$GW_URL/v1/products/$sample_id" | tr -d '\r' | grep -i '^retry-after' || echo 'no Retry-After')"
   say "wrk -t$WRK_THREADS -c$CONNECTIONS -d${SECONDS_RUN}s (WRK_COUNT_STATUS=1: responses counted by status)"
   start_wrk breaker "$SECONDS_RUN" WRK_COUNT_STATUS=1
   perf_pids=""
@@ -565,7 +652,32 @@ phase_summary() {
 printf 'nproc                    %s\n' "$(nproc)"
 [[ -z $PGB_TPS ]] ||
   printf 'pgbench -S -M prepared   %.0f tps  (-c 4 -j 2 -T %s, TCP 127.0.0.1)\n' "$PGB_TPS" "$SECONDS_RUN"
-for (( i = 0; i < ${#PHASE_BIN[@]}; i++ )); do phase_summary "$i"; done
+if (( AUTH_AB )); then
+  printf '%5s  %-6s %9s %9s %11s %11s %11s %9s %11s\n' round token "req/s" "p50 ms" "p99 ms" "gateway us" "catalog us" \
+    "own cores" "req/s/core"
+  printf '%s\n' "${AB_ROWS[@]}"
+  m_tok=$(median "${AB_TOK_RPS[@]}") m_none=$(median "${AB_NONE_RPS[@]}")
+  u_tok=$(median "${AB_TOK_US[@]}") u_none=$(median "${AB_NONE_US[@]}")
+  ab=$(ratio "$m_tok" "$m_none" 3)
+  printf 'GET with a token          median %.0f req/s  p99 %s ms  gateway %s us, catalog %s us a request\n' "$m_tok" \
+    "$(median "${AB_TOK_P99[@]}")" "$u_tok" "$(median "${AB_TOK_CAT[@]}")"
+  printf 'GET without one           median %.0f req/s  p99 %s ms  gateway %s us, catalog %s us a request\n' "$m_none" \
+    "$(median "${AB_NONE_P99[@]}")" "$u_none" "$(median "${AB_NONE_CAT[@]}")"
+  printf 'ratio token/none          %s of the median req/s (per round: %s; their median %s)\n' "$ab" "${AB_PAIR[*]}" \
+    "$(median "${AB_PAIR[@]}")"
+  abc=$(ratio "$(median "${AB_TOK_RPC[@]}")" "$(median "${AB_NONE_RPC[@]}")" 3)
+  printf 'per core of the run       with %.0f, without %.0f req/s per core of its own processes: ratio %s\n' \
+    "$(median "${AB_TOK_RPC[@]}")" "$(median "${AB_NONE_RPC[@]}")" "$abc"
+  printf 'token check, gateway CPU  %s us a request (%s %% of %s; per round: %s; their median %+g)\n' \
+    "$(awk -v a="$u_tok" -v b="$u_none" 'BEGIN { printf "%+.1f", a - b }')" \
+    "$(awk -v a="$u_tok" -v b="$u_none" 'BEGIN { if (b > 0) printf "%+.1f", 100 * (a - b) / b; else print "?" }')" "$u_none" \
+    "${AB_DUS[*]}" "$(median "${AB_DUS[@]}")"
+  ab_min=$(awk -v p="$TARGET_AB_COST_PCT" 'BEGIN { print 1 - p / 100 }')
+  printf 'goal: the token costs <= %s %% of GET throughput (ratio >= %s): %s by the median req/s, %s per core\n' \
+    "$TARGET_AB_COST_PCT" "$ab_min" "$(goal_met "$ab" '>=' "$ab_min")" "$(goal_met "$abc" '>=' "$ab_min")"
+else
+  for (( i = 0; i < ${#PHASE_BIN[@]}; i++ )); do phase_summary "$i"; done
+fi
 if [[ -n ${PGB_OWN:-} ]]; then
   printf 'CPU us per pgbench tx    %.0f (pgbench + its Postgres backends)\n' \
     "$(awk -v c="$PGB_OWN" -v t="$PGB_TPS" 'BEGIN { print c * 1e6 / t }')"
@@ -587,7 +699,7 @@ fi
 if [[ -n $RSS_SUMMARY ]]; then
   printf 'gateway RSS (%s min)      %s\n' "$RSS_MINUTES" "$RSS_SUMMARY"
 fi
-for (( i = 0; i < ${#PHASE_BIN[@]}; i++ )); do
+for (( i = 0; i < ${#MAIN_BAD[@]}; i++ )); do
   (( MAIN_BAD[i] == 0 )) ||
     printf 'WARNING                  %s requests failed in the throughput phase of %s: the figures are suspect\n' \
       "${MAIN_BAD[i]}" "${PHASE_LABEL[i]}"

@@ -6,6 +6,12 @@
 #   bench/run_notify_bench.sh [--jobs N] [--rate R] [--seconds S] [--no-e2e]
 #                             [--service-env NOTIFY_NAME=VALUE]...
 #
+# The end-to-end step's gateway checks bearer tokens: `stack.sh start` gives it the run folder's
+# JWKS, and its CreateOrders carry a token signed with the run folder's key (`stack.sh token`,
+# through bench/lib.sh's bench_auth --stack: sub c1, scopes catalog:write orders:write
+# orders:read), the orders customer c1's. The gateway runs with GATEWAY_RATE_LIMITS=off: the
+# benchmark measures the pipeline, not the limiter (bench/ratelimit_bench does).
+#
 # 0. runs itself again under `deploy/local/stack.sh test-env`: a Postgres of its own on a free
 #    port, fresh databases, free ports for Kafka, RabbitMQ and every service, a run folder in
 #    $TMPDIR; all of it gone at exit (also on failure or Ctrl-C). The user's .run/ and its
@@ -110,7 +116,7 @@ say_tree
 T_RUN=$EPOCHREALTIME
 
 echo "==== build ($BUILD_DIR, RelWithDebInfo)"
-bench_build catalog order relay gateway notify-sink notification bench_notify
+bench_build catalog order relay gateway shopmicro-jwt notify-sink notification bench_notify
 BENCH=$BUILD_DIR/bench/bench_notify
 
 echo "==== brokers (run folder $SHOPMICRO_RUN_DIR)"
@@ -215,6 +221,7 @@ check_counts pre-queued
 
 if (( E2E )); then
   echo "==== 3. end to end: catalog, order, relay, relay-catalog, gateway; CreateOrder at $RATE/s for $SECONDS_RUN s"
+  bench_auth --stack
   "$STACK" start catalog order relay relay-catalog gateway >/dev/null || die "the services did not start"
   PRODUCT=$(sql catalog "INSERT INTO products (name, price_cents, stock) VALUES ('Bench lamp', 1299, 100000000) RETURNING id")
   [[ -n $PRODUCT ]] || die "cannot create the product"
@@ -223,8 +230,8 @@ if (( E2E )); then
   # One warm-up order, until its webhook arrived: every consumer group has joined.
   t0=$EPOCHREALTIME
   for (( i = 0; ; i++ )); do
-    curl -s --max-time 5 -XPOST "$GW/v1/orders" \
-      -d "{\"customer_id\":\"warm-up\",\"items\":[{\"product_id\":\"$PRODUCT\",\"quantity\":1}]}" | grep -q '"id"' && break
+    curl -s --max-time 5 "${AUTH_HDR[@]}" -XPOST "$GW/v1/orders" \
+      -d "{\"customer_id\":\"$BENCH_SUB\",\"items\":[{\"product_id\":\"$PRODUCT\",\"quantity\":1}]}" | grep -q '"id"' && break
     (( i < 50 )) || die "CreateOrder through the gateway fails"
     sleep 0.2
   done
@@ -236,7 +243,8 @@ if (( E2E )); then
   from=$(wc -l <"$SINK_LOG")
   c0=$(cpu_snapshot) t0=$EPOCHREALTIME
   "$BENCH" orders --url "$GW" --product "$PRODUCT" --rate "$RATE" --seconds "$SECONDS_RUN" \
-    --out "$TMP/orders.txt" | tee "$TMP/orders.log" || die "bench_notify orders failed"
+    --out "$TMP/orders.txt" --header "Authorization: Bearer $TOKEN" --customer "$BENCH_SUB" |
+    tee "$TMP/orders.log" || die "bench_notify orders failed"
   ORDERS=$(grep '^RESULT ' "$TMP/orders.log")
   OK=$(result_field "$ORDERS" ok)
   # Every confirmed order's webhook (plus the warm-up's), at most 60 s.

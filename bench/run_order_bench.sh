@@ -11,10 +11,16 @@
 # gateway and client, so that two versions (e.g. one built from `git worktree add /tmp/before
 # <commit>` in a build dir of its own) compare side by side in one run (A B A B to see the noise).
 #
+# The gateway checks bearer tokens: the script makes a key pair of its own (bench/lib.sh's
+# bench_auth) and starts the gateway with its JWKS, issuer and audience and with
+# GATEWAY_RATE_LIMITS=off (the benchmark measures the request path, not the limiter:
+# bench/ratelimit_bench does); bench_http sends the token (sub c1, scopes catalog:write
+# orders:write orders:read) on every request, and every order is customer c1's.
+#
 # 1. deploy/local/stack.sh pg-up (the project's Postgres, 127.0.0.1:$SHOPMICRO_PG_PORT);
 #    while the port is held by another checkout's cluster, retries for up to
 #    $SHOPMICRO_PG_WAIT_S seconds (default 600)
-# 2. builds catalog, order, gateway and bench_http (RelWithDebInfo) in
+# 2. builds catalog, order, gateway, shopmicro-jwt and bench_http (RelWithDebInfo) in
 #    $SHOPMICRO_BENCH_BUILD_DIR (default build-bench/)
 # 3. creates fresh databases for the catalog and the orders, starts the real
 #    catalog, order and gateway binaries on free ports (log level warn: no
@@ -152,8 +158,11 @@ PG_STARTED=$(pg_start_time)
 say "postgres $(sql postgres "SHOW server_version"); synchronous_commit=$(sql postgres "SHOW synchronous_commit") fsync=$(sql postgres "SHOW fsync")"
 
 echo "==== build ($BUILD_DIR, RelWithDebInfo)"
-bench_build catalog order gateway bench_http
+bench_build catalog order gateway shopmicro-jwt bench_http
 BENCH="$BUILD_DIR/bench/bench_http"
+bench_auth "$TMP/auth"
+# customer c1 by name (the token's subject): an --order-bin from before the owner rule wants one.
+BENCH_AUTH_ARGS=(--header "Authorization: Bearer $TOKEN" --customer "$BENCH_SUB")
 if (( ${#PHASE_BIN[@]} == 0 )); then PHASE_LABEL=(order) PHASE_BIN=("$BUILD_DIR/services/order/order"); fi
 declare -a R_RATE=() R_P50=() R_P99=() R_ERRS=() R_BY_STATUS=() R_OWN=() R_SPLIT=() R_CHECK=() R_CHECK_OK=() R_STMTS=() R_XACTS=()
 
@@ -219,13 +228,13 @@ order_phase() {
     "GATEWAY_LISTEN=127.0.0.1:@PORT@" "GATEWAY_LOG_LEVEL=warn" "GATEWAY_LOCK_DIR=$TMP" \
     "GATEWAY_ADMIN_LISTEN=127.0.0.1:0" \
     "GATEWAY_CATALOG_ADDR=127.0.0.1:${SVC_PORT[catalog]}" \
-    "GATEWAY_ORDER_ADDR=127.0.0.1:${SVC_PORT[order]}" \
+    "GATEWAY_ORDER_ADDR=127.0.0.1:${SVC_PORT[order]}" "${GW_AUTH_ENV[@]}" \
     ${GATEWAY_THREADS:+"GATEWAY_THREADS=$GATEWAY_THREADS"}
   URL="http://127.0.0.1:${SVC_PORT[gateway]}"
   say "settings: ORDER_WORKERS=${ORDER_WORKERS:-8 (default)} CATALOG_WORKERS=${CATALOG_WORKERS:-4 (default)} GATEWAY_THREADS=${GATEWAY_THREADS:-$(nproc) (default: nproc)}"
 
   say "seeding $PRODUCTS products via POST /v1/products"
-  "$BENCH" --url "$URL" --ensure "$PRODUCTS" --seed-only >"$TMP/seed.log" 2>&1 ||
+  "$BENCH" --url "$URL" --ensure "$PRODUCTS" --seed-only "${BENCH_AUTH_ARGS[@]}" >"$TMP/seed.log" 2>&1 ||
     { cat "$TMP/seed.log"; die "seeding failed"; }
   sed 's/^/[bench] /' "$TMP/seed.log"
   "${PSQL[@]}" -d "$CAT_DB" -c "VACUUM ANALYZE products"
@@ -236,11 +245,11 @@ order_phase() {
   bench_args=(--url "$URL" --connections "$CONNS" --seconds "$SECONDS_RUN" --items "$ITEMS"
               --ids-out "$TMP/ids.txt")
   (( IDEM )) && bench_args+=(--idempotency-keys)
-  say "bench_http ${bench_args[*]}"
+  say "bench_http ${bench_args[*]} --customer $BENCH_SUB --header 'Authorization: Bearer <the token>'"
   q0=$(db_queries "$admin")
   x0=$(db_xacts "$ORD_DB")
   watched_run bench_http "$TMP/bench.log" split "pg-catalog=$CAT_DB,pg-orders=$ORD_DB" 1.5 "$(cpu_window "$SECONDS_RUN")" \
-    "gateway=${SVC_PID[gateway]}" "order=${SVC_PID[order]}" "catalog=${SVC_PID[catalog]}" -- "$BENCH" "${bench_args[@]}"
+    "gateway=${SVC_PID[gateway]}" "order=${SVC_PID[order]}" "catalog=${SVC_PID[catalog]}" -- "$BENCH" "${bench_args[@]}" "${BENCH_AUTH_ARGS[@]}"
   cat "$TMP/bench.log" "$TMP/watch.log"
   ORD_OWN=$(own_cores "$TMP/watch.log")
   ORD_SPLIT=$(sed -n 's/.*own processes: [0-9.]* (\(.*\)) of.*/\1/p' "$TMP/watch.log")

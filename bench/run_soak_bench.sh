@@ -7,6 +7,13 @@
 #                           [--rounds N] [--services-dir [LABEL=]DIR]...
 #                           [--service-env NAME=VALUE]...
 #
+# The gateway checks bearer tokens: `stack.sh start` gives it the run folder's JWKS, and every
+# request carries a token signed with the run folder's key (`stack.sh token`, through
+# bench/lib.sh's bench_auth --stack: sub c1, scopes catalog:write orders:write orders:read;
+# bench_openloop through --header), the orders customer c1's. The gateway runs with
+# GATEWAY_RATE_LIMITS=off: the benchmark measures the services, not the limiter
+# (bench/ratelimit_bench does).
+#
 # 0. runs itself again under `deploy/local/stack.sh test-env`: a Postgres of its own on a free
 #    port, fresh databases, free ports for Kafka, RabbitMQ and every service, a run folder in
 #    $TMPDIR; all of it gone at exit (also on failure or Ctrl-C). The user's .run/ and its
@@ -116,12 +123,12 @@ metric() {  # metric NAME: its value on the notification service's /metrics (0 w
 # seconds_past T0 LIMIT: true once LIMIT seconds have passed since $EPOCHREALTIME value T0.
 seconds_past() { awk -v a="$1" -v b="$EPOCHREALTIME" -v l="$2" 'BEGIN { exit !(b - a > l) }'; }
 
-# place_order CUSTOMER: one CreateOrder through the gateway (retried while the stack settles);
-# ORDER_ID is its id.
+# place_order: one CreateOrder of customer $BENCH_SUB through the gateway (retried while the
+# stack settles); ORDER_ID is its id.
 place_order() {
   local i out
   for (( i = 0; i < 50; i++ )); do
-    out=$(curl -s --max-time 5 -XPOST "$GW/v1/orders" -d "{\"customer_id\":\"$1\",\"items\":[{\"product_id\":\"${PRODUCTS[0]}\",\"quantity\":1}]}") || true
+    out=$(curl -s --max-time 5 "${AUTH_HDR[@]}" -XPOST "$GW/v1/orders" -d "{\"customer_id\":\"$BENCH_SUB\",\"items\":[{\"product_id\":\"${PRODUCTS[0]}\",\"quantity\":1}]}") || true
     ORDER_ID=$(sed -n 's/.*"id":"\([^"]*\)".*/\1/p' <<<"$out")
     [[ -z $ORDER_ID ]] || return 0
     sleep 0.2
@@ -156,7 +163,8 @@ round() {
     body=()
     [[ $method != POST ]] || body=(--body-env ORDER_BODY)
     "$BUILD_DIR/bench/bench_openloop" --url "$GW" --rate "$rate" --seconds "$SECONDS_RUN" --warmup 0 \
-      --connections "$CONNS" --method "$method" --path "$path" ${body[@]+"${body[@]}"} >"$TMP/load-$name.log" 2>&1 &
+      --connections "$CONNS" --method "$method" --path "$path" ${body[@]+"${body[@]}"} \
+      --header "Authorization: Bearer $TOKEN" >"$TMP/load-$name.log" 2>&1 &
     pids+=($!)
     load_pids+=" $!"
   done
@@ -202,12 +210,12 @@ phase() {
       SELECT 'Soak product ' || g, repeat('A sturdy thing, well made. ', 40), 100 + g, 1000000000
       FROM generate_series(1, $PRODUCTS_N) g RETURNING id")
     (( ${#PRODUCTS[@]} == PRODUCTS_N )) || die "cannot create the products"
-    export ORDER_BODY="{\"customer_id\":\"soak\",\"items\":[{\"product_id\":\"${PRODUCTS[0]}\",\"quantity\":1},{\"product_id\":\"${PRODUCTS[1]}\",\"quantity\":2}]}"
+    export ORDER_BODY="{\"customer_id\":\"$BENCH_SUB\",\"items\":[{\"product_id\":\"${PRODUCTS[0]}\",\"quantity\":1},{\"product_id\":\"${PRODUCTS[1]}\",\"quantity\":2}]}"
   fi
   local del0 t0
   del0=$(metric shopmicro_notification_jobs_delivered_total)
   t0=$EPOCHREALTIME
-  place_order warm-up
+  place_order
   drain 1 "$del0" warm-up
   say "warm-up order $ORDER_ID CONFIRMED and its webhook delivered $(since "$t0" 1) s after it was placed"
   local q=$(( READ_RATE / 4 > 0 ? READ_RATE / 4 : 1 ))
@@ -222,7 +230,7 @@ say_tree
 T_RUN=$EPOCHREALTIME
 
 echo "==== build ($BUILD_DIR, RelWithDebInfo)"
-targets=(bench_openloop)
+targets=(bench_openloop shopmicro-jwt)
 for d in "${PHASE_BIN[@]}"; do
   [[ $d != "$BUILD_DIR" ]] || { targets+=(catalog order relay notify-sink notification gateway); break; }
 done
@@ -243,6 +251,7 @@ wait "$bg_pid" || { bg_pid=""; cat "$TMP/kafka-start.log"; die "kafka did not st
 bg_pid=""
 say "kafka and rabbitmq up in $(since "$t0" 1) s"
 
+bench_auth --stack
 declare -A RSS=()
 ROUND_LOAD=()
 for (( p = 0; p < ${#PHASE_BIN[@]}; p++ )); do phase "$p"; done

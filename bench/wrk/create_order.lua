@@ -2,10 +2,12 @@
 -- response looked at, for wrk 4.x (bench/run_breaker_bench.sh: the catalog
 -- is down, so each answer is a 503 refusal).
 --
---   WRK_ORDER_BODY='{"customer_id":"c1","items":[...]}' \
+--   WRK_ORDER_BODY='{"customer_id":"c1","items":[...]}' WRK_TOKEN=$TOKEN \
 --     wrk -t2 -c16 -d15s -s bench/wrk/create_order.lua http://127.0.0.1:8080
 --
 -- WRK_ORDER_BODY  the CreateOrder JSON (required)
+-- WRK_TOKEN       the bearer token sent with every request (result.authorize): the route
+--                 needs orders:write, and customer_id must be the token's subject or empty
 --
 -- done() prints the RESULT line of result.lua, then
 --   STATUS <code> <count>            responses by HTTP status
@@ -29,6 +31,7 @@ function init(args)
   wrk.path = "/v1/orders"
   wrk.body = body
   wrk.headers["Content-Type"] = "application/json"
+  result.authorize()
   statuses = {}
   checks = {retry_after = 0, status_body = 0}
 end

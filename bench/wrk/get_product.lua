@@ -2,9 +2,11 @@
 -- from a file of existing product ids, for wrk 4.x (used by
 -- bench/run_gateway_bench.sh).
 --
---   WRK_IDS_FILE=ids.txt wrk -t2 -c64 -d15s -s bench/wrk/get_product.lua http://127.0.0.1:8080
+--   WRK_IDS_FILE=ids.txt WRK_TOKEN=$TOKEN wrk -t2 -c64 -d15s -s bench/wrk/get_product.lua http://127.0.0.1:8080
 --
 -- WRK_IDS_FILE      one product id per line (required)
+-- WRK_TOKEN         a bearer token sent with every request (result.authorize);
+--                   unset: the requests carry none (the route is public)
 -- WRK_COUNT_STATUS  when set (non-empty), every response is handed to Lua and
 --                   counted by status code, and the counts are printed; this
 --                   costs the client some CPU, so the throughput phase
@@ -42,6 +44,7 @@ end
 
 function init(args)
   ids = load_ids()
+  result.authorize()
   -- tid is set by setup() before init() runs in the thread.
   math.randomseed(os.time() * 1000 + (tid or 0) * 7919)
   statuses = {}

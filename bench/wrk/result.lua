@@ -8,6 +8,9 @@
 -- result.sum(name)              in done(): the per-thread tables `name` (a global
 --                               of each thread's script, key -> count) added up
 -- result.print_counts(tag, t)   "TAG <key> <count>" lines, keys sorted
+-- result.authorize()            in init(): when WRK_TOKEN is set (non-empty), every request
+--                               sends "Authorization: Bearer $WRK_TOKEN" (bench/lib.sh's
+--                               bench_auth makes the token); unset, none
 
 local M = {}
 local threads = {}
@@ -47,6 +50,13 @@ function M.print_counts(tag, t)
   for k in pairs(t) do keys[#keys + 1] = k end
   table.sort(keys, function(a, b) return tostring(a) < tostring(b) end)
   for _, k in ipairs(keys) do io.write(string.format("%s %s %d\n", tag, tostring(k), t[k])) end
+end
+
+function M.authorize()
+  local token = os.getenv("WRK_TOKEN")
+  if token ~= nil and token ~= "" then
+    wrk.headers["Authorization"] = "Bearer " .. token
+  end
 end
 
 return M
