@@ -72,8 +72,9 @@
 #    after a 2 s warm-up of each; req/s, p99, the gateway's CPU per request and the cores of the
 #    run's own processes in every run; the medians, the ratio of the median req/s with the token
 #    to without it (and of req/s per core of its own processes, fairer when other work shares
-#    the machine) and the gateway's extra CPU per request; goal: the token costs <= 5 % of the
-#    GET throughput (ratio >= 0.95).
+#    the machine) and the gateway's extra CPU per request; goals: the token costs <= 5 % of the
+#    GET throughput (ratio >= 0.95) and <= 5 % of the gateway's CPU a request (the median of the
+#    rounds' paired differences).
 # Each phase also reports how busy the machine was and how many cores the
 # benchmark's own processes used. The gateway and catalog are stopped with
 # SIGTERM (the gateway must exit 0) and the database dropped on any exit.
@@ -675,6 +676,11 @@ if (( AUTH_AB )); then
   ab_min=$(awk -v p="$TARGET_AB_COST_PCT" 'BEGIN { print 1 - p / 100 }')
   printf 'goal: the token costs <= %s %% of GET throughput (ratio >= %s): %s by the median req/s, %s per core\n' \
     "$TARGET_AB_COST_PCT" "$ab_min" "$(goal_met "$ab" '>=' "$ab_min")" "$(goal_met "$abc" '>=' "$ab_min")"
+  # The issue's own measure: the gateway's CPU a request, by the median of the rounds' pairs
+  # (each pair ran back to back, so it shares the machine's state).
+  dpct=$(awk -v d="$(median "${AB_DUS[@]}")" -v b="$u_none" 'BEGIN { if (b > 0) printf "%.1f", 100 * d / b; else print "?" }')
+  printf 'goal: the token costs <= %s %% of the gateway'"'"'s CPU a request: %s (median of the pairs %s %%)\n' \
+    "$TARGET_AB_COST_PCT" "$(goal_met "$dpct" '<=' "$TARGET_AB_COST_PCT")" "$dpct"
 else
   for (( i = 0; i < ${#PHASE_BIN[@]}; i++ )); do phase_summary "$i"; done
 fi

@@ -599,7 +599,8 @@ static void route(gw_loop_t *l, h2o_req_t *req, gw_access_t *e, const char *id)
         if (m.route->local != NULL)
             local(l, req, m.route, e);
         else
-            forward(l, req, &m, e, id, authenticated ? &who : NULL);
+            forward(l, req, &m, e, id,
+                    authenticated && gw_upstream_reads_caller(m.route->upstream) ? &who : NULL);
         break;
     case GW_MATCH_NOT_FOUND:
         answer_error(e, req, 0, 5, "Not Found", 0);

@@ -74,6 +74,11 @@ const char *gw_upstream_name(gw_upstream_id_t id)
     return "unknown";
 }
 
+bool gw_upstream_reads_caller(gw_upstream_id_t id)
+{
+    return id == GW_UPSTREAM_ORDER;
+}
+
 /* Splits off the segment starting at *p (just after a '/'): it ends at the
  * next '/' or at end. Advances *p past that '/'; *more says whether there
  * was one (so another segment, possibly empty, follows). */

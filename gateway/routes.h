@@ -156,4 +156,9 @@ size_t gw_route_allow_text(unsigned allow, char *buf, size_t cap);
 /* "catalog", "order". Never NULL. */
 const char *gw_upstream_name(gw_upstream_id_t id);
 
+/* Whether the upstream reads the caller (principal.h's metadata) for a rule
+ * of its own: order does (a customer's own orders); the catalog has no such
+ * rule and is not told who asks. */
+bool gw_upstream_reads_caller(gw_upstream_id_t id);
+
 #endif
