@@ -46,11 +46,10 @@ typedef Shopmicro__Catalog__V1__CreateProductRequest create_req_t;
 typedef Shopmicro__Catalog__V1__ListProductsRequest list_req_t;
 typedef Shopmicro__Catalog__V1__ListProductsResponse list_resp_t;
 
-
 typedef struct opts {
     const char *target;
-    int threads;        /* concurrent callers: threads, or calls in flight with --async */
-    int async;          /* one thread keeps `threads` calls in flight on a completion queue */
+    int threads; /* concurrent callers: threads, or calls in flight with --async */
+    int async;   /* one thread keeps `threads` calls in flight on a completion queue */
     double seconds;
     double warmup;
     int deadline_ms;
@@ -136,8 +135,7 @@ static int fetch_ids(void)
                            &shopmicro__catalog__v1__list_products_response__descriptor, &out, &co,
                            &res) != SVC_OK) {
             fprintf(stderr, "bench_catalog: ListProducts failed: %s (%s)\n",
-                    svc_grpc_code_name(res.grpc_status),
-                    res.message);
+                    svc_grpc_code_name(res.grpc_status), res.message);
             return -1;
         }
         resp = (list_resp_t *)out;
@@ -173,8 +171,7 @@ static void *seed_main(void *arg)
                            &res) != SVC_OK) {
             if (atomic_fetch_add(&g_create_errors, 1) == 0)
                 fprintf(stderr, "bench_catalog: CreateProduct failed: %s (%s)\n",
-                        svc_grpc_code_name(res.grpc_status),
-                        res.message);
+                        svc_grpc_code_name(res.grpc_status), res.message);
             continue;
         }
         pthread_mutex_lock(&g_ids_mu);
@@ -271,11 +268,14 @@ static void async_done(inflight_t *f)
     uint64_t t0 = f->u.started_ns;
     rpc_result_t res;
     /* Decoded, as a real caller would; a reply that does not decode is INTERNAL. */
-    ProtobufCMessage *out = rpc_unary_finish(&f->u, &shopmicro__catalog__v1__product__descriptor,
-                                             &res);
+    ProtobufCMessage *out =
+        rpc_unary_finish(&f->u, &shopmicro__catalog__v1__product__descriptor, &res);
 
     protobuf_c_message_free_unpacked(out, NULL);
-    record(f->c, t0, svc_now_ns(), res.err == SVC_OK ? 0 : res.grpc_status ? res.grpc_status : 13,
+    record(f->c, t0, svc_now_ns(),
+           res.err == SVC_OK ? 0
+           : res.grpc_status ? res.grpc_status
+                             : 13,
            res.message);
 }
 
@@ -311,18 +311,17 @@ static void run_async(caller_t *callers)
 
 static void usage(FILE *f)
 {
-    fprintf(f,
-            "usage: bench_catalog [--target HOST:PORT] [--threads N] [--seconds D]\n"
-            "                     [--warmup S] [--deadline-ms MS] [--ensure N] [--async]\n"
-            "       bench_catalog HOST:PORT [THREADS [SECONDS]]\n"
-            "  --target       catalog address (default 127.0.0.1:25051)\n"
-            "  --threads      concurrent callers sharing one channel (default 16)\n"
-            "  --seconds      measured duration (default 10)\n"
-            "  --warmup       unmeasured load before it, opens every DB connection (default 1)\n"
-            "  --deadline-ms  per-call deadline (default 1000)\n"
-            "  --ensure       create products with CreateProduct until N exist (default 0)\n"
-            "  --async        one client thread keeps N calls in flight instead of N\n"
-            "                 blocking threads (less client CPU on a small machine)\n");
+    fprintf(f, "usage: bench_catalog [--target HOST:PORT] [--threads N] [--seconds D]\n"
+               "                     [--warmup S] [--deadline-ms MS] [--ensure N] [--async]\n"
+               "       bench_catalog HOST:PORT [THREADS [SECONDS]]\n"
+               "  --target       catalog address (default 127.0.0.1:25051)\n"
+               "  --threads      concurrent callers sharing one channel (default 16)\n"
+               "  --seconds      measured duration (default 10)\n"
+               "  --warmup       unmeasured load before it, opens every DB connection (default 1)\n"
+               "  --deadline-ms  per-call deadline (default 1000)\n"
+               "  --ensure       create products with CreateProduct until N exist (default 0)\n"
+               "  --async        one client thread keeps N calls in flight instead of N\n"
+               "                 blocking threads (less client CPU on a small machine)\n");
 }
 
 static long parse_long(const char *s, const char *what, long lo, long hi)
@@ -351,34 +350,63 @@ static double parse_double(const char *s, const char *what, double lo, double hi
 
 static void parse_args(int argc, char **argv)
 {
-    static const struct option longopts[] = {
-        {"target", required_argument, NULL, 't'},  {"threads", required_argument, NULL, 'c'},
-        {"seconds", required_argument, NULL, 'd'}, {"warmup", required_argument, NULL, 'w'},
-        {"deadline-ms", required_argument, NULL, 'D'}, {"ensure", required_argument, NULL, 'e'},
-        {"async", no_argument, NULL, 'a'},          {"help", no_argument, NULL, 'h'},
-        {NULL, 0, NULL, 0}};
+    static const struct option longopts[] = {{"target", required_argument, NULL, 't'},
+                                             {"threads", required_argument, NULL, 'c'},
+                                             {"seconds", required_argument, NULL, 'd'},
+                                             {"warmup", required_argument, NULL, 'w'},
+                                             {"deadline-ms", required_argument, NULL, 'D'},
+                                             {"ensure", required_argument, NULL, 'e'},
+                                             {"async", no_argument, NULL, 'a'},
+                                             {"help", no_argument, NULL, 'h'},
+                                             {NULL, 0, NULL, 0}};
     int ch, pos;
 
     g_o = (opts_t){"127.0.0.1:25051", 16, 0, 10, 1, 1000, 0};
     while ((ch = getopt_long(argc, argv, "t:c:d:w:D:e:ah", longopts, NULL)) != -1) {
         switch (ch) {
-        case 't': g_o.target = optarg; break;
-        case 'c': g_o.threads = (int)parse_long(optarg, "thread count", 1, MAX_THREADS); break;
-        case 'd': g_o.seconds = parse_double(optarg, "duration", 0.1, 86400); break;
-        case 'w': g_o.warmup = parse_double(optarg, "warm-up", 0, 3600); break;
-        case 'D': g_o.deadline_ms = (int)parse_long(optarg, "deadline", 1, 3600000); break;
-        case 'e': g_o.ensure = (int)parse_long(optarg, "product count", 0, 10000000); break;
-        case 'a': g_o.async = 1; break;
-        case 'h': usage(stdout); exit(0);
-        default: usage(stderr); exit(2);
+        case 't':
+            g_o.target = optarg;
+            break;
+        case 'c':
+            g_o.threads = (int)parse_long(optarg, "thread count", 1, MAX_THREADS);
+            break;
+        case 'd':
+            g_o.seconds = parse_double(optarg, "duration", 0.1, 86400);
+            break;
+        case 'w':
+            g_o.warmup = parse_double(optarg, "warm-up", 0, 3600);
+            break;
+        case 'D':
+            g_o.deadline_ms = (int)parse_long(optarg, "deadline", 1, 3600000);
+            break;
+        case 'e':
+            g_o.ensure = (int)parse_long(optarg, "product count", 0, 10000000);
+            break;
+        case 'a':
+            g_o.async = 1;
+            break;
+        case 'h':
+            usage(stdout);
+            exit(0);
+        default:
+            usage(stderr);
+            exit(2);
         }
     }
     for (pos = 0; optind < argc; optind++, pos++) {
         switch (pos) {
-        case 0: g_o.target = argv[optind]; break;
-        case 1: g_o.threads = (int)parse_long(argv[optind], "thread count", 1, MAX_THREADS); break;
-        case 2: g_o.seconds = parse_double(argv[optind], "duration", 0.1, 86400); break;
-        default: usage(stderr); exit(2);
+        case 0:
+            g_o.target = argv[optind];
+            break;
+        case 1:
+            g_o.threads = (int)parse_long(argv[optind], "thread count", 1, MAX_THREADS);
+            break;
+        case 2:
+            g_o.seconds = parse_double(argv[optind], "duration", 0.1, 86400);
+            break;
+        default:
+            usage(stderr);
+            exit(2);
         }
     }
 }

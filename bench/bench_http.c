@@ -48,16 +48,16 @@
 #include "bench_pct.h"
 #include "bench_util.h"
 
-#define MAX_CONNS     4096
-#define N_HTTP        600           /* HTTP statuses 0..599; 0 = no response */
-#define N_CURL        128           /* CURLcode values counted separately */
-#define RESP_MAX      (64 * 1024)   /* response bytes kept per request */
-#define SAMPLE_LEN    160
-#define BAD_BODY      1             /* pseudo-status: 200 whose body is not an order */
-#define MAX_HEADERS   16            /* --header options */
+#define MAX_CONNS   4096
+#define N_HTTP      600         /* HTTP statuses 0..599; 0 = no response */
+#define N_CURL      128         /* CURLcode values counted separately */
+#define RESP_MAX    (64 * 1024) /* response bytes kept per request */
+#define SAMPLE_LEN  160
+#define BAD_BODY    1  /* pseudo-status: 200 whose body is not an order */
+#define MAX_HEADERS 16 /* --header options */
 
 typedef struct opts {
-    const char *url;     /* base, e.g. http://127.0.0.1:8080 */
+    const char *url; /* base, e.g. http://127.0.0.1:8080 */
     int conns;
     double seconds;
     double warmup;
@@ -83,13 +83,13 @@ typedef struct conn {
     uint64_t seq;
     char body[8192];
     buf_t resp;
-    struct curl_slist *hdrs;  /* own list only with --idempotency-keys */
+    struct curl_slist *hdrs; /* own list only with --idempotency-keys */
 } conn_t;
 
 /* Counters for one scope: the measured window or the whole run. */
 typedef struct counts {
     uint64_t requests;
-    uint64_t by_http[N_HTTP];     /* [0] no response, [BAD_BODY] 200 with a bad body */
+    uint64_t by_http[N_HTTP]; /* [0] no response, [BAD_BODY] 200 with a bad body */
     uint64_t by_curl[N_CURL];
     char sample_http[N_HTTP][SAMPLE_LEN];
     char sample_curl[N_CURL][SAMPLE_LEN];
@@ -434,7 +434,8 @@ static void run(void)
         snprintf(url, sizeof url, "%s/v1/orders", g_o.url);
         for (int i = 0; i < g_o.conns; i++) {
             cs[i].index = i;
-            cs[i].rng = (0x9E3779B97F4A7C15ull ^ (bench_now_ns() * 2654435761u + (uint64_t)i * 7919)) | 1;
+            cs[i].rng =
+                (0x9E3779B97F4A7C15ull ^ (bench_now_ns() * 2654435761u + (uint64_t)i * 7919)) | 1;
             cs[i].h = easy_new(&cs[i].resp, g_o.timeout_ms);
             curl_easy_setopt(cs[i].h, CURLOPT_URL, url);
             curl_easy_setopt(cs[i].h, CURLOPT_PRIVATE, &cs[i]);
@@ -497,8 +498,8 @@ static void print_counts(const counts_t *k, const char *indent)
                     printf("%sno response (curl %d)  %" PRIu64 "  (e.g. \"%s\")\n", indent, r,
                            k->by_curl[r], k->sample_curl[r]);
         } else if (s == BAD_BODY) {
-            printf("%s200 but not an order  %" PRIu64 "  (e.g. \"%s\")\n", indent,
-                   k->by_http[s], k->sample_http[s]);
+            printf("%s200 but not an order  %" PRIu64 "  (e.g. \"%s\")\n", indent, k->by_http[s],
+                   k->sample_http[s]);
         } else {
             printf("%sHTTP %d  %" PRIu64 "  (e.g. %s)\n", indent, s, k->by_http[s],
                    k->sample_http[s]);
@@ -520,8 +521,8 @@ static void status_list(const counts_t *k, char *out, size_t len)
     }
     for (int r = 0; r < N_CURL; r++)
         if (k->by_curl[r] > 0)
-            n += (size_t)snprintf(out + n, n < len ? len - n : 0, "%scurl%d:%" PRIu64,
-                                  n ? "," : "", r, k->by_curl[r]);
+            n += (size_t)snprintf(out + n, n < len ? len - n : 0, "%scurl%d:%" PRIu64, n ? "," : "",
+                                  r, k->by_curl[r]);
     if (n == 0)
         snprintf(out, len, "none");
 }
@@ -576,29 +577,55 @@ static double parse_double(const char *s, const char *what, double lo, double hi
 
 static void parse_args(int argc, char **argv)
 {
-    static const struct option longopts[] = {
-        {"url", required_argument, NULL, 'u'},        {"connections", required_argument, NULL, 'c'},
-        {"seconds", required_argument, NULL, 'd'},    {"warmup", required_argument, NULL, 'w'},
-        {"timeout-ms", required_argument, NULL, 'T'}, {"items", required_argument, NULL, 'i'},
-        {"ensure", required_argument, NULL, 'e'},     {"seed-only", no_argument, NULL, 's'},
-        {"idempotency-keys", no_argument, NULL, 'k'}, {"ids-out", required_argument, NULL, 'o'},
-        {"customer", required_argument, NULL, 'C'},   {"header", required_argument, NULL, 'H'},
-        {"help", no_argument, NULL, 'h'},             {NULL, 0, NULL, 0}};
+    static const struct option longopts[] = {{"url", required_argument, NULL, 'u'},
+                                             {"connections", required_argument, NULL, 'c'},
+                                             {"seconds", required_argument, NULL, 'd'},
+                                             {"warmup", required_argument, NULL, 'w'},
+                                             {"timeout-ms", required_argument, NULL, 'T'},
+                                             {"items", required_argument, NULL, 'i'},
+                                             {"ensure", required_argument, NULL, 'e'},
+                                             {"seed-only", no_argument, NULL, 's'},
+                                             {"idempotency-keys", no_argument, NULL, 'k'},
+                                             {"ids-out", required_argument, NULL, 'o'},
+                                             {"customer", required_argument, NULL, 'C'},
+                                             {"header", required_argument, NULL, 'H'},
+                                             {"help", no_argument, NULL, 'h'},
+                                             {NULL, 0, NULL, 0}};
     int ch;
 
     g_o = (opts_t){"http://127.0.0.1:8080", 16, 10, 1, 15000, 2, 0, false, false, NULL, NULL};
     while ((ch = getopt_long(argc, argv, "u:c:d:w:T:i:e:sko:C:H:h", longopts, NULL)) != -1) {
         switch (ch) {
-        case 'u': g_o.url = optarg; break;
-        case 'c': g_o.conns = (int)parse_long(optarg, "connection count", 1, MAX_CONNS); break;
-        case 'd': g_o.seconds = parse_double(optarg, "duration", 0.1, 86400); break;
-        case 'w': g_o.warmup = parse_double(optarg, "warm-up", 0, 3600); break;
-        case 'T': g_o.timeout_ms = parse_long(optarg, "timeout", 1, 3600000); break;
-        case 'i': g_o.items = (int)parse_long(optarg, "item count", 1, 100); break;
-        case 'e': g_o.ensure = (int)parse_long(optarg, "product count", 0, 10000000); break;
-        case 's': g_o.seed_only = true; break;
-        case 'k': g_o.idem = true; break;
-        case 'o': g_o.ids_out = optarg; break;
+        case 'u':
+            g_o.url = optarg;
+            break;
+        case 'c':
+            g_o.conns = (int)parse_long(optarg, "connection count", 1, MAX_CONNS);
+            break;
+        case 'd':
+            g_o.seconds = parse_double(optarg, "duration", 0.1, 86400);
+            break;
+        case 'w':
+            g_o.warmup = parse_double(optarg, "warm-up", 0, 3600);
+            break;
+        case 'T':
+            g_o.timeout_ms = parse_long(optarg, "timeout", 1, 3600000);
+            break;
+        case 'i':
+            g_o.items = (int)parse_long(optarg, "item count", 1, 100);
+            break;
+        case 'e':
+            g_o.ensure = (int)parse_long(optarg, "product count", 0, 10000000);
+            break;
+        case 's':
+            g_o.seed_only = true;
+            break;
+        case 'k':
+            g_o.idem = true;
+            break;
+        case 'o':
+            g_o.ids_out = optarg;
+            break;
         case 'C':
             if (*optarg == '\0' || strlen(optarg) > 100 || strpbrk(optarg, "\"\\") != NULL)
                 die("bad --customer '%s' (1..100 characters, no quote or backslash)", optarg);
@@ -611,8 +638,12 @@ static void parse_args(int argc, char **argv)
                 die("bad --header '%.40s' (want \"Name: value\", one line)", optarg);
             g_headers[g_n_headers++] = optarg;
             break;
-        case 'h': usage(stdout); exit(0);
-        default: usage(stderr); exit(2);
+        case 'h':
+            usage(stdout);
+            exit(0);
+        default:
+            usage(stderr);
+            exit(2);
         }
     }
     if (optind < argc) {
@@ -660,8 +691,8 @@ int main(int argc, char **argv)
            "in flight each), %zu product ids, %d items per order%s, customer %s, %d extra "
            "header(s), warm-up %.1f s, measured %.1f s, timeout %ld ms\n",
            g_o.url, g_o.conns, g_n_ids, g_o.items, g_o.idem ? ", an Idempotency-Key each" : "",
-           g_o.customer ? g_o.customer : "(none: the token's subject)", g_n_headers,
-           g_o.warmup, g_o.seconds, g_o.timeout_ms);
+           g_o.customer ? g_o.customer : "(none: the token's subject)", g_n_headers, g_o.warmup,
+           g_o.seconds, g_o.timeout_ms);
     fflush(stdout);
     run();
     if (g_ids_file != NULL && fclose(g_ids_file) != 0)
@@ -673,12 +704,13 @@ int main(int argc, char **argv)
     rate = (double)g_n_lat / g_o.seconds;
     {
         double p50 = bench_pct_ms(g_lat, g_n_lat, 50), p90 = bench_pct_ms(g_lat, g_n_lat, 90);
-        double p99 = bench_pct_ms(g_lat, g_n_lat, 99), mx = g_n_lat ? (double)g_lat[g_n_lat - 1] / 1e6 : 0;
+        double p99 = bench_pct_ms(g_lat, g_n_lat, 99),
+               mx = g_n_lat ? (double)g_lat[g_n_lat - 1] / 1e6 : 0;
         double mean = g_n_lat ? sum_ms / (double)g_n_lat : 0;
         char all_list[512];
 
-        printf("CreateOrder: %zu successful in %.1f s = %.0f orders/s (%" PRIu64
-               " failed; %" PRIu64 " outside the window not counted)\n",
+        printf("CreateOrder: %zu successful in %.1f s = %.0f orders/s (%" PRIu64 " failed; %" PRIu64
+               " outside the window not counted)\n",
                g_n_lat, g_o.seconds, rate, failures(&g_win), g_all.requests - g_win.requests);
         printf("latency ms: mean %.3f  p50 %.3f  p90 %.3f  p99 %.3f  max %.3f\n", mean, p50, p90,
                p99, mx);
@@ -687,8 +719,7 @@ int main(int argc, char **argv)
         print_counts(&g_win, "  ");
         printf("whole run (warm-up and drain included): %" PRIu64 " requests, %" PRIu64
                " HTTP 200 orders, %" PRIu64 " failed%s\n",
-               g_all.requests, g_all.by_http[200], failures(&g_all),
-               failures(&g_all) ? ":" : "");
+               g_all.requests, g_all.by_http[200], failures(&g_all), failures(&g_all) ? ":" : "");
         print_counts(&g_all, "  ");
         printf("connections opened: %" PRIu64 " in total, %" PRIu64
                " by requests of the measured window\n",
@@ -696,13 +727,13 @@ int main(int argc, char **argv)
         status_list(&g_win, list, sizeof list);
         status_list(&g_all, all_list, sizeof all_list);
         printf("RESULT orders_per_s=%.0f p50_ms=%.3f p90_ms=%.3f p99_ms=%.3f max_ms=%.3f "
-               "errors=%" PRIu64 " failed_by_status=%s ok_total=%" PRIu64
-               " requests_total=%" PRIu64 " no_response_total=%" PRIu64
+               "errors=%" PRIu64 " failed_by_status=%s ok_total=%" PRIu64 " requests_total=%" PRIu64
+               " no_response_total=%" PRIu64
                " failed_total_by_status=%s connections_opened=%" PRIu64
                " connections_opened_in_window=%" PRIu64 " connections=%d items=%d seconds=%.1f\n",
-               rate, p50, p90, p99, mx, failures(&g_win), list, g_all.by_http[200],
-               g_all.requests, g_all.by_http[0], all_list, g_conns_total, g_conns_window,
-               g_o.conns, g_o.items, g_o.seconds);
+               rate, p50, p90, p99, mx, failures(&g_win), list, g_all.by_http[200], g_all.requests,
+               g_all.by_http[0], all_list, g_conns_total, g_conns_window, g_o.conns, g_o.items,
+               g_o.seconds);
     }
     for (size_t i = 0; i < g_n_ids; i++)
         free(g_ids[i]);

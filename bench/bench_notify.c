@@ -186,9 +186,16 @@ static void event_make(event_t *e)
 /* The job's body, by the service's own code (malloc'd). */
 static char *job_body(const event_t *e, size_t *len)
 {
-    kfk_record_t r = {.topic = NTF_TOPIC, .key = e->order_id, .key_len = 36, .value = e->value,
-                      .value_len = e->value_len, .headers = e->h, .n_headers = e->n_h,
-                      .ce_id = e->id, .attempt = 1, .timestamp_ms = -1};
+    kfk_record_t r = {.topic = NTF_TOPIC,
+                      .key = e->order_id,
+                      .key_len = 36,
+                      .value = e->value,
+                      .value_len = e->value_len,
+                      .headers = e->h,
+                      .n_headers = e->n_h,
+                      .ce_id = e->id,
+                      .attempt = 1,
+                      .timestamp_ms = -1};
     char reason[KFK_REASON_LEN] = "", *body = NULL;
 
     if (ntf_job_from_record(&r, &body, len, reason) != NTF_JOB)
@@ -239,10 +246,10 @@ static size_t sample_body_len(void)
  * ------------------------------------------------------------------------ */
 typedef struct bare {
     rmq_consumer_opts_t co;
-    long target;            /* acks to reach in this phase */
+    long target; /* acks to reach in this phase */
     atomic_long acked;
-    atomic_int ready;       /* consumers connected */
-    atomic_bool go;         /* consume (phase 2: start together) */
+    atomic_int ready; /* consumers connected */
+    atomic_bool go;   /* consume (phase 2: start together) */
     _Atomic double last_ack;
     char err[SVC_ERRBUF_LEN + 32]; /* "rmq_consumer_...: " + the error */
     atomic_bool failed;
@@ -306,7 +313,6 @@ static void bare_join(bare_t *b, pthread_t *th, int w)
         bn_die("%s", b->err);
 }
 
-
 static int cmd_bare(int port, const char *base, long n, int w, int prefetch)
 {
     char errbuf[SVC_ERRBUF_LEN] = "", work[RMQ_NAME_MAX];
@@ -339,8 +345,9 @@ static int cmd_bare(int port, const char *base, long n, int w, int prefetch)
     pub_s = publish_jobs(c, &t, n);
     if (rmq_queue_depth(c, work, &depth, NULL, errbuf) != SVC_OK || depth != (uint32_t)n)
         bn_die("after publishing %ld: %s holds %u (%s)", n, work, depth, errbuf);
-    printf("bare publish: %ld jobs in %.3f s: %.0f jobs/s (one confirm per job; bench CPU %.2f s)\n",
-           n, pub_s, (double)n / pub_s, cpu_s() - cpu0);
+    printf(
+        "bare publish: %ld jobs in %.3f s: %.0f jobs/s (one confirm per job; bench CPU %.2f s)\n",
+        n, pub_s, (double)n / pub_s, cpu_s() - cpu0);
     fflush(stdout);
 
     /* 2. consume + ack what is queued (the clock starts before the consumers connect) */
@@ -356,8 +363,8 @@ static int cmd_bare(int port, const char *base, long n, int w, int prefetch)
     atomic_store(&b1.go, true);
     bare_join(&b1, th, w);
     cons_s = atomic_load(&b1.last_ack) - t0;
-    printf("bare consume+ack (pre-queued): %ld jobs in %.3f s: %.0f jobs/s (bench CPU %.2f s)\n",
-           n, cons_s, (double)n / cons_s, cpu_s() - cpu0);
+    printf("bare consume+ack (pre-queued): %ld jobs in %.3f s: %.0f jobs/s (bench CPU %.2f s)\n", n,
+           cons_s, (double)n / cons_s, cpu_s() - cpu0);
     fflush(stdout);
 
     /* 3. both at once: consumers connected and waiting, then publish */
@@ -380,8 +387,8 @@ static int cmd_bare(int port, const char *base, long n, int w, int prefetch)
     rmq_conn_free(c);
     printf("RESULT bare_publish_per_s=%.0f bare_consume_per_s=%.0f bare_combined_per_s=%.0f "
            "bare_combined_publish_per_s=%.0f jobs=%ld workers=%d prefetch=%d body_bytes=%zu\n",
-           (double)n / pub_s, (double)n / cons_s, (double)n / comb_s, (double)n / comb_pub_s, n,
-           w, prefetch, sample_body_len());
+           (double)n / pub_s, (double)n / cons_s, (double)n / comb_s, (double)n / comb_pub_s, n, w,
+           prefetch, sample_body_len());
     return 0;
 }
 
@@ -447,8 +454,13 @@ static int cmd_produce(const char *brokers, const char *topic, long n)
         svc_err_t err;
 
         event_make(&e);
-        m = (kfk_message_t){.topic = topic, .key = e.order_id, .key_len = 36, .value = e.value,
-                            .value_len = e.value_len, .headers = e.h, .n_headers = e.n_h};
+        m = (kfk_message_t){.topic = topic,
+                            .key = e.order_id,
+                            .key_len = 36,
+                            .value = e.value,
+                            .value_len = e.value_len,
+                            .headers = e.h,
+                            .n_headers = e.n_h};
         while ((err = kfk_produce(p, &m, errbuf)) == SVC_EEXHAUSTED)
             kfk_producer_poll(p, 10);
         if (err != SVC_OK)
@@ -573,7 +585,8 @@ static int cmd_orders(const char *url, const char *product, double rate, double 
     qsort(lat, (size_t)ok, sizeof *lat, bench_cmp_double);
     printf("orders: %ld CreateOrder at %.0f/s over %.1f s: %ld answered 200, %ld failed; call p50 "
            "%.1f ms p99 %.1f ms\n",
-           sent, rate, now_s() - t0, ok, failed, bench_pct(lat, (size_t)ok, 50), bench_pct(lat, (size_t)ok, 99));
+           sent, rate, now_s() - t0, ok, failed, bench_pct(lat, (size_t)ok, 50),
+           bench_pct(lat, (size_t)ok, 99));
     printf("RESULT orders=%ld ok=%ld failed=%ld call_p50_ms=%.1f call_p99_ms=%.1f\n", sent, ok,
            failed, bench_pct(lat, (size_t)ok, 50), bench_pct(lat, (size_t)ok, 99));
     curl_slist_free_all(hdrs);
@@ -636,39 +649,76 @@ int main(int argc, char **argv)
     optind = 2;
     while ((c = getopt_long(argc, argv, "", opts, NULL)) != -1) {
         switch (c) {
-        case 'p': port = num(optarg, "--port"); break;
-        case 'b': base = optarg; break;
-        case 'n': n = num(optarg, "--jobs"); break;
-        case 'w': w = num(optarg, "--workers"); break;
-        case 'k': k = num(optarg, "--prefetch"); break;
-        case 'B': brokers = optarg; break;
-        case 't': topic = optarg; break;
-        case 'u': url = optarg; break;
-        case 'P': product = optarg; break;
-        case 'r': rate = num(optarg, "--rate"); break;
-        case 's': seconds = num(optarg, "--seconds"); break;
-        case 'o': out = optarg; break;
-        case 'O': orders = optarg; break;
-        case 'X': outbox = optarg; break;
-        case 'l': log = optarg; break;
+        case 'p':
+            port = num(optarg, "--port");
+            break;
+        case 'b':
+            base = optarg;
+            break;
+        case 'n':
+            n = num(optarg, "--jobs");
+            break;
+        case 'w':
+            w = num(optarg, "--workers");
+            break;
+        case 'k':
+            k = num(optarg, "--prefetch");
+            break;
+        case 'B':
+            brokers = optarg;
+            break;
+        case 't':
+            topic = optarg;
+            break;
+        case 'u':
+            url = optarg;
+            break;
+        case 'P':
+            product = optarg;
+            break;
+        case 'r':
+            rate = num(optarg, "--rate");
+            break;
+        case 's':
+            seconds = num(optarg, "--seconds");
+            break;
+        case 'o':
+            out = optarg;
+            break;
+        case 'O':
+            orders = optarg;
+            break;
+        case 'X':
+            outbox = optarg;
+            break;
+        case 'l':
+            log = optarg;
+            break;
         case 'H':
             if (n_headers == ORDERS_MAX_HEADERS || strchr(optarg, ':') == NULL ||
                 strpbrk(optarg, "\r\n") != NULL) {
-                fprintf(stderr, "bench_notify: --header wants \"Name: value\" on one line, at "
-                                "most %d of them\n", ORDERS_MAX_HEADERS);
+                fprintf(stderr,
+                        "bench_notify: --header wants \"Name: value\" on one line, at "
+                        "most %d of them\n",
+                        ORDERS_MAX_HEADERS);
                 return 2;
             }
             headers[n_headers++] = optarg;
             break;
         case 'C':
             if (*optarg == '\0' || strlen(optarg) > 100 || strpbrk(optarg, "\"\\") != NULL) {
-                fprintf(stderr, "bench_notify: --customer: 1..100 characters, no quote or backslash\n");
+                fprintf(stderr,
+                        "bench_notify: --customer: 1..100 characters, no quote or backslash\n");
                 return 2;
             }
             customer = optarg;
             break;
-        case 'h': usage(stdout); return 0;
-        default: usage(stderr); return 2;
+        case 'h':
+            usage(stdout);
+            return 0;
+        default:
+            usage(stderr);
+            return 2;
         }
     }
     setvbuf(stdout, NULL, _IOLBF, 0);

@@ -36,8 +36,8 @@ static bool log_delivery(const char *line, char id[64], int64_t *ms)
         return false;
     memcpy(id, p, n);
     id[n] = '\0';
-    if (sscanf(line + 3, "%d-%d-%dT%d:%d:%d.%dZ", &tm.tm_year, &tm.tm_mon, &tm.tm_mday,
-               &tm.tm_hour, &tm.tm_min, &tm.tm_sec, &msec) != 7)
+    if (sscanf(line + 3, "%d-%d-%dT%d:%d:%d.%dZ", &tm.tm_year, &tm.tm_mon, &tm.tm_mday, &tm.tm_hour,
+               &tm.tm_min, &tm.tm_sec, &msec) != 7)
         return false;
     tm.tm_year -= 1900;
     tm.tm_mon -= 1;
@@ -191,8 +191,8 @@ int bn_cmd_e2e(const char *orders_path, const char *outbox_path, const char *log
     stat_line("CreateOrder 200 -> webhook at the sink", tot, n);
     printf("RESULT e2e_n=%zu e2e_p50_ms=%.0f e2e_p90_ms=%.0f e2e_p99_ms=%.0f e2e_max_ms=%.0f "
            "unconfirmed=%zu undelivered=%zu\n",
-           n, bench_pct(tot, n, 50), bench_pct(tot, n, 90), bench_pct(tot, n, 99), n ? tot[n - 1] : 0.0,
-           missing_event, missing_hook);
+           n, bench_pct(tot, n, 50), bench_pct(tot, n, 90), bench_pct(tot, n, 99),
+           n ? tot[n - 1] : 0.0, missing_event, missing_hook);
     printf("  stages (each sorted on its own; they do not add up exactly):\n");
     stat_line("200 -> OrderConfirmed row (the saga)", s1, n);
     /* The outbox keeps no per-row publish time (a cursor passes the rows:

@@ -66,11 +66,12 @@
 #include "bench_pct.h"
 #include "bench_util.h"
 
-#define MAX_CONNS 1024
+#define MAX_CONNS   1024
 #define MAX_HEADERS 16
-#define RESP_MAX  (512 * 1024) /* one answer's bytes: most are a few hundred, a page of
-                                 * 200 products with descriptions about 250 kB */
-#define N_HTTP    600
+#define RESP_MAX                                                                                   \
+    (512 * 1024) /* one answer's bytes: most are a few hundred, a page of
+                  * 200 products with descriptions about 250 kB */
+#define N_HTTP 600
 
 typedef struct opts {
     char host[256], port[16];
@@ -85,9 +86,9 @@ typedef struct opts {
 typedef struct conn {
     int fd;
     bool busy;
-    uint64_t k;      /* the index of the request it carries */
+    uint64_t k; /* the index of the request it carries */
     uint64_t sent_ns;
-    size_t len;      /* bytes read of the answer so far */
+    size_t len; /* bytes read of the answer so far */
     char buf[RESP_MAX];
 } conn_t;
 
@@ -97,9 +98,9 @@ typedef struct run {
     size_t req_len;
     int ep;
     conn_t *conns;
-    int *idle, n_idle;          /* a stack of idle connection indexes */
+    int *idle, n_idle; /* a stack of idle connection indexes */
     uint64_t start_ns, total, next_k, done, first_k, end_k;
-    uint64_t *lat;              /* measured latencies, ns */
+    uint64_t *lat; /* measured latencies, ns */
     size_t n_lat;
     uint64_t last_answer_ns, lag_max_ns, late_1ms, errors, timeouts, unsent;
     uint64_t by_status[N_HTTP], retry_after, status_body;
@@ -113,7 +114,10 @@ static uint64_t due_ns(const run_t *r, uint64_t k)
     return r->start_ns + (uint64_t)((double)k * 1e9 / r->o.rate);
 }
 
-static bool measured(const run_t *r, uint64_t k) { return k >= r->first_k && k < r->end_k; }
+static bool measured(const run_t *r, uint64_t k)
+{
+    return k >= r->first_k && k < r->end_k;
+}
 
 static void conn_open(run_t *r, conn_t *c)
 {
@@ -196,7 +200,8 @@ static const char *header_value(const char *p, const char *eol, const char *name
 /* Mirrors create_order.lua's '^{"code":%d+,"message":".*","details":%[%]}$'. */
 static bool is_status_body(const char *b, size_t n)
 {
-    static const char head[] = "{\"code\":", mid[] = ",\"message\":\"", tail[] = "\",\"details\":[]}";
+    static const char head[] = "{\"code\":", mid[] = ",\"message\":\"",
+                      tail[] = "\",\"details\":[]}";
     size_t i = sizeof head - 1, digits;
 
     if (n < i || memcmp(b, head, i) != 0)
@@ -206,7 +211,8 @@ static bool is_status_body(const char *b, size_t n)
     if (digits == 0 || n - i < sizeof mid - 1 || memcmp(b + i, mid, sizeof mid - 1) != 0)
         return false;
     i += sizeof mid - 1;
-    return n - i >= sizeof tail - 1 && memcmp(b + n - (sizeof tail - 1), tail, sizeof tail - 1) == 0;
+    return n - i >= sizeof tail - 1 &&
+           memcmp(b + n - (sizeof tail - 1), tail, sizeof tail - 1) == 0;
 }
 
 /*
@@ -306,7 +312,8 @@ static void run_load(run_t *r)
             send_next(r, now);
         if (r->next_k < r->total && r->n_idle > 0)
             wait = due_ns(r, r->next_k) - now;
-        struct timespec ts = {.tv_sec = (time_t)(wait / 1000000000u), .tv_nsec = (long)(wait % 1000000000u)};
+        struct timespec ts = {.tv_sec = (time_t)(wait / 1000000000u),
+                              .tv_nsec = (long)(wait % 1000000000u)};
         int n = epoll_pwait2(r->ep, evs, 64, &ts, NULL);
         if (n < 0 && errno != EINTR)
             die("epoll_pwait2: %s", strerror(errno));
@@ -325,13 +332,13 @@ static void report(run_t *r)
 
     qsort(r->lat, r->n_lat, sizeof *r->lat, bench_cmp_u64);
     printf("RESULT requests=%zu seconds=%.2f rps=%.0f p50_ms=%.3f p90_ms=%.3f p99_ms=%.3f "
-           "p999_ms=%.3f max_ms=%.3f rate=%.0f lag_max_ms=%.3f late_1ms=%" PRIu64
-           " errors=%" PRIu64 " timeouts=%" PRIu64
-           " unsent=%" PRIu64 "\n",
-           r->n_lat, secs, secs > 0 ? (double)r->n_lat / secs : 0, bench_pct_ms(r->lat, r->n_lat, 50),
-           bench_pct_ms(r->lat, r->n_lat, 90), bench_pct_ms(r->lat, r->n_lat, 99),
-           bench_pct_ms(r->lat, r->n_lat, 99.9), bench_pct_ms(r->lat, r->n_lat, 100), r->o.rate,
-           (double)r->lag_max_ns / 1e6, r->late_1ms, r->errors, r->timeouts, r->unsent);
+           "p999_ms=%.3f max_ms=%.3f rate=%.0f lag_max_ms=%.3f late_1ms=%" PRIu64 " errors=%" PRIu64
+           " timeouts=%" PRIu64 " unsent=%" PRIu64 "\n",
+           r->n_lat, secs, secs > 0 ? (double)r->n_lat / secs : 0,
+           bench_pct_ms(r->lat, r->n_lat, 50), bench_pct_ms(r->lat, r->n_lat, 90),
+           bench_pct_ms(r->lat, r->n_lat, 99), bench_pct_ms(r->lat, r->n_lat, 99.9),
+           bench_pct_ms(r->lat, r->n_lat, 100), r->o.rate, (double)r->lag_max_ns / 1e6, r->late_1ms,
+           r->errors, r->timeouts, r->unsent);
     for (int s = 0; s < N_HTTP; s++)
         if (r->by_status[s] > 0)
             printf("STATUS %d %" PRIu64 "\n", s, r->by_status[s]);
@@ -370,41 +377,65 @@ static void parse_url(opts_t *o, const char *url)
 static void parse_args(opts_t *o, int argc, char **argv)
 {
     static const struct option longs[] = {
-        {"url", 1, 0, 'u'},        {"rate", 1, 0, 'r'},       {"seconds", 1, 0, 's'},
-        {"warmup", 1, 0, 'w'},     {"connections", 1, 0, 'c'}, {"method", 1, 0, 'm'},
-        {"path", 1, 0, 'p'},       {"body-env", 1, 0, 'b'},   {"timeout-ms", 1, 0, 't'},
-        {"header", 1, 0, 'H'},     {"help", 0, 0, 'h'},       {0, 0, 0, 0}};
+        {"url", 1, 0, 'u'},    {"rate", 1, 0, 'r'},        {"seconds", 1, 0, 's'},
+        {"warmup", 1, 0, 'w'}, {"connections", 1, 0, 'c'}, {"method", 1, 0, 'm'},
+        {"path", 1, 0, 'p'},   {"body-env", 1, 0, 'b'},    {"timeout-ms", 1, 0, 't'},
+        {"header", 1, 0, 'H'}, {"help", 0, 0, 'h'},        {0, 0, 0, 0}};
     bool have_url = false;
     int ch;
 
-    *o = (opts_t){.seconds = 10, .warmup = 1, .conns = 64, .timeout_ms = 2000, .method = "GET", .path = "/"};
+    *o = (opts_t){
+        .seconds = 10, .warmup = 1, .conns = 64, .timeout_ms = 2000, .method = "GET", .path = "/"};
     while ((ch = getopt_long(argc, argv, "", longs, NULL)) != -1) {
         switch (ch) {
-        case 'u': parse_url(o, optarg); have_url = true; break;
-        case 'r': o->rate = num(optarg, "--rate", 1, 1e6); break;
-        case 's': o->seconds = num(optarg, "--seconds", 0.1, 3600); break;
-        case 'w': o->warmup = num(optarg, "--warmup", 0, 600); break;
-        case 'c': o->conns = (int)num(optarg, "--connections", 1, MAX_CONNS); break;
-        case 'm': o->method = optarg; break;
-        case 'p': o->path = optarg; break;
+        case 'u':
+            parse_url(o, optarg);
+            have_url = true;
+            break;
+        case 'r':
+            o->rate = num(optarg, "--rate", 1, 1e6);
+            break;
+        case 's':
+            o->seconds = num(optarg, "--seconds", 0.1, 3600);
+            break;
+        case 'w':
+            o->warmup = num(optarg, "--warmup", 0, 600);
+            break;
+        case 'c':
+            o->conns = (int)num(optarg, "--connections", 1, MAX_CONNS);
+            break;
+        case 'm':
+            o->method = optarg;
+            break;
+        case 'p':
+            o->path = optarg;
+            break;
         case 'b':
             if ((o->body = getenv(optarg)) == NULL) {
                 fprintf(stderr, "bench_openloop: --body-env %s: not set\n", optarg);
                 exit(2);
             }
             break;
-        case 't': o->timeout_ms = (long)num(optarg, "--timeout-ms", 1, 600000); break;
+        case 't':
+            o->timeout_ms = (long)num(optarg, "--timeout-ms", 1, 600000);
+            break;
         case 'H':
             if (o->n_headers == MAX_HEADERS || strchr(optarg, ':') == NULL ||
                 strpbrk(optarg, "\r\n") != NULL) {
-                fprintf(stderr, "bench_openloop: --header wants \"Name: value\" on one line, at "
-                                "most %d of them\n", MAX_HEADERS);
+                fprintf(stderr,
+                        "bench_openloop: --header wants \"Name: value\" on one line, at "
+                        "most %d of them\n",
+                        MAX_HEADERS);
                 exit(2);
             }
             o->headers[o->n_headers++] = optarg;
             break;
-        case 'h': usage(stdout); exit(0);
-        default: usage(stderr); exit(2);
+        case 'h':
+            usage(stdout);
+            exit(0);
+        default:
+            usage(stderr);
+            exit(2);
         }
     }
     if (!have_url || o->rate == 0 || optind != argc) {

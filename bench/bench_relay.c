@@ -43,11 +43,11 @@
 #include "bench_pct.h"
 #include "bench_util.h"
 
-#define KEY_DELIM "~~relay-bench-key~~"
-#define MSG_DELIM "~~relay-bench-end~~\n"
-#define METHOD "/shopmicro.order.v1.OrderService/CreateOrder"
+#define KEY_DELIM        "~~relay-bench-key~~"
+#define MSG_DELIM        "~~relay-bench-end~~\n"
+#define METHOD           "/shopmicro.order.v1.OrderService/CreateOrder"
 #define CALL_DEADLINE_MS 5000
-#define MAX_THREADS 256
+#define MAX_THREADS      256
 
 #define die(...) bench_die("bench_relay", __VA_ARGS__)
 
@@ -62,8 +62,8 @@ static void uuid4(uint64_t *rng, char out[37])
 {
     uint64_t a = xorshift(rng), b = xorshift(rng);
 
-    a = (a & ~0xf000ull) | 0x4000ull;                 /* version 4 */
-    b = (b & ~(3ull << 62)) | (2ull << 62);           /* variant 10 */
+    a = (a & ~0xf000ull) | 0x4000ull;       /* version 4 */
+    b = (b & ~(3ull << 62)) | (2ull << 62); /* variant 10 */
     snprintf(out, 37, "%08x-%04x-%04x-%04x-%012llx", (unsigned)(a >> 32),
              (unsigned)((a >> 16) & 0xffff), (unsigned)(a & 0xffff), (unsigned)(b >> 48),
              (unsigned long long)(b & 0xffffffffffffull));
@@ -160,8 +160,8 @@ static int cmd_fill(const char *dsn, long rows, const char *kcat_path, const cha
     for (long i = 0; i < rows; i++) {
         ord_line_t lines[2] = {{product_a, 2, 1299}, {product_b, 1, 250}};
         char customer[32];
-        ord_new_order_t o = {.customer_id = customer, .lines = lines, .n_lines = 2,
-                             .total_cents = 2 * 1299 + 250};
+        ord_new_order_t o = {
+            .customer_id = customer, .lines = lines, .n_lines = 2, .total_cents = 2 * 1299 + 250};
         uint8_t *pb;
         size_t len = 0;
 
@@ -385,8 +385,7 @@ static void *consumer_main(void *arg)
 
         if (m == NULL)
             continue;
-        if (m->err == RD_KAFKA_RESP_ERR_NO_ERROR && m->key_len < sizeof key &&
-            type_matches(m)) {
+        if (m->err == RD_KAFKA_RESP_ERR_NO_ERROR && m->key_len < sizeof key && type_matches(m)) {
             memcpy(key, m->key, m->key_len);
             key[m->key_len] = '\0';
             pthread_mutex_lock(&g.mu);
@@ -471,8 +470,8 @@ static int cmd_latency(void)
     printf("[latency] CreateOrder reply -> record read by the consumer, %zu orders after the "
            "warm-up: p50 %.2f ms  p90 %.2f ms  p99 %.2f ms  max %.2f ms  (%zu read before the "
            "reply arrived, counted 0; %zu never read)\n",
-           n_lat, bench_pct_ms(lat, n_lat, 50), bench_pct_ms(lat, n_lat, 90), bench_pct_ms(lat, n_lat, 99),
-           n_lat ? (double)lat[n_lat - 1] / 1e6 : 0, early, missing);
+           n_lat, bench_pct_ms(lat, n_lat, 50), bench_pct_ms(lat, n_lat, 90),
+           bench_pct_ms(lat, n_lat, 99), n_lat ? (double)lat[n_lat - 1] / 1e6 : 0, early, missing);
     printf("[latency] CreateOrder call (from its scheduled send): p50 %.2f ms  p99 %.2f ms  "
            "max %.2f ms\n",
            bench_pct_ms(calls, n_calls_ok, 50), bench_pct_ms(calls, n_calls_ok, 99),
@@ -497,12 +496,13 @@ static int cmd_latency(void)
 
 static void usage(FILE *f)
 {
-    fprintf(f, "usage: bench_relay fill --dsn DSN --rows N --kcat-file PATH [--topic T]\n"
-               "       bench_relay latency --order HOST:PORT --brokers B --product ID "
-               "[--product ID]\n"
-               "                   [--rate R] [--seconds S] [--warmup S] [--threads T] "
-               "[--topic T] [--ce-type TYPE]\n"
-               "kcat delimiters: -K '%s' -D '%s\\n'\n",
+    fprintf(f,
+            "usage: bench_relay fill --dsn DSN --rows N --kcat-file PATH [--topic T]\n"
+            "       bench_relay latency --order HOST:PORT --brokers B --product ID "
+            "[--product ID]\n"
+            "                   [--rate R] [--seconds S] [--warmup S] [--threads T] "
+            "[--topic T] [--ce-type TYPE]\n"
+            "kcat delimiters: -K '%s' -D '%s\\n'\n",
             KEY_DELIM, "~~relay-bench-end~~");
 }
 
@@ -513,36 +513,61 @@ int main(int argc, char **argv)
         {"order", 1, NULL, 'o'},   {"brokers", 1, NULL, 'b'}, {"product", 1, NULL, 'p'},
         {"rate", 1, NULL, 'r'},    {"seconds", 1, NULL, 's'}, {"warmup", 1, NULL, 'w'},
         {"threads", 1, NULL, 't'}, {"topic", 1, NULL, 'T'},   {"ce-type", 1, NULL, 'c'},
-        {"help", 0, NULL, 'h'},
-        {NULL, 0, NULL, 0},
+        {"help", 0, NULL, 'h'},    {NULL, 0, NULL, 0},
     };
     const char *dsn = NULL, *kcat = NULL, *cmd = argc > 1 ? argv[1] : "";
     long rows = 0;
     int c;
 
-    g.o = (lat_opts_t){.topic = ORD_EVENT_TOPIC, .threads = 32, .rate = 500, .seconds = 20,
-                       .warmup = 1};
+    g.o = (lat_opts_t){
+        .topic = ORD_EVENT_TOPIC, .threads = 32, .rate = 500, .seconds = 20, .warmup = 1};
     optind = 2;
     while ((c = getopt_long(argc, argv, "h", opts, NULL)) != -1) {
         switch (c) {
-        case 'd': dsn = optarg; break;
-        case 'n': rows = strtol(optarg, NULL, 10); break;
-        case 'k': kcat = optarg; break;
-        case 'o': g.o.order = optarg; break;
-        case 'b': g.o.brokers = optarg; break;
+        case 'd':
+            dsn = optarg;
+            break;
+        case 'n':
+            rows = strtol(optarg, NULL, 10);
+            break;
+        case 'k':
+            kcat = optarg;
+            break;
+        case 'o':
+            g.o.order = optarg;
+            break;
+        case 'b':
+            g.o.brokers = optarg;
+            break;
         case 'p':
             if (g.o.n_products == 2)
                 die("at most 2 --product");
             g.o.products[g.o.n_products++] = optarg;
             break;
-        case 'r': g.o.rate = strtod(optarg, NULL); break;
-        case 's': g.o.seconds = strtod(optarg, NULL); break;
-        case 'w': g.o.warmup = strtod(optarg, NULL); break;
-        case 't': g.o.threads = (int)strtol(optarg, NULL, 10); break;
-        case 'T': g.o.topic = optarg; break;
-        case 'c': g.o.ce_type = optarg; break;
-        case 'h': usage(stdout); return 0;
-        default: usage(stderr); return 2;
+        case 'r':
+            g.o.rate = strtod(optarg, NULL);
+            break;
+        case 's':
+            g.o.seconds = strtod(optarg, NULL);
+            break;
+        case 'w':
+            g.o.warmup = strtod(optarg, NULL);
+            break;
+        case 't':
+            g.o.threads = (int)strtol(optarg, NULL, 10);
+            break;
+        case 'T':
+            g.o.topic = optarg;
+            break;
+        case 'c':
+            g.o.ce_type = optarg;
+            break;
+        case 'h':
+            usage(stdout);
+            return 0;
+        default:
+            usage(stderr);
+            return 2;
         }
     }
     setvbuf(stdout, NULL, _IOLBF, 0);

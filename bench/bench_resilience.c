@@ -20,8 +20,8 @@
 #include "bench_pct.h"
 #include "bench_util.h"
 
-#define ITERS 2000000
-#define RUNS 7
+#define ITERS       2000000
+#define RUNS        7
 #define GET_PRODUCT "/shopmicro.catalog.v1.CatalogService/GetProduct"
 
 /* ---- counting allocations (see resilience.cmake) -------------------------- */
@@ -233,8 +233,8 @@ int main(void)
     svc_log_set_level(SVC_LOG_ERROR);
     /* Trip `open` once so that its calls are fast rejections. */
     fail.err = SVC_EUNAVAIL;
-    if (rs_call_begin(open, "/shopmicro.catalog.v1.CatalogService/CreateProduct",
-                      SVC_DEADLINE_NONE, &c) == SVC_OK &&
+    if (rs_call_begin(open, "/shopmicro.catalog.v1.CatalogService/CreateProduct", SVC_DEADLINE_NONE,
+                      &c) == SVC_OK &&
         rs_call_attempt(&c, &dl) == SVC_OK)
         (void)rs_call_end_attempt(&c, &fail);
     rs_call_finish(&c, NULL);
@@ -257,8 +257,8 @@ int main(void)
         fprintf(stderr, "the breaker closed during the run: rejection figures are wrong\n");
         return 1;
     }
-    printf("heap allocations by our code during %ld timed calls: %ld\n",
-           (long)RUNS * ITERS * 3 * 4, atomic_load(&allocations) - before);
+    printf("heap allocations by our code during %ld timed calls: %ld\n", (long)RUNS * ITERS * 3 * 4,
+           atomic_load(&allocations) - before);
     rs_upstream_free(plain);
     rs_upstream_free(limited);
     rs_upstream_free(open);

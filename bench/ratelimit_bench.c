@@ -20,10 +20,10 @@
 #include "bench_util.h"
 #include "ratelimit.h"
 
-#define ITERS 2000000
-#define RUNS 5
+#define ITERS    2000000
+#define RUNS     5
 #define MAX_KEYS 1000000
-#define KEY_LEN 20 /* "sub:" + 16 hex digits: about a typical JWT sub */
+#define KEY_LEN  20 /* "sub:" + 16 hex digits: about a typical JWT sub */
 
 /* Heap allocations during the timed runs, counted through link-time
  * wrappers (ratelimit.cmake): the check must make none. */
@@ -197,15 +197,17 @@ int main(void)
 {
     double worst = 0;
 
-    printf("ratelimit_bench: ns per gw_rl_check, a clock read included; %d runs of %d checks: "
-           "median (best run).\nDefault table: %d buckets in %d shards, classes read=100/s,"
-           "burst=200;write=10/s,burst=20.\n2 threads share one table; figures are per check "
-           "per thread. Buckets and evictions (full: lossless; partial: a fresh\nburst given early): "
-           "counted after the runs.\n\n",
-           RUNS, ITERS, GW_RL_DEFAULT_CAPACITY, GW_RL_DEFAULT_SHARDS);
+    printf(
+        "ratelimit_bench: ns per gw_rl_check, a clock read included; %d runs of %d checks: "
+        "median (best run).\nDefault table: %d buckets in %d shards, classes read=100/s,"
+        "burst=200;write=10/s,burst=20.\n2 threads share one table; figures are per check "
+        "per thread. Buckets and evictions (full: lossless; partial: a fresh\nburst given early): "
+        "counted after the runs.\n\n",
+        RUNS, ITERS, GW_RL_DEFAULT_CAPACITY, GW_RL_DEFAULT_SHARDS);
     printf("%-34s %15s %15s   %-24s   %-24s\n", "", "1 thread", "2 threads",
            "1 thr: buckets evicted", "2 thr: buckets evicted");
-    printf("%-34s %15s %15s   %-24s   %-24s\n", "", "", "", "       full, partial", "       full, partial");
+    printf("%-34s %15s %15s   %-24s   %-24s\n", "", "", "", "       full, partial",
+           "       full, partial");
     row("baseline: clock read + key written", MAX_KEYS, CLOCK_ONLY, NULL);
     row("one hot key", 1, CHECK, &worst);
     row("one hot key + header values", 1, CHECK_AND_HEADERS, &worst);

@@ -46,8 +46,8 @@ static void admin_metrics(void *ctx, admin_buf_t *out)
 
     if (app->stale != NULL)
         gw_cache_stats(app->stale, &cache);
-    if (gw_metrics_render(app->metrics, app->stale != NULL ? &cache : NULL, &conns, &text,
-                          &len) == SVC_OK)
+    if (gw_metrics_render(app->metrics, app->stale != NULL ? &cache : NULL, &conns, &text, &len) ==
+        SVC_OK)
         admin_buf_printf(out, "%.*s", (int)len, text);
     else
         admin_buf_printf(out, "# cannot render the gateway's HTTP metrics: out of memory\n");

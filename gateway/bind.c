@@ -19,8 +19,7 @@ static int hexval(char c)
     return -1;
 }
 
-bool gw_percent_decode(const char *src, size_t len, bool plus_is_space, char *dst,
-                       size_t *dst_len)
+bool gw_percent_decode(const char *src, size_t len, bool plus_is_space, char *dst, size_t *dst_len)
 {
     size_t n = 0;
 
@@ -74,7 +73,8 @@ static int qpair_cmp(const void *a_, const void *b_)
  * and hands each key to pbj_set_query_param once, with all its values.
  */
 static svc_err_t bind_query(ProtobufCMessage *msg, const char *q, size_t len,
-                            const char *const *bound, size_t n_bound, char errbuf[static SVC_ERRBUF_LEN])
+                            const char *const *bound, size_t n_bound,
+                            char errbuf[static SVC_ERRBUF_LEN])
 {
     size_t cap = 1, n = 0;
     qpair_t *pairs = NULL;

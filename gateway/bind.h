@@ -41,7 +41,6 @@ svc_err_t gw_bind_request(const gw_match_t *m, const char *query, size_t query_l
  * query-string rule. Returns false on a malformed escape (dst then holds
  * the offending "%.." triple, NUL-terminated, for the message).
  */
-bool gw_percent_decode(const char *src, size_t len, bool plus_is_space, char *dst,
-                       size_t *dst_len);
+bool gw_percent_decode(const char *src, size_t len, bool plus_is_space, char *dst, size_t *dst_len);
 
 #endif

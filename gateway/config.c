@@ -88,8 +88,7 @@ static const svc_cfg_entry_t table[] = {
     {"GATEWAY_FAILFAST", SVC_CFG_BOOL, 0, 0, "on", OFF(failfast),
      "answer a route 503 without calling while its upstream's refusal with a retry hint "
      "holds (on | off)"},
-    {"GATEWAY_FAILFAST_MAX_WINDOW_MS", SVC_CFG_INT, 1, 600000, "1000",
-     OFF(failfast_max_window_ms),
+    {"GATEWAY_FAILFAST_MAX_WINDOW_MS", SVC_CFG_INT, 1, 600000, "1000", OFF(failfast_max_window_ms),
      "the longest such window, whatever the hint: after it one call probes the upstream"},
     /* Who may call (door.h, docs/gateway.md "Security"). No key set is
      * built in: without one only the public reads work, and a deployment
@@ -116,8 +115,7 @@ static const svc_cfg_entry_t table[] = {
      OFF(rate_limits),
      "per-client request rates of the route classes (GET routes: read, POST routes: write): "
      "name=N/s|m|h[,burst=N];... or name=off, or off for no limits"},
-    {"GATEWAY_RATE_LIMIT_CAPACITY", SVC_CFG_INT, 16, 16777216, "65536",
-     OFF(rate_limit_capacity),
+    {"GATEWAY_RATE_LIMIT_CAPACITY", SVC_CFG_INT, 16, 16777216, "65536", OFF(rate_limit_capacity),
      "clients tracked at once (108 bytes each, allocated at start); when full the least "
      "recently seen full bucket is forgotten"},
     /* CORS (cors.h): no origin by default, so no page of another origin
@@ -143,8 +141,9 @@ svc_err_t gw_config_load(gw_config_t *c, const char *(*getenv_fn)(const char *na
     if (err != SVC_OK)
         return err;
     if (c->backoff_cap_ms < c->backoff_base_ms) {
-        svc_errbuf_set(errbuf, "GATEWAY_BACKOFF_CAP_MS (%lld) is below GATEWAY_BACKOFF_BASE_MS "
-                               "(%lld)",
+        svc_errbuf_set(errbuf,
+                       "GATEWAY_BACKOFF_CAP_MS (%lld) is below GATEWAY_BACKOFF_BASE_MS "
+                       "(%lld)",
                        (long long)c->backoff_cap_ms, (long long)c->backoff_base_ms);
         return SVC_EINVAL;
     }

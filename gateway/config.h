@@ -20,7 +20,7 @@ typedef struct gw_config {
     int64_t idle_timeout_ms;
     int64_t max_connections; /* all loops together */
     int64_t drain_ms;
-    svc_mem_cfg_t mem;     /* GATEWAY_MALLOC_ARENAS, GATEWAY_MALLOC_TRIM */
+    svc_mem_cfg_t mem; /* GATEWAY_MALLOC_ARENAS, GATEWAY_MALLOC_TRIM */
     char log_level[SVC_CFG_STR_MAX];
     char lock_dir[SVC_CFG_STR_MAX]; /* "none": no lock file */
     int64_t attempt_timeout_ms;
@@ -36,7 +36,7 @@ typedef struct gw_config {
     int64_t stale_max_bytes;
     bool failfast; /* docs/gateway.md, "Fail-fast windows" */
     int64_t failfast_max_window_ms;
-    char jwks_file[SVC_CFG_STR_MAX];    /* door.h; "": no token can be verified */
+    char jwks_file[SVC_CFG_STR_MAX]; /* door.h; "": no token can be verified */
     bool public_reads;
     char jwt_issuer[SVC_CFG_STR_MAX];
     char jwt_audience[SVC_CFG_STR_MAX];
@@ -44,7 +44,7 @@ typedef struct gw_config {
     int64_t jwt_cache_entries;
     char rate_limits[SVC_CFG_STR_MAX]; /* ratelimit.h's spec, or "off" */
     int64_t rate_limit_capacity;
-    char cors_origins[SVC_CFG_STR_MAX]; /* cors.h; "" or "none": no CORS */
+    char cors_origins[SVC_CFG_STR_MAX];     /* cors.h; "" or "none": no CORS */
     char resilience_peers[SVC_CFG_STR_MAX]; /* the live page's other feeds (resilience.h) */
 } gw_config_t;
 

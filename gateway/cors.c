@@ -19,8 +19,8 @@ static bool no_origins(const char *spec)
 
 static bool host_char(char c)
 {
-    return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') ||
-           c == '.' || c == '-';
+    return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') || c == '.' ||
+           c == '-';
 }
 
 /* "scheme://host[:port]" of len bytes. */
@@ -102,8 +102,8 @@ static void add(h2o_req_t *req, const char *lower, const char *name, const char 
 {
     h2o_iovec_t copy = h2o_strdup(&req->pool, v, len);
 
-    h2o_add_header_by_str(&req->pool, &req->res.headers, lower, strlen(lower), 1, name,
-                          copy.base, copy.len);
+    h2o_add_header_by_str(&req->pool, &req->res.headers, lower, strlen(lower), 1, name, copy.base,
+                          copy.len);
 }
 
 /* 204 with the path's methods; false when no route has the path (the
@@ -122,8 +122,7 @@ static bool answer_preflight(h2o_req_t *req, const gw_access_t *e)
         n < sizeof methods ? n : sizeof methods - 1);
     add(req, "access-control-allow-headers", "Access-Control-Allow-Headers",
         H2O_STRLIT(GW_CORS_ALLOW_HEADERS));
-    add(req, "access-control-max-age", "Access-Control-Max-Age",
-        H2O_STRLIT(GW_CORS_MAX_AGE_S));
+    add(req, "access-control-max-age", "Access-Control-Max-Age", H2O_STRLIT(GW_CORS_MAX_AGE_S));
     gw_access_end(e, 204);
     req->res.status = 204;
     req->res.reason = gw_http_reason(204);

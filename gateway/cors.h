@@ -29,8 +29,10 @@
 
 /* The request headers the gateway reads that a page may send (besides the
  * ones CORS always allows): Grpc-Metadata-* cannot be listed by prefix. */
-#define GW_CORS_ALLOW_HEADERS "Content-Type, Authorization, Idempotency-Key, Grpc-Timeout, X-Request-Id"
-#define GW_CORS_EXPOSE_HEADERS "X-Request-Id, Retry-After, WWW-Authenticate, RateLimit, RateLimit-Policy"
+#define GW_CORS_ALLOW_HEADERS                                                                      \
+    "Content-Type, Authorization, Idempotency-Key, Grpc-Timeout, X-Request-Id"
+#define GW_CORS_EXPOSE_HEADERS                                                                     \
+    "X-Request-Id, Retry-After, WWW-Authenticate, RateLimit, RateLimit-Policy"
 #define GW_CORS_MAX_AGE_S "600" /* seconds a browser may keep a preflight's answer */
 
 /* GATEWAY_CORS_ORIGINS: "" or "none" (no CORS), or comma-separated origins

@@ -21,8 +21,7 @@
 #include "pbj/pbjson.h"
 #include "routes.h"
 
-#define LOG_MOD    "gateway"
-
+#define LOG_MOD "gateway"
 
 typedef struct gw_errfilter {
     h2o_filter_t super;
@@ -123,8 +122,7 @@ static void answer_error(const gw_access_t *e, h2o_req_t *req, int status, int c
  * (a validation error, ALREADY_EXISTS, a failure of its own dependency,
  * which is not retryable) is a verdict, and so is a call never sent.
  */
-static bool outcome_unknown(const gw_route_t *r, const rs_grpc_result_t *res,
-                            bool drain_cancelled)
+static bool outcome_unknown(const gw_route_t *r, const rs_grpc_result_t *res, bool drain_cancelled)
 {
     /* gRPC C core fails a call that found no connection to put it on with
      * this message (wait_for_ready off), before anything of it is sent. */
@@ -447,10 +445,9 @@ static int deadline_of(gw_loop_t *l, h2o_req_t *req, uint64_t start, uint64_t *d
 {
     const h2o_header_t *h = gw_find_header(req, H2O_STRLIT("grpc-timeout"));
 
-    return (int)gw_grpc_timeout_deadline(h != NULL ? h->value.base : NULL,
-                                         h != NULL ? h->value.len : 0,
-                                         l->app->cfg->default_timeout_ms, start, svc_now_ns(),
-                                         deadline, errbuf);
+    return (int)gw_grpc_timeout_deadline(
+        h != NULL ? h->value.base : NULL, h != NULL ? h->value.len : 0,
+        l->app->cfg->default_timeout_ms, start, svc_now_ns(), deadline, errbuf);
 }
 
 static void forward(gw_loop_t *l, h2o_req_t *req, const gw_match_t *m, const gw_access_t *e,
@@ -507,8 +504,8 @@ static void forward(gw_loop_t *l, h2o_req_t *req, const gw_match_t *m, const gw_
     /* The key is made of the request as received, before the call: its
      * answer is stored under it, or looked up if the call fails. */
     if (r->stale == GW_STALE_OK && l->app->stale != NULL)
-        key_len = gw_cache_key(r->method, strlen(r->method), e->path, e->path_len, query,
-                               query_len, key, sizeof key);
+        key_len = gw_cache_key(r->method, strlen(r->method), e->path, e->path_len, query, query_len,
+                               key, sizeof key);
     p = calloc(1, sizeof *p + key_len + 1);
     if (p == NULL) {
         pbj_message_free(msg, NULL);
@@ -646,8 +643,8 @@ typedef struct gw_errostream {
  * ("broken content-length header", "unknown transfer-encoding"), so it
  * becomes the message; a HEAD answer has no body, and gets the reason. The
  * headers are not out yet, so the Content-Length can still be set. */
-static void errostream_send(h2o_ostream_t *self_, h2o_req_t *req, h2o_iovec_t *bufs,
-                            size_t bufcnt, h2o_send_state_t state)
+static void errostream_send(h2o_ostream_t *self_, h2o_req_t *req, h2o_iovec_t *bufs, size_t bufcnt,
+                            h2o_send_state_t state)
 {
     gw_errostream_t *self = (gw_errostream_t *)self_;
     char msg[SVC_ERRBUF_LEN];
@@ -688,10 +685,9 @@ static void errfilter_setup(h2o_filter_t *self_, h2o_req_t *req, h2o_ostream_t *
     gw_errostream_t *os;
     gw_access_t e = gw_access_begin(l, req, req->res.status < 500 ? 3 : 13);
 
-    if (req->res.status < 400 ||
-        (ct != -1 && h2o_memis(req->res.headers.entries[ct].value.base,
-                               req->res.headers.entries[ct].value.len,
-                               H2O_STRLIT("application/json")))) {
+    if (req->res.status < 400 || (ct != -1 && h2o_memis(req->res.headers.entries[ct].value.base,
+                                                        req->res.headers.entries[ct].value.len,
+                                                        H2O_STRLIT("application/json")))) {
         h2o_setup_next_ostream(req, slot);
         return;
     }

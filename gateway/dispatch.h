@@ -45,9 +45,9 @@ typedef struct gw_app {
     const gw_config_t *cfg;
     gw_upstreams_t *ups;
     gw_metrics_t *metrics;
-    gw_cache_t *stale; /* NULL: GATEWAY_STALE_READS=off; shared by the loops, thread-safe */
-    struct gw_door *door; /* door.h: the token check and the rate limits */
-    atomic_bool draining; /* shutdown begun: /readyz answers 503 */
+    gw_cache_t *stale;     /* NULL: GATEWAY_STALE_READS=off; shared by the loops, thread-safe */
+    struct gw_door *door;  /* door.h: the token check and the rate limits */
+    atomic_bool draining;  /* shutdown begun: /readyz answers 503 */
     atomic_size_t n_conns; /* client connections open, all loops (server.c counts them) */
 } gw_app_t;
 
@@ -58,11 +58,11 @@ typedef struct gw_loop {
     h2o_multithread_receiver_t done_rx; /* upstream completions (gw_call_t.msg) */
     h2o_linklist_t pending;             /* calls in flight, oldest first */
     size_t n_pending;
-    h2o_timeout_entry_t peek;           /* client-disconnect check while calls are pending */
-    bool stopping;                      /* answers now carry Connection: close */
-    uint64_t rng;                       /* request ids */
-    unsigned lane;                      /* its upstream channel: the loop's index */
-    gw_auth_loop_t *auth;               /* its token cache (door.h); NULL: no key set */
+    h2o_timeout_entry_t peek; /* client-disconnect check while calls are pending */
+    bool stopping;            /* answers now carry Connection: close */
+    uint64_t rng;             /* request ids */
+    unsigned lane;            /* its upstream channel: the loop's index */
+    gw_auth_loop_t *auth;     /* its token cache (door.h); NULL: no key set */
 } gw_loop_t;
 
 /* Registers the dispatcher for every path of host, and the filter that

@@ -19,8 +19,7 @@ struct gw_door {
     _Atomic uint64_t generation, reload_failures;
 };
 
-static svc_err_t make_auth(gw_door_t *d, const gw_config_t *cfg,
-                           char errbuf[static SVC_ERRBUF_LEN])
+static svc_err_t make_auth(gw_door_t *d, const gw_config_t *cfg, char errbuf[static SVC_ERRBUF_LEN])
 {
     gw_auth_opts_t o;
 
@@ -86,8 +85,9 @@ static svc_err_t make_rules(gw_door_t *d, const gw_route_t *routes, bool public_
             continue;
         d->rules[i].rl_class = gw_rl_class_index(d->rl, cls, strlen(cls));
         if (d->rules[i].rl_class < 0) {
-            svc_errbuf_set(errbuf, "GATEWAY_RATE_LIMITS has no class \"%s\", which %s %s is in: "
-                                   "give it a rate, or write %s=off",
+            svc_errbuf_set(errbuf,
+                           "GATEWAY_RATE_LIMITS has no class \"%s\", which %s %s is in: "
+                           "give it a rate, or write %s=off",
                            cls, routes[i].method, routes[i].pattern, cls);
             return SVC_EINVAL;
         }
@@ -95,8 +95,8 @@ static svc_err_t make_rules(gw_door_t *d, const gw_route_t *routes, bool public_
     return SVC_OK;
 }
 
-svc_err_t gw_door_new(const gw_config_t *cfg, const gw_route_t *routes, size_t n,
-                      gw_door_t **out, char errbuf[static SVC_ERRBUF_LEN])
+svc_err_t gw_door_new(const gw_config_t *cfg, const gw_route_t *routes, size_t n, gw_door_t **out,
+                      char errbuf[static SVC_ERRBUF_LEN])
 {
     gw_door_t *d = calloc(1, sizeof *d);
     svc_err_t err;
@@ -148,8 +148,8 @@ svc_err_t gw_door_loop_new(gw_door_t *d, gw_auth_loop_t **out)
     return d->auth != NULL ? gw_auth_loop_new(d->auth, out) : SVC_OK;
 }
 
-void gw_door_check(gw_door_t *d, gw_auth_loop_t *auth, size_t route,
-                   const gw_guard_request_t *rq, gw_guard_verdict_t *v)
+void gw_door_check(gw_door_t *d, gw_auth_loop_t *auth, size_t route, const gw_guard_request_t *rq,
+                   gw_guard_verdict_t *v)
 {
     static const gw_guard_rule_t open = {0, -1, false};
 
@@ -201,20 +201,22 @@ svc_err_t gw_door_render(const void *arg, char *buf, size_t cap, size_t *len)
         svc_text_printf(&t, "gateway_auth_tokens_total{result=\"%s\"} %llu\n", label,
                         (unsigned long long)load(&d->tokens[e]));
     }
-    svc_text_printf(&t, "# HELP gateway_auth_refused_total Requests refused for their token or "
-                        "its scopes.\n# TYPE gateway_auth_refused_total counter\n"
-                        "gateway_auth_refused_total{status=\"401\"} %llu\n"
-                        "gateway_auth_refused_total{status=\"403\"} %llu\n",
+    svc_text_printf(&t,
+                    "# HELP gateway_auth_refused_total Requests refused for their token or "
+                    "its scopes.\n# TYPE gateway_auth_refused_total counter\n"
+                    "gateway_auth_refused_total{status=\"401\"} %llu\n"
+                    "gateway_auth_refused_total{status=\"403\"} %llu\n",
                     (unsigned long long)load(&d->refused_401),
                     (unsigned long long)load(&d->refused_403));
-    svc_text_printf(&t, "# HELP gateway_auth_keyset_generation The key set in use: bumped by "
-                        "every reload, 0 without a key set file.\n"
-                        "# TYPE gateway_auth_keyset_generation gauge\n"
-                        "gateway_auth_keyset_generation %llu\n"
-                        "# HELP gateway_auth_keyset_reload_failures_total Reloads of a changed "
-                        "key set file that failed (the previous set stays in use).\n"
-                        "# TYPE gateway_auth_keyset_reload_failures_total counter\n"
-                        "gateway_auth_keyset_reload_failures_total %llu\n",
+    svc_text_printf(&t,
+                    "# HELP gateway_auth_keyset_generation The key set in use: bumped by "
+                    "every reload, 0 without a key set file.\n"
+                    "# TYPE gateway_auth_keyset_generation gauge\n"
+                    "gateway_auth_keyset_generation %llu\n"
+                    "# HELP gateway_auth_keyset_reload_failures_total Reloads of a changed "
+                    "key set file that failed (the previous set stays in use).\n"
+                    "# TYPE gateway_auth_keyset_reload_failures_total counter\n"
+                    "gateway_auth_keyset_reload_failures_total %llu\n",
                     (unsigned long long)load(&d->generation),
                     (unsigned long long)load(&d->reload_failures));
     return svc_text_end(&t, len);

@@ -38,9 +38,8 @@ typedef struct gw_door gw_door_t;
 /* rules for routes[0..n), which must outlive the door. *out owned by the
  * caller (gw_door_free). SVC_EINVAL with errbuf (a bad key set file, a bad
  * rate-limit setting, a class no setting names) or SVC_ENOMEM. */
-svc_err_t gw_door_new(const gw_config_t *cfg, const gw_route_t *routes, size_t n,
-                      gw_door_t **out, char errbuf[static SVC_ERRBUF_LEN])
-    __attribute__((warn_unused_result));
+svc_err_t gw_door_new(const gw_config_t *cfg, const gw_route_t *routes, size_t n, gw_door_t **out,
+                      char errbuf[static SVC_ERRBUF_LEN]) __attribute__((warn_unused_result));
 /* Every loop's gw_auth_loop_t must have been freed. NULL-safe. */
 void gw_door_free(gw_door_t *d);
 
@@ -52,8 +51,8 @@ void gw_door_tick(gw_door_t *d);
 svc_err_t gw_door_loop_new(gw_door_t *d, gw_auth_loop_t **out) __attribute__((warn_unused_result));
 
 /* guard.h's check for routes[route], counted for the metrics. */
-void gw_door_check(gw_door_t *d, gw_auth_loop_t *auth, size_t route,
-                   const gw_guard_request_t *rq, gw_guard_verdict_t *v);
+void gw_door_check(gw_door_t *d, gw_auth_loop_t *auth, size_t route, const gw_guard_request_t *rq,
+                   gw_guard_verdict_t *v);
 
 /*
  * Prometheus text (snprintf semantics, as gw_rl_render; d is a gw_door_t):

@@ -124,8 +124,7 @@ static bool refused_locked(slot_t *s, uint64_t now_ns, rs_grpc_result_t *res)
 }
 
 gw_failfast_verdict_t gw_failfast_admit(gw_failfast_t *ff, size_t route, uint64_t now_ns,
-                                        uint64_t lease_ns, uint64_t *ticket,
-                                        rs_grpc_result_t *res)
+                                        uint64_t lease_ns, uint64_t *ticket, rs_grpc_result_t *res)
 {
     slot_t *s = &ff->slot[route];
     gw_failfast_verdict_t v = GW_FAILFAST_PASS;
@@ -157,8 +156,7 @@ gw_failfast_verdict_t gw_failfast_admit(gw_failfast_t *ff, size_t route, uint64_
 /* A refusal opens (or moves) the window: until the hint, at most the cap.
  * The latest refusal wins, also over a longer window: it is the upstream's
  * newest word. Caller holds s->lock for writing. */
-static void open_locked(gw_failfast_t *ff, slot_t *s, const rs_grpc_result_t *res,
-                        uint64_t now_ns)
+static void open_locked(gw_failfast_t *ff, slot_t *s, const rs_grpc_result_t *res, uint64_t now_ns)
 {
     uint64_t hint = (uint64_t)res->retry_after_ms * SVC_NS_PER_MS;
     uint64_t window = hint < ff->max_window_ns ? hint : ff->max_window_ns;
@@ -173,8 +171,8 @@ static void open_locked(gw_failfast_t *ff, slot_t *s, const rs_grpc_result_t *re
     atomic_store_explicit(&s->until_ns, now_ns + window, memory_order_release);
 }
 
-void gw_failfast_end(gw_failfast_t *ff, size_t route, uint64_t ticket,
-                     const rs_grpc_result_t *res, uint64_t now_ns)
+void gw_failfast_end(gw_failfast_t *ff, size_t route, uint64_t ticket, const rs_grpc_result_t *res,
+                     uint64_t now_ns)
 {
     slot_t *s = &ff->slot[route];
     bool refusal = gw_failfast_is_refusal(res);
@@ -205,8 +203,8 @@ svc_err_t gw_failfast_render(const gw_failfast_t *ff, char *buf, size_t cap, siz
         return SVC_OK;
     }
     for (size_t c = 0; c < N_COUNTERS; c++) {
-        svc_text_printf(&t, "# HELP %s %s\n# TYPE %s counter\n", counters[c].name,
-                        counters[c].help, counters[c].name);
+        svc_text_printf(&t, "# HELP %s %s\n# TYPE %s counter\n", counters[c].name, counters[c].help,
+                        counters[c].name);
         for (size_t i = 0; i < ff->n; i++) {
             if (ff->routes[i].rpc == NULL)
                 continue;

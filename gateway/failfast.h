@@ -55,7 +55,7 @@ typedef struct gw_failfast gw_failfast_t;
 typedef struct gw_failfast_opts {
     const gw_route_t *routes; /* borrowed; must outlive the object; one window per row */
     size_t n_routes;
-    uint32_t max_window_ms;   /* GW_FAILFAST_DEFAULT_MAX_WINDOW_MS; >= 1 */
+    uint32_t max_window_ms; /* GW_FAILFAST_DEFAULT_MAX_WINDOW_MS; >= 1 */
 } gw_failfast_opts_t;
 
 /* Defaults (no routes). Cannot fail. */
@@ -90,12 +90,11 @@ typedef enum gw_failfast_verdict {
  * the refusal that opened the window.
  */
 gw_failfast_verdict_t gw_failfast_admit(gw_failfast_t *ff, size_t route, uint64_t now_ns,
-                                        uint64_t lease_ns, uint64_t *ticket,
-                                        rs_grpc_result_t *res);
+                                        uint64_t lease_ns, uint64_t *ticket, rs_grpc_result_t *res);
 
 /* A call of routes[route] admitted with ticket ended with res (borrowed). */
-void gw_failfast_end(gw_failfast_t *ff, size_t route, uint64_t ticket,
-                     const rs_grpc_result_t *res, uint64_t now_ns);
+void gw_failfast_end(gw_failfast_t *ff, size_t route, uint64_t ticket, const rs_grpc_result_t *res,
+                     uint64_t now_ns);
 
 /*
  * Prometheus text of every gRPC route, rendered like rs_metrics_render():

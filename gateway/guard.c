@@ -15,8 +15,7 @@ static void refuse(gw_guard_verdict_t *v, int status, int code, const char *mess
 }
 
 /* Step 1: the token, when there is one. False when the request is refused. */
-static bool authenticate(gw_auth_loop_t *auth, const gw_guard_request_t *rq,
-                         gw_guard_verdict_t *v)
+static bool authenticate(gw_auth_loop_t *auth, const gw_guard_request_t *rq, gw_guard_verdict_t *v)
 {
     const char *tok = NULL;
     size_t len = 0;
@@ -72,7 +71,8 @@ static bool authorize(const gw_guard_rule_t *rule, gw_guard_verdict_t *v)
 static void limit(gw_rl_t *rl, const gw_guard_rule_t *rule, const gw_guard_request_t *rq,
                   gw_guard_verdict_t *v)
 {
-    char key[sizeof "sub:" + PR_SUBJECT_MAX + GW_RL_ADDR_KEY_MAX]; /* longer keys fold (ratelimit.h) */
+    char key[sizeof "sub:" + PR_SUBJECT_MAX +
+             GW_RL_ADDR_KEY_MAX]; /* longer keys fold (ratelimit.h) */
     size_t n = 0;
     gw_rl_decision_t d;
 

@@ -59,7 +59,7 @@ typedef struct gw_guard_verdict {
     gw_jwt_err_t token;  /* the token's check: GW_JWT_MISSING when none (or another scheme) came */
     bool authenticated;  /* principal is set */
     gw_principal_t principal;
-    bool has_rl;         /* rl holds the RateLimit headers to send */
+    bool has_rl; /* rl holds the RateLimit headers to send */
     gw_rl_headers_t rl;
     uint32_t retry_after_s; /* a 429's Retry-After, >= 1; else 0 */
 } gw_guard_verdict_t;

@@ -76,13 +76,26 @@ int gw_framing_verdict(h2o_req_t *req, char errbuf[static SVC_ERRBUF_LEN])
  * only be one more place to leak it from. Host, Expect and Content-Length
  * never reach req->headers in h2o. */
 static const char *const permanent[] = {
-    "accept",        "accept-charset",      "accept-language",
-    "accept-ranges", "cache-control",
-    "content-type",  "cookie",              "date",
-    "from",          "if-match",            "if-modified-since",
-    "if-none-match", "if-schedule-tag-match", "if-unmodified-since",
-    "max-forwards",  "origin",              "pragma",
-    "referer",       "user-agent",          "via",
+    "accept",
+    "accept-charset",
+    "accept-language",
+    "accept-ranges",
+    "cache-control",
+    "content-type",
+    "cookie",
+    "date",
+    "from",
+    "if-match",
+    "if-modified-since",
+    "if-none-match",
+    "if-schedule-tag-match",
+    "if-unmodified-since",
+    "max-forwards",
+    "origin",
+    "pragma",
+    "referer",
+    "user-agent",
+    "via",
     "warning",
 };
 
@@ -92,8 +105,8 @@ static const char *const permanent[] = {
  * Grpc-Metadata-X-Shopmicro-Subject. */
 static bool reserved_key(const char *k, size_t len)
 {
-    static const char *const names[] = {"content-type", "te", "user-agent", "host", "connection",
-                                        "x-request-id"};
+    static const char *const names[] = {"content-type", "te",         "user-agent",
+                                        "host",         "connection", "x-request-id"};
 
     if (len == 0 || k[0] == ':' || (len >= 5 && memcmp(k, "grpc-", 5) == 0) ||
         (len >= 12 && memcmp(k, "x-shopmicro-", 12) == 0))
@@ -108,8 +121,7 @@ static bool valid_key(const char *k, size_t len)
 {
     for (size_t i = 0; i < len; i++) {
         char c = k[i];
-        if (!((c >= 'a' && c <= 'z') || (c >= '0' && c <= '9') || c == '-' || c == '_' ||
-              c == '.'))
+        if (!((c >= 'a' && c <= 'z') || (c >= '0' && c <= '9') || c == '-' || c == '_' || c == '.'))
             return false;
     }
     return len > 0;
@@ -158,9 +170,10 @@ static void md_add(md_builder_t *b, h2o_iovec_t from, const char *prefix, const 
         return;
     }
     if (size > b->limit - b->bytes) {
-        svc_errbuf_set(b->errbuf, "request header %.*s is too large: the headers forwarded "
-                                  "upstream as gRPC metadata may total %zu bytes, and with it "
-                                  "they would be %zu",
+        svc_errbuf_set(b->errbuf,
+                       "request header %.*s is too large: the headers forwarded "
+                       "upstream as gRPC metadata may total %zu bytes, and with it "
+                       "they would be %zu",
                        (int)from.len, from.base, b->limit, b->bytes + size);
         b->too_large = true;
         return;
@@ -213,7 +226,8 @@ static bool is_idempotency_key(const h2o_header_t *h)
  * once as Grpc-Metadata-Idempotency-Key) is refused, never dropped.
  * *out is NULL when the request has none.
  */
-static bool idempotency_key(h2o_req_t *req, const h2o_header_t **out, char errbuf[static SVC_ERRBUF_LEN])
+static bool idempotency_key(h2o_req_t *req, const h2o_header_t **out,
+                            char errbuf[static SVC_ERRBUF_LEN])
 {
     const h2o_header_t *key = NULL;
     char name[64];
@@ -256,8 +270,7 @@ static void md_add_grpc_metadata(md_builder_t *b)
             continue;
         }
         if (!valid_key(k, klen) || reserved_key(k, klen)) {
-            svc_log_debug(LOG_MOD, "metadata %.*s skipped: reserved or invalid key", (int)klen,
-                          k);
+            svc_log_debug(LOG_MOD, "metadata %.*s skipped: reserved or invalid key", (int)klen, k);
             continue;
         }
         md_add_header(b, "", k, klen, e);
@@ -292,8 +305,8 @@ static void md_add_forwarded(md_builder_t *b)
                          h->value.base, (int)iplen, ip);
         md_add(b, name_of(h), "", H2O_STRLIT("x-forwarded-for"), v, (size_t)n);
     } else {
-        md_add(b, h2o_iovec_init(H2O_STRLIT("X-Forwarded-For")), "",
-               H2O_STRLIT("x-forwarded-for"), ip, iplen);
+        md_add(b, h2o_iovec_init(H2O_STRLIT("X-Forwarded-For")), "", H2O_STRLIT("x-forwarded-for"),
+               ip, iplen);
     }
 }
 
@@ -307,8 +320,8 @@ static void md_add_principal(md_builder_t *b, const gw_principal_t *who)
 
     if (who == NULL)
         return;
-    md_add(b, h2o_iovec_init(H2O_STRLIT("Authorization")), "", H2O_STRLIT(PR_MD_SUBJECT),
-           who->sub, strlen(who->sub));
+    md_add(b, h2o_iovec_init(H2O_STRLIT("Authorization")), "", H2O_STRLIT(PR_MD_SUBJECT), who->sub,
+           strlen(who->sub));
     scopes = h2o_mem_alloc_pool(&b->req->pool, PR_SCOPES_TEXT_MAX);
     len = pr_scopes_format(who->scopes, scopes, PR_SCOPES_TEXT_MAX);
     md_add(b, h2o_iovec_init(H2O_STRLIT("Authorization")), "", H2O_STRLIT(PR_MD_SCOPES), scopes,

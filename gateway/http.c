@@ -154,8 +154,8 @@ size_t gw_json_escape(char *buf, size_t cap, size_t pos, const char *s, size_t l
             pos = put(buf, cap, pos, esc, 2);
             i++;
         } else if (c < 0x20) {
-            static const char short_esc[] = {['\b'] = 'b', ['\f'] = 'f', ['\n'] = 'n',
-                                             ['\r'] = 'r', ['\t'] = 't'};
+            static const char short_esc[] = {
+                ['\b'] = 'b', ['\f'] = 'f', ['\n'] = 'n', ['\r'] = 'r', ['\t'] = 't'};
             if (c < sizeof short_esc && short_esc[c] != 0) {
                 esc[0] = '\\';
                 esc[1] = short_esc[c];
@@ -261,7 +261,8 @@ static uint64_t deadline_after(uint64_t start_ns, uint64_t ns)
 
 gw_timeout_verdict_t gw_grpc_timeout_deadline(const char *s, size_t len, int64_t default_ms,
                                               uint64_t start_ns, uint64_t now_ns,
-                                              uint64_t *deadline_ns, char errbuf[static SVC_ERRBUF_LEN])
+                                              uint64_t *deadline_ns,
+                                              char errbuf[static SVC_ERRBUF_LEN])
 {
     uint64_t at;
     int64_t ns;
@@ -326,7 +327,8 @@ typedef struct framing {
     bool te;
 } framing_t;
 
-static bool framing_content_length(framing_t *f, const char *v, size_t len, char errbuf[static SVC_ERRBUF_LEN])
+static bool framing_content_length(framing_t *f, const char *v, size_t len,
+                                   char errbuf[static SVC_ERRBUF_LEN])
 {
     size_t digits = 0;
 
@@ -349,7 +351,8 @@ static bool framing_content_length(framing_t *f, const char *v, size_t len, char
 }
 
 /* One header line, without its line ending. */
-static bool framing_line(framing_t *f, const char *line, size_t len, char errbuf[static SVC_ERRBUF_LEN])
+static bool framing_line(framing_t *f, const char *line, size_t len,
+                         char errbuf[static SVC_ERRBUF_LEN])
 {
     const char *colon = memchr(line, ':', len);
     size_t nlen = colon != NULL ? (size_t)(colon - line) : len, vlen;
@@ -362,8 +365,9 @@ static bool framing_line(framing_t *f, const char *line, size_t len, char errbuf
     }
     for (size_t i = 0; i < nlen; i++) {
         if (!is_tchar((unsigned char)line[i])) {
-            svc_errbuf_set(errbuf, "invalid header name \"%.*s\": whitespace or a separator "
-                                   "in a name, or before its colon",
+            svc_errbuf_set(errbuf,
+                           "invalid header name \"%.*s\": whitespace or a separator "
+                           "in a name, or before its colon",
                            (int)(nlen < 64 ? nlen : 64), line);
             return false;
         }
@@ -390,7 +394,8 @@ static bool framing_line(framing_t *f, const char *line, size_t len, char errbuf
     return true;
 }
 
-bool gw_http1_framing_check(const char *head, size_t len, bool http10, char errbuf[static SVC_ERRBUF_LEN])
+bool gw_http1_framing_check(const char *head, size_t len, bool http10,
+                            char errbuf[static SVC_ERRBUF_LEN])
 {
     framing_t f = {NULL, 0, false};
     const char *end = head + len, *p = memchr(head, '\n', len);
@@ -425,7 +430,8 @@ bool gw_http1_framing_check(const char *head, size_t len, bool http10, char errb
     return false;
 }
 
-bool gw_idempotency_key_check(const char *name, const char *v, size_t len, char errbuf[static SVC_ERRBUF_LEN])
+bool gw_idempotency_key_check(const char *name, const char *v, size_t len,
+                              char errbuf[static SVC_ERRBUF_LEN])
 {
     size_t bad;
 
@@ -437,8 +443,9 @@ bool gw_idempotency_key_check(const char *name, const char *v, size_t len, char 
         return false;
     }
     bad = svc_idempotency_key_bad_byte(v, len);
-    svc_errbuf_set(errbuf, "%s must be printable ASCII without spaces (0x%02X-0x%02X): byte %zu is "
-                           "0x%02X",
+    svc_errbuf_set(errbuf,
+                   "%s must be printable ASCII without spaces (0x%02X-0x%02X): byte %zu is "
+                   "0x%02X",
                    name, SVC_IDEMPOTENCY_KEY_FIRST, SVC_IDEMPOTENCY_KEY_LAST, bad,
                    (unsigned char)v[bad]);
     return false;
@@ -457,8 +464,8 @@ void gw_http_send(h2o_req_t *req, int status, const char *content_type, const ch
     req->res.status = status;
     req->res.reason = gw_http_reason(status);
     req->res.content_length = len;
-    h2o_add_header(&req->pool, &req->res.headers, H2O_TOKEN_CONTENT_TYPE, "Content-Type", content_type,
-                   strlen(content_type));
+    h2o_add_header(&req->pool, &req->res.headers, H2O_TOKEN_CONTENT_TYPE, "Content-Type",
+                   content_type, strlen(content_type));
     h2o_send_inline(req, body, len);
 }
 
@@ -473,8 +480,8 @@ void gw_http_send_error(h2o_req_t *req, int status, int code, const char *msg,
         /* errors.go: the status message goes into WWW-Authenticate (unless
          * the gateway's own token check has put its challenge there). */
         h2o_iovec_t v = h2o_strdup(&req->pool, msg, SIZE_MAX);
-        h2o_add_header(&req->pool, &req->res.headers, H2O_TOKEN_WWW_AUTHENTICATE, "WWW-Authenticate", v.base,
-                       v.len);
+        h2o_add_header(&req->pool, &req->res.headers, H2O_TOKEN_WWW_AUTHENTICATE,
+                       "WWW-Authenticate", v.base, v.len);
     }
     if (retry_after_s > 0) {
         char *v = h2o_mem_alloc_pool(&req->pool, 12);

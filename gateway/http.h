@@ -71,7 +71,8 @@ typedef enum gw_timeout_verdict {
  */
 gw_timeout_verdict_t gw_grpc_timeout_deadline(const char *s, size_t len, int64_t default_ms,
                                               uint64_t start_ns, uint64_t now_ns,
-                                              uint64_t *deadline_ns, char errbuf[static SVC_ERRBUF_LEN]);
+                                              uint64_t *deadline_ns,
+                                              char errbuf[static SVC_ERRBUF_LEN]);
 
 /* Request ids: at most this many characters of [A-Za-z0-9-_.:/+=@]. */
 #define GW_REQUEST_ID_MAX 63
@@ -96,12 +97,14 @@ size_t gw_request_id_sanitize(const char *in, size_t len, char out[GW_REQUEST_ID
  * Each is a message whose length a proxy and this gateway could read
  * differently (request smuggling). Pure; thread-safe.
  */
-bool gw_http1_framing_check(const char *head, size_t len, bool http10, char errbuf[static SVC_ERRBUF_LEN]);
+bool gw_http1_framing_check(const char *head, size_t len, bool http10,
+                            char errbuf[static SVC_ERRBUF_LEN]);
 
 /* True when v (len bytes) is an idempotency key by svc_idempotency_key_valid
  * (svc/core.h: 1-255 characters 0x21-0x7E); otherwise the reason, starting
  * with name (the header, e.g. "Idempotency-Key"), is in errbuf. */
-bool gw_idempotency_key_check(const char *name, const char *v, size_t len, char errbuf[static SVC_ERRBUF_LEN]);
+bool gw_idempotency_key_check(const char *name, const char *v, size_t len,
+                              char errbuf[static SVC_ERRBUF_LEN]);
 
 /* What one metadata entry costs against gRPC's metadata size limit: name,
  * value and 32 bytes (the HPACK entry size, RFC 7541 §4.1). */
@@ -114,8 +117,8 @@ struct st_h2o_req_t;
 
 /* Sends a complete response: status, Content-Type, Content-Length, body
  * (copied). Loop thread only. */
-void gw_http_send(struct st_h2o_req_t *req, int status, const char *content_type,
-                  const char *body, size_t len);
+void gw_http_send(struct st_h2o_req_t *req, int status, const char *content_type, const char *body,
+                  size_t len);
 
 /*
  * Sends an error body for gRPC code `code` with message msg. status 0 means

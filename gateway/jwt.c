@@ -232,7 +232,8 @@ static gw_jwt_err_t read_scopes(json_t *payload, pr_scopes_t *scopes)
         return add_scope_string(json_string_value(v), json_string_length(v), scopes);
     if (!json_is_array(v))
         return GW_JWT_BAD_CLAIMS;
-    json_array_foreach (v, i, e) {
+    json_array_foreach(v, i, e)
+    {
         if (!json_is_string(e))
             return GW_JWT_BAD_CLAIMS;
         *scopes |= pr_scopes_parse(json_string_value(e), json_string_length(e));
@@ -260,7 +261,8 @@ static gw_jwt_err_t check_claims(json_t *payload, const gw_jwt_opts_t *o, gw_pri
         return GW_JWT_BAD_ISSUER;
     aud = json_object_get(payload, "aud");
     if (json_is_array(aud)) {
-        json_array_foreach (aud, i, e) {
+        json_array_foreach(aud, i, e)
+        {
             if (!json_is_string(e))
                 return GW_JWT_BAD_CLAIMS;
             found = found || string_is(e, o->audience);

@@ -8,7 +8,7 @@
 
 #include "metrics.h"
 
-static const char *const methods[] = {"GET",  "POST", "PUT",     "DELETE",
+static const char *const methods[] = {"GET",   "POST", "PUT",     "DELETE",
                                       "PATCH", "HEAD", "OPTIONS", "OTHER"};
 #define N_METHODS SVC_COUNTOF(methods)
 
@@ -29,7 +29,7 @@ typedef struct hist {
 
 struct gw_metrics {
     const char *const *labels;
-    size_t n_routes; /* + 1 for "unmatched" */
+    size_t n_routes;            /* + 1 for "unmatched" */
     _Atomic uint64_t *requests; /* [route][method][code] */
     hist_t *hist;               /* [route][method] */
     _Atomic uint64_t *stale;    /* [route][served, missed] */
@@ -97,8 +97,8 @@ void gw_metrics_end(gw_metrics_t *m, size_t route, const char *method, size_t me
     hist_t *h = &m->hist[r * N_METHODS + mi];
 
     atomic_fetch_sub_explicit(&m->in_flight, 1, memory_order_relaxed);
-    atomic_fetch_add_explicit(&m->requests[(r * N_METHODS + mi) * N_CODES + code_index(status)],
-                              1, memory_order_relaxed);
+    atomic_fetch_add_explicit(&m->requests[(r * N_METHODS + mi) * N_CODES + code_index(status)], 1,
+                              memory_order_relaxed);
     while (b < SVC_COUNTOF(bounds) && s > bounds[b])
         b++;
     atomic_fetch_add_explicit(&h->bucket[b], 1, memory_order_relaxed);
@@ -165,7 +165,8 @@ static const char *route_label(const gw_metrics_t *m, size_t r)
 
 static void render_stale(const gw_metrics_t *m, const gw_cache_stats_t *cache, out_t *o)
 {
-    static const char *const name[2] = {"gateway_stale_answers_total", "gateway_stale_misses_total"};
+    static const char *const name[2] = {"gateway_stale_answers_total",
+                                        "gateway_stale_misses_total"};
     static const char *const help[2] = {
         "Answers served from the stale cache because the upstream was unavailable, by route.",
         "Availability failures of a stale-read route with no usable answer in the cache "
@@ -255,7 +256,8 @@ svc_err_t gw_metrics_render(const gw_metrics_t *m, const gw_cache_stats_t *cache
                     snprintf(code, sizeof code, "%d", codes[c]);
                 else
                     snprintf(code, sizeof code, "other");
-                put(&o, "gateway_http_requests_total{route=\"%s\",method=\"%s\",code=\"%s\"} %llu\n",
+                put(&o,
+                    "gateway_http_requests_total{route=\"%s\",method=\"%s\",code=\"%s\"} %llu\n",
                     route_label(m, r), methods[mi], code, (unsigned long long)v);
             }
     put(&o, "# HELP gateway_http_request_duration_seconds Time from the request's arrival to its "
@@ -285,8 +287,9 @@ svc_err_t gw_metrics_render(const gw_metrics_t *m, const gw_cache_stats_t *cache
                 (double)atomic_load_explicit(&h->sum_ns, memory_order_relaxed) / 1e9,
                 route_label(m, r), methods[mi], (unsigned long long)cum);
         }
-    put(&o, "# HELP gateway_http_in_flight Requests received and not yet answered.\n"
-            "# TYPE gateway_http_in_flight gauge\ngateway_http_in_flight %lld\n",
+    put(&o,
+        "# HELP gateway_http_in_flight Requests received and not yet answered.\n"
+        "# TYPE gateway_http_in_flight gauge\ngateway_http_in_flight %lld\n",
         (long long)atomic_load_explicit(&m->in_flight, memory_order_relaxed));
     render_stale(m, cache, &o);
     render_conns(m, conns, &o);

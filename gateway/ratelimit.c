@@ -17,17 +17,16 @@
 
 #include "ratelimit.h"
 
-#define NIL UINT32_MAX
+#define NIL      UINT32_MAX
 #define NS_PER_S UINT64_C(1000000000)
 /* A folded key: its first FOLD_PREFIX bytes, then two 64-bit digests. */
 #define FOLD_PREFIX (GW_RL_KEY_MAX - 16)
-#define KEY_FOLDED (GW_RL_KEY_MAX + 1)
+#define KEY_FOLDED  (GW_RL_KEY_MAX + 1)
 
-static_assert(sizeof(((gw_rl_headers_t *)0)->policy) >= 1 + (GW_RL_CLASS_NAME_MAX - 1) + 4 + 20 +
-                                                              3 + 20 + 1,
+static_assert(sizeof(((gw_rl_headers_t *)0)->policy) >=
+                  1 + (GW_RL_CLASS_NAME_MAX - 1) + 4 + 20 + 3 + 20 + 1,
               "gw_rl_headers_t.policy holds any item");
-static_assert(sizeof(((gw_rl_headers_t *)0)->ratelimit) ==
-                  sizeof(((gw_rl_headers_t *)0)->policy),
+static_assert(sizeof(((gw_rl_headers_t *)0)->ratelimit) == sizeof(((gw_rl_headers_t *)0)->policy),
               "gw_rl_headers_t.ratelimit holds any item");
 static_assert(sizeof(((gw_rl_headers_t *)0)->retry_after) >= 21, "Retry-After holds any value");
 
@@ -167,13 +166,14 @@ static svc_err_t parse_rate(span_t part, span_t rate, gw_rl_class_t *c,
     else if (span_is(unit, "h"))
         unit_ns = 3600 * NS_PER_S;
     else {
-        svc_errbuf_set(errbuf, "\"%.*s\": unknown unit \"/%.*s\" (use /s, /m or /h)",
-                       (int)part.n, part.p, (int)unit.n, unit.p);
+        svc_errbuf_set(errbuf, "\"%.*s\": unknown unit \"/%.*s\" (use /s, /m or /h)", (int)part.n,
+                       part.p, (int)unit.n, unit.p);
         return SVC_EINVAL;
     }
     if (!parse_decimal(num, GW_RL_MAX_RATE_COUNT, &mant, &digits) || mant == 0) {
-        svc_errbuf_set(errbuf, "\"%.*s\": the rate \"%.*s\" is not a number above 0 and up to %u "
-                               "with at most 3 decimals",
+        svc_errbuf_set(errbuf,
+                       "\"%.*s\": the rate \"%.*s\" is not a number above 0 and up to %u "
+                       "with at most 3 decimals",
                        (int)part.n, part.p, (int)num.n, num.p, GW_RL_MAX_RATE_COUNT);
         return SVC_EINVAL;
     }
@@ -252,16 +252,16 @@ static svc_err_t parse_class(span_t part, gw_rl_class_t *c, char errbuf[static S
     if (err == SVC_OK && comma)
         err = parse_burst(part, trim(rest), c, errbuf);
     if (err == SVC_OK && !class_fits(c)) {
-        svc_errbuf_set(errbuf, "\"%.*s\": rate and burst too large together (the rate's period "
-                               "times the burst must stay under 292 years)",
+        svc_errbuf_set(errbuf,
+                       "\"%.*s\": rate and burst too large together (the rate's period "
+                       "times the burst must stay under 292 years)",
                        (int)part.n, part.p);
         err = SVC_EINVAL;
     }
     return err;
 }
 
-svc_err_t gw_rl_spec_parse(const char *text, gw_rl_spec_t *out,
-                           char errbuf[static SVC_ERRBUF_LEN])
+svc_err_t gw_rl_spec_parse(const char *text, gw_rl_spec_t *out, char errbuf[static SVC_ERRBUF_LEN])
 {
     gw_rl_spec_t spec;
     span_t rest = trim((span_t){text, strlen(text)});
@@ -284,8 +284,8 @@ svc_err_t gw_rl_spec_parse(const char *text, gw_rl_spec_t *out,
             return err;
         for (size_t i = 0; i < spec.n; i++)
             if (strcmp(spec.cls[i].name, spec.cls[spec.n].name) == 0) {
-                svc_errbuf_set(errbuf, "\"%.*s\": class \"%s\" is named twice", (int)part.n,
-                               part.p, spec.cls[i].name);
+                svc_errbuf_set(errbuf, "\"%.*s\": class \"%s\" is named twice", (int)part.n, part.p,
+                               spec.cls[i].name);
                 return SVC_EINVAL;
             }
         spec.n++;
@@ -741,8 +741,7 @@ void gw_rl_stats(const gw_rl_t *rl, gw_rl_stats_t *out)
             out->limited[c] += atomic_load_explicit(&s->limited[c], memory_order_relaxed);
         }
         out->evictions_full += atomic_load_explicit(&s->evictions_full, memory_order_relaxed);
-        out->evictions_partial +=
-            atomic_load_explicit(&s->evictions_partial, memory_order_relaxed);
+        out->evictions_partial += atomic_load_explicit(&s->evictions_partial, memory_order_relaxed);
         out->buckets += atomic_load_explicit(&s->buckets, memory_order_relaxed);
     }
     out->capacity = rl->capacity;
@@ -754,8 +753,9 @@ svc_err_t gw_rl_render(const gw_rl_t *rl, char *buf, size_t cap, size_t *len)
     gw_rl_stats_t st;
 
     gw_rl_stats(rl, &st);
-    svc_text_printf(&t, "# HELP gateway_ratelimit_allowed_total Requests let through by the "
-                        "rate limiter, by class.\n# TYPE gateway_ratelimit_allowed_total counter\n");
+    svc_text_printf(&t,
+                    "# HELP gateway_ratelimit_allowed_total Requests let through by the "
+                    "rate limiter, by class.\n# TYPE gateway_ratelimit_allowed_total counter\n");
     for (size_t c = 0; c < rl->n_cls; c++)
         svc_text_printf(&t, "gateway_ratelimit_allowed_total{class=\"%s\"} %llu\n",
                         rl->cls[c].def.name, (unsigned long long)st.allowed[c]);

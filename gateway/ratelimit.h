@@ -68,7 +68,7 @@
 #include "svc/core.h"
 
 /* Classes in one setting at most, and the longest class name (+ NUL). */
-#define GW_RL_MAX_CLASSES 8
+#define GW_RL_MAX_CLASSES    8
 #define GW_RL_CLASS_NAME_MAX 16
 /* Longest key stored as it is (a longer one is folded, see above). */
 #define GW_RL_KEY_MAX 64
@@ -76,7 +76,7 @@
 #define GW_RL_EVICT_SCAN 8
 /* The defaults of GATEWAY_RATE_LIMIT_CAPACITY and of the shard count. */
 #define GW_RL_DEFAULT_CAPACITY 65536
-#define GW_RL_DEFAULT_SHARDS 16
+#define GW_RL_DEFAULT_SHARDS   16
 /* Capacity bounds. A bucket costs 108 bytes (a 104-byte slot and its
  * 4-byte hash index entry), all allocated by gw_rl_new: 6.75 MiB for the
  * default 65,536. */
@@ -84,7 +84,7 @@
 #define GW_RL_MAX_CAPACITY ((size_t)1 << 24)
 /* Longest rate and burst the parser takes: the level's arithmetic stays in
  * 64 bits (burst * the rate's period in ns <= 1e6 * 3.6e12 ns). */
-#define GW_RL_MAX_BURST 1000000u
+#define GW_RL_MAX_BURST      1000000u
 #define GW_RL_MAX_RATE_COUNT 1000000u
 /* Bytes enough for any address key written by gw_rl_addr_key. */
 #define GW_RL_ADDR_KEY_MAX 48
@@ -118,16 +118,15 @@ typedef struct gw_rl_spec {
  * naming the part and what is wrong with it ("write=10/x: unknown unit
  * \"/x\" ..."). *out is written only on SVC_OK. Pure.
  */
-svc_err_t gw_rl_spec_parse(const char *text, gw_rl_spec_t *out,
-                           char errbuf[static SVC_ERRBUF_LEN]);
+svc_err_t gw_rl_spec_parse(const char *text, gw_rl_spec_t *out, char errbuf[static SVC_ERRBUF_LEN]);
 
 typedef struct gw_rl gw_rl_t;
 
 typedef struct gw_rl_opts {
     const gw_rl_spec_t *spec; /* borrowed during gw_rl_new (copied); n >= 1 */
-    size_t capacity; /* GW_RL_DEFAULT_CAPACITY; GW_RL_MIN_CAPACITY .. GW_RL_MAX_CAPACITY */
-    size_t shards;   /* GW_RL_DEFAULT_SHARDS; a power of two (halved until each shard
-                      * has 8 buckets or more; capacity is rounded down to a multiple) */
+    size_t capacity;          /* GW_RL_DEFAULT_CAPACITY; GW_RL_MIN_CAPACITY .. GW_RL_MAX_CAPACITY */
+    size_t shards;            /* GW_RL_DEFAULT_SHARDS; a power of two (halved until each shard
+                               * has 8 buckets or more; capacity is rounded down to a multiple) */
 } gw_rl_opts_t;
 
 /* Fills the defaults (no spec). Cannot fail. */
@@ -145,12 +144,12 @@ int gw_rl_class_index(const gw_rl_t *rl, const char *name, size_t len);
 /* One check's outcome, and what the response headers say about it. */
 typedef struct gw_rl_decision {
     bool allowed;
-    bool limited_class;    /* false: the class is "off" (send no headers) */
-    const char *policy;    /* the class name; valid until gw_rl_free */
-    uint64_t quota;        /* RateLimit-Policy q: the burst */
-    uint64_t window_s;     /* RateLimit-Policy w: burst / rate, rounded up, >= 1 */
-    uint64_t remaining;    /* RateLimit r: whole tokens left after this request */
-    uint64_t reset_s;      /* RateLimit t: until the bucket is full again, rounded up */
+    bool limited_class;     /* false: the class is "off" (send no headers) */
+    const char *policy;     /* the class name; valid until gw_rl_free */
+    uint64_t quota;         /* RateLimit-Policy q: the burst */
+    uint64_t window_s;      /* RateLimit-Policy w: burst / rate, rounded up, >= 1 */
+    uint64_t remaining;     /* RateLimit r: whole tokens left after this request */
+    uint64_t reset_s;       /* RateLimit t: until the bucket is full again, rounded up */
     uint64_t retry_after_s; /* refused: until one token is there, rounded up, >= 1; else 0 */
 } gw_rl_decision_t;
 

@@ -13,7 +13,7 @@ extern const size_t gw_resilience_html_len;
 #define PEER_NAME_MAX 63
 /* RFC 3986's unreserved, gen-delims and sub-delims, and '%': what a URL may
  * hold without quoting. None of them needs escaping in a JSON string. */
-#define URL_CHARS                                                                            \
+#define URL_CHARS                                                                                  \
     "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-._~:/?#[]@!$&'()*+,;=%"
 
 void gw_resilience_page_write(admin_buf_t *out)

@@ -11,8 +11,8 @@
 #include "shopmicro/catalog/v1/catalog.pb-c.h"
 #include "shopmicro/order/v1/order.pb-c.h"
 
-#define CATALOG(m) GW_UPSTREAM_CATALOG, "/shopmicro.catalog.v1.CatalogService/" #m
-#define ORDER(m)   GW_UPSTREAM_ORDER, "/shopmicro.order.v1.OrderService/" #m
+#define CATALOG(m)     GW_UPSTREAM_CATALOG, "/shopmicro.catalog.v1.CatalogService/" #m
+#define ORDER(m)       GW_UPSTREAM_ORDER, "/shopmicro.order.v1.OrderService/" #m
 #define MSG(pkg, name) &shopmicro__##pkg##__v1__##name##__descriptor
 
 /* clang-format off */
@@ -82,8 +82,7 @@ bool gw_upstream_reads_caller(gw_upstream_id_t id)
 /* Splits off the segment starting at *p (just after a '/'): it ends at the
  * next '/' or at end. Advances *p past that '/'; *more says whether there
  * was one (so another segment, possibly empty, follows). */
-static void next_segment(const char **p, const char *end, const char **seg, size_t *len,
-                         bool *more)
+static void next_segment(const char **p, const char *end, const char **seg, size_t *len, bool *more)
 {
     const char *s = *p, *slash = memchr(s, '/', (size_t)(end - s));
 
@@ -189,7 +188,8 @@ static bool field_exists(const ProtobufCMessageDescriptor *d, const char *path, 
     }
 }
 
-static svc_err_t validate_template(const gw_route_t *r, size_t row, char errbuf[static SVC_ERRBUF_LEN])
+static svc_err_t validate_template(const gw_route_t *r, size_t row,
+                                   char errbuf[static SVC_ERRBUF_LEN])
 {
     const char *p, *end, *seg, *field;
     size_t len, flen, n_vars = 0;
@@ -215,8 +215,9 @@ static svc_err_t validate_template(const gw_route_t *r, size_t row, char errbuf[
                 return SVC_EINVAL;
             }
             if (r->rpc == NULL || !field_exists(r->request, field, flen)) {
-                svc_errbuf_set(errbuf, "route %zu (%s): variable '%.*s' names no scalar field of "
-                                       "the request",
+                svc_errbuf_set(errbuf,
+                               "route %zu (%s): variable '%.*s' names no scalar field of "
+                               "the request",
                                row, r->pattern, (int)flen, field);
                 return SVC_EINVAL;
             }
@@ -239,14 +240,15 @@ static svc_err_t validate_callers(const gw_route_t *r, size_t row,
                                   char errbuf[static SVC_ERRBUF_LEN])
 {
     if (r->stale == GW_STALE_OK && r->scopes != 0) {
-        svc_errbuf_set(errbuf, "route %zu (%s %s): a route served stale must be public (the "
-                               "stale cache is shared by every caller)",
+        svc_errbuf_set(errbuf,
+                       "route %zu (%s %s): a route served stale must be public (the "
+                       "stale cache is shared by every caller)",
                        row, r->method, r->pattern != NULL ? r->pattern : "?");
         return SVC_EINVAL;
     }
     if (r->rpc == NULL && (r->scopes != 0 || r->rate_class != NULL)) {
-        svc_errbuf_set(errbuf, "route %zu (%s): a local route is public and not rate limited",
-                       row, r->pattern != NULL ? r->pattern : "?");
+        svc_errbuf_set(errbuf, "route %zu (%s): a local route is public and not rate limited", row,
+                       r->pattern != NULL ? r->pattern : "?");
         return SVC_EINVAL;
     }
     return SVC_OK;
@@ -259,8 +261,10 @@ static svc_err_t validate_row(const gw_route_t *r, size_t row, char errbuf[stati
         return SVC_EINVAL;
     }
     if (method_bit(r->method, strlen(r->method)) == 0) {
-        svc_errbuf_set(errbuf, "route %zu: '%s' is not a method an Allow header can list "
-                               "(GW_METHODS)", row, r->method);
+        svc_errbuf_set(errbuf,
+                       "route %zu: '%s' is not a method an Allow header can list "
+                       "(GW_METHODS)",
+                       row, r->method);
         return SVC_EINVAL;
     }
     if (r->rpc == NULL) {
@@ -274,8 +278,9 @@ static svc_err_t validate_row(const gw_route_t *r, size_t row, char errbuf[stati
             r->upstream >= GW_UPSTREAM_COUNT || r->rpc[0] != '/' ||
             (r->body != GW_BODY_NONE && r->body != GW_BODY_ALL) ||
             (r->idempotency != RS_IDEMPOTENT && r->idempotency != RS_NOT_IDEMPOTENT)) {
-            svc_errbuf_set(errbuf, "route %zu (%s %s): incomplete gRPC row (upstream, rpc path, "
-                                   "messages, body and a declared idempotency are required)",
+            svc_errbuf_set(errbuf,
+                           "route %zu (%s %s): incomplete gRPC row (upstream, rpc path, "
+                           "messages, body and a declared idempotency are required)",
                            row, r->method, r->pattern != NULL ? r->pattern : "?");
             return SVC_EINVAL;
         }
@@ -285,12 +290,14 @@ static svc_err_t validate_row(const gw_route_t *r, size_t row, char errbuf[stati
     if (r->stale != GW_STALE_NEVER &&
         (r->stale != GW_STALE_OK || r->rpc == NULL || strcmp(r->method, "GET") != 0 ||
          r->idempotency != RS_IDEMPOTENT || r->body != GW_BODY_NONE)) {
-        svc_errbuf_set(errbuf, "route %zu (%s %s): only an idempotent GET without a body may be "
-                               "served stale",
+        svc_errbuf_set(errbuf,
+                       "route %zu (%s %s): only an idempotent GET without a body may be "
+                       "served stale",
                        row, r->method, r->pattern != NULL ? r->pattern : "?");
         return SVC_EINVAL;
     }
-    return validate_callers(r, row, errbuf) != SVC_OK ? SVC_EINVAL : validate_template(r, row, errbuf);
+    return validate_callers(r, row, errbuf) != SVC_OK ? SVC_EINVAL
+                                                      : validate_template(r, row, errbuf);
 }
 
 svc_err_t gw_routes_validate(const gw_route_t *routes, size_t n, char errbuf[static SVC_ERRBUF_LEN])

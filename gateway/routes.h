@@ -89,7 +89,7 @@ typedef struct gw_route {
 extern const gw_route_t gw_routes[];
 extern const size_t gw_n_routes;
 
-#define GW_MAX_PATH_VARS 4
+#define GW_MAX_PATH_VARS  4
 #define GW_MAX_FIELD_PATH 127
 
 /* One captured variable. field points into the route's pattern, value into
@@ -146,7 +146,8 @@ gw_match_result_t gw_route_match(const gw_route_t *routes, size_t n, const char 
  * rows with a function, public and not limited (probes carry no token), methods of GW_METHODS only, no two rows
  * with the same method and template. SVC_EINVAL with the row and the reason in errbuf.
  */
-svc_err_t gw_routes_validate(const gw_route_t *routes, size_t n, char errbuf[static SVC_ERRBUF_LEN]);
+svc_err_t gw_routes_validate(const gw_route_t *routes, size_t n,
+                             char errbuf[static SVC_ERRBUF_LEN]);
 
 /* The methods of allow (GW_METHOD_BIT_*) as an Allow header's value,
  * "GET, POST", into buf like snprintf (cap bytes, NUL-terminated when cap >

@@ -45,8 +45,8 @@
 /* The main thread's look at the closed connections ("Freed memory" below):
  * how often, and how many gone since the last look that asked for a trim
  * are worth one. */
-#define GW_MEM_CHECK_MS       1000
-#define GW_MEM_TRIM_CONNS     256
+#define GW_MEM_CHECK_MS   1000
+#define GW_MEM_TRIM_CONNS 256
 
 typedef struct gw_server gw_server_t;
 
@@ -151,8 +151,9 @@ static int open_socket(const struct sockaddr_storage *ss, socklen_t sl, bool reu
     if (bind(fd, (const struct sockaddr *)ss, sl) != 0) {
         int e = errno;
         if (e == EADDRINUSE)
-            svc_errbuf_set(errbuf, "cannot listen on %s: address already in use (another "
-                                   "process, perhaps a gateway, is listening there)",
+            svc_errbuf_set(errbuf,
+                           "cannot listen on %s: address already in use (another "
+                           "process, perhaps a gateway, is listening there)",
                            addr);
         else
             svc_errbuf_set(errbuf, "cannot bind %s: %s", addr, strerror(e));
@@ -259,9 +260,9 @@ static void raise_peak(gw_server_t *s, size_t conns)
 {
     size_t peak = atomic_load_explicit(&s->peak_conns, memory_order_relaxed);
 
-    while (conns > peak && !atomic_compare_exchange_weak_explicit(
-                               &s->peak_conns, &peak, conns, memory_order_relaxed,
-                               memory_order_relaxed))
+    while (conns > peak &&
+           !atomic_compare_exchange_weak_explicit(&s->peak_conns, &peak, conns,
+                                                  memory_order_relaxed, memory_order_relaxed))
         ;
 }
 
@@ -299,7 +300,9 @@ static void pause_accepting(gw_thread_t *t, int err)
     pause_listener(t, GW_PAUSE_DESCRIPTORS);
     snprintf(kv, sizeof kv, " connections=%zu errno=%s",
              atomic_load_explicit(&t->srv->app.n_conns, memory_order_relaxed),
-             err == EMFILE ? "EMFILE" : err == ENFILE ? "ENFILE" : "ENOMEM");
+             err == EMFILE   ? "EMFILE"
+             : err == ENFILE ? "ENFILE"
+                             : "ENOMEM");
     svc_log_write_repeat(SVC_LOG_WARN, LOG_MOD, "accept paused", kv,
                          "cannot accept a connection: %s; new connections wait in the "
                          "listen backlog, accepting again in 100 ms",
@@ -329,15 +332,17 @@ static void pause_at_cap(gw_thread_t *t)
 {
     pause_listener(t, GW_PAUSE_CONNECTION_LIMIT);
     if (!atomic_exchange(&t->srv->capped, true))
-        svc_log_warn(LOG_MOD, "connection limit: %lld connections open "
-                              "(GATEWAY_MAX_CONNECTIONS); new connections wait in the listen "
-                              "backlog until one closes",
+        svc_log_warn(LOG_MOD,
+                     "connection limit: %lld connections open "
+                     "(GATEWAY_MAX_CONNECTIONS); new connections wait in the listen "
+                     "backlog until one closes",
                      (long long)t->srv->cfg->max_connections);
 }
 
 static void resume_after_cap(gw_server_t *s, size_t conns)
 {
-    if (atomic_load_explicit(&s->capped, memory_order_relaxed) && atomic_exchange(&s->capped, false))
+    if (atomic_load_explicit(&s->capped, memory_order_relaxed) &&
+        atomic_exchange(&s->capped, false))
         svc_log_info(LOG_MOD, "connection limit: accepting again (%zu connections open)", conns);
 }
 
@@ -422,13 +427,15 @@ static void check_drain(gw_thread_t *t)
         size_t n = gw_loop_cancel_pending(&t->loop);
         t->cancelled = true;
         if (n > 0)
-            svc_log_warn(LOG_MOD, "loop %d: drain timed out after %lld ms: cancelling %zu "
-                                  "in-flight calls",
+            svc_log_warn(LOG_MOD,
+                         "loop %d: drain timed out after %lld ms: cancelling %zu "
+                         "in-flight calls",
                          t->index, (long long)t->srv->cfg->drain_ms, n);
     }
     if (now >= t->drain_until_ns + (uint64_t)GW_FORCE_EXIT_MS * SVC_NS_PER_MS) {
-        svc_log_error(LOG_MOD, "loop %d: %zu calls and some connections still open %d ms after "
-                               "the drain: giving up on a clean exit",
+        svc_log_error(LOG_MOD,
+                      "loop %d: %zu calls and some connections still open %d ms after "
+                      "the drain: giving up on a clean exit",
                       t->index, t->loop.n_pending, GW_FORCE_EXIT_MS);
         t->forced = true;
         t->done = true;

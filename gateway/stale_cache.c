@@ -358,8 +358,7 @@ static bool too_old(const gw_cache_t *c, const entry_t *e, uint64_t now)
     return now > e->stored_ns && now - e->stored_ns > c->max_age_ns;
 }
 
-bool gw_cache_put(gw_cache_t *c, const char *key, size_t key_len, const char *body,
-                  size_t body_len)
+bool gw_cache_put(gw_cache_t *c, const char *key, size_t key_len, const char *body, size_t body_len)
 {
     uint64_t h;
     entry_t *e, *fresh, *dead = NULL;
@@ -377,8 +376,7 @@ bool gw_cache_put(gw_cache_t *c, const char *key, size_t key_len, const char *bo
         return false;
     }
     /* The usual case in steady state: the same answer again. */
-    if (e != NULL && e->body_len == body_len &&
-        memcmp(e->data + e->key_len, body, body_len) == 0) {
+    if (e != NULL && e->body_len == body_len && memcmp(e->data + e->key_len, body, body_len) == 0) {
         e->stored_ns = svc_clock_now(c->clock);
         list_remove(c, e);
         list_push_newest(c, e);

@@ -104,7 +104,7 @@ bool gw_cache_put(gw_cache_t *c, const char *key, size_t key_len, const char *bo
 typedef struct gw_cache_hit {
     const char *body;
     size_t len;
-    uint64_t age_ms; /* since it was stored or last refreshed */
+    uint64_t age_ms;               /* since it was stored or last refreshed */
     struct gw_cache_entry *entry_; /* private */
 } gw_cache_hit_t;
 

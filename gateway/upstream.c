@@ -10,12 +10,11 @@ struct gw_upstreams {
     char target[GW_UPSTREAM_COUNT][SVC_CFG_STR_MAX];
     const gw_route_t *routes; /* the table's rows index the fail-fast windows */
     gw_failfast_t *ff;        /* NULL: GATEWAY_FAILFAST=off */
-    uint64_t ff_max_ns;       /* GATEWAY_FAILFAST_MAX_WINDOW_MS: a probe's lease without a deadline */
+    uint64_t ff_max_ns; /* GATEWAY_FAILFAST_MAX_WINDOW_MS: a probe's lease without a deadline */
 };
 
 /* The method table of one upstream, from the routes that use it. */
-static size_t methods_of(gw_upstream_id_t id, const gw_route_t *routes, size_t n,
-                         rs_method_t *out)
+static size_t methods_of(gw_upstream_id_t id, const gw_route_t *routes, size_t n, rs_method_t *out)
 {
     size_t k = 0;
 
@@ -81,8 +80,7 @@ svc_err_t gw_upstreams_new(const gw_config_t *cfg, const gw_route_t *routes, siz
         /* A connection per loop: loops calling at once on one connection
          * queue for its gRPC combiner (docs/bench/history.md, "A connection
          * per loop"). One breaker and budget for all of them still. */
-        o.channels = cfg->threads < RS_GRPC_MAX_CHANNELS ? (int)cfg->threads
-                                                         : RS_GRPC_MAX_CHANNELS;
+        o.channels = cfg->threads < RS_GRPC_MAX_CHANNELS ? (int)cfg->threads : RS_GRPC_MAX_CHANNELS;
         err = rs_grpc_client_new(&o, &u->cl[id], errbuf);
         if (err != SVC_OK)
             break;
@@ -188,8 +186,8 @@ svc_err_t gw_upstream_call(gw_upstreams_t *u, const gw_route_t *route, const Pro
     c->ff_ticket = 0;
     if (u->ff != NULL && refused_here(u, c, o->deadline_ns))
         return SVC_EUNAVAIL;
-    err = rs_grpc_call_async(u->cl[route->upstream], route->rpc, req, route->response, o,
-                             on_done, c, &c->handle, &c->res);
+    err = rs_grpc_call_async(u->cl[route->upstream], route->rpc, req, route->response, o, on_done,
+                             c, &c->handle, &c->res);
     if (err != SVC_OK && u->ff != NULL) /* no done will come: the probe ends here */
         gw_failfast_end(u->ff, c->route, c->ff_ticket, &c->res, svc_now_ns());
     return err;

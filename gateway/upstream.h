@@ -72,13 +72,13 @@ bool gw_upstream_unavailable(const rs_grpc_result_t *res);
 typedef struct gw_call {
     h2o_multithread_message_t msg; /* link: delivery to rx */
     h2o_multithread_receiver_t *rx;
-    rs_grpc_async_t *handle;       /* the caller's reference; NULL once given back */
+    rs_grpc_async_t *handle; /* the caller's reference; NULL once given back */
     rs_grpc_result_t res;
-    ProtobufCMessage *resp;        /* SVC_OK only */
+    ProtobufCMessage *resp; /* SVC_OK only */
     /* private: for the fail-fast window, set by gw_upstream_call */
     gw_upstreams_t *ups;
-    size_t route;                  /* index in the route table */
-    uint64_t ff_ticket;            /* gw_failfast_admit's */
+    size_t route;       /* index in the route table */
+    uint64_t ff_ticket; /* gw_failfast_admit's */
 } gw_call_t;
 
 /*

@@ -32,8 +32,7 @@ static void add_phase(ov_opts_t *o, const char *spec)
 {
     char name[16], sec[16], lat[16];
 
-    if (o->n_phases == OV_MAX_PHASES ||
-        sscanf(spec, "%15[^:]:%15[^:]:%15s", name, sec, lat) != 3) {
+    if (o->n_phases == OV_MAX_PHASES || sscanf(spec, "%15[^:]:%15[^:]:%15s", name, sec, lat) != 3) {
         fprintf(stderr, "bench_overload: --phase NAME:SECONDS:LATENCY_MS (at most %d)\n",
                 OV_MAX_PHASES);
         exit(2);
@@ -49,19 +48,32 @@ static const char *parse(int argc, char **argv, ov_opts_t *o)
 
     for (int i = 1; i + 1 < argc; i += 2) {
         const char *k = argv[i], *v = argv[i + 1];
-        if (strcmp(k, "--target") == 0) o->target = v;
-        else if (strcmp(k, "--admin") == 0) o->admin = v;
-        else if (strcmp(k, "--csv") == 0) csv = v;
-        else if (strcmp(k, "--mode") == 0) o->mode = strcmp(v, "naive") == 0 ? OV_NAIVE : OV_GUARDED;
-        else if (strcmp(k, "--phase") == 0) add_phase(o, v);
-        else if (strcmp(k, "--rate") == 0) o->rate = (int)num(v, "--rate", 1, 10000);
-        else if (strcmp(k, "--deadline-ms") == 0) o->deadline_ms = (int)num(v, k, 1, 60000);
-        else if (strcmp(k, "--slots") == 0) o->slots = (uint32_t)num(v, k, 0, 4096);
-        else if (strcmp(k, "--queue") == 0) o->queue = (uint32_t)num(v, k, 0, 4096);
-        else if (strcmp(k, "--pushback-ms") == 0) o->pushback_ms = (uint32_t)num(v, k, 0, 60000);
-        else if (strcmp(k, "--bulkhead") == 0) o->bulkhead = (uint32_t)num(v, k, 0, 100000);
-        else if (strcmp(k, "--naive-attempts") == 0) o->naive_attempts = (int)num(v, k, 1, 10);
-        else if (strcmp(k, "--naive-backoff-ms") == 0) o->naive_backoff_ms = (int)num(v, k, 0, 10000);
+        if (strcmp(k, "--target") == 0)
+            o->target = v;
+        else if (strcmp(k, "--admin") == 0)
+            o->admin = v;
+        else if (strcmp(k, "--csv") == 0)
+            csv = v;
+        else if (strcmp(k, "--mode") == 0)
+            o->mode = strcmp(v, "naive") == 0 ? OV_NAIVE : OV_GUARDED;
+        else if (strcmp(k, "--phase") == 0)
+            add_phase(o, v);
+        else if (strcmp(k, "--rate") == 0)
+            o->rate = (int)num(v, "--rate", 1, 10000);
+        else if (strcmp(k, "--deadline-ms") == 0)
+            o->deadline_ms = (int)num(v, k, 1, 60000);
+        else if (strcmp(k, "--slots") == 0)
+            o->slots = (uint32_t)num(v, k, 0, 4096);
+        else if (strcmp(k, "--queue") == 0)
+            o->queue = (uint32_t)num(v, k, 0, 4096);
+        else if (strcmp(k, "--pushback-ms") == 0)
+            o->pushback_ms = (uint32_t)num(v, k, 0, 60000);
+        else if (strcmp(k, "--bulkhead") == 0)
+            o->bulkhead = (uint32_t)num(v, k, 0, 100000);
+        else if (strcmp(k, "--naive-attempts") == 0)
+            o->naive_attempts = (int)num(v, k, 1, 10);
+        else if (strcmp(k, "--naive-backoff-ms") == 0)
+            o->naive_backoff_ms = (int)num(v, k, 0, 10000);
         else {
             fprintf(stderr, "bench_overload: unknown argument %s (see the head of main.c)\n", k);
             exit(2);
@@ -105,9 +117,9 @@ static int product_id(const char *target, char *out, size_t cap)
     cr.name = (char *)"overload probe";
     cr.price_cents = 100;
     cr.stock = 1;
-    if (rc != 0 && rpc_call_unary(ch, "/shopmicro.catalog.v1.CatalogService/CreateProduct",
-                                  &cr.base, &shopmicro__catalog__v1__product__descriptor, &m,
-                                  &co, &res) == SVC_OK) {
+    if (rc != 0 &&
+        rpc_call_unary(ch, "/shopmicro.catalog.v1.CatalogService/CreateProduct", &cr.base,
+                       &shopmicro__catalog__v1__product__descriptor, &m, &co, &res) == SVC_OK) {
         rc = snprintf(out, cap, "%s", ((Shopmicro__Catalog__V1__Product *)m)->id) > 0 ? 0 : -1;
         protobuf_c_message_free_unpacked(m, NULL);
     }

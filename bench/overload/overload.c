@@ -38,8 +38,8 @@ typedef struct run {
     pthread_mutex_t mu;
     pthread_cond_t cv;
     atomic_llong outstanding, attempts_in_flight;
-    grpc_channel *ch;       /* naive */
-    rs_grpc_client_t *cl;   /* guarded */
+    grpc_channel *ch;     /* naive */
+    rs_grpc_client_t *cl; /* guarded */
     uint64_t t0_ns;
     atomic_bool stop;
 } run_t;
@@ -131,8 +131,8 @@ static outcome_t call_guarded(run_t *r, uint64_t deadline_ns)
     rs_grpc_result_t res;
 
     req.id = (char *)r->o->product_id;
-    rs_grpc_call(r->cl, GET_PRODUCT, &req.base, &shopmicro__catalog__v1__product__descriptor,
-                 &resp, &co, &res);
+    rs_grpc_call(r->cl, GET_PRODUCT, &req.base, &shopmicro__catalog__v1__product__descriptor, &resp,
+                 &co, &res);
     protobuf_c_message_free_unpacked(resp, NULL);
     return (outcome_t){res.err, res.attempts, res.reason};
 }
@@ -141,16 +141,24 @@ static outcome_t call_guarded(run_t *r, uint64_t deadline_ns)
 static unsigned *fail_column(ov_row_t *w, const outcome_t *oc)
 {
     switch (oc->reason) {
-    case RS_REASON_BULKHEAD_FULL: return &w->f_bulkhead;
-    case RS_REASON_BREAKER_OPEN: return &w->f_breaker;
-    case RS_REASON_BUDGET_EXHAUSTED: return &w->f_budget;
-    default: break;
+    case RS_REASON_BULKHEAD_FULL:
+        return &w->f_bulkhead;
+    case RS_REASON_BREAKER_OPEN:
+        return &w->f_breaker;
+    case RS_REASON_BUDGET_EXHAUSTED:
+        return &w->f_budget;
+    default:
+        break;
     }
     switch (oc->err) {
-    case SVC_ETIMEDOUT: return &w->f_deadline;
-    case SVC_EEXHAUSTED: return &w->f_exhausted;
-    case SVC_EUNAVAIL: return &w->f_unavailable;
-    default: return &w->f_other;
+    case SVC_ETIMEDOUT:
+        return &w->f_deadline;
+    case SVC_EEXHAUSTED:
+        return &w->f_exhausted;
+    case SVC_EUNAVAIL:
+        return &w->f_unavailable;
+    default:
+        return &w->f_other;
     }
 }
 
@@ -331,7 +339,8 @@ static void run_dispose(run_t *r)
     free(r->rows);
 }
 
-svc_err_t ov_run(const ov_opts_t *o, ov_row_t **rows, int *n_rows, char errbuf[static SVC_ERRBUF_LEN])
+svc_err_t ov_run(const ov_opts_t *o, ov_row_t **rows, int *n_rows,
+                 char errbuf[static SVC_ERRBUF_LEN])
 {
     run_t r;
     pthread_t ticker;
@@ -396,8 +405,9 @@ void ov_write_csv(FILE *f, const ov_opts_t *o, const ov_row_t *rows, int n)
     for (int s = 0; s < n; s++) {
         const ov_row_t *w = &rows[s];
         const ov_phase_t *ph = &o->phases[w->phase];
-        fprintf(f, "%d,%s,%s,%u,%u,%u,%.3f,%u,%.1f,%u,%u,%u,%u,%u,%u,%u,%.2f,%.2f,%.2f,"
-                   "%lld,%lld,%lld,%lld,%d\n",
+        fprintf(f,
+                "%d,%s,%s,%u,%u,%u,%.3f,%u,%.1f,%u,%u,%u,%u,%u,%u,%u,%.2f,%.2f,%.2f,"
+                "%lld,%lld,%lld,%lld,%d\n",
                 s, o->mode == OV_NAIVE ? "naive" : "guarded", ph->name, ph->latency_ms,
                 w->originals, w->attempts, w->originals ? (double)w->attempts / w->originals : 0,
                 w->ok, w->originals ? 100.0 * w->ok / w->originals : 0, w->f_deadline,

@@ -22,7 +22,7 @@ struct cat_fault {
     pthread_cond_t cv;
     uint64_t tail, head; /* under mu */
     atomic_ullong calls, rejected, errors;
-    atomic_ullong rng;         /* for error_pct; shared, contention is fine at test rates */
+    atomic_ullong rng; /* for error_pct; shared, contention is fine at test rates */
 };
 
 svc_err_t cat_fault_new(cat_fault_t **out)
@@ -64,7 +64,8 @@ static void wake_waiters(cat_fault_t *f)
     pthread_mutex_unlock(&f->mu);
 }
 
-svc_err_t cat_fault_set(cat_fault_t *f, const cat_fault_settings_t *s, char errbuf[static SVC_ERRBUF_LEN])
+svc_err_t cat_fault_set(cat_fault_t *f, const cat_fault_settings_t *s,
+                        char errbuf[static SVC_ERRBUF_LEN])
 {
     const char *bad = s->latency_ms > CAT_FAULT_MAX_LATENCY_MS     ? "latency_ms"
                       : s->slots > CAT_FAULT_MAX_SLOTS             ? "slots"
@@ -74,9 +75,10 @@ svc_err_t cat_fault_set(cat_fault_t *f, const cat_fault_settings_t *s, char errb
                                                                    : NULL;
 
     if (bad != NULL) {
-        svc_errbuf_set(errbuf, "%s out of range (latency_ms, pushback_ms <= 60000, slots <= %u, "
-                               "error_pct <= 100, queue <= %u)", bad, CAT_FAULT_MAX_SLOTS,
-                       CAT_FAULT_MAX_QUEUE);
+        svc_errbuf_set(errbuf,
+                       "%s out of range (latency_ms, pushback_ms <= 60000, slots <= %u, "
+                       "error_pct <= 100, queue <= %u)",
+                       bad, CAT_FAULT_MAX_SLOTS, CAT_FAULT_MAX_QUEUE);
         return SVC_EINVAL;
     }
     atomic_store(&f->latency_ms, s->latency_ms);
@@ -174,7 +176,8 @@ static uint32_t roll_pct(cat_fault_t *f)
     return (uint32_t)(x % 100);
 }
 
-static svc_err_t reject(cat_fault_t *f, rpc_ctx_t *ctx, uint32_t slots, char errbuf[static SVC_ERRBUF_LEN])
+static svc_err_t reject(cat_fault_t *f, rpc_ctx_t *ctx, uint32_t slots,
+                        char errbuf[static SVC_ERRBUF_LEN])
 {
     uint32_t pb = atomic_load(&f->pushback_ms);
 
@@ -186,7 +189,8 @@ static svc_err_t reject(cat_fault_t *f, rpc_ctx_t *ctx, uint32_t slots, char err
     return SVC_EEXHAUSTED;
 }
 
-svc_err_t cat_fault_enter(cat_fault_t *f, rpc_ctx_t *ctx, cat_fault_pass_t *pass, char errbuf[static SVC_ERRBUF_LEN])
+svc_err_t cat_fault_enter(cat_fault_t *f, rpc_ctx_t *ctx, cat_fault_pass_t *pass,
+                          char errbuf[static SVC_ERRBUF_LEN])
 {
     uint32_t slots, latency, pct;
 
@@ -252,29 +256,30 @@ void cat_fault_metrics(cat_fault_t *f, admin_buf_t *out)
                      "shopmicro_catalog_fault_setting{knob=\"error_pct\"} %u\n"
                      "shopmicro_catalog_fault_setting{knob=\"queue\"} %u\n",
                      s.latency_ms, s.slots, s.pushback_ms, s.error_pct, s.queue);
-    admin_buf_printf(out,
-                     "# HELP shopmicro_catalog_in_flight CatalogService calls being served now.\n"
-                     "# TYPE shopmicro_catalog_in_flight gauge\n"
-                     "shopmicro_catalog_in_flight %lld\n"
-                     "# HELP shopmicro_catalog_fault_slots_held Calls holding a slot of the limit.\n"
-                     "# TYPE shopmicro_catalog_fault_slots_held gauge\n"
-                     "shopmicro_catalog_fault_slots_held %lld\n"
-                     "# HELP shopmicro_catalog_fault_queued Calls waiting for a slot.\n"
-                     "# TYPE shopmicro_catalog_fault_queued gauge\n"
-                     "shopmicro_catalog_fault_queued %lld\n",
-                     (long long)c.in_flight, (long long)c.held, (long long)c.queued);
-    admin_buf_printf(out,
-                     "# HELP shopmicro_catalog_calls_total CatalogService calls received.\n"
-                     "# TYPE shopmicro_catalog_calls_total counter\n"
-                     "shopmicro_catalog_calls_total %llu\n"
-                     "# HELP shopmicro_catalog_fault_rejected_total Calls refused: every slot busy.\n"
-                     "# TYPE shopmicro_catalog_fault_rejected_total counter\n"
-                     "shopmicro_catalog_fault_rejected_total %llu\n"
-                     "# HELP shopmicro_catalog_fault_errors_total Injected UNAVAILABLE answers.\n"
-                     "# TYPE shopmicro_catalog_fault_errors_total counter\n"
-                     "shopmicro_catalog_fault_errors_total %llu\n",
-                     (unsigned long long)c.calls, (unsigned long long)c.rejected,
-                     (unsigned long long)c.errors);
+    admin_buf_printf(
+        out,
+        "# HELP shopmicro_catalog_in_flight CatalogService calls being served now.\n"
+        "# TYPE shopmicro_catalog_in_flight gauge\n"
+        "shopmicro_catalog_in_flight %lld\n"
+        "# HELP shopmicro_catalog_fault_slots_held Calls holding a slot of the limit.\n"
+        "# TYPE shopmicro_catalog_fault_slots_held gauge\n"
+        "shopmicro_catalog_fault_slots_held %lld\n"
+        "# HELP shopmicro_catalog_fault_queued Calls waiting for a slot.\n"
+        "# TYPE shopmicro_catalog_fault_queued gauge\n"
+        "shopmicro_catalog_fault_queued %lld\n",
+        (long long)c.in_flight, (long long)c.held, (long long)c.queued);
+    admin_buf_printf(
+        out,
+        "# HELP shopmicro_catalog_calls_total CatalogService calls received.\n"
+        "# TYPE shopmicro_catalog_calls_total counter\n"
+        "shopmicro_catalog_calls_total %llu\n"
+        "# HELP shopmicro_catalog_fault_rejected_total Calls refused: every slot busy.\n"
+        "# TYPE shopmicro_catalog_fault_rejected_total counter\n"
+        "shopmicro_catalog_fault_rejected_total %llu\n"
+        "# HELP shopmicro_catalog_fault_errors_total Injected UNAVAILABLE answers.\n"
+        "# TYPE shopmicro_catalog_fault_errors_total counter\n"
+        "shopmicro_catalog_fault_errors_total %llu\n",
+        (unsigned long long)c.calls, (unsigned long long)c.rejected, (unsigned long long)c.errors);
 }
 
 /* ---- the admin port's /debug/fault ------------------------------------ */
@@ -296,7 +301,8 @@ static void state_json(cat_fault_t *f, admin_buf_t *out)
 }
 
 /* One "key=value" of a form into s. false with the reason in errbuf. */
-static bool apply_pair(const char *pair, size_t n, cat_fault_settings_t *s, char errbuf[static SVC_ERRBUF_LEN])
+static bool apply_pair(const char *pair, size_t n, cat_fault_settings_t *s,
+                       char errbuf[static SVC_ERRBUF_LEN])
 {
     static const struct {
         const char *key;
@@ -329,18 +335,21 @@ static bool apply_pair(const char *pair, size_t n, cat_fault_settings_t *s, char
         return true;
     }
     for (size_t i = 0; i < SVC_COUNTOF(keys); i++) {
-        if (strlen(keys[i].key) == (size_t)(eq - pair) && memcmp(keys[i].key, pair, (size_t)(eq - pair)) == 0) {
+        if (strlen(keys[i].key) == (size_t)(eq - pair) &&
+            memcmp(keys[i].key, pair, (size_t)(eq - pair)) == 0) {
             *(uint32_t *)((char *)s + keys[i].off) = (uint32_t)v;
             return true;
         }
     }
-    svc_errbuf_set(errbuf, "unknown knob '%.*s' (latency_ms, slots, pushback_ms, error_pct, queue, off)",
+    svc_errbuf_set(errbuf,
+                   "unknown knob '%.*s' (latency_ms, slots, pushback_ms, error_pct, queue, off)",
                    (int)(eq - pair > 40 ? 40 : eq - pair), pair);
     return false;
 }
 
 /* Applies every pair of an "a=1&b=2" form (newlines end it too, for curl -d). */
-static bool apply_form(const char *form, cat_fault_settings_t *s, char errbuf[static SVC_ERRBUF_LEN])
+static bool apply_form(const char *form, cat_fault_settings_t *s,
+                       char errbuf[static SVC_ERRBUF_LEN])
 {
     while (*form != '\0') {
         size_t n = strcspn(form, "&\r\n");

@@ -42,10 +42,10 @@
 #include "admin/admin.h"
 #include "rpc/rpc.h"
 
-#define CAT_FAULT_MAX_LATENCY_MS  60000u /* one call sleeps at most a minute */
-#define CAT_FAULT_MAX_SLOTS       4096u
-#define CAT_FAULT_MAX_PUSHBACK_MS 60000u
-#define CAT_FAULT_MAX_QUEUE       4096u
+#define CAT_FAULT_MAX_LATENCY_MS      60000u /* one call sleeps at most a minute */
+#define CAT_FAULT_MAX_SLOTS           4096u
+#define CAT_FAULT_MAX_PUSHBACK_MS     60000u
+#define CAT_FAULT_MAX_QUEUE           4096u
 #define CAT_FAULT_DEFAULT_PUSHBACK_MS 0u /* 0: the trailer says "0": retry when you like */
 
 typedef struct cat_fault_settings {
@@ -65,7 +65,8 @@ void cat_fault_free(cat_fault_t *f);
 
 /* Replaces the settings. SVC_EINVAL (errbuf names the field) when one is out
  * of range; nothing changes then. Thread-safe. */
-svc_err_t cat_fault_set(cat_fault_t *f, const cat_fault_settings_t *s, char errbuf[static SVC_ERRBUF_LEN]);
+svc_err_t cat_fault_set(cat_fault_t *f, const cat_fault_settings_t *s,
+                        char errbuf[static SVC_ERRBUF_LEN]);
 /* The current settings. Thread-safe. */
 void cat_fault_get(cat_fault_t *f, cat_fault_settings_t *s);
 
@@ -81,15 +82,16 @@ typedef struct cat_fault_pass {
  * Either error: errbuf says so; still call cat_fault_leave. May sleep
  * latency_ms, and wait for a slot in the queue. Called on the call's worker
  * thread. */
-svc_err_t cat_fault_enter(cat_fault_t *f, rpc_ctx_t *ctx, cat_fault_pass_t *pass, char errbuf[static SVC_ERRBUF_LEN]);
+svc_err_t cat_fault_enter(cat_fault_t *f, rpc_ctx_t *ctx, cat_fault_pass_t *pass,
+                          char errbuf[static SVC_ERRBUF_LEN]);
 /* Releases what cat_fault_enter took. NULL-safe. */
 void cat_fault_leave(cat_fault_t *f, const cat_fault_pass_t *pass);
 
 /* The counters, read one by one (not a consistent snapshot). */
 typedef struct cat_fault_counts {
-    int64_t in_flight;  /* calls between enter and leave, waiters included */
-    int64_t held;       /* of which hold a slot                            */
-    int64_t queued;     /* of which wait in the queue                      */
+    int64_t in_flight; /* calls between enter and leave, waiters included */
+    int64_t held;      /* of which hold a slot                            */
+    int64_t queued;    /* of which wait in the queue                      */
     uint64_t calls, rejected, errors;
 } cat_fault_counts_t;
 

@@ -24,8 +24,8 @@ static cat_line_t *find_line(cat_line_t *lines, size_t n, const char *id)
     return NULL;
 }
 
-svc_err_t cat_reserve_lines(const cat_order_created_t *ev, cat_line_t *out, size_t *n,
-                            char *reason, size_t reason_len)
+svc_err_t cat_reserve_lines(const cat_order_created_t *ev, cat_line_t *out, size_t *n, char *reason,
+                            size_t reason_len)
 {
     *n = 0;
     if (ev->order_id == NULL || !svc_is_uuid(ev->order_id)) {

@@ -41,8 +41,8 @@ typedef struct cat_line {
  * longer than a UUID. A product id that is no UUID is not an error: it is
  * an unknown product, and the order is rejected for it.
  */
-svc_err_t cat_reserve_lines(const cat_order_created_t *ev, cat_line_t *out, size_t *n,
-                            char *reason, size_t reason_len);
+svc_err_t cat_reserve_lines(const cat_order_created_t *ev, cat_line_t *out, size_t *n, char *reason,
+                            size_t reason_len);
 
 /*
  * The shortages of lines[0..n) against the locked rows: a line whose

@@ -21,8 +21,8 @@ typedef Shopmicro__Catalog__V1__ListProductsResponse list_resp_t;
 typedef Shopmicro__Catalog__V1__BatchGetProductsRequest batch_req_t;
 typedef Shopmicro__Catalog__V1__BatchGetProductsResponse batch_resp_t;
 
-static svc_err_t create_product(rpc_ctx_t *ctx, const ProtobufCMessage *in,
-                                ProtobufCMessage **out, char errbuf[static SVC_ERRBUF_LEN])
+static svc_err_t create_product(rpc_ctx_t *ctx, const ProtobufCMessage *in, ProtobufCMessage **out,
+                                char errbuf[static SVC_ERRBUF_LEN])
 {
     const create_req_t *req = (const create_req_t *)in;
     svc_alloc_t a = rpc_ctx_allocator(ctx);
@@ -72,8 +72,8 @@ static svc_err_t get_product(rpc_ctx_t *ctx, const ProtobufCMessage *in, Protobu
     return err;
 }
 
-static svc_err_t list_products(rpc_ctx_t *ctx, const ProtobufCMessage *in,
-                               ProtobufCMessage **out, char errbuf[static SVC_ERRBUF_LEN])
+static svc_err_t list_products(rpc_ctx_t *ctx, const ProtobufCMessage *in, ProtobufCMessage **out,
+                               char errbuf[static SVC_ERRBUF_LEN])
 {
     const list_req_t *req = (const list_req_t *)in;
     svc_alloc_t a = rpc_ctx_allocator(ctx);
@@ -119,8 +119,7 @@ static svc_err_t batch_get_products(rpc_ctx_t *ctx, const ProtobufCMessage *in,
     svc_err_t err;
 
     if (req->n_ids < 1 || req->n_ids > CAT_BATCH_MAX) {
-        svc_errbuf_set(errbuf, "ids must have 1-%d entries (got %zu)", CAT_BATCH_MAX,
-                       req->n_ids);
+        svc_errbuf_set(errbuf, "ids must have 1-%d entries (got %zu)", CAT_BATCH_MAX, req->n_ids);
         return SVC_EINVAL;
     }
     resp = rpc_ctx_alloc(ctx, sizeof *resp + req->n_ids * sizeof *resp->products);
@@ -159,11 +158,11 @@ static svc_err_t with_faults(rpc_handler_fn h, rpc_ctx_t *ctx, const ProtobufCMe
     return err;
 }
 
-#define FAULTED(fn)                                                                            \
-    static svc_err_t fn##_faulted(rpc_ctx_t *ctx, const ProtobufCMessage *in,                  \
-                                  ProtobufCMessage **out, char errbuf[static SVC_ERRBUF_LEN])                        \
-    {                                                                                          \
-        return with_faults(fn, ctx, in, out, errbuf);                                          \
+#define FAULTED(fn)                                                                                \
+    static svc_err_t fn##_faulted(rpc_ctx_t *ctx, const ProtobufCMessage *in,                      \
+                                  ProtobufCMessage **out, char errbuf[static SVC_ERRBUF_LEN])      \
+    {                                                                                              \
+        return with_faults(fn, ctx, in, out, errbuf);                                              \
     }
 FAULTED(create_product)
 FAULTED(get_product)

@@ -14,9 +14,9 @@
 #define MOD "catalog.saga"
 
 struct cat_saga {
-    cat_stock_t *st;  /* the worker thread's connection */
-    kfk_worker_t *w;  /* NULL when detached             */
-    atomic_ullong reserved, rejected; /* decisions committed, for /metrics */
+    cat_stock_t *st;                             /* the worker thread's connection */
+    kfk_worker_t *w;                             /* NULL when detached             */
+    atomic_ullong reserved, rejected;            /* decisions committed, for /metrics */
     unsigned long long tx_reserved, tx_rejected; /* in the open transaction */
 };
 
@@ -43,7 +43,8 @@ typedef struct job {
 
 /* The event as an outbox row: protobuf for the wire, protojson for psql. */
 static svc_err_t add_event(cat_saga_t *s, const job_t *j, const ProtobufCMessage *m,
-                           const char *event_type, const char *ce_type, char errbuf[static SVC_ERRBUF_LEN])
+                           const char *event_type, const char *ce_type,
+                           char errbuf[static SVC_ERRBUF_LEN])
 {
     size_t len = protobuf_c_message_get_packed_size(m), json_len = 0;
     uint8_t *pb = malloc(len > 0 ? len : 1);
@@ -97,8 +98,7 @@ static svc_err_t reserve(cat_saga_t *s, const job_t *j, char errbuf[static SVC_E
     ev.lines = lp;
     ev.reserved_at = at;
     /* The decision first: the reservation rows refer to it. */
-    err = cat_stock_decide(s->st, j->ev->order_id, j->r->ce_id, "RESERVED", j->deadline_ns,
-                           errbuf);
+    err = cat_stock_decide(s->st, j->ev->order_id, j->r->ce_id, "RESERVED", j->deadline_ns, errbuf);
     if (err == SVC_OK)
         err = cat_stock_take(s->st, j->ev->order_id, ids, qty, j->n, j->deadline_ns, errbuf);
     if (err == SVC_OK)
@@ -123,15 +123,15 @@ static svc_err_t reject(cat_saga_t *s, const job_t *j, cat_shortage_t *sh, size_
     ev.n_shortages = k;
     ev.shortages = sp;
     ev.rejected_at = at;
-    err = cat_stock_decide(s->st, j->ev->order_id, j->r->ce_id, "REJECTED", j->deadline_ns,
-                           errbuf);
+    err = cat_stock_decide(s->st, j->ev->order_id, j->r->ce_id, "REJECTED", j->deadline_ns, errbuf);
     if (err == SVC_OK)
         err = add_event(s, j, &ev.base, "StockRejected", CAT_SAGA_REJECTED, errbuf);
     return err;
 }
 
 /* Locks the products, decides, writes. *k_out: the number of shortages. */
-static svc_err_t decide(cat_saga_t *s, const job_t *j, size_t *k_out, char errbuf[static SVC_ERRBUF_LEN])
+static svc_err_t decide(cat_saga_t *s, const job_t *j, size_t *k_out,
+                        char errbuf[static SVC_ERRBUF_LEN])
 {
     const char *ids[CAT_RESERVE_MAX_LINES];
     cat_stock_row_t rows[CAT_RESERVE_MAX_LINES];
@@ -159,8 +159,8 @@ static kfk_verdict_t apply(cat_saga_t *s, const job_t *j, char *reason)
     char errbuf[SVC_ERRBUF_LEN] = "";
     bool fresh = false, decided = false;
     size_t shortages = 0;
-    svc_err_t err = cat_stock_claim_event(s->st, j->r->ce_id, "OrderCreated", j->deadline_ns,
-                                          &fresh, errbuf);
+    svc_err_t err =
+        cat_stock_claim_event(s->st, j->r->ce_id, "OrderCreated", j->deadline_ns, &fresh, errbuf);
 
     if (err == SVC_OK && fresh)
         err = cat_stock_decided(s->st, j->ev->order_id, j->deadline_ns, &decided, errbuf);
@@ -173,8 +173,8 @@ static kfk_verdict_t apply(cat_saga_t *s, const job_t *j, char *reason)
         return KFK_RETRY;
     }
     if (!fresh || decided) {
-        svc_log_debug(MOD, "order %s: event %s %s: nothing to do", j->ev->order_id,
-                      j->r->ce_id, fresh ? "repeats a decided order" : "was handled before");
+        svc_log_debug(MOD, "order %s: event %s %s: nothing to do", j->ev->order_id, j->r->ce_id,
+                      fresh ? "repeats a decided order" : "was handled before");
         return KFK_DUPLICATE;
     }
     /* Counted once the batch commits (tx_commit); logged now, and a commit
@@ -199,10 +199,10 @@ static svc_err_t tx_commit(void *ctx, uint64_t deadline_ms, char errbuf[static S
     svc_err_t err = cat_stock_commit(s->st, deadline_ms * SVC_NS_PER_MS, errbuf);
 
     if (err != SVC_OK && s->tx_reserved + s->tx_rejected > 0)
-        svc_log_warn(MOD, "commit failed (%s): the %llu decisions logged since the last commit "
-                          "are taken again (any kept after all are known by their event ids)",
-                     errbuf,
-                     s->tx_reserved + s->tx_rejected);
+        svc_log_warn(MOD,
+                     "commit failed (%s): the %llu decisions logged since the last commit "
+                     "are taken again (any kept after all are known by their event ids)",
+                     errbuf, s->tx_reserved + s->tx_rejected);
     if (err == SVC_OK) {
         atomic_fetch_add(&s->reserved, s->tx_reserved);
         atomic_fetch_add(&s->rejected, s->tx_rejected);
@@ -259,8 +259,8 @@ kfk_verdict_t cat_saga_handle(void *ctx, const kfk_record_t *r, char *reason)
         shopmicro__events__v1__order_created__free_unpacked(ev, NULL);
         return KFK_POISON;
     }
-    j = (job_t){.r = r, .ev = ev, .lines = lines, .n = n,
-                .deadline_ns = r->deadline_ms * SVC_NS_PER_MS};
+    j = (job_t){
+        .r = r, .ev = ev, .lines = lines, .n = n, .deadline_ns = r->deadline_ms * SVC_NS_PER_MS};
     kfk_record_header(r, "x-request-id", j.request_id, sizeof j.request_id);
     v = apply(s, &j, reason);
     shopmicro__events__v1__order_created__free_unpacked(ev, NULL);
@@ -287,7 +287,8 @@ svc_err_t cat_saga_new_detached(const char *dsn, int statement_timeout_ms, cat_s
     return SVC_OK;
 }
 
-svc_err_t cat_saga_start(const cat_config_t *cfg, cat_saga_t **out, char errbuf[static SVC_ERRBUF_LEN])
+svc_err_t cat_saga_start(const cat_config_t *cfg, cat_saga_t **out,
+                         char errbuf[static SVC_ERRBUF_LEN])
 {
     static const char *const topics[] = {CAT_SAGA_TOPIC_IN, NULL};
     cat_saga_t *s;
@@ -317,14 +318,16 @@ void cat_saga_metrics(void *ctx, admin_buf_t *out)
 
     if (s == NULL || s->w == NULL)
         return;
-    admin_buf_printf(out, "# HELP shopmicro_catalog_saga_reserved_total Orders whose stock was "
-                          "reserved.\n# TYPE shopmicro_catalog_saga_reserved_total counter\n"
-                          "shopmicro_catalog_saga_reserved_total %llu\n",
+    admin_buf_printf(out,
+                     "# HELP shopmicro_catalog_saga_reserved_total Orders whose stock was "
+                     "reserved.\n# TYPE shopmicro_catalog_saga_reserved_total counter\n"
+                     "shopmicro_catalog_saga_reserved_total %llu\n",
                      (unsigned long long)atomic_load(&s->reserved));
-    admin_buf_printf(out, "# HELP shopmicro_catalog_saga_rejected_total Orders turned away "
-                          "(some line short or unknown).\n"
-                          "# TYPE shopmicro_catalog_saga_rejected_total counter\n"
-                          "shopmicro_catalog_saga_rejected_total %llu\n",
+    admin_buf_printf(out,
+                     "# HELP shopmicro_catalog_saga_rejected_total Orders turned away "
+                     "(some line short or unknown).\n"
+                     "# TYPE shopmicro_catalog_saga_rejected_total counter\n"
+                     "shopmicro_catalog_saga_rejected_total %llu\n",
                      (unsigned long long)atomic_load(&s->rejected));
     text = kfk_worker_metrics_text(s->w, "shopmicro_catalog_saga_consumer");
     admin_buf_printf(out, "%s", text != NULL ? text : "");

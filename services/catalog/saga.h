@@ -25,17 +25,18 @@
 #include "config.h"
 #include "kafka/consumer.h"
 
-#define CAT_SAGA_TOPIC_IN     "shopmicro.orders.v1"
-#define CAT_SAGA_TOPIC_OUT    "shopmicro.inventory.v1"
-#define CAT_SAGA_CE_SOURCE    "/shopmicro/catalog"
-#define CAT_SAGA_RESERVED     "shopmicro.inventory.v1.StockReserved"
-#define CAT_SAGA_REJECTED     "shopmicro.inventory.v1.StockRejected"
+#define CAT_SAGA_TOPIC_IN  "shopmicro.orders.v1"
+#define CAT_SAGA_TOPIC_OUT "shopmicro.inventory.v1"
+#define CAT_SAGA_CE_SOURCE "/shopmicro/catalog"
+#define CAT_SAGA_RESERVED  "shopmicro.inventory.v1.StockReserved"
+#define CAT_SAGA_REJECTED  "shopmicro.inventory.v1.StockRejected"
 
 typedef struct cat_saga cat_saga_t;
 
 /* Starts the consumer. With cfg->kafka_brokers "none" it starts nothing
  * (*out NULL, one log line says orders then stay PENDING). */
-svc_err_t cat_saga_start(const cat_config_t *cfg, cat_saga_t **out, char errbuf[static SVC_ERRBUF_LEN]);
+svc_err_t cat_saga_start(const cat_config_t *cfg, cat_saga_t **out,
+                         char errbuf[static SVC_ERRBUF_LEN]);
 /* Stops the consumer (the record in hand finishes or is handed again
  * later), then frees. NULL-safe. */
 void cat_saga_stop(cat_saga_t *s);

@@ -49,7 +49,8 @@ static void admin_check(void *ctx, admin_check_t *c)
     cat_saga_check(((const admin_ctx_t *)ctx)->saga, c);
 }
 
-static svc_err_t ops_create(const cat_config_t *cfg, admin_ctx_t *a, ops_t **out, char errbuf[static SVC_ERRBUF_LEN])
+static svc_err_t ops_create(const cat_config_t *cfg, admin_ctx_t *a, ops_t **out,
+                            char errbuf[static SVC_ERRBUF_LEN])
 {
     ops_opts_t o = {
         .service = "catalog",
@@ -63,8 +64,10 @@ static svc_err_t ops_create(const cat_config_t *cfg, admin_ctx_t *a, ops_t **out
     if (a->fault != NULL) {
         o.debug = cat_fault_debug;
         o.debug_ctx = a->fault;
-        svc_log_warn("catalog", "CATALOG_FAULT_KNOBS=on: test-only fault knobs at "
-                                "http://%s/debug/fault", cfg->admin_listen);
+        svc_log_warn("catalog",
+                     "CATALOG_FAULT_KNOBS=on: test-only fault knobs at "
+                     "http://%s/debug/fault",
+                     cfg->admin_listen);
     }
     return ops_new(&o, out, errbuf);
 }

@@ -66,8 +66,8 @@ static const db_stmt_t stmts[] = {
 svc_err_t cat_stock_new(const char *dsn, int statement_timeout_ms, cat_stock_t **out,
                         char errbuf[static SVC_ERRBUF_LEN])
 {
-    return db_conn_open(dsn, stmts, SVC_COUNTOF(stmts), statement_timeout_ms, "catalog.saga",
-                        out, errbuf);
+    return db_conn_open(dsn, stmts, SVC_COUNTOF(stmts), statement_timeout_ms, "catalog.saga", out,
+                        errbuf);
 }
 
 void cat_stock_free(cat_stock_t *st)
@@ -80,7 +80,8 @@ svc_err_t cat_stock_begin(cat_stock_t *st, uint64_t deadline_ns, char errbuf[sta
     return db_run(st, STMT_BEGIN, NULL, deadline_ns, NULL, errbuf);
 }
 
-svc_err_t cat_stock_commit(cat_stock_t *st, uint64_t deadline_ns, char errbuf[static SVC_ERRBUF_LEN])
+svc_err_t cat_stock_commit(cat_stock_t *st, uint64_t deadline_ns,
+                           char errbuf[static SVC_ERRBUF_LEN])
 {
     return db_commit(st, STMT_COMMIT, deadline_ns, errbuf);
 }
@@ -91,7 +92,8 @@ void cat_stock_rollback(cat_stock_t *st)
 }
 
 svc_err_t cat_stock_claim_event(cat_stock_t *st, const char *event_id, const char *event_type,
-                                uint64_t deadline_ns, bool *fresh, char errbuf[static SVC_ERRBUF_LEN])
+                                uint64_t deadline_ns, bool *fresh,
+                                char errbuf[static SVC_ERRBUF_LEN])
 {
     const char *p[] = {event_id, event_type};
     int n = 0;
@@ -142,9 +144,8 @@ static char *int_array(const int32_t *v, size_t n)
     return buf;
 }
 
-svc_err_t cat_stock_lock(cat_stock_t *st, const char *const *ids, size_t n,
-                         uint64_t deadline_ns, cat_stock_row_t *rows, size_t *n_rows,
-                         char errbuf[static SVC_ERRBUF_LEN])
+svc_err_t cat_stock_lock(cat_stock_t *st, const char *const *ids, size_t n, uint64_t deadline_ns,
+                         cat_stock_row_t *rows, size_t *n_rows, char errbuf[static SVC_ERRBUF_LEN])
 {
     char *arr = uuid_array(ids, n);
     const char *p[] = {arr};
@@ -168,7 +169,8 @@ svc_err_t cat_stock_lock(cat_stock_t *st, const char *const *ids, size_t n,
 }
 
 svc_err_t cat_stock_take(cat_stock_t *st, const char *order_id, const char *const *ids,
-                         const int32_t *qty, size_t n, uint64_t deadline_ns, char errbuf[static SVC_ERRBUF_LEN])
+                         const int32_t *qty, size_t n, uint64_t deadline_ns,
+                         char errbuf[static SVC_ERRBUF_LEN])
 {
     char *a_ids = uuid_array(ids, n), *a_qty = int_array(qty, n);
     const char *p[] = {order_id, a_ids, a_qty};
@@ -191,7 +193,8 @@ svc_err_t cat_stock_take(cat_stock_t *st, const char *order_id, const char *cons
 }
 
 svc_err_t cat_stock_decide(cat_stock_t *st, const char *order_id, const char *event_id,
-                           const char *outcome, uint64_t deadline_ns, char errbuf[static SVC_ERRBUF_LEN])
+                           const char *outcome, uint64_t deadline_ns,
+                           char errbuf[static SVC_ERRBUF_LEN])
 {
     const char *p[] = {order_id, event_id, outcome};
 
@@ -216,12 +219,12 @@ static char *bytea_hex(const uint8_t *b, size_t n)
     return s;
 }
 
-svc_err_t cat_stock_outbox_add(cat_stock_t *st, const cat_outbox_row_t *row,
-                               uint64_t deadline_ns, char errbuf[static SVC_ERRBUF_LEN])
+svc_err_t cat_stock_outbox_add(cat_stock_t *st, const cat_outbox_row_t *row, uint64_t deadline_ns,
+                               char errbuf[static SVC_ERRBUF_LEN])
 {
     char *hex = bytea_hex(row->pb, row->pb_len);
     const char *p[] = {row->aggregate_id, row->event_type, row->json, row->topic,
-                       row->ce_type, row->ce_source, hex, row->request_id};
+                       row->ce_type,      row->ce_source,  hex,       row->request_id};
     svc_err_t err;
 
     if (hex == NULL) {

@@ -29,13 +29,14 @@ static const db_stmt_t stmts[] = {
     /* One index lookup per id (a nested loop): LIMIT 1, harmless on a
      * primary key, keeps the planner from flattening the subquery into a
      * join that it would rather run as a scan of the whole table. */
-    [STMT_GET_MANY] = {"cat_get_many",
-                       "SELECT p.* FROM unnest($1::uuid[]) AS q(want), LATERAL (SELECT "
-                       PRODUCT_COLS " FROM products WHERE id = q.want LIMIT 1) p",
-                       1, DB_STMT_IDEMPOTENT},
+    [STMT_GET_MANY] =
+        {"cat_get_many",
+         "SELECT p.* FROM unnest($1::uuid[]) AS q(want), LATERAL (SELECT " PRODUCT_COLS
+         " FROM products WHERE id = q.want LIMIT 1) p",
+         1, DB_STMT_IDEMPOTENT},
     [STMT_LIST] = {"cat_list",
-                   "SELECT " PRODUCT_COLS " FROM products WHERE seq > $1 ORDER BY seq LIMIT $2",
-                   2, DB_STMT_IDEMPOTENT},
+                   "SELECT " PRODUCT_COLS " FROM products WHERE seq > $1 ORDER BY seq LIMIT $2", 2,
+                   DB_STMT_IDEMPOTENT},
 };
 
 /* A store is its worker's connection: the statement table above is the
@@ -96,7 +97,8 @@ static svc_err_t one_product(PGresult *r, const svc_alloc_t *a, cat_product_t **
 
 svc_err_t cat_store_create(cat_store_t *st, const char *name, const char *description,
                            int64_t price_cents, int32_t stock, uint64_t deadline_ns,
-                           const svc_alloc_t *a, cat_product_t **out, char errbuf[static SVC_ERRBUF_LEN])
+                           const svc_alloc_t *a, cat_product_t **out,
+                           char errbuf[static SVC_ERRBUF_LEN])
 {
     char price[24], qty[16];
     const char *params[] = {name, description, price, qty};
@@ -112,8 +114,8 @@ svc_err_t cat_store_create(cat_store_t *st, const char *name, const char *descri
     return err;
 }
 
-svc_err_t cat_store_get(cat_store_t *st, const char *id, uint64_t deadline_ns,
-                        const svc_alloc_t *a, cat_product_t **out, char errbuf[static SVC_ERRBUF_LEN])
+svc_err_t cat_store_get(cat_store_t *st, const char *id, uint64_t deadline_ns, const svc_alloc_t *a,
+                        cat_product_t **out, char errbuf[static SVC_ERRBUF_LEN])
 {
     const char *params[] = {id};
     PGresult *r = NULL;
@@ -186,8 +188,8 @@ svc_err_t cat_store_get_many(cat_store_t *st, const char *const *ids, size_t n,
 }
 
 svc_err_t cat_store_list(cat_store_t *st, int64_t after, int limit, uint64_t deadline_ns,
-                         const svc_alloc_t *a, cat_product_t ***out, size_t *n,
-                         int64_t *last_seq, bool *more, char errbuf[static SVC_ERRBUF_LEN])
+                         const svc_alloc_t *a, cat_product_t ***out, size_t *n, int64_t *last_seq,
+                         bool *more, char errbuf[static SVC_ERRBUF_LEN])
 {
     char after_s[24], limit_s[16];
     const char *params[] = {after_s, limit_s};

@@ -27,10 +27,11 @@ svc_err_t cat_store_migrate(const char *dsn, int64_t wait_ms, char errbuf[static
 /* Inserts a product; the database assigns id and created_at. */
 svc_err_t cat_store_create(cat_store_t *st, const char *name, const char *description,
                            int64_t price_cents, int32_t stock, uint64_t deadline_ns,
-                           const svc_alloc_t *a, cat_product_t **out, char errbuf[static SVC_ERRBUF_LEN]);
+                           const svc_alloc_t *a, cat_product_t **out,
+                           char errbuf[static SVC_ERRBUF_LEN]);
 /* SVC_ENOTFOUND when no product has this id (id must be a canonical UUID). */
-svc_err_t cat_store_get(cat_store_t *st, const char *id, uint64_t deadline_ns,
-                        const svc_alloc_t *a, cat_product_t **out, char errbuf[static SVC_ERRBUF_LEN]);
+svc_err_t cat_store_get(cat_store_t *st, const char *id, uint64_t deadline_ns, const svc_alloc_t *a,
+                        cat_product_t **out, char errbuf[static SVC_ERRBUF_LEN]);
 #define CAT_BATCH_MAX  100 /* ids of one cat_store_get_many */
 #define CAT_UUID_CHARS 36
 
@@ -43,7 +44,7 @@ svc_err_t cat_store_get_many(cat_store_t *st, const char *const *ids, size_t n,
 /* Up to `limit` products with seq > after, in seq order. *last_seq is the
  * seq of the last one returned; *more says whether any follow it. */
 svc_err_t cat_store_list(cat_store_t *st, int64_t after, int limit, uint64_t deadline_ns,
-                         const svc_alloc_t *a, cat_product_t ***out, size_t *n,
-                         int64_t *last_seq, bool *more, char errbuf[static SVC_ERRBUF_LEN]);
+                         const svc_alloc_t *a, cat_product_t ***out, size_t *n, int64_t *last_seq,
+                         bool *more, char errbuf[static SVC_ERRBUF_LEN]);
 
 #endif

@@ -23,10 +23,9 @@ static const svc_cfg_entry_t table[] = {
      "base name of the exchange and queues (B.work, B.retry.<k>, B.dead)"},
     {"NOTIFY_RETRY_TIERS_MS", SVC_CFG_STR, 1, 255, "1000,10000,60000", OFF(retry_tiers_ms),
      "delays of the retry tiers, rising, comma-separated (at most 8)"},
-    {"NOTIFY_WEBHOOK_URL", SVC_CFG_STR, 1, 511, "http://127.0.0.1:8090/webhooks",
-     OFF(webhook_url), "where every notification is POSTed"},
-    {"NOTIFY_WEBHOOK_SECRET", SVC_CFG_STR, 1, 255, WHK_LOCAL_DEV_SECRET,
-     OFF(webhook_secret),
+    {"NOTIFY_WEBHOOK_URL", SVC_CFG_STR, 1, 511, "http://127.0.0.1:8090/webhooks", OFF(webhook_url),
+     "where every notification is POSTed"},
+    {"NOTIFY_WEBHOOK_SECRET", SVC_CFG_STR, 1, 255, WHK_LOCAL_DEV_SECRET, OFF(webhook_secret),
      "Standard Webhooks signing secret (whsec_<base64>); the default is the local stack's"},
     {"NOTIFY_WORKERS", SVC_CFG_INT, 1, 64, "4", OFF(workers),
      "delivery threads, each with its own RabbitMQ consumer"},
@@ -49,7 +48,8 @@ static const svc_cfg_entry_t table[] = {
     SVC_MEM_CFG_ENTRIES("NOTIFY", ntf_config_t, mem),
 };
 
-svc_err_t ntf_parse_tiers(const char *text, uint32_t *tiers, size_t *n, char errbuf[static SVC_ERRBUF_LEN])
+svc_err_t ntf_parse_tiers(const char *text, uint32_t *tiers, size_t *n,
+                          char errbuf[static SVC_ERRBUF_LEN])
 {
     const char *p = text;
 
@@ -59,13 +59,17 @@ svc_err_t ntf_parse_tiers(const char *text, uint32_t *tiers, size_t *n, char err
         long long v = strtoll(p, &end, 10);
 
         if (end == p || (*end != ',' && *end != '\0') || v < 1 || v > 86400000) {
-            svc_errbuf_set(errbuf, "NOTIFY_RETRY_TIERS_MS: '%.64s' is not a list of delays "
-                                   "of 1..86400000 ms", text);
+            svc_errbuf_set(errbuf,
+                           "NOTIFY_RETRY_TIERS_MS: '%.64s' is not a list of delays "
+                           "of 1..86400000 ms",
+                           text);
             return SVC_EINVAL;
         }
         if (*n == RMQ_MAX_TIERS || (*n > 0 && (uint32_t)v <= tiers[*n - 1])) {
-            svc_errbuf_set(errbuf, "NOTIFY_RETRY_TIERS_MS: at most %d delays, each longer "
-                                   "than the one before", RMQ_MAX_TIERS);
+            svc_errbuf_set(errbuf,
+                           "NOTIFY_RETRY_TIERS_MS: at most %d delays, each longer "
+                           "than the one before",
+                           RMQ_MAX_TIERS);
             return SVC_EINVAL;
         }
         tiers[(*n)++] = (uint32_t)v;
@@ -102,12 +106,14 @@ svc_err_t ntf_config_load(ntf_config_t *c, char errbuf[static SVC_ERRBUF_LEN])
 
 void ntf_config_help(FILE *f)
 {
-    fprintf(f, "Usage: notification [--help]\n\n"
-               "The ShopMicro notification service: turns every OrderConfirmed and\n"
-               "OrderCancelled on Kafka into a durable RabbitMQ job, and delivers each job as a\n"
-               "signed webhook through pkg/resilience, with retry tiers and a dead-letter queue\n"
-               "(docs/notifications.md). Configured only by environment variables. SIGTERM or\n"
-               "SIGINT lets deliveries in flight finish (up to NOTIFY_JOB_DEADLINE_MS) and exits 0.\n\n");
+    fprintf(
+        f,
+        "Usage: notification [--help]\n\n"
+        "The ShopMicro notification service: turns every OrderConfirmed and\n"
+        "OrderCancelled on Kafka into a durable RabbitMQ job, and delivers each job as a\n"
+        "signed webhook through pkg/resilience, with retry tiers and a dead-letter queue\n"
+        "(docs/notifications.md). Configured only by environment variables. SIGTERM or\n"
+        "SIGINT lets deliveries in flight finish (up to NOTIFY_JOB_DEADLINE_MS) and exits 0.\n\n");
     svc_cfg_print_help(f, table, SVC_COUNTOF(table));
 }
 

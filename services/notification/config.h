@@ -10,7 +10,7 @@
 #include "svc/core.h"
 
 typedef struct ntf_config {
-    kfk_worker_cfg_t events;            /* the consumer of shopmicro.orders.v1  */
+    kfk_worker_cfg_t events; /* the consumer of shopmicro.orders.v1  */
     char rabbitmq_host[SVC_CFG_STR_MAX];
     int64_t rabbitmq_port;
     char rabbitmq_user[SVC_CFG_STR_MAX];
@@ -49,6 +49,7 @@ void ntf_config_topology(const ntf_config_t *c, rmq_topology_t *t);
 
 /* "1000,10000,60000" into tiers (1..RMQ_MAX_TIERS delays, each 1..86400000
  * ms, rising). Pure; for tests. */
-svc_err_t ntf_parse_tiers(const char *text, uint32_t *tiers, size_t *n, char errbuf[static SVC_ERRBUF_LEN]);
+svc_err_t ntf_parse_tiers(const char *text, uint32_t *tiers, size_t *n,
+                          char errbuf[static SVC_ERRBUF_LEN]);
 
 #endif

@@ -10,8 +10,8 @@
 #include "job.h"
 #include "publish.h"
 
-#define LOG "notification.deliver"
-#define NEXT_WAIT_MS     250  /* how often an idle thread looks at the stop flag */
+#define LOG              "notification.deliver"
+#define NEXT_WAIT_MS     250 /* how often an idle thread looks at the stop flag */
 #define BACKOFF_FIRST_MS 100
 #define BACKOFF_MAX_MS   5000
 
@@ -47,7 +47,8 @@ static void nap(struct ntf_pool *p, int ms)
 static void set_up(worker_t *w, bool up, const char *detail)
 {
     if (!up && detail != NULL)
-        ntf_stats_detail(w->pool->stats, true, detail); /* the latest reason, also when still down */
+        ntf_stats_detail(w->pool->stats, true,
+                         detail); /* the latest reason, also when still down */
     if (w->up == up)
         return;
     w->up = up;
@@ -104,8 +105,12 @@ static void call_webhook(struct ntf_pool *p, const rmq_delivery_t *d, rs_http_re
     whk_headers_t wh;
     size_t len;
     const void *body = rmq_delivery_body(d, &len);
-    rs_http_request_t req = {.method = "POST", .url = p->cfg->webhook_url, .headers = lines,
-                             .n_headers = 5, .body = body, .body_len = len};
+    rs_http_request_t req = {.method = "POST",
+                             .url = p->cfg->webhook_url,
+                             .headers = lines,
+                             .n_headers = 5,
+                             .body = body,
+                             .body_len = len};
 
     memset(res, 0, sizeof *res);
     if (whk_headers_make(p->key, id, (int64_t)time(NULL), body, len, &wh) != SVC_OK) {
@@ -155,15 +160,16 @@ static bool settle(worker_t *w, rmq_delivery_t *d, const rs_http_result_t *res)
     case NTF_RETRY:
         if ((err = rmq_consumer_retry(w->consumer, d, tier, attempts, errbuf)) == SVC_OK) {
             atomic_fetch_add(&p->stats->retried[tier], 1);
-            svc_log_warn(LOG, "job to retry tier id=%s tier=%u delay_ms=%u reason=%s status=%d "
-                              "attempts=%d: %s",
+            svc_log_warn(LOG,
+                         "job to retry tier id=%s tier=%u delay_ms=%u reason=%s status=%d "
+                         "attempts=%d: %s",
                          id, tier, p->topo.tier_delay_ms[tier - 1], reason, res->status, attempts,
                          res->message);
         }
         break;
     case NTF_DEAD: {
-        rmq_dead_info_t why = {.final_reason = reason, .last_http_status = res->status,
-                               .attempts = attempts};
+        rmq_dead_info_t why = {
+            .final_reason = reason, .last_http_status = res->status, .attempts = attempts};
         if ((err = rmq_consumer_dead(w->consumer, d, &why, errbuf)) == SVC_OK) {
             atomic_fetch_add(&p->stats->dead_lettered, 1);
             svc_log_error(LOG, "job dead-lettered id=%s reason=%s status=%d attempts=%d: %s", id,

@@ -8,8 +8,8 @@
 #include "pbj/pbjson.h"
 #include "shopmicro/events/v1/events.pb-c.h"
 
-static const char *const known_types[] = {NTF_TYPE_CREATED, NTF_TYPE_CONFIRMED,
-                                          NTF_TYPE_CANCELLED, NULL};
+static const char *const known_types[] = {NTF_TYPE_CREATED, NTF_TYPE_CONFIRMED, NTF_TYPE_CANCELLED,
+                                          NULL};
 enum { KIND_CREATED, KIND_CONFIRMED, KIND_CANCELLED };
 
 static ntf_kind_t poison(char *reason, const char *what, const char *detail)
@@ -46,10 +46,10 @@ static ProtobufCMessage *unpack(size_t kind, const kfk_record_t *r)
     const uint8_t *v = r->value;
 
     if (kind == KIND_CONFIRMED)
-        return (ProtobufCMessage *)shopmicro__events__v1__order_confirmed__unpack(
-            NULL, r->value_len, v);
+        return (ProtobufCMessage *)shopmicro__events__v1__order_confirmed__unpack(NULL,
+                                                                                  r->value_len, v);
     return (ProtobufCMessage *)shopmicro__events__v1__order_cancelled__unpack(NULL, r->value_len,
-                                                                             v);
+                                                                              v);
 }
 
 /* The CloudEvent around data (structured mode). */
@@ -114,7 +114,8 @@ ntf_kind_t ntf_job_from_record(const kfk_record_t *r, char **body, size_t *len, 
     protobuf_c_message_free_unpacked(m, NULL);
     pbj_free(NULL, json);
     if (*body == NULL)
-        return poison(reason, "cannot render the event as JSON: ", errbuf[0] ? errbuf : "no memory");
+        return poison(reason,
+                      "cannot render the event as JSON: ", errbuf[0] ? errbuf : "no memory");
     return NTF_JOB;
 }
 

@@ -19,18 +19,18 @@
 #include "kafka/consumer.h"
 #include "rs/http.h"
 
-#define NTF_TOPIC           "shopmicro.orders.v1"
-#define NTF_TYPE_CREATED    "shopmicro.order.v1.OrderCreated"
-#define NTF_TYPE_CONFIRMED  "shopmicro.order.v1.OrderConfirmed"
-#define NTF_TYPE_CANCELLED  "shopmicro.order.v1.OrderCancelled"
-#define NTF_CONTENT_TYPE    "application/cloudevents+json"
-#define NTF_HDR_TYPE        "x-shopmicro-event-type" /* a job's header: its ce_type */
+#define NTF_TOPIC          "shopmicro.orders.v1"
+#define NTF_TYPE_CREATED   "shopmicro.order.v1.OrderCreated"
+#define NTF_TYPE_CONFIRMED "shopmicro.order.v1.OrderConfirmed"
+#define NTF_TYPE_CANCELLED "shopmicro.order.v1.OrderCancelled"
+#define NTF_CONTENT_TYPE   "application/cloudevents+json"
+#define NTF_HDR_TYPE       "x-shopmicro-event-type" /* a job's header: its ce_type */
 
 /* What the consumer makes of one record of NTF_TOPIC. */
 typedef enum ntf_kind {
-    NTF_JOB,     /* a job to publish: body filled            */
-    NTF_SKIP,    /* an event nobody is notified of (created) */
-    NTF_POISON,  /* can never become a job: reason filled    */
+    NTF_JOB,    /* a job to publish: body filled            */
+    NTF_SKIP,   /* an event nobody is notified of (created) */
+    NTF_POISON, /* can never become a job: reason filled    */
 } ntf_kind_t;
 
 /*
@@ -44,12 +44,12 @@ ntf_kind_t ntf_job_from_record(const kfk_record_t *r, char **body, size_t *len, 
 
 /* What a delivery's outcome asks for. */
 typedef enum ntf_next {
-    NTF_ACK,      /* delivered (2xx): the job is done                          */
-    NTF_RETRY,    /* transient (5xx, 429, no answer, breaker open, budget):
-                     the next retry tier, or the dead-letter queue after the last */
-    NTF_DEAD,     /* the receiver refused it for good (4xx but 408/425/429):
-                     the dead-letter queue at once                             */
-    NTF_REQUEUE,  /* we are stopping: not settled, RabbitMQ hands it again     */
+    NTF_ACK,     /* delivered (2xx): the job is done                          */
+    NTF_RETRY,   /* transient (5xx, 429, no answer, breaker open, budget):
+                    the next retry tier, or the dead-letter queue after the last */
+    NTF_DEAD,    /* the receiver refused it for good (4xx but 408/425/429):
+                    the dead-letter queue at once                             */
+    NTF_REQUEUE, /* we are stopping: not settled, RabbitMQ hands it again     */
 } ntf_next_t;
 
 ntf_next_t ntf_next_of(const rs_http_result_t *res);

@@ -15,7 +15,8 @@ struct ntf_publisher {
     rmq_conn_t *conn; /* NULL while disconnected */
 };
 
-svc_err_t ntf_connect(const ntf_config_t *cfg, const char *name, rmq_conn_t **out, char errbuf[static SVC_ERRBUF_LEN])
+svc_err_t ntf_connect(const ntf_config_t *cfg, const char *name, rmq_conn_t **out,
+                      char errbuf[static SVC_ERRBUF_LEN])
 {
     rmq_conn_opts_t o;
     rmq_topology_t t;
@@ -83,7 +84,8 @@ void ntf_publisher_free(ntf_publisher_t *p)
 /* Publishes with a confirm; a connection found dead is replaced once, since
  * the broker may have closed an idle one (a restart, a missed heartbeat)
  * long before this record came. */
-static svc_err_t publish(ntf_publisher_t *p, const rmq_message_t *m, char errbuf[static SVC_ERRBUF_LEN])
+static svc_err_t publish(ntf_publisher_t *p, const rmq_message_t *m,
+                         char errbuf[static SVC_ERRBUF_LEN])
 {
     svc_err_t err = SVC_EUNAVAIL;
 

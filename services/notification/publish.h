@@ -34,6 +34,7 @@ kfk_verdict_t ntf_publisher_handle(void *ctx, const kfk_record_t *r, char *reaso
 /* Connects to RabbitMQ and declares cfg's topology (idempotent): the one
  * way every part of the service gets a ready connection. *out owned by
  * caller (rmq_conn_free). */
-svc_err_t ntf_connect(const ntf_config_t *cfg, const char *name, rmq_conn_t **out, char errbuf[static SVC_ERRBUF_LEN]);
+svc_err_t ntf_connect(const ntf_config_t *cfg, const char *name, rmq_conn_t **out,
+                      char errbuf[static SVC_ERRBUF_LEN]);
 
 #endif

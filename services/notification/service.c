@@ -24,7 +24,8 @@ struct ntf_service {
     admin_server_t *admin;
 };
 
-static svc_err_t http_new(const ntf_config_t *cfg, rs_http_client_t **out, char errbuf[static SVC_ERRBUF_LEN])
+static svc_err_t http_new(const ntf_config_t *cfg, rs_http_client_t **out,
+                          char errbuf[static SVC_ERRBUF_LEN])
 {
     rs_http_opts_t o;
 
@@ -52,9 +53,10 @@ static void metrics(void *ctx, admin_buf_t *out)
     if (rs_http_client_metrics(s->http, buf, sizeof buf, &len) == SVC_OK)
         admin_buf_printf(out, "%.*s", (int)len, buf);
     else /* said on the page, not dropped: a scrape without them must show why */
-        admin_buf_printf(out, "# the webhook client's metrics do not fit in %zu bytes\n", sizeof buf);
-    if (s->events != NULL && (text = kfk_worker_metrics_text(s->events,
-                                                             "shopmicro_notification_consumer"))) {
+        admin_buf_printf(out, "# the webhook client's metrics do not fit in %zu bytes\n",
+                         sizeof buf);
+    if (s->events != NULL &&
+        (text = kfk_worker_metrics_text(s->events, "shopmicro_notification_consumer"))) {
         admin_buf_printf(out, "%s", text);
         free(text);
     }
@@ -69,14 +71,15 @@ static bool ready(void *ctx, admin_buf_t *out)
     bool rabbit;
 
     /* The status line comes first, so the body is built in two parts. */
-    admin_buf_printf(out, "{\"checks\":[{\"name\":\"kafka\",\"ok\":%s,\"detail\":",
-                     kafka ? "true" : "false");
+    admin_buf_printf(
+        out, "{\"checks\":[{\"name\":\"kafka\",\"ok\":%s,\"detail\":", kafka ? "true" : "false");
     admin_buf_json_str(out, s->events == NULL ? "off (NOTIFY_KAFKA_BROKERS=none)" : why);
     admin_buf_printf(out, "},");
     rabbit = ntf_stats_ready_checks(&s->stats, out, true);
     /* An open breaker is shown, not counted: the service still queues jobs. */
     admin_buf_printf(out, ",{\"name\":\"webhook-breaker\",\"ok\":%s,\"detail\":\"%s\"}],",
-                     webhook ? "true" : "false", webhook ? "" : "open: jobs wait in the retry tiers");
+                     webhook ? "true" : "false",
+                     webhook ? "" : "open: jobs wait in the retry tiers");
     admin_buf_printf(out, "\"status\":\"%s\"}\n", kafka && rabbit ? "ok" : "unavailable");
     return kafka && rabbit;
 }
@@ -90,7 +93,8 @@ static svc_err_t start_events(ntf_service_t *s, char errbuf[static SVC_ERRBUF_LE
                                 "no order event becomes a notification", &s->events, errbuf);
 }
 
-svc_err_t ntf_service_start(const ntf_config_t *cfg, ntf_service_t **out, char errbuf[static SVC_ERRBUF_LEN])
+svc_err_t ntf_service_start(const ntf_config_t *cfg, ntf_service_t **out,
+                            char errbuf[static SVC_ERRBUF_LEN])
 {
     ntf_service_t *s = calloc(1, sizeof *s);
     svc_err_t err;

@@ -16,7 +16,8 @@ typedef struct ntf_service ntf_service_t; /* opaque */
  * error: the parts reconnect, and /readyz says what is missing). cfg is
  * borrowed and must outlive the service. SVC_EINVAL (a bad secret, bad
  * options) or SVC_EUNAVAIL (the admin port) with errbuf saying why. */
-svc_err_t ntf_service_start(const ntf_config_t *cfg, ntf_service_t **out, char errbuf[static SVC_ERRBUF_LEN]);
+svc_err_t ntf_service_start(const ntf_config_t *cfg, ntf_service_t **out,
+                            char errbuf[static SVC_ERRBUF_LEN]);
 /* The admin port actually bound (NOTIFY_ADMIN_LISTEN with port 0); -1 with
  * no admin port. */
 int ntf_service_admin_port(const ntf_service_t *s);

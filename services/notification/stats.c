@@ -38,12 +38,13 @@ void ntf_stats_detail(ntf_stats_t *s, bool worker, const char *detail)
     atomic_flag_clear_explicit(&s->lock, memory_order_release);
 }
 
-static void counter(admin_buf_t *out, const char *name, const char *help,
-                    atomic_uint_fast64_t *v)
+static void counter(admin_buf_t *out, const char *name, const char *help, atomic_uint_fast64_t *v)
 {
-    admin_buf_printf(out, "# HELP shopmicro_notification_%s %s\n# TYPE shopmicro_notification_%s counter\n"
-                          "shopmicro_notification_%s %" PRIuFAST64 "\n",
-                     name, help, name, name, atomic_load_explicit(v, R));
+    admin_buf_printf(
+        out,
+        "# HELP shopmicro_notification_%s %s\n# TYPE shopmicro_notification_%s counter\n"
+        "shopmicro_notification_%s %" PRIuFAST64 "\n",
+        name, help, name, name, atomic_load_explicit(v, R));
 }
 
 void ntf_stats_render(ntf_stats_t *s, const uint32_t *tier_ms, size_t n_tiers, admin_buf_t *out)
@@ -55,25 +56,29 @@ void ntf_stats_render(ntf_stats_t *s, const uint32_t *tier_ms, size_t n_tiers, a
     counter(out, "publish_errors_total", "job publishes that failed (the event is handed again)",
             &s->publish_errors);
     counter(out, "jobs_delivered_total", "jobs the webhook took (2xx), acked", &s->delivered);
-    admin_buf_printf(out, "# HELP shopmicro_notification_jobs_retried_total jobs moved to a retry tier\n"
-                          "# TYPE shopmicro_notification_jobs_retried_total counter\n");
+    admin_buf_printf(out,
+                     "# HELP shopmicro_notification_jobs_retried_total jobs moved to a retry tier\n"
+                     "# TYPE shopmicro_notification_jobs_retried_total counter\n");
     for (size_t k = 1; k <= n_tiers; k++)
-        admin_buf_printf(out,
-                         "shopmicro_notification_jobs_retried_total{tier=\"%zu\",delay_ms=\"%" PRIu32
-                         "\"} %" PRIuFAST64 "\n",
-                         k, tier_ms[k - 1], atomic_load_explicit(&s->retried[k], R));
+        admin_buf_printf(
+            out,
+            "shopmicro_notification_jobs_retried_total{tier=\"%zu\",delay_ms=\"%" PRIu32
+            "\"} %" PRIuFAST64 "\n",
+            k, tier_ms[k - 1], atomic_load_explicit(&s->retried[k], R));
     counter(out, "jobs_dead_lettered_total", "jobs moved to the dead-letter queue",
             &s->dead_lettered);
     counter(out, "jobs_requeued_total", "jobs left unsettled at a stop (RabbitMQ hands them again)",
             &s->requeued);
     counter(out, "settle_errors_total", "acks or moves that failed (RabbitMQ redelivers the job)",
             &s->settle_errors);
-    admin_buf_printf(out, "# HELP shopmicro_notification_webhook_seconds one job's webhook call, every "
-                          "attempt and wait included\n# TYPE shopmicro_notification_webhook_seconds histogram\n");
+    admin_buf_printf(
+        out,
+        "# HELP shopmicro_notification_webhook_seconds one job's webhook call, every "
+        "attempt and wait included\n# TYPE shopmicro_notification_webhook_seconds histogram\n");
     for (size_t i = 0; i < NTF_LATENCY_BUCKETS; i++)
-        admin_buf_printf(out, "shopmicro_notification_webhook_seconds_bucket{le=\"%g\"} %" PRIuFAST64 "\n",
-                         latency_bounds_ms[i] / 1000.0,
-                         atomic_load_explicit(&s->latency_le[i], R));
+        admin_buf_printf(
+            out, "shopmicro_notification_webhook_seconds_bucket{le=\"%g\"} %" PRIuFAST64 "\n",
+            latency_bounds_ms[i] / 1000.0, atomic_load_explicit(&s->latency_le[i], R));
     admin_buf_printf(out,
                      "shopmicro_notification_webhook_seconds_bucket{le=\"+Inf\"} %" PRIuFAST64 "\n"
                      "shopmicro_notification_webhook_seconds_sum %.6f\n"
@@ -81,9 +86,10 @@ void ntf_stats_render(ntf_stats_t *s, const uint32_t *tier_ms, size_t n_tiers, a
                      atomic_load_explicit(&s->latency_count, R),
                      (double)atomic_load_explicit(&s->latency_sum_us, R) / 1e6,
                      atomic_load_explicit(&s->latency_count, R));
-    admin_buf_printf(out, "# HELP shopmicro_notification_workers_connected delivery threads with a live "
-                          "RabbitMQ consumer\n# TYPE shopmicro_notification_workers_connected gauge\n"
-                          "shopmicro_notification_workers_connected %d\n",
+    admin_buf_printf(out,
+                     "# HELP shopmicro_notification_workers_connected delivery threads with a live "
+                     "RabbitMQ consumer\n# TYPE shopmicro_notification_workers_connected gauge\n"
+                     "shopmicro_notification_workers_connected %d\n",
                      atomic_load_explicit(&s->workers_up, R));
 }
 

@@ -20,21 +20,21 @@
 #define NTF_LATENCY_BUCKETS 11
 
 typedef struct ntf_stats {
-    atomic_uint_fast64_t published;      /* jobs confirmed by RabbitMQ              */
-    atomic_uint_fast64_t skipped;        /* order events nobody is notified of      */
-    atomic_uint_fast64_t publish_errors; /* publishes that failed (the record waits) */
-    atomic_uint_fast64_t delivered;      /* 2xx: acked                             */
+    atomic_uint_fast64_t published;                  /* jobs confirmed by RabbitMQ              */
+    atomic_uint_fast64_t skipped;                    /* order events nobody is notified of      */
+    atomic_uint_fast64_t publish_errors;             /* publishes that failed (the record waits) */
+    atomic_uint_fast64_t delivered;                  /* 2xx: acked                             */
     atomic_uint_fast64_t retried[RMQ_MAX_TIERS + 1]; /* moved to tier k (index k)  */
-    atomic_uint_fast64_t dead_lettered;  /* moved to the dead-letter queue          */
-    atomic_uint_fast64_t requeued;       /* left unsettled at a stop                */
-    atomic_uint_fast64_t settle_errors;  /* ack or move failed: RabbitMQ redelivers */
+    atomic_uint_fast64_t dead_lettered;              /* moved to the dead-letter queue          */
+    atomic_uint_fast64_t requeued;                   /* left unsettled at a stop                */
+    atomic_uint_fast64_t settle_errors;              /* ack or move failed: RabbitMQ redelivers */
     atomic_uint_fast64_t latency_le[NTF_LATENCY_BUCKETS];
     atomic_uint_fast64_t latency_count, latency_sum_us;
-    atomic_int workers_up;               /* delivery threads with a live consumer   */
-    atomic_bool publisher_up;            /* the publisher's connection works        */
-    int workers;                         /* configured; set once before any thread  */
+    atomic_int workers_up;    /* delivery threads with a live consumer   */
+    atomic_bool publisher_up; /* the publisher's connection works        */
+    int workers;              /* configured; set once before any thread  */
     char publisher_detail[SVC_ERRBUF_LEN], worker_detail[SVC_ERRBUF_LEN];
-    atomic_flag lock;                    /* guards the two details                  */
+    atomic_flag lock; /* guards the two details                  */
 } ntf_stats_t;
 
 void ntf_stats_init(ntf_stats_t *s, int workers);

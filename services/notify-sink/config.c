@@ -12,7 +12,8 @@ static const svc_cfg_entry_t table[] = {
     {"NOTIFY_SINK_LISTEN", SVC_CFG_STR, 1, 255, "127.0.0.1:8090", OFF(listen),
      "HTTP host:port the sink listens on (port 0: the kernel picks)"},
     {"NOTIFY_WEBHOOK_SECRET", SVC_CFG_STR, 1, 255, WHK_LOCAL_DEV_SECRET, OFF(secret),
-     "Standard Webhooks secret whsec_<base64> the signatures are checked with (default: the local dev secret)"},
+     "Standard Webhooks secret whsec_<base64> the signatures are checked with (default: the local "
+     "dev secret)"},
     {"NOTIFY_SINK_TOLERANCE_S", SVC_CFG_INT, 0, 86400, "300", OFF(tolerance_s),
      "how far webhook-timestamp may be from the sink's clock, either way"},
     {"NOTIFY_SINK_MAX_RECORDS", SVC_CFG_INT, 1, 1000000, "10000", OFF(max_records),
@@ -27,7 +28,8 @@ static const svc_cfg_entry_t table[] = {
      "debug | info | warn | error"},
 };
 
-svc_err_t nsk_config_load(nsk_config_t *c, const char *(*getenv_fn)(const char *), char errbuf[static SVC_ERRBUF_LEN])
+svc_err_t nsk_config_load(nsk_config_t *c, const char *(*getenv_fn)(const char *),
+                          char errbuf[static SVC_ERRBUF_LEN])
 {
     return svc_cfg_load(table, SVC_COUNTOF(table), c, getenv_fn, errbuf);
 }

@@ -20,7 +20,8 @@ typedef struct nsk_config {
 
 /* Reads the environment (getenv_fn NULL: getenv). SVC_EINVAL with the
  * reason in errbuf. */
-svc_err_t nsk_config_load(nsk_config_t *c, const char *(*getenv_fn)(const char *), char errbuf[static SVC_ERRBUF_LEN]);
+svc_err_t nsk_config_load(nsk_config_t *c, const char *(*getenv_fn)(const char *),
+                          char errbuf[static SVC_ERRBUF_LEN]);
 void nsk_config_help(FILE *f);
 /* One start-up line with every setting but the secret. */
 void nsk_config_log(const nsk_config_t *c);

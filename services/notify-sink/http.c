@@ -18,17 +18,17 @@
 
 #include "http.h"
 
-#define TICK_MS 100      /* poll timeout: idle checks and the go-away reopen */
+#define TICK_MS    100 /* poll timeout: idle checks and the go-away reopen */
 #define READ_CHUNK 16384
 
 typedef struct conn {
-    int fd;                  /* -1: free slot */
+    int fd; /* -1: free slot */
     char *in;
     size_t in_len, in_cap;
     char *out;
     size_t out_len, out_off;
-    bool hung;               /* a request we never answer: ignore the rest */
-    bool close_after;        /* close once out is written */
+    bool hung;        /* a request we never answer: ignore the rest */
+    bool close_after; /* close once out is written */
     uint64_t last_ms;
 } conn_t;
 
@@ -122,21 +122,36 @@ static void accept_all(nsk_http_t *h, uint64_t now)
 static const char *status_text(int status)
 {
     switch (status) {
-    case 200: return "OK";
-    case 202: return "Accepted";
-    case 400: return "Bad Request";
-    case 401: return "Unauthorized";
-    case 404: return "Not Found";
-    case 405: return "Method Not Allowed";
-    case 413: return "Content Too Large";
-    case 429: return "Too Many Requests";
-    case 431: return "Request Header Fields Too Large";
-    case 500: return "Internal Server Error";
-    case 501: return "Not Implemented";
-    case 502: return "Bad Gateway";
-    case 503: return "Service Unavailable";
-    case 504: return "Gateway Timeout";
-    default:  return "Status";
+    case 200:
+        return "OK";
+    case 202:
+        return "Accepted";
+    case 400:
+        return "Bad Request";
+    case 401:
+        return "Unauthorized";
+    case 404:
+        return "Not Found";
+    case 405:
+        return "Method Not Allowed";
+    case 413:
+        return "Content Too Large";
+    case 429:
+        return "Too Many Requests";
+    case 431:
+        return "Request Header Fields Too Large";
+    case 500:
+        return "Internal Server Error";
+    case 501:
+        return "Not Implemented";
+    case 502:
+        return "Bad Gateway";
+    case 503:
+        return "Service Unavailable";
+    case 504:
+        return "Gateway Timeout";
+    default:
+        return "Status";
     }
 }
 
@@ -224,10 +239,14 @@ static bool serve_one(nsk_http_t *h, conn_t *c)
     nsk_resp_t resp = {0};
 
     switch (h1_parse_request(c->in, c->in_len, NSK_HTTP_MAX_HEAD, &head)) {
-    case H1_INCOMPLETE: return false;
-    case H1_OK: break;
-    case H1_TOO_LARGE: return respond_error(c, 431);
-    default: return respond_error(c, 400);
+    case H1_INCOMPLETE:
+        return false;
+    case H1_OK:
+        break;
+    case H1_TOO_LARGE:
+        return respond_error(c, 431);
+    default:
+        return respond_error(c, 400);
     }
     if (head.transfer_encoding)
         return respond_error(c, 501);
@@ -362,7 +381,8 @@ void nsk_http_go_away(nsk_http_t *h, uint32_t ms)
 
 /* ---- lifecycle ------------------------------------------------------------------ */
 
-static svc_err_t split_listen(const char *listen, char host[256], int *port, char errbuf[static SVC_ERRBUF_LEN])
+static svc_err_t split_listen(const char *listen, char host[256], int *port,
+                              char errbuf[static SVC_ERRBUF_LEN])
 {
     const char *colon = strrchr(listen, ':');
     char *stop;
@@ -383,7 +403,8 @@ static svc_err_t split_listen(const char *listen, char host[256], int *port, cha
     return SVC_OK;
 }
 
-svc_err_t nsk_http_new(const nsk_http_opts_t *o, nsk_http_t **out, char errbuf[static SVC_ERRBUF_LEN])
+svc_err_t nsk_http_new(const nsk_http_opts_t *o, nsk_http_t **out,
+                       char errbuf[static SVC_ERRBUF_LEN])
 {
     nsk_http_t *h;
     svc_err_t err;

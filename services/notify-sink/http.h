@@ -29,7 +29,7 @@
 #include "http1/http1.h"
 #include "svc/core.h"
 
-#define NSK_HTTP_MAX_HEAD 16384
+#define NSK_HTTP_MAX_HEAD    16384
 #define NSK_HTTP_MAX_HEADERS H1_MAX_HEADERS
 
 typedef struct nsk_http nsk_http_t;
@@ -38,10 +38,10 @@ typedef struct nsk_http nsk_http_t;
  * borrowed for the handler's call only. */
 typedef struct nsk_req {
     const char *method;
-    const char *path;  /* without the query */
-    const char *query; /* after '?', "" when none */
+    const char *path;    /* without the query */
+    const char *query;   /* after '?', "" when none */
     const char *version; /* "HTTP/1.1" */
-    const char *body;  /* body_len bytes, not NUL-terminated */
+    const char *body;    /* body_len bytes, not NUL-terminated */
     size_t body_len;
     size_t n_headers;
     const char *names[NSK_HTTP_MAX_HEADERS];
@@ -53,17 +53,17 @@ const char *nsk_req_header(const nsk_req_t *r, const char *name);
 
 /* What the handler answers. */
 typedef struct nsk_resp {
-    int status;             /* 0: hang - never answer this connection */
-    const char *ctype;      /* NULL: text/plain */
-    char extra[128];        /* extra header line(s) without CRLF, e.g. "Retry-After: 1"; "" none */
-    char *body;             /* owned by the handler's ctx until the next call; copied */
+    int status;        /* 0: hang - never answer this connection */
+    const char *ctype; /* NULL: text/plain */
+    char extra[128];   /* extra header line(s) without CRLF, e.g. "Retry-After: 1"; "" none */
+    char *body;        /* owned by the handler's ctx until the next call; copied */
     size_t body_len;
 } nsk_resp_t;
 
 typedef void (*nsk_handler_fn)(void *ctx, const nsk_req_t *req, nsk_resp_t *resp);
 
 typedef struct nsk_http_opts {
-    const char *listen;      /* "host:port"; port 0: the kernel picks */
+    const char *listen; /* "host:port"; port 0: the kernel picks */
     unsigned max_conns;
     size_t max_body;
     int idle_timeout_ms;
@@ -73,7 +73,8 @@ typedef struct nsk_http_opts {
 
 /* Binds and listens (nothing runs yet). SVC_EINVAL (bad address) or
  * SVC_EUNAVAIL (bind/listen failed), errbuf says why. *out owned by caller. */
-svc_err_t nsk_http_new(const nsk_http_opts_t *o, nsk_http_t **out, char errbuf[static SVC_ERRBUF_LEN]);
+svc_err_t nsk_http_new(const nsk_http_opts_t *o, nsk_http_t **out,
+                       char errbuf[static SVC_ERRBUF_LEN]);
 /* Closes everything. NULL-safe. Not while nsk_http_run() runs. */
 void nsk_http_free(nsk_http_t *h);
 /* The bound port. */

@@ -10,7 +10,8 @@ struct nsk_server {
     nsk_http_t *http;
 };
 
-svc_err_t nsk_server_new(const nsk_config_t *c, nsk_server_t **out, char errbuf[static SVC_ERRBUF_LEN])
+svc_err_t nsk_server_new(const nsk_config_t *c, nsk_server_t **out,
+                         char errbuf[static SVC_ERRBUF_LEN])
 {
     nsk_sink_opts_t so = {.tolerance_s = c->tolerance_s, .max_records = (size_t)c->max_records};
     nsk_http_opts_t ho = {.listen = c->listen,

@@ -13,7 +13,8 @@ typedef struct nsk_server nsk_server_t;
 
 /* Parses the secret, builds the sink, binds the port. SVC_EINVAL /
  * SVC_EUNAVAIL / SVC_ENOMEM with errbuf. *out owned by caller. */
-svc_err_t nsk_server_new(const nsk_config_t *c, nsk_server_t **out, char errbuf[static SVC_ERRBUF_LEN]);
+svc_err_t nsk_server_new(const nsk_config_t *c, nsk_server_t **out,
+                         char errbuf[static SVC_ERRBUF_LEN]);
 /* The bound port. */
 int nsk_server_port(const nsk_server_t *s);
 /* Serves on the calling thread until stop_fd is readable: 0, or 1 on a

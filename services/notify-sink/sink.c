@@ -12,10 +12,10 @@
 
 #include "sink.h"
 
-#define MOD "notify-sink"
-#define KEY_MAX WHK_ID_MAX
+#define MOD             "notify-sink"
+#define KEY_MAX         WHK_ID_MAX
 #define RETRY_AFTER_MAX 64
-#define AWAY_MAX_S 3600
+#define AWAY_MAX_S      3600
 
 /* Verdicts in logs and metrics; the pkg/webhook refusals keep their names. */
 typedef enum {
@@ -32,8 +32,8 @@ typedef enum {
 } verdict_t;
 
 static const char *const verdict_names[V__COUNT] = {
-    "accepted",        "duplicate",     "missing-header", "bad-timestamp",  "stale-timestamp",
-    "bad-signature",   "injected-fail", "injected-throttle", "injected-hang",
+    "accepted",      "duplicate",     "missing-header",    "bad-timestamp", "stale-timestamp",
+    "bad-signature", "injected-fail", "injected-throttle", "injected-hang",
 };
 
 typedef enum { M_NONE, M_FAIL, M_THROTTLE, M_HANG } sink_mode_t;
@@ -46,7 +46,7 @@ typedef struct record {
     uint64_t hash;         /* of key: the scan compares this first */
     int64_t received_at;   /* Unix seconds */
     size_t bytes;
-    uint32_t times;        /* 1 + duplicates */
+    uint32_t times; /* 1 + duplicates */
 } record_t;
 
 struct nsk_sink {
@@ -146,8 +146,7 @@ static void add(nsk_sink_t *s, const char *id, const char *key, size_t bytes)
  * has no spaces, quotes or control bytes to break either. */
 static const char *printable(const char *v)
 {
-    return v != NULL && strlen(v) <= KEY_MAX && svc_idempotency_key_valid(v, strlen(v)) ? v
-                                                                                          : "-";
+    return v != NULL && strlen(v) <= KEY_MAX && svc_idempotency_key_valid(v, strlen(v)) ? v : "-";
 }
 
 static void log_delivery(const nsk_req_t *req, verdict_t v, int status, const char *key)
@@ -157,16 +156,18 @@ static void log_delivery(const nsk_req_t *req, verdict_t v, int status, const ch
 
     if (!svc_log_enabled(SVC_LOG_INFO))
         return;
-    snprintf(kv, sizeof kv, " event_id=%s idempotency_key=%s verdict=%s duplicate=%s status=%d bytes=%zu",
-             id, key, verdict_names[v], v == V_DUPLICATE ? "true" : "false", status, req->body_len);
+    snprintf(kv, sizeof kv,
+             " event_id=%s idempotency_key=%s verdict=%s duplicate=%s status=%d bytes=%zu", id, key,
+             verdict_names[v], v == V_DUPLICATE ? "true" : "false", status, req->body_len);
     svc_log_write(SVC_LOG_INFO, MOD, kv, "delivery %s %s", id, verdict_names[v]);
 }
 
 /* Misbehaviour, if any is pending; true when it answered. */
 static bool misbehave(nsk_sink_t *s, const nsk_req_t *req, nsk_resp_t *resp)
 {
-    verdict_t v = s->mode == M_FAIL ? V_INJECTED_FAIL
-                  : s->mode == M_THROTTLE ? V_INJECTED_THROTTLE : V_INJECTED_HANG;
+    verdict_t v = s->mode == M_FAIL       ? V_INJECTED_FAIL
+                  : s->mode == M_THROTTLE ? V_INJECTED_THROTTLE
+                                          : V_INJECTED_HANG;
     const char *key = nsk_req_header(req, "Idempotency-Key");
 
     if (s->mode == M_NONE || s->left == 0)
@@ -191,11 +192,16 @@ static bool misbehave(nsk_sink_t *s, const nsk_req_t *req, nsk_resp_t *resp)
 static verdict_t from_whk(whk_verdict_t w)
 {
     switch (w) {
-    case WHK_VALID: return V_ACCEPTED;
-    case WHK_MISSING_HEADER: return V_MISSING_HEADER;
-    case WHK_BAD_TIMESTAMP: return V_BAD_TIMESTAMP;
-    case WHK_STALE_TIMESTAMP: return V_STALE_TIMESTAMP;
-    case WHK_BAD_SIGNATURE: break;
+    case WHK_VALID:
+        return V_ACCEPTED;
+    case WHK_MISSING_HEADER:
+        return V_MISSING_HEADER;
+    case WHK_BAD_TIMESTAMP:
+        return V_BAD_TIMESTAMP;
+    case WHK_STALE_TIMESTAMP:
+        return V_STALE_TIMESTAMP;
+    case WHK_BAD_SIGNATURE:
+        break;
     }
     return V_BAD_SIGNATURE;
 }
@@ -314,8 +320,7 @@ static void control(nsk_sink_t *s, const nsk_req_t *req, nsk_resp_t *resp)
     } else if (away > 0) {
         nsk_http_go_away(s->http, (uint32_t)away * 1000u);
         out_printf(s, "{\"mode\":\"away\",\"seconds\":%ld}\n", away);
-        svc_log_warn(MOD, "control: going away for %ld s (listener and connections closed)",
-                     away);
+        svc_log_warn(MOD, "control: going away for %ld s (listener and connections closed)", away);
     } else if (set_mode(s, req->query)) {
         out_printf(s, "{\"mode\":\"%s\",\"left\":%u,\"status\":%d,\"retry_after\":\"%s\"}\n",
                    mode_names[s->mode], s->left, s->status, s->retry_after);
@@ -365,9 +370,11 @@ static void metrics(nsk_sink_t *s, nsk_resp_t *resp)
     for (int v = 0; v < V__COUNT; v++)
         out_printf(s, "shopmicro_notify_sink_deliveries_total{verdict=\"%s\"} %llu\n",
                    verdict_names[v], (unsigned long long)s->counts[v]);
-    out_printf(s, "# HELP shopmicro_notify_sink_recorded Distinct deliveries held (dedupe window).\n"
-                  "# TYPE shopmicro_notify_sink_recorded gauge\n"
-                  "shopmicro_notify_sink_recorded %zu\n", s->n_records);
+    out_printf(s,
+               "# HELP shopmicro_notify_sink_recorded Distinct deliveries held (dedupe window).\n"
+               "# TYPE shopmicro_notify_sink_recorded gauge\n"
+               "shopmicro_notify_sink_recorded %zu\n",
+               s->n_records);
     answer(s, resp, 200, "text/plain; version=0.0.4");
 }
 

@@ -29,9 +29,9 @@
 #include "webhook/webhook.h"
 
 typedef struct nsk_sink_opts {
-    whk_key_t key;        /* NOTIFY_WEBHOOK_SECRET, parsed */
-    int64_t tolerance_s;  /* webhook-timestamp vs now */
-    size_t max_records;   /* >= 1 */
+    whk_key_t key;       /* NOTIFY_WEBHOOK_SECRET, parsed */
+    int64_t tolerance_s; /* webhook-timestamp vs now */
+    size_t max_records;  /* >= 1 */
 } nsk_sink_opts_t;
 
 typedef struct nsk_sink nsk_sink_t;

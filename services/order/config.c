@@ -7,9 +7,8 @@
 static const svc_cfg_entry_t table[] = {
     {"ORDER_LISTEN", SVC_CFG_STR, 1, 255, "127.0.0.1:25052", OFF(listen),
      "gRPC listen address host:port"},
-    {"ORDER_DB_DSN", SVC_CFG_STR, 1, 511,
-     "host=127.0.0.1 port=25432 dbname=orders user=postgres", OFF(db_dsn),
-     "libpq connection string of the orders database"},
+    {"ORDER_DB_DSN", SVC_CFG_STR, 1, 511, "host=127.0.0.1 port=25432 dbname=orders user=postgres",
+     OFF(db_dsn), "libpq connection string of the orders database"},
     /* 8 on 2 cores: a CreateOrder holds its worker through two waits (the
      * pricing call, the commit), so 4 left orders queued while cores idled
      * (docs/benchmarks.md, "ORDER_WORKERS at 16 connections"). */
@@ -20,8 +19,8 @@ static const svc_cfg_entry_t table[] = {
     SVC_MEM_CFG_ENTRIES("ORDER", ord_config_t, mem),
     {"ORDER_DRAIN_MS", SVC_CFG_INT, 0, 600000, "10000", OFF(drain_ms),
      "on SIGTERM, how long in-flight calls may take before they are cancelled"},
-    {"ORDER_DB_STATEMENT_TIMEOUT_MS", SVC_CFG_INT, 10, 600000, "5000",
-     OFF(db_statement_timeout_ms), "server-side limit of one SQL statement"},
+    {"ORDER_DB_STATEMENT_TIMEOUT_MS", SVC_CFG_INT, 10, 600000, "5000", OFF(db_statement_timeout_ms),
+     "server-side limit of one SQL statement"},
     {"ORDER_DB_STARTUP_WAIT_MS", SVC_CFG_INT, 0, 600000, "15000", OFF(db_startup_wait_ms),
      "how long start-up waits for the database to accept connections"},
     {"ORDER_CATALOG_ADDR", SVC_CFG_STR, 1, 255, "127.0.0.1:25051", OFF(catalog_addr),
@@ -35,8 +34,7 @@ static const svc_cfg_entry_t table[] = {
      "retry backoff window before the first retry (doubles per retry, full jitter)"},
     {"ORDER_CATALOG_BACKOFF_CAP_MS", SVC_CFG_INT, 1, 600000, "2000", OFF(catalog_backoff_cap_ms),
      "largest retry backoff window (>= ORDER_CATALOG_BACKOFF_BASE_MS)"},
-    {"ORDER_CATALOG_BREAKER_FAILURES", SVC_CFG_INT, 0, 100000, "5",
-     OFF(catalog_breaker_failures),
+    {"ORDER_CATALOG_BREAKER_FAILURES", SVC_CFG_INT, 0, 100000, "5", OFF(catalog_breaker_failures),
      "consecutive failed GetProduct calls that open the breaker (0 = never open)"},
     {"ORDER_CATALOG_BREAKER_COOLDOWN_MS", SVC_CFG_INT, 1, 3600000, "10000",
      OFF(catalog_breaker_cooldown_ms), "how long the breaker stays open before one trial call"},

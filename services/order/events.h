@@ -12,9 +12,9 @@
 
 #include "store.h"
 
-#define ORD_EVENT_TOPIC "shopmicro.orders.v1"
-#define ORD_EVENT_CE_SOURCE "/shopmicro/order"
-#define ORD_EVENT_CREATED_TYPE "shopmicro.order.v1.OrderCreated"
+#define ORD_EVENT_TOPIC          "shopmicro.orders.v1"
+#define ORD_EVENT_CE_SOURCE      "/shopmicro/order"
+#define ORD_EVENT_CREATED_TYPE   "shopmicro.order.v1.OrderCreated"
 #define ORD_EVENT_CONFIRMED_TYPE "shopmicro.order.v1.OrderConfirmed"
 #define ORD_EVENT_CANCELLED_TYPE "shopmicro.order.v1.OrderCancelled"
 

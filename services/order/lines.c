@@ -9,7 +9,8 @@
 #include "lines.h"
 
 svc_err_t ord_lines_build(const char *customer_id, ord_item_t *const *items, size_t n_items,
-                          ord_line_t lines[ORD_MAX_ITEMS], size_t *n_lines, char errbuf[static SVC_ERRBUF_LEN])
+                          ord_line_t lines[ORD_MAX_ITEMS], size_t *n_lines,
+                          char errbuf[static SVC_ERRBUF_LEN])
 {
     long len = svc_utf8_chars(customer_id);
     size_t n = 0;
@@ -29,8 +30,8 @@ svc_err_t ord_lines_build(const char *customer_id, ord_item_t *const *items, siz
 
         len = svc_utf8_chars(it->product_id);
         if (len < 1 || len > ORD_PRODUCT_ID_MAX_CHARS) {
-            svc_errbuf_set(errbuf, "items[%zu].product_id must be 1-%d characters of UTF-8 text",
-                           i, ORD_PRODUCT_ID_MAX_CHARS);
+            svc_errbuf_set(errbuf, "items[%zu].product_id must be 1-%d characters of UTF-8 text", i,
+                           ORD_PRODUCT_ID_MAX_CHARS);
             return SVC_EINVAL;
         }
         if (it->quantity < 1 || it->quantity > ORD_QUANTITY_MAX) {
@@ -48,8 +49,7 @@ svc_err_t ord_lines_build(const char *customer_id, ord_item_t *const *items, siz
             svc_errbuf_set(errbuf,
                            "items[%zu].quantity brings product %s to %" PRId32
                            "; at most %d per product (items of one product are added up)",
-                           i, it->product_id, lines[j].quantity + it->quantity,
-                           ORD_QUANTITY_MAX);
+                           i, it->product_id, lines[j].quantity + it->quantity, ORD_QUANTITY_MAX);
             return SVC_EINVAL;
         }
         lines[j].quantity += it->quantity;
@@ -58,7 +58,8 @@ svc_err_t ord_lines_build(const char *customer_id, ord_item_t *const *items, siz
     return SVC_OK;
 }
 
-svc_err_t ord_lines_total(const ord_line_t *lines, size_t n, int64_t *total, char errbuf[static SVC_ERRBUF_LEN])
+svc_err_t ord_lines_total(const ord_line_t *lines, size_t n, int64_t *total,
+                          char errbuf[static SVC_ERRBUF_LEN])
 {
     int64_t sum = 0, line;
 

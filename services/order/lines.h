@@ -46,11 +46,13 @@ typedef struct ord_line {
  * field in errbuf.
  */
 svc_err_t ord_lines_build(const char *customer_id, ord_item_t *const *items, size_t n_items,
-                          ord_line_t lines[ORD_MAX_ITEMS], size_t *n_lines, char errbuf[static SVC_ERRBUF_LEN]);
+                          ord_line_t lines[ORD_MAX_ITEMS], size_t *n_lines,
+                          char errbuf[static SVC_ERRBUF_LEN]);
 
 /* Sum of quantity x unit_price_cents. SVC_ERANGE when it does not fit in
  * int64; SVC_EINTERNAL for a line not (correctly) priced. */
-svc_err_t ord_lines_total(const ord_line_t *lines, size_t n, int64_t *total, char errbuf[static SVC_ERRBUF_LEN]);
+svc_err_t ord_lines_total(const ord_line_t *lines, size_t n, int64_t *total,
+                          char errbuf[static SVC_ERRBUF_LEN]);
 
 /*
  * The request's fingerprint: SHA-256, in hex, of a length-prefixed canonical
@@ -61,6 +63,5 @@ svc_err_t ord_lines_total(const ord_line_t *lines, size_t n, int64_t *total, cha
  */
 svc_err_t ord_lines_fingerprint(const char *customer_id, const ord_line_t *lines, size_t n,
                                 char out[ORD_FINGERPRINT_LEN]);
-
 
 #endif

@@ -23,7 +23,7 @@ int main(int argc, char **argv)
     svc_log_set_level_name(cfg.log_level);
     ord_config_log(&cfg);
     svc_mem_start(&cfg.mem, "order"); /* before any thread has an arena */
-    rpc_init(); /* before the catalog client starts its thread */
+    rpc_init();                       /* before the catalog client starts its thread */
     err = ord_catalog_new(&cfg, &catalog, errbuf);
     if (err != SVC_OK) {
         svc_log_error("order", "catalog client: %s", errbuf);

@@ -20,8 +20,8 @@ typedef struct ord_app {
 
 /* One per worker thread (rpc_ctx_worker); only that thread touches it. */
 typedef struct ord_worker {
-    struct db_conn *store;   /* the worker's database connection */
-    uint64_t creates;          /* CreateOrder calls served: paces key expiry */
+    struct db_conn *store; /* the worker's database connection */
+    uint64_t creates;      /* CreateOrder calls served: paces key expiry */
 } ord_worker_t;
 
 /* rpc.c: the OrderService methods. Needs an ord_app_t and ord_worker_t. */

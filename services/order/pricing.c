@@ -18,7 +18,8 @@ typedef Shopmicro__Catalog__V1__Product product_t;
 typedef Shopmicro__Catalog__V1__BatchGetProductsRequest batch_req_t;
 typedef Shopmicro__Catalog__V1__BatchGetProductsResponse batch_resp_t;
 
-svc_err_t ord_catalog_new(const ord_config_t *cfg, rs_grpc_client_t **out, char errbuf[static SVC_ERRBUF_LEN])
+svc_err_t ord_catalog_new(const ord_config_t *cfg, rs_grpc_client_t **out,
+                          char errbuf[static SVC_ERRBUF_LEN])
 {
     static const rs_method_t methods[] = {
         {.path = ORD_CATALOG_BATCH_GET, .idempotency = RS_IDEMPOTENT},
@@ -84,11 +85,12 @@ static svc_err_t describe(const rs_grpc_result_t *res, char errbuf[static SVC_ER
 }
 
 /* products[i] answers lines[i]; an empty id means no such product. */
-static svc_err_t apply_prices(ord_line_t *lines, size_t n, const batch_resp_t *r, char errbuf[static SVC_ERRBUF_LEN])
+static svc_err_t apply_prices(ord_line_t *lines, size_t n, const batch_resp_t *r,
+                              char errbuf[static SVC_ERRBUF_LEN])
 {
     if (r->n_products != n) {
-        svc_errbuf_set(errbuf, "pricing: catalog answered %zu products for %zu ids",
-                       r->n_products, n);
+        svc_errbuf_set(errbuf, "pricing: catalog answered %zu products for %zu ids", r->n_products,
+                       n);
         return SVC_EINTERNAL;
     }
     for (size_t i = 0; i < n; i++) {

@@ -21,7 +21,8 @@
  * a thread). On SVC_OK *out is owned by caller (rs_grpc_client_free, after
  * the server has stopped). SVC_EINVAL names a bad setting in errbuf.
  */
-svc_err_t ord_catalog_new(const ord_config_t *cfg, rs_grpc_client_t **out, char errbuf[static SVC_ERRBUF_LEN]);
+svc_err_t ord_catalog_new(const ord_config_t *cfg, rs_grpc_client_t **out,
+                          char errbuf[static SVC_ERRBUF_LEN]);
 
 /*
  * Sets unit_price_cents of every line (distinct products) from one catalog

@@ -12,10 +12,10 @@
 #include "pricing.h"
 #include "store.h"
 
-#define LOG_MOD "order"
-#define IDEMPOTENCY_KEY     "idempotency-key" /* gRPC metadata; HTTP Idempotency-Key */
-#define EXPIRE_BATCH        1000
-#define EXPIRE_MS           200 /* at most this much of a call goes to housekeeping */
+#define LOG_MOD         "order"
+#define IDEMPOTENCY_KEY "idempotency-key" /* gRPC metadata; HTTP Idempotency-Key */
+#define EXPIRE_BATCH    1000
+#define EXPIRE_MS       200 /* at most this much of a call goes to housekeeping */
 
 typedef Shopmicro__Order__V1__CreateOrderRequest create_req_t;
 typedef Shopmicro__Order__V1__CreateOrderResponse create_resp_t;
@@ -59,7 +59,8 @@ static void expire_tick(ord_worker_t *w, const ord_config_t *cfg, uint64_t deadl
  * outside it, so nothing reads a shorter key than was sent) or impossible to
  * keep for want of memory.
  */
-static svc_err_t idempotency_key(rpc_ctx_t *ctx, const char **out, char errbuf[static SVC_ERRBUF_LEN])
+static svc_err_t idempotency_key(rpc_ctx_t *ctx, const char **out,
+                                 char errbuf[static SVC_ERRBUF_LEN])
 {
     const char *v;
     size_t len;
@@ -78,8 +79,8 @@ static svc_err_t idempotency_key(rpc_ctx_t *ctx, const char **out, char errbuf[s
     if (!svc_idempotency_key_valid(v, len)) {
         svc_errbuf_set(errbuf,
                        IDEMPOTENCY_KEY " must be %d-%d printable ASCII characters (0x%02X-0x%02X)",
-                       SVC_IDEMPOTENCY_KEY_MIN, SVC_IDEMPOTENCY_KEY_MAX,
-                       SVC_IDEMPOTENCY_KEY_FIRST, SVC_IDEMPOTENCY_KEY_LAST);
+                       SVC_IDEMPOTENCY_KEY_MIN, SVC_IDEMPOTENCY_KEY_MAX, SVC_IDEMPOTENCY_KEY_FIRST,
+                       SVC_IDEMPOTENCY_KEY_LAST);
         return SVC_EINVAL;
     }
     /* The store takes a C string. INTERNAL, not RESOURCE_EXHAUSTED: the
@@ -87,8 +88,8 @@ static svc_err_t idempotency_key(rpc_ctx_t *ctx, const char **out, char errbuf[s
      * the gateway) would only make the client loop. */
     copy = rpc_ctx_alloc(ctx, len + 1);
     if (copy == NULL) {
-        svc_log_error(LOG_MOD, "CreateOrder refused: no call memory left to keep its "
-                               IDEMPOTENCY_KEY);
+        svc_log_error(LOG_MOD,
+                      "CreateOrder refused: no call memory left to keep its " IDEMPOTENCY_KEY);
         svc_errbuf_set(errbuf, "cannot keep " IDEMPOTENCY_KEY ": the call's memory is exhausted "
                                "(nothing was written)");
         return SVC_EINTERNAL;
@@ -254,8 +255,7 @@ static svc_err_t get_order(rpc_ctx_t *ctx, const ProtobufCMessage *in, ProtobufC
 #define METHOD(name) "/shopmicro.order.v1.OrderService/" name
 
 const rpc_method_t ord_methods[] = {
-    {METHOD("CreateOrder"), &shopmicro__order__v1__create_order_request__descriptor,
-     create_order},
+    {METHOD("CreateOrder"), &shopmicro__order__v1__create_order_request__descriptor, create_order},
     {METHOD("GetOrder"), &shopmicro__order__v1__get_order_request__descriptor, get_order},
 };
 const size_t ord_methods_count = SVC_COUNTOF(ord_methods);

@@ -125,8 +125,10 @@ static kfk_verdict_t decode_rejected(const kfk_record_t *r, ord_saga_decoded_t *
     for (size_t i = 0; i < m->n_shortages; i++) {
         long chars = svc_utf8_chars(m->shortages[i]->product_id);
         if (chars < 1 || chars > ORD_PRODUCT_ID_MAX_CHARS)
-            return poison(reason, "StockRejected shortages[%zu].product_id must be 1-%d "
-                                  "characters of UTF-8", i, ORD_PRODUCT_ID_MAX_CHARS);
+            return poison(reason,
+                          "StockRejected shortages[%zu].product_id must be 1-%d "
+                          "characters of UTF-8",
+                          i, ORD_PRODUCT_ID_MAX_CHARS);
     }
     d->ev.shortages = m->shortages;
     d->ev.n_shortages = m->n_shortages;
@@ -153,8 +155,10 @@ kfk_verdict_t ord_saga_decode(const kfk_record_t *r, ord_saga_decoded_t *d, char
     case KFK_TYPE_KNOWN:
         break;
     case KFK_TYPE_NEWER:
-        return poison(reason, "ce_type %.160s is a newer schema than this consumer reads "
-                              "(shopmicro.inventory.v1)", d->ce_type);
+        return poison(reason,
+                      "ce_type %.160s is a newer schema than this consumer reads "
+                      "(shopmicro.inventory.v1)",
+                      d->ce_type);
     case KFK_TYPE_UNKNOWN:
         return poison(reason, "unknown ce_type %.160s", d->ce_type);
     }
@@ -201,8 +205,7 @@ kfk_verdict_t ord_saga_handle(void *ctx, const kfk_record_t *r, char *reason)
         return KFK_RETRY;
     }
     svc_log_set_request_id(d.request_id);
-    err = ord_store_saga(s->store, &d.ev, r->deadline_ms * SVC_NS_PER_MS, &effect, &before,
-                         errbuf);
+    err = ord_store_saga(s->store, &d.ev, r->deadline_ms * SVC_NS_PER_MS, &effect, &before, errbuf);
     moved_to = d.ev.confirm ? "CONFIRMED" : "CANCELLED";
     if (err != SVC_OK) {
         v = ord_saga_db_verdict(err, r->batched);
@@ -211,13 +214,13 @@ kfk_verdict_t ord_saga_handle(void *ctx, const kfk_record_t *r, char *reason)
                  v == KFK_POISON ? "the database refused the event" : "database unavailable",
                  errbuf);
         if (v == KFK_POISON)
-            svc_log_warn(ORD_SAGA_LOG_MODULE, "dead-lettering event %s for order %s: %s",
-                         d.ce_id, d.ev.order_id, reason);
+            svc_log_warn(ORD_SAGA_LOG_MODULE, "dead-lettering event %s for order %s: %s", d.ce_id,
+                         d.ev.order_id, reason);
     } else {
         switch (effect) {
         case ORD_SAGA_MOVED:
-            svc_log_info(ORD_SAGA_LOG_MODULE, "order %s: PENDING -> %s (event %s)",
-                         d.ev.order_id, moved_to, d.ce_id);
+            svc_log_info(ORD_SAGA_LOG_MODULE, "order %s: PENDING -> %s (event %s)", d.ev.order_id,
+                         moved_to, d.ce_id);
             v = KFK_HANDLED;
             break;
         case ORD_SAGA_DUPLICATE:
@@ -240,8 +243,7 @@ kfk_verdict_t ord_saga_handle(void *ctx, const kfk_record_t *r, char *reason)
              * it; one that does not is for some other database (misrouted,
              * made up, or this one restored from an older backup), and
              * waiting would never make it appear. */
-            v = poison(reason, "no order %s in this database (event %s)", d.ev.order_id,
-                       d.ce_id);
+            v = poison(reason, "no order %s in this database (event %s)", d.ev.order_id, d.ce_id);
             svc_log_warn(ORD_SAGA_LOG_MODULE, "dead-lettering %s[%d]@%lld: %s", r->topic,
                          (int)r->partition, (long long)r->offset, reason);
             break;
@@ -265,9 +267,10 @@ static svc_err_t tx_commit(void *ctx, uint64_t deadline_ms, char errbuf[static S
     svc_err_t err = ord_store_saga_commit(s->store, deadline_ms * SVC_NS_PER_MS, errbuf);
 
     if (err != SVC_OK)
-        svc_log_warn(ORD_SAGA_LOG_MODULE, "commit failed (%s): the moves logged since the last "
-                                          "commit are applied again (any kept after all are "
-                                          "known by their event ids)",
+        svc_log_warn(ORD_SAGA_LOG_MODULE,
+                     "commit failed (%s): the moves logged since the last "
+                     "commit are applied again (any kept after all are "
+                     "known by their event ids)",
                      errbuf);
     return err;
 }

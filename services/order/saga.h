@@ -37,7 +37,7 @@
 #define ORD_SAGA_REQUEST_ID_MAX 128 /* longer x-request-id: left out     */
 /* The cancel reason: clauses that do not fit are summed up as
  * "; and N more" (the shortages themselves all stay in the event). */
-#define ORD_SAGA_REASON_MAX     1024
+#define ORD_SAGA_REASON_MAX 1024
 
 /* The handler's state (kfk_consumer_opts_t.ctx). */
 typedef struct ord_saga {
@@ -55,12 +55,12 @@ extern const kfk_batch_ops_t ord_saga_batch_ops;
 
 /* A record decoded into what it asks of its order. */
 typedef struct ord_saga_decoded {
-    ord_saga_event_t ev;                /* points into the fields below  */
+    ord_saga_event_t ev; /* points into the fields below  */
     char ce_id[ORD_SAGA_CE_ID_MAX];
     char ce_type[ORD_SAGA_CE_TYPE_MAX];
     char request_id[ORD_SAGA_REQUEST_ID_MAX];
-    char reason[ORD_SAGA_REASON_MAX];   /* StockRejected only            */
-    ProtobufCMessage *msg;              /* the unpacked payload; owned   */
+    char reason[ORD_SAGA_REASON_MAX]; /* StockRejected only            */
+    ProtobufCMessage *msg;            /* the unpacked payload; owned   */
 } ord_saga_decoded_t;
 
 /*

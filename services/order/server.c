@@ -75,7 +75,8 @@ typedef struct saga_run {
 
 #define NO_CONSUMER "ORDER_KAFKA_BROKERS=none: no saga consumer, so orders stay PENDING"
 
-static svc_err_t saga_start(const ord_config_t *cfg, saga_run_t *s, char errbuf[static SVC_ERRBUF_LEN])
+static svc_err_t saga_start(const ord_config_t *cfg, saga_run_t *s,
+                            char errbuf[static SVC_ERRBUF_LEN])
 {
     static const char *const topics[] = {ORD_SAGA_TOPIC, NULL};
     svc_err_t err;
@@ -88,10 +89,10 @@ static svc_err_t saga_start(const ord_config_t *cfg, saga_run_t *s, char errbuf[
     if (err != SVC_OK)
         return err;
     s->saga.store = s->store;
-    return kfk_worker_start_cfg(&cfg->saga, topics, "order",
-                                &(kfk_worker_handler_t){ord_saga_handle, &ord_saga_batch_ops,
-                                                        &s->saga},
-                                ORD_SAGA_LOG_MODULE, NO_CONSUMER, &s->worker, errbuf);
+    return kfk_worker_start_cfg(
+        &cfg->saga, topics, "order",
+        &(kfk_worker_handler_t){ord_saga_handle, &ord_saga_batch_ops, &s->saga},
+        ORD_SAGA_LOG_MODULE, NO_CONSUMER, &s->worker, errbuf);
 }
 
 /* The admin port's callbacks, on its thread: they read the worker's

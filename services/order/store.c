@@ -77,30 +77,39 @@ static const db_stmt_t stmts[] = {
          "o AS (INSERT INTO orders (id, customer_id, status, total_cents) "
          "SELECT COALESCE((SELECT order_id FROM k), gen_random_uuid()), $4, 'PENDING', $3 "
          "WHERE $1::text IS NULL OR EXISTS (SELECT FROM k) "
-         "RETURNING id, customer_id, total_cents, created_at, " RFC3339("created_at") " AS at), "
-         "i AS (INSERT INTO order_items (order_id, position, product_id, quantity, "
-         "unit_price_cents) SELECT o.id, t.pos - 1, t.product_id, t.quantity, t.price "
-         "FROM o, unnest($5::text[], $6::int[], $7::bigint[]) "
-         "WITH ORDINALITY AS t(product_id, quantity, price, pos) "
-         "RETURNING position, product_id, quantity, unit_price_cents), "
-         "x AS (INSERT INTO outbox (id, aggregate_type, aggregate_id, event_type, payload, "
-         "created_at, topic, ce_type, ce_source, payload_pb, request_id) "
-         "SELECT gen_random_uuid(), 'order', o.id::text, 'OrderCreated', "
-         "jsonb_build_object('order_id', o.id, 'customer_id', o.customer_id, "
-         "'items', (SELECT jsonb_agg(jsonb_build_object('product_id', i.product_id, "
-         "'quantity', i.quantity, 'unit_price_cents', i.unit_price_cents) ORDER BY i.position) "
-         "FROM i), 'total_cents', o.total_cents, 'created_at', o.at), "
-         "o.created_at, $8, $9, $10, '\\x0a24'::bytea || convert_to(o.id::text, 'UTF8') || "
-         "$11::bytea || '\\x2a1b'::bytea || convert_to(o.at, 'UTF8'), $12 FROM o RETURNING 1) "
-         "SELECT o.id::text, pg_notify('outbox', '') FROM o, x",
+         "RETURNING id, customer_id, total_cents, created_at, " RFC3339(
+             "created_at") " AS at), "
+                           "i AS (INSERT INTO order_items (order_id, position, product_id, "
+                           "quantity, "
+                           "unit_price_cents) SELECT o.id, t.pos - 1, t.product_id, t.quantity, "
+                           "t.price "
+                           "FROM o, unnest($5::text[], $6::int[], $7::bigint[]) "
+                           "WITH ORDINALITY AS t(product_id, quantity, price, pos) "
+                           "RETURNING position, product_id, quantity, unit_price_cents), "
+                           "x AS (INSERT INTO outbox (id, aggregate_type, aggregate_id, "
+                           "event_type, payload, "
+                           "created_at, topic, ce_type, ce_source, payload_pb, request_id) "
+                           "SELECT gen_random_uuid(), 'order', o.id::text, 'OrderCreated', "
+                           "jsonb_build_object('order_id', o.id, 'customer_id', o.customer_id, "
+                           "'items', (SELECT jsonb_agg(jsonb_build_object('product_id', "
+                           "i.product_id, "
+                           "'quantity', i.quantity, 'unit_price_cents', i.unit_price_cents) ORDER "
+                           "BY i.position) "
+                           "FROM i), 'total_cents', o.total_cents, 'created_at', o.at), "
+                           "o.created_at, $8, $9, $10, '\\x0a24'::bytea || convert_to(o.id::text, "
+                           "'UTF8') || "
+                           "$11::bytea || '\\x2a1b'::bytea || convert_to(o.at, 'UTF8'), $12 FROM o "
+                           "RETURNING 1) "
+                           "SELECT o.id::text, pg_notify('outbox', '') FROM o, x",
          12, 0},
-    [STMT_ORDER_GET] = {"ord_order_get",
-                        "SELECT o.id::text, o.customer_id, o.status, o.total_cents, "
-                        RFC3339("o.created_at") ", "
-                        "i.product_id, i.quantity, i.unit_price_cents, o.cancel_reason "
-                        "FROM orders o LEFT JOIN order_items i ON i.order_id = o.id "
-                        "WHERE o.id = $1::uuid ORDER BY i.position",
-                        1, DB_STMT_IDEMPOTENT},
+    [STMT_ORDER_GET] =
+        {"ord_order_get",
+         "SELECT o.id::text, o.customer_id, o.status, o.total_cents, " RFC3339(
+             "o.created_at") ", "
+                             "i.product_id, i.quantity, i.unit_price_cents, o.cancel_reason "
+                             "FROM orders o LEFT JOIN order_items i ON i.order_id = o.id "
+                             "WHERE o.id = $1::uuid ORDER BY i.position",
+         1, DB_STMT_IDEMPOTENT},
     [STMT_KEYS_EXPIRE] = {"ord_keys_expire",
                           "DELETE FROM idempotency_keys WHERE key IN (SELECT key "
                           "FROM idempotency_keys WHERE created_at < now() - make_interval(secs "
@@ -117,7 +126,7 @@ static const db_stmt_t stmts[] = {
      * also the outbox row's created_at and the event's *_at field). */
     [STMT_ORDER_LOCK] = {"ord_order_lock",
                          "SELECT status, " RFC3339("now()") " FROM orders "
-                         "WHERE id = $1::uuid FOR UPDATE",
+                                                            "WHERE id = $1::uuid FOR UPDATE",
                          1, 0},
     /* PENDING -> CONFIRMED and the OrderConfirmed outbox row ($2..$6:
      * topic, type, source, protobuf, request id), one statement. The jsonb
@@ -131,9 +140,10 @@ static const db_stmt_t stmts[] = {
          "ins AS (INSERT INTO outbox (id, aggregate_type, aggregate_id, event_type, payload, "
          "created_at, topic, ce_type, ce_source, payload_pb, request_id) "
          "SELECT gen_random_uuid(), 'order', upd.id::text, 'OrderConfirmed', "
-         "jsonb_build_object('order_id', upd.id, 'confirmed_at', " RFC3339("now()") "), "
-         "now(), $2, $3, $4, $5::bytea, $6 FROM upd RETURNING 1) "
-         "SELECT pg_notify('outbox', '') FROM ins",
+         "jsonb_build_object('order_id', upd.id, 'confirmed_at', " RFC3339(
+             "now()") "), "
+                      "now(), $2, $3, $4, $5::bytea, $6 FROM upd RETURNING 1) "
+                      "SELECT pg_notify('outbox', '') FROM ins",
          6, 0},
     /* PENDING -> CANCELLED with the reason ($2) and the OrderCancelled
      * outbox row ($7..$11 as $2..$6 above); the shortages come as four
@@ -150,9 +160,10 @@ static const db_stmt_t stmts[] = {
          "'wanted', s.wanted, 'available', s.available, 'unknown_product', s.unknown) "
          "ORDER BY s.n) FROM unnest($3::text[], $4::int[], $5::int[], $6::bool[]) "
          "WITH ORDINALITY AS s(product_id, wanted, available, unknown, n)), '[]'::jsonb), "
-         "'cancelled_at', " RFC3339("now()") "), "
-         "now(), $7, $8, $9, $10::bytea, $11 FROM upd RETURNING 1) "
-         "SELECT pg_notify('outbox', '') FROM ins",
+         "'cancelled_at', " RFC3339(
+             "now()") "), "
+                      "now(), $7, $8, $9, $10::bytea, $11 FROM upd RETURNING 1) "
+                      "SELECT pg_notify('outbox', '') FROM ins",
          11, 0},
 };
 
@@ -161,8 +172,7 @@ static const db_stmt_t stmts[] = {
 svc_err_t ord_store_new(const char *dsn, int statement_timeout_ms, ord_store_t **out,
                         char errbuf[static SVC_ERRBUF_LEN])
 {
-    return db_conn_open(dsn, stmts, SVC_COUNTOF(stmts), statement_timeout_ms, "order", out,
-                        errbuf);
+    return db_conn_open(dsn, stmts, SVC_COUNTOF(stmts), statement_timeout_ms, "order", out, errbuf);
 }
 
 void ord_store_free(ord_store_t *st)
@@ -290,8 +300,8 @@ static char *event_hex(uint8_t *pb, const size_t *len)
     return hex;
 }
 
-static svc_err_t exec(ord_store_t *st, size_t idx, const char *const *params,
-                      uint64_t deadline_ns, char errbuf[static SVC_ERRBUF_LEN])
+static svc_err_t exec(ord_store_t *st, size_t idx, const char *const *params, uint64_t deadline_ns,
+                      char errbuf[static SVC_ERRBUF_LEN])
 {
     return db_run(st, idx, params, deadline_ns, NULL, errbuf);
 }
@@ -314,10 +324,18 @@ svc_err_t ord_store_create(ord_store_t *st, const ord_new_order_t *o, uint64_t d
     number_arrays(o->lines, o->n_lines, qty, price);
     snprintf(total, sizeof total, "%" PRId64, o->total_cents);
     {
-        const char *p[] = {o->idem_key, o->request_hash, total,  o->customer_id,
-                           ids,         qty,             price,  ORD_EVENT_TOPIC,
-                           ORD_EVENT_CREATED_TYPE,       ORD_EVENT_CE_SOURCE,
-                           event,       svc_log_request_id()};
+        const char *p[] = {o->idem_key,
+                           o->request_hash,
+                           total,
+                           o->customer_id,
+                           ids,
+                           qty,
+                           price,
+                           ORD_EVENT_TOPIC,
+                           ORD_EVENT_CREATED_TYPE,
+                           ORD_EVENT_CE_SOURCE,
+                           event,
+                           svc_log_request_id()};
         err = db_exec(st, STMT_ORDER_CREATE, p, deadline_ns, &r, errbuf);
     }
     if (err != SVC_OK)
@@ -345,8 +363,8 @@ bool ord_store_outcome_unknown(const ord_store_t *st)
     return db_outcome_unknown(st);
 }
 
-svc_err_t ord_store_get(ord_store_t *st, const char *id, uint64_t deadline_ns,
-                        const svc_alloc_t *a, ord_order_t **out, char errbuf[static SVC_ERRBUF_LEN])
+svc_err_t ord_store_get(ord_store_t *st, const char *id, uint64_t deadline_ns, const svc_alloc_t *a,
+                        ord_order_t **out, char errbuf[static SVC_ERRBUF_LEN])
 {
     const char *params[] = {id};
     PGresult *r = NULL;
@@ -478,10 +496,10 @@ static svc_err_t saga_move(ord_store_t *st, const ord_saga_event_t *ev, const ch
     event = event_hex(ord_event_cancelled_pack(ev, at, &n), &n);
     err = event != NULL ? shortage_arrays(ev, &a) : SVC_ENOMEM;
     if (err == SVC_OK) {
-        const char *p[] = {ev->order_id, ev->reason,          a.ids,
-                           a.wanted,     a.available,         a.unknown,
-                           ORD_EVENT_TOPIC, ORD_EVENT_CANCELLED_TYPE, ORD_EVENT_CE_SOURCE,
-                           event,        ev->request_id};
+        const char *p[] = {
+            ev->order_id,        ev->reason, a.ids,           a.wanted,
+            a.available,         a.unknown,  ORD_EVENT_TOPIC, ORD_EVENT_CANCELLED_TYPE,
+            ORD_EVENT_CE_SOURCE, event,      ev->request_id};
         err = exec(st, STMT_ORDER_CANCEL, p, deadline_ns, errbuf);
     }
     free(a.ids);
@@ -489,12 +507,14 @@ static svc_err_t saga_move(ord_store_t *st, const ord_saga_event_t *ev, const ch
     return err;
 }
 
-svc_err_t ord_store_saga_begin(ord_store_t *st, uint64_t deadline_ns, char errbuf[static SVC_ERRBUF_LEN])
+svc_err_t ord_store_saga_begin(ord_store_t *st, uint64_t deadline_ns,
+                               char errbuf[static SVC_ERRBUF_LEN])
 {
     return exec(st, STMT_BEGIN, NULL, deadline_ns, errbuf);
 }
 
-svc_err_t ord_store_saga_commit(ord_store_t *st, uint64_t deadline_ns, char errbuf[static SVC_ERRBUF_LEN])
+svc_err_t ord_store_saga_commit(ord_store_t *st, uint64_t deadline_ns,
+                                char errbuf[static SVC_ERRBUF_LEN])
 {
     return db_commit(st, STMT_COMMIT, deadline_ns, errbuf);
 }
@@ -510,7 +530,8 @@ void ord_store_saga_rollback(ord_store_t *st)
 /* The order first: an event for no order writes nothing, not even its id,
  * so it can be replayed once the order exists (a restored backup). */
 svc_err_t ord_store_saga(ord_store_t *st, const ord_saga_event_t *ev, uint64_t deadline_ns,
-                         ord_saga_effect_t *effect, ord_status_t *status, char errbuf[static SVC_ERRBUF_LEN])
+                         ord_saga_effect_t *effect, ord_status_t *status,
+                         char errbuf[static SVC_ERRBUF_LEN])
 {
     const char *lock_p[] = {ev->order_id}, *claim_p[] = {ev->event_id, ev->event_type};
     char at[40];

@@ -34,7 +34,7 @@ typedef struct ord_created {
 /* A priced order to insert. Everything borrowed. */
 typedef struct ord_new_order {
     const char *customer_id;
-    const ord_line_t *lines;  /* merged and priced */
+    const ord_line_t *lines; /* merged and priced */
     size_t n_lines;
     int64_t total_cents;
     const char *idem_key;     /* NULL: the call carried no idempotency key */
@@ -48,14 +48,14 @@ typedef Shopmicro__Events__V1__StockShortage ord_shortage_t;
 
 /* What one inventory event asks of its order. Everything borrowed. */
 typedef struct ord_saga_event {
-    const char *event_id;    /* ce_id: what processed_events dedupes on */
-    const char *event_type;  /* ce_type, recorded with it */
-    const char *order_id;    /* canonical UUID */
-    bool confirm;            /* StockReserved; false: StockRejected */
-    const char *reason;      /* cancel: for people (ord_saga_cancel_reason) */
+    const char *event_id;       /* ce_id: what processed_events dedupes on */
+    const char *event_type;     /* ce_type, recorded with it */
+    const char *order_id;       /* canonical UUID */
+    bool confirm;               /* StockReserved; false: StockRejected */
+    const char *reason;         /* cancel: for people (ord_saga_cancel_reason) */
     ord_shortage_t **shortages; /* cancel: at most ORD_MAX_ITEMS (borrowed, not changed) */
     size_t n_shortages;
-    const char *request_id;  /* for the outbox row's x-request-id; "" if none */
+    const char *request_id; /* for the outbox row's x-request-id; "" if none */
 } ord_saga_event_t;
 
 /* What ord_store_saga did. */
@@ -78,11 +78,14 @@ typedef enum ord_saga_effect {
  * transaction is aborted: roll it back.
  */
 svc_err_t ord_store_saga(ord_store_t *st, const ord_saga_event_t *ev, uint64_t deadline_ns,
-                         ord_saga_effect_t *effect, ord_status_t *status, char errbuf[static SVC_ERRBUF_LEN]);
+                         ord_saga_effect_t *effect, ord_status_t *status,
+                         char errbuf[static SVC_ERRBUF_LEN]);
 /* The saga's transaction: BEGIN; COMMIT (an aborted one is an error, see
  * db_commit); ROLLBACK (within DB_ROLLBACK_MS). */
-svc_err_t ord_store_saga_begin(ord_store_t *st, uint64_t deadline_ns, char errbuf[static SVC_ERRBUF_LEN]);
-svc_err_t ord_store_saga_commit(ord_store_t *st, uint64_t deadline_ns, char errbuf[static SVC_ERRBUF_LEN]);
+svc_err_t ord_store_saga_begin(ord_store_t *st, uint64_t deadline_ns,
+                               char errbuf[static SVC_ERRBUF_LEN]);
+svc_err_t ord_store_saga_commit(ord_store_t *st, uint64_t deadline_ns,
+                                char errbuf[static SVC_ERRBUF_LEN]);
 void ord_store_saga_rollback(ord_store_t *st);
 
 /* Creates the store (does not connect). dsn is copied. */
@@ -129,8 +132,8 @@ bool ord_store_outcome_unknown(const ord_store_t *st);
 
 /* The order with its items in position order. SVC_ENOTFOUND when no order
  * has this id (id must be a canonical UUID). */
-svc_err_t ord_store_get(ord_store_t *st, const char *id, uint64_t deadline_ns,
-                        const svc_alloc_t *a, ord_order_t **out, char errbuf[static SVC_ERRBUF_LEN]);
+svc_err_t ord_store_get(ord_store_t *st, const char *id, uint64_t deadline_ns, const svc_alloc_t *a,
+                        ord_order_t **out, char errbuf[static SVC_ERRBUF_LEN]);
 
 /* Deletes at most `limit` idempotency keys older than ttl_s seconds, oldest
  * first; *deleted gets how many. */

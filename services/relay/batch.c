@@ -14,14 +14,14 @@
 #define QUEUE_FULL_WAIT_MS 5000
 #define POLL_SLICE_MS      50
 /* Reports are overdue once the batch has waited overdue_ms and this much more. */
-#define OVERDUE_MARGIN_MS  1000
-#define POS_LEN            21 /* a bigint or xid8 in text */
-#define WHEN_LEN           64 /* ce_time up to its second, with room     */
+#define OVERDUE_MARGIN_MS 1000
+#define POS_LEN           21 /* a bigint or xid8 in text */
+#define WHEN_LEN          64 /* ce_time up to its second, with room     */
 /* Batches in flight at most. Two let one batch's read overlap the other's
  * wait for the broker; a third adds nothing, because the stages then wait
  * on the cores and on each other, not on a free flight (docs/benchmarks.md,
  * "Results: the outbox relay"; what was tried: docs/bench/history.md). */
-#define FLIGHTS            2
+#define FLIGHTS 2
 
 typedef struct flight flight_t;
 
@@ -50,13 +50,13 @@ typedef struct pos {
 
 /* One read and what became of its rows. */
 struct flight {
-    rly_batch_t *b;         /* its batch (for its producer, in reports)    */
-    PGresult *rows;         /* what row[] points into                      */
-    rly_row_t *row;         /* the read's rows, decoded: n of them         */
+    rly_batch_t *b; /* its batch (for its producer, in reports)    */
+    PGresult *rows; /* what row[] points into                      */
+    rly_row_t *row; /* the read's rows, decoded: n of them         */
     int n;
-    slot_t *slots;          /* rows + RLY_MAX_SHARDS (per-shard rounding) */
+    slot_t *slots; /* rows + RLY_MAX_SHARDS (per-shard rounding) */
     group_t group[RLY_MAX_SHARDS];
-    int n_groups, pending;  /* pending: produced, not yet reported       */
+    int n_groups, pending;        /* pending: produced, not yet reported       */
     char failure[SVC_ERRBUF_LEN]; /* the first failed report's reason    */
     char refused[SVC_ERRBUF_LEN]; /* the first refusal for good's (every
                                      dead row of the flight gets it)    */
@@ -65,18 +65,18 @@ struct flight {
 
 struct rly_batch {
     kfk_producer_t *producer;
-    int rows;                    /* RELAY_BATCH_SIZE                     */
-    pos_t cur[RLY_MAX_SHARDS];   /* the cursors, as in the table         */
-    pos_t rd[RLY_MAX_SHARDS];    /* where the next read starts           */
+    int rows;                  /* RELAY_BATCH_SIZE                     */
+    pos_t cur[RLY_MAX_SHARDS]; /* the cursors, as in the table         */
+    pos_t rd[RLY_MAX_SHARDS];  /* where the next read starts           */
     int n_cur;
     flight_t fl[FLIGHTS];
-    int oldest, flying;          /* fl[oldest] .. flying of them         */
-    uint64_t *keys;              /* a wave's key hashes, open addressing */
-    size_t keys_cap;             /* a power of two >= 4 x slots          */
-    char *lit;                   /* three array literals for statements  */
+    int oldest, flying; /* fl[oldest] .. flying of them         */
+    uint64_t *keys;     /* a wave's key hashes, open addressing */
+    size_t keys_cap;    /* a power of two >= 4 x slots          */
+    char *lit;          /* three array literals for statements  */
     size_t lit_cap;
-    long long when_s;            /* the second of when_date (a backlog's */
-    char when_date[WHEN_LEN];    /* rows share it): "YYYY-MM-DDTHH:MM:SS."*/
+    long long when_s;         /* the second of when_date (a backlog's */
+    char when_date[WHEN_LEN]; /* rows share it): "YYYY-MM-DDTHH:MM:SS."*/
 };
 
 static size_t n_slots(const rly_batch_t *b)
@@ -272,8 +272,8 @@ static void rfc3339_us(rly_batch_t *b, int64_t us, char out[WHEN_LEN + 8])
 
         gmtime_r(&t, &tm);
         snprintf(b->when_date, sizeof b->when_date, "%04d-%02d-%02dT%02d:%02d:%02d.",
-                 (tm.tm_year + 1900) % 10000, tm.tm_mon + 1, tm.tm_mday, tm.tm_hour,
-                 tm.tm_min, tm.tm_sec);
+                 (tm.tm_year + 1900) % 10000, tm.tm_mon + 1, tm.tm_mday, tm.tm_hour, tm.tm_min,
+                 tm.tm_sec);
         b->when_s = s;
     }
     size_t n = strlen(b->when_date);
@@ -292,7 +292,10 @@ static void produce_row(rly_batch_t *b, flight_t *f, int i)
     kfk_header_t h[KFK_CE_MAX_HEADERS];
     size_t n_h = 0;
     const kfk_ce_t ce = {
-        .id = r->id, .type = r->type, .source = r->source, .time = when,
+        .id = r->id,
+        .type = r->type,
+        .source = r->source,
+        .time = when,
         .request_id = r->request_id,
     };
     svc_err_t err;
@@ -301,9 +304,14 @@ static void produce_row(rly_batch_t *b, flight_t *f, int i)
 
     rfc3339_us(b, r->time_us, when); /* before the headers */
     err = kfk_ce_headers(&ce, h, &n_h, errbuf);
-    m = (kfk_message_t){.topic = r->topic, .key = r->key, .key_len = r->key_len,
-                        .value = r->payload, .value_len = r->payload_len,
-                        .headers = h, .n_headers = n_h, .opaque = slot};
+    m = (kfk_message_t){.topic = r->topic,
+                        .key = r->key,
+                        .key_len = r->key_len,
+                        .value = r->payload,
+                        .value_len = r->payload_len,
+                        .headers = h,
+                        .n_headers = n_h,
+                        .opaque = slot};
     *slot = (slot_t){f, true, false, SVC_OK, false};
     f->pending++; /* before the call: its report may fire in the poll below */
     while (err == SVC_OK && (err = kfk_produce(b->producer, &m, errbuf)) == SVC_EEXHAUSTED) {
@@ -372,8 +380,7 @@ static bool produce_wave(rly_batch_t *b, flight_t *f, int hold_back)
  * then waits, which is right (nothing can be published meanwhile, and
  * their reports will come), but the relay must not look healthy: overdue
  * reports are told to on_overdue. */
-static void wait_reports(rly_batch_t *b, rly_store_t *st, flight_t *f,
-                         const rly_batch_opts_t *o)
+static void wait_reports(rly_batch_t *b, rly_store_t *st, flight_t *f, const rly_batch_opts_t *o)
 {
     uint64_t overdue_at = svc_now_ms() + (uint64_t)o->overdue_ms + OVERDUE_MARGIN_MS,
              drain_until = svc_now_ms() + (uint64_t)o->drain_ms;
@@ -386,8 +393,7 @@ static void wait_reports(rly_batch_t *b, rly_store_t *st, flight_t *f,
          * messages out too, short slices all the same, to take in the read
          * sent ahead between them. */
         kfk_producer_flush(b->producer,
-                           kfk_producer_outstanding(b->producer) > f->pending ? 1
-                                                                              : POLL_SLICE_MS);
+                           kfk_producer_outstanding(b->producer) > f->pending ? 1 : POLL_SLICE_MS);
         rly_store_pump(st);
         if (!*o->stopping && svc_stop_requested(o->stop_fd, 0, MOD)) {
             *o->stopping = true;
@@ -436,10 +442,10 @@ static svc_err_t bury(rly_store_t *st, flight_t *f)
             return err;
         s->err = SVC_OK;
         s->dead = true;
-        svc_log_warn(MOD, "outbox row %s (key %s, topic %s) refused by Kafka for good: %s; "
-                     "copied to outbox_dead_letters, the cursor passes it", id,
-                     f->row[i].key, f->row[i].topic,
-                     f->refused);
+        svc_log_warn(MOD,
+                     "outbox row %s (key %s, topic %s) refused by Kafka for good: %s; "
+                     "copied to outbox_dead_letters, the cursor passes it",
+                     id, f->row[i].key, f->row[i].topic, f->refused);
     }
     return SVC_OK;
 }
@@ -500,8 +506,7 @@ void rly_batch_start(rly_batch_t *b, rly_store_t *st, const rly_batch_opts_t *o,
     res->read_ms = ms_since(&t);
     if (res->db_err != SVC_OK)
         return;
-    res->db_err = rly_rows_decode(f->rows, f->row, (int)n_slots(b), &f->n, &res->held,
-                                  res->reason);
+    res->db_err = rly_rows_decode(f->rows, f->row, (int)n_slots(b), &f->n, &res->held, res->reason);
     res->read = f->n;
     if (res->db_err != SVC_OK || f->n == 0) {
         PQclear(f->rows);

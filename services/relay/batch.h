@@ -38,25 +38,25 @@
 typedef struct rly_batch rly_batch_t;
 
 typedef struct rly_batch_opts {
-    int stop_fd;         /* a signalfd: SIGTERM while waiting for reports     */
-    int64_t drain_ms;    /* after a stop signal, how long reports may take    */
-    int64_t overdue_ms;  /* reports waited longer than this count as overdue  */
-    bool *stopping;      /* set once a stop signal arrived                    */
+    int stop_fd;           /* a signalfd: SIGTERM while waiting for reports     */
+    int64_t drain_ms;      /* after a stop signal, how long reports may take    */
+    int64_t overdue_ms;    /* reports waited longer than this count as overdue  */
+    bool *stopping;        /* set once a stop signal arrived                    */
     atomic_int *in_flight; /* the batch's rows while it runs, then 0; for the
                               admin thread (relaxed)                          */
     /* Called about every 50 ms while reports are overdue (Kafka is down
      * with messages in flight): the caller's readiness and gauges must not
      * wait for the batch. */
     void (*on_overdue)(void *ctx, int pending, const char *reason); /* reason: the
-                          first failed report's, "" when none failed yet */
+                                                                       first failed report's, "" when none failed yet */
     void *ctx;
 } rly_batch_opts_t;
 
 typedef struct rly_batch_result {
     int read, published, failed; /* published: rows the cursors passed      */
-    int dead;       /* rows Kafka refused for good, buried and passed        */
-    bool more;      /* a shard returned a full batch: more may wait          */
-    bool held;      /* committed rows wait for an older transaction to end   */
+    int dead;                    /* rows Kafka refused for good, buried and passed        */
+    bool more;                   /* a shard returned a full batch: more may wait          */
+    bool held;                   /* committed rows wait for an older transaction to end   */
     svc_err_t db_err;
     char reason[SVC_ERRBUF_LEN]; /* the first failure                        */
     double read_ms, produce_ms, reports_ms, advance_ms;

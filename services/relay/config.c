@@ -5,9 +5,8 @@
 #define OFF(f) SVC_CFG_OFF(rly_config_t, f)
 
 static const svc_cfg_entry_t table[] = {
-    {"RELAY_DB_DSN", SVC_CFG_STR, 1, 511,
-     "host=127.0.0.1 port=25432 dbname=orders user=postgres", OFF(db_dsn),
-     "libpq connection string of the database whose outbox table is relayed"},
+    {"RELAY_DB_DSN", SVC_CFG_STR, 1, 511, "host=127.0.0.1 port=25432 dbname=orders user=postgres",
+     OFF(db_dsn), "libpq connection string of the database whose outbox table is relayed"},
     {"RELAY_KAFKA_BROKERS", SVC_CFG_STR, 1, 511, "127.0.0.1:19092", OFF(kafka_brokers),
      "Kafka bootstrap servers host:port[,host:port]"},
     {"RELAY_NAME", SVC_CFG_STR, 1, 63, "relay", OFF(name),
@@ -23,8 +22,8 @@ static const svc_cfg_entry_t table[] = {
      "safety net: look for rows this often even without a NOTIFY"},
     {"RELAY_DRAIN_MS", SVC_CFG_INT, 0, 600000, "10000", OFF(drain_ms),
      "on SIGTERM, how long the batch in flight may wait for its delivery reports"},
-    {"RELAY_DB_STATEMENT_TIMEOUT_MS", SVC_CFG_INT, 10, 600000, "5000",
-     OFF(db_statement_timeout_ms), "server-side limit of one SQL statement"},
+    {"RELAY_DB_STATEMENT_TIMEOUT_MS", SVC_CFG_INT, 10, 600000, "5000", OFF(db_statement_timeout_ms),
+     "server-side limit of one SQL statement"},
     {"RELAY_KAFKA_LINGER_MS", SVC_CFG_INT, 0, 60000, "5", OFF(kafka_linger_ms),
      "librdkafka linger.ms: how long a message may wait to share a request"},
     {"RELAY_KAFKA_DELIVERY_TIMEOUT_MS", SVC_CFG_INT, 1000, 3600000, "10000",

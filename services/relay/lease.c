@@ -9,9 +9,9 @@
 
 struct rly_lease {
     rly_store_t *st;
-    int total;                  /* shards in outbox_cursor; 0 until known */
-    int shard[RLY_MAX_SHARDS];  /* every shard, ascending                 */
-    bool held[RLY_MAX_SHARDS];  /* by index into shard[]                  */
+    int total;                 /* shards in outbox_cursor; 0 until known */
+    int shard[RLY_MAX_SHARDS]; /* every shard, ascending                 */
+    bool held[RLY_MAX_SHARDS]; /* by index into shard[]                  */
     int owned, relays;
     bool member;
 };
@@ -47,8 +47,7 @@ static svc_err_t load_shards(rly_lease_t *l, char errbuf[static SVC_ERRBUF_LEN])
     int n = err == SVC_OK ? PQntuples(r) : 0;
 
     if (err == SVC_OK && (n == 0 || n > RLY_MAX_SHARDS)) {
-        svc_errbuf_set(errbuf, "outbox_cursor has %d shards (1..%d expected)", n,
-                       RLY_MAX_SHARDS);
+        svc_errbuf_set(errbuf, "outbox_cursor has %d shards (1..%d expected)", n, RLY_MAX_SHARDS);
         err = SVC_EINTERNAL;
     }
     for (int i = 0; err == SVC_OK && i < n; i++)
@@ -85,7 +84,8 @@ static svc_err_t learn_held(rly_lease_t *l, char errbuf[static SVC_ERRBUF_LEN])
 
 /* Takes free shards, from a random start so that relays starting together
  * do not all try the same ones first, until `share` are held. */
-static svc_err_t take(rly_lease_t *l, int share, uint64_t random, char errbuf[static SVC_ERRBUF_LEN])
+static svc_err_t take(rly_lease_t *l, int share, uint64_t random,
+                      char errbuf[static SVC_ERRBUF_LEN])
 {
     int start = (int)(random % (uint64_t)l->total);
     svc_err_t err = SVC_OK;
@@ -134,7 +134,8 @@ static void log_owned(const rly_lease_t *l)
                  l->total, len ? list : "none", l->relays);
 }
 
-svc_err_t rly_lease_tick(rly_lease_t *l, uint64_t random, bool *changed, char errbuf[static SVC_ERRBUF_LEN])
+svc_err_t rly_lease_tick(rly_lease_t *l, uint64_t random, bool *changed,
+                         char errbuf[static SVC_ERRBUF_LEN])
 {
     bool before[RLY_MAX_SHARDS], joined = false;
     svc_err_t err = l->total == 0 ? load_shards(l, errbuf) : SVC_OK;

@@ -32,11 +32,12 @@ void rly_lease_free(rly_lease_t *l); /* NULL-safe; the locks go with the session
 /* Learns what the session holds (a session re-made has lost everything),
  * joins, counts the relays and takes or gives up shards to hold its share,
  * trying free shards from a random start. *changed when the owned set did. */
-svc_err_t rly_lease_tick(rly_lease_t *l, uint64_t random, bool *changed, char errbuf[static SVC_ERRBUF_LEN]);
+svc_err_t rly_lease_tick(rly_lease_t *l, uint64_t random, bool *changed,
+                         char errbuf[static SVC_ERRBUF_LEN]);
 
-int rly_lease_owned(const rly_lease_t *l);          /* shards held          */
-int rly_lease_shard(const rly_lease_t *l, int i);   /* the i-th, ascending  */
-int rly_lease_total(const rly_lease_t *l);          /* shards of the table  */
-int rly_lease_relays(const rly_lease_t *l);         /* members at the tick  */
+int rly_lease_owned(const rly_lease_t *l);        /* shards held          */
+int rly_lease_shard(const rly_lease_t *l, int i); /* the i-th, ascending  */
+int rly_lease_total(const rly_lease_t *l);        /* shards of the table  */
+int rly_lease_relays(const rly_lease_t *l);       /* members at the tick  */
 
 #endif

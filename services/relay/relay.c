@@ -30,33 +30,33 @@
  * each count cheap: it reads the rows it counts (an index range per shard),
  * and during a drain a count of 100,000 held up the loop once a second
  * (docs/bench/history.md, "Reading ahead"). */
-#define STATS_EVERY_MS     1000
-#define STATS_IDLE_MS      5000
-#define STATS_BACKLOG_CAP  10000
+#define STATS_EVERY_MS    1000
+#define STATS_IDLE_MS     5000
+#define STATS_BACKLOG_CAP 10000
 /* How often the leases are checked (lease.h): a dead relay's shards are
  * taken over, and a new relay gets its share, within about this long. */
-#define LEASE_TICK_MS      1000
+#define LEASE_TICK_MS 1000
 /* Rows committed above the horizon (an older transaction still running,
  * maybe in another database, whose end sends no NOTIFY here) are looked for
  * again after this long, doubling up to HELD_MAX_MS while they wait. */
-#define HELD_FIRST_MS      4
-#define HELD_MAX_MS        64
+#define HELD_FIRST_MS 4
+#define HELD_MAX_MS   64
 /* An idle relay learns of Kafka's state from a metadata request
  * (kfk_producer_ping) once it has been idle this long since the last batch
  * or probe. The request blocks the loop a few ms while a broker is up, at
  * most PROBE_TIMEOUT_MS while none answers; a NOTIFY arriving meanwhile
  * waits that long, but only while nothing could be published anyway. */
-#define PROBE_IDLE_MS      2000
-#define PROBE_TIMEOUT_MS   500
+#define PROBE_IDLE_MS    2000
+#define PROBE_TIMEOUT_MS 500
 /* Retention deletes at most this many rows per shard a statement: a few
  * ms of the loop. A full chunk means more may wait: the next comes at the
  * next lease tick instead of RELAY_PRUNE_INTERVAL_MS later. */
-#define PRUNE_CHUNK        1000
+#define PRUNE_CHUNK 1000
 
 struct rly_relay {
     const rly_config_t *cfg;
     kfk_producer_t *producer;
-    rly_store_t *store;     /* reads, advances, and holds the leases */
+    rly_store_t *store; /* reads, advances, and holds the leases */
     rly_lease_t *lease;
     rly_batch_t *batch;
     rly_listener_t *listener;
@@ -66,8 +66,8 @@ struct rly_relay {
     int held_ms;       /* 0, or the wait before looking at held rows again */
     uint64_t rand_state, stats_at_ms, lease_at_ms, prune_at_ms;
     uint64_t kafka_seen_ms; /* the last batch or probe: Kafka's state is that recent */
-    rly_stats_t stats;     /* shared with the admin thread: atomics */
-    admin_server_t *admin; /* NULL when RELAY_ADMIN_LISTEN is 0 or empty */
+    rly_stats_t stats;      /* shared with the admin thread: atomics */
+    admin_server_t *admin;  /* NULL when RELAY_ADMIN_LISTEN is 0 or empty */
 };
 
 /* librdkafka's own lines (connection refused per attempt, the harmless
@@ -83,11 +83,12 @@ static svc_err_t admin_start(rly_relay_t *r, char errbuf[static SVC_ERRBUF_LEN])
 {
     if (r->cfg->admin_listen[0] == '\0' || strcmp(r->cfg->admin_listen, "0") == 0)
         return SVC_OK;
-    return admin_server_start(r->cfg->admin_listen, rly_stats_metrics, rly_stats_ready,
-                              &r->stats, &r->admin, errbuf);
+    return admin_server_start(r->cfg->admin_listen, rly_stats_metrics, rly_stats_ready, &r->stats,
+                              &r->admin, errbuf);
 }
 
-svc_err_t rly_relay_new(const rly_config_t *cfg, rly_relay_t **out, char errbuf[static SVC_ERRBUF_LEN])
+svc_err_t rly_relay_new(const rly_config_t *cfg, rly_relay_t **out,
+                        char errbuf[static SVC_ERRBUF_LEN])
 {
     rly_relay_t *r = calloc(1, sizeof *r);
     kfk_producer_opts_t o;
@@ -109,8 +110,8 @@ svc_err_t rly_relay_new(const rly_config_t *cfg, rly_relay_t **out, char errbuf[
     o.ctx = r;
     err = kfk_producer_new(&o, &r->producer, errbuf);
     if (err == SVC_OK)
-        err = rly_store_new(cfg->db_dsn, cfg->name, (int)cfg->db_statement_timeout_ms,
-                            &r->store, errbuf);
+        err = rly_store_new(cfg->db_dsn, cfg->name, (int)cfg->db_statement_timeout_ms, &r->store,
+                            errbuf);
     if (err == SVC_OK)
         err = rly_lease_new(r->store, &r->lease);
     if (err == SVC_OK)
@@ -132,7 +133,7 @@ void rly_relay_free(rly_relay_t *r)
 {
     if (r == NULL)
         return;
-    admin_server_free(r->admin); /* first: its callbacks read r->stats */
+    admin_server_free(r->admin);       /* first: its callbacks read r->stats */
     kfk_producer_free(r->producer, 0); /* before the batch its reports write */
     rly_batch_free(r->batch);
     rly_lease_free(r->lease);
@@ -183,8 +184,8 @@ static void note_kafka(rly_relay_t *r, const rly_batch_result_t *res)
         char what[SVC_ERRBUF_LEN + 96];
         svc_errbuf_set(r->reason, "%s", res->reason);
         snprintf(what, sizeof what,
-                 "%d rows not acknowledged (%s); they stay unpublished, backing off",
-                 res->failed, res->reason);
+                 "%d rows not acknowledged (%s); they stay unpublished, backing off", res->failed,
+                 res->reason);
         set_kafka(r, false, what);
     } else if (res->published > 0) {
         set_kafka(r, true, "publishing the backlog");
@@ -239,10 +240,8 @@ static svc_err_t tick_leases(rly_relay_t *r, bool *changed)
     err = rly_lease_tick(r->lease, next_random(r), changed, errbuf);
     if (err == SVC_OK)
         err = rly_batch_load_cursors(r->batch, r->store, r->lease, errbuf);
-    atomic_store_explicit(&r->stats.shards_owned, rly_lease_owned(r->lease),
-                          memory_order_relaxed);
-    atomic_store_explicit(&r->stats.shards_total, rly_lease_total(r->lease),
-                          memory_order_relaxed);
+    atomic_store_explicit(&r->stats.shards_owned, rly_lease_owned(r->lease), memory_order_relaxed);
+    atomic_store_explicit(&r->stats.shards_total, rly_lease_total(r->lease), memory_order_relaxed);
     atomic_store_explicit(&r->stats.relays, rly_lease_relays(r->lease), memory_order_relaxed);
     set_db(r, err, errbuf);
     return err;
@@ -269,12 +268,13 @@ static void prune(rly_relay_t *r)
     err = rly_store_prune(r->store, shards, r->cfg->retention_s, PRUNE_CHUNK, &deleted, errbuf);
     set_db(r, err, errbuf);
     r->prune_at_ms = svc_now_ms() + (uint64_t)(err == SVC_OK && deleted >= PRUNE_CHUNK
-                                                   ? LEASE_TICK_MS : r->cfg->prune_interval_ms);
+                                                   ? LEASE_TICK_MS
+                                                   : r->cfg->prune_interval_ms);
     if (deleted == 0)
         return;
     atomic_fetch_add_explicit(&r->stats.pruned, (uint64_t)deleted, memory_order_relaxed);
-    svc_log_info(MOD, "retention: deleted %d published rows older than %lld s (shards %s)",
-                 deleted, (long long)r->cfg->retention_s, shards);
+    svc_log_info(MOD, "retention: deleted %d published rows older than %lld s (shards %s)", deleted,
+                 (long long)r->cfg->retention_s, shards);
 }
 
 static int ms_until(uint64_t at, uint64_t now)
@@ -374,8 +374,10 @@ static bool start_batch(rly_relay_t *r, int stop_fd, bool *more, int *read)
     rly_batch_start(r->batch, r->store, &o, &res);
     *more = res.more;
     *read = res.read;
-    r->held_ms = !res.held ? 0 : r->held_ms == 0 ? HELD_FIRST_MS
-               : r->held_ms < HELD_MAX_MS ? r->held_ms * 2 : HELD_MAX_MS;
+    r->held_ms = !res.held                  ? 0
+                 : r->held_ms == 0          ? HELD_FIRST_MS
+                 : r->held_ms < HELD_MAX_MS ? r->held_ms * 2
+                                            : HELD_MAX_MS;
     set_db(r, res.db_err, res.reason);
     if (res.read > 0)
         rly_stats_batch(&r->stats, res.read);
@@ -393,10 +395,8 @@ static bool finish_batch(rly_relay_t *r, int stop_fd)
 
     rly_batch_finish(r->batch, r->store, &o, &res);
     set_db(r, res.db_err, res.reason);
-    atomic_fetch_add_explicit(&r->stats.published, (uint64_t)res.published,
-                              memory_order_relaxed);
-    atomic_fetch_add_explicit(&r->stats.produce_errors, (uint64_t)res.failed,
-                              memory_order_relaxed);
+    atomic_fetch_add_explicit(&r->stats.published, (uint64_t)res.published, memory_order_relaxed);
+    atomic_fetch_add_explicit(&r->stats.produce_errors, (uint64_t)res.failed, memory_order_relaxed);
     atomic_fetch_add_explicit(&r->stats.dead_letters, (uint64_t)res.dead, memory_order_relaxed);
     if (res.db_err != SVC_OK)
         return false;
@@ -404,9 +404,11 @@ static bool finish_batch(rly_relay_t *r, int stop_fd)
     refresh_stats(r, false);
     if (res.failed > 0)
         return false;
-    svc_log_debug(MOD, "batch: %d rows read, %d published (read %.1f ms, produce %.1f ms, "
-                  "reports %.1f ms, advance %.1f ms)", res.read, res.published, res.read_ms,
-                  res.produce_ms, res.reports_ms, res.advance_ms);
+    svc_log_debug(MOD,
+                  "batch: %d rows read, %d published (read %.1f ms, produce %.1f ms, "
+                  "reports %.1f ms, advance %.1f ms)",
+                  res.read, res.published, res.read_ms, res.produce_ms, res.reports_ms,
+                  res.advance_ms);
     return true;
 }
 

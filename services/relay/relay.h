@@ -15,7 +15,8 @@ typedef struct rly_relay rly_relay_t;
 
 /* Builds the producer, the store connection and the listener (none of them
  * connects yet). *out owned by caller. cfg is borrowed; must outlive it. */
-svc_err_t rly_relay_new(const rly_config_t *cfg, rly_relay_t **out, char errbuf[static SVC_ERRBUF_LEN]);
+svc_err_t rly_relay_new(const rly_config_t *cfg, rly_relay_t **out,
+                        char errbuf[static SVC_ERRBUF_LEN]);
 /* Waits up to RELAY_DRAIN_MS for messages still in flight, then frees. */
 void rly_relay_free(rly_relay_t *r);
 

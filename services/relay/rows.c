@@ -11,8 +11,8 @@
 
 /* The binary width of each fixed-size column; 0: any length (text, bytea). */
 static const int widths[RLY_N_COLS] = {
-    [RLY_COL_HELD] = 1,  [RLY_COL_SHARD] = 2, [RLY_COL_TXID] = 8, [RLY_COL_SEQ] = 8,
-    [RLY_COL_ID] = 16,   [RLY_COL_TIME] = 8,
+    [RLY_COL_HELD] = 1, [RLY_COL_SHARD] = 2, [RLY_COL_TXID] = 8,
+    [RLY_COL_SEQ] = 8,  [RLY_COL_ID] = 16,   [RLY_COL_TIME] = 8,
 };
 
 static int be16(const char *p)

@@ -22,17 +22,17 @@
  * every value with a zero byte, in binary format too). */
 typedef struct rly_row {
     int shard;
-    uint64_t txid;              /* the row's position: (txid, seq)        */
+    uint64_t txid; /* the row's position: (txid, seq)        */
     int64_t seq;
-    char id[RLY_ROW_ID_LEN];    /* ce_id, the uuid in text                */
-    const char *key;            /* aggregate_id: the Kafka key            */
+    char id[RLY_ROW_ID_LEN]; /* ce_id, the uuid in text                */
+    const char *key;         /* aggregate_id: the Kafka key            */
     size_t key_len;
     const char *topic, *type, *source;
-    const char *request_id;     /* "" when NULL                           */
+    const char *request_id;       /* "" when NULL                           */
     const unsigned char *payload; /* never NULL: an empty payload is an
                                      empty value, not a tombstone       */
     size_t payload_len;
-    int64_t time_us;            /* created_at, Unix microseconds          */
+    int64_t time_us; /* created_at, Unix microseconds          */
 } rly_row_t;
 
 /* Decodes r into out[0..cap). *n: the rows (0 for the one row of an empty

@@ -5,8 +5,8 @@
 
 #include "stats.h"
 
-#define P "shopmicro_relay_"
-#define LOAD(x) atomic_load_explicit(&(x), memory_order_relaxed)
+#define P         "shopmicro_relay_"
+#define LOAD(x)   atomic_load_explicit(&(x), memory_order_relaxed)
 #define ADD(x, n) atomic_fetch_add_explicit(&(x), (n), memory_order_relaxed)
 
 static const int bounds[RLY_STATS_BUCKETS] = {1, 5, 10, 50, 100, 500, 1000, 5000};
@@ -64,8 +64,7 @@ static void put_histogram(rly_stats_t *s, admin_buf_t *o)
             admin_buf_printf(o, P "batch_size_bucket{le=\"%d\"} %llu\n", bounds[i],
                              (unsigned long long)cum);
         else
-            admin_buf_printf(o, P "batch_size_bucket{le=\"+Inf\"} %llu\n",
-                             (unsigned long long)cum);
+            admin_buf_printf(o, P "batch_size_bucket{le=\"+Inf\"} %llu\n", (unsigned long long)cum);
     }
     admin_buf_printf(o, P "batch_size_sum %llu\n" P "batch_size_count %llu\n",
                      (unsigned long long)LOAD(s->batch_rows), (unsigned long long)cum);
@@ -123,8 +122,7 @@ void rly_stats_metrics(void *ctx, admin_buf_t *o)
     admin_buf_printf(o, P "db_up %d\n", LOAD(s->db_up) ? 1 : 0);
 }
 
-static void put_check(rly_stats_t *s, admin_buf_t *o, const char *name, bool up,
-                      const char *detail)
+static void put_check(rly_stats_t *s, admin_buf_t *o, const char *name, bool up, const char *detail)
 {
     admin_buf_printf(o, "{\"name\":\"%s\",\"ok\":%s,\"detail\":", name, up ? "true" : "false");
     admin_buf_json_str(o, detail);

@@ -15,11 +15,11 @@
 
 typedef struct rly_stats {
     atomic_uint_fast64_t published, produce_errors, batches, batch_rows;
-    atomic_uint_fast64_t pruned; /* published rows deleted by retention */
+    atomic_uint_fast64_t pruned;       /* published rows deleted by retention */
     atomic_uint_fast64_t dead_letters; /* rows Kafka refused for good, buried */
     atomic_uint_fast64_t batch_hist[RLY_STATS_BUCKETS + 1];
-    atomic_int_fast64_t backlog_rows;      /* -1 until the first count     */
-    atomic_int_fast64_t oldest_created_ms; /* Unix ms; 0 = none unpublished */
+    atomic_int_fast64_t backlog_rows;              /* -1 until the first count     */
+    atomic_int_fast64_t oldest_created_ms;         /* Unix ms; 0 = none unpublished */
     atomic_int shards_owned, shards_total, relays; /* lease.h; relays: 0 unknown */
     atomic_int rows_in_flight; /* read, not yet passed by a cursor (a batch runs) */
     atomic_bool kafka_up, db_up;

@@ -10,14 +10,22 @@
  * objid): a shard's lease is (RLY_LOCK_SHARD, shard), exclusive; every
  * relay of a database also holds (RLY_LOCK_MEMBER, 0) shared, so that each
  * can count the others. */
-#define RLY_LOCK_SHARD  "1919249529"
-#define RLY_LOCK_MEMBER "1919249530"
-#define MY_ADVISORY_LOCKS \
-    "FROM pg_locks WHERE locktype = 'advisory' AND granted AND objsubid = 2 "
+#define RLY_LOCK_SHARD    "1919249529"
+#define RLY_LOCK_MEMBER   "1919249530"
+#define MY_ADVISORY_LOCKS "FROM pg_locks WHERE locktype = 'advisory' AND granted AND objsubid = 2 "
 
 enum {
-    STMT_HORIZON, STMT_READ, STMT_CURSORS, STMT_SHARDS, STMT_STATS,
-    STMT_HELD, STMT_JOIN, STMT_MEMBERS, STMT_LOCK, STMT_UNLOCK, STMT_PRUNE,
+    STMT_HORIZON,
+    STMT_READ,
+    STMT_CURSORS,
+    STMT_SHARDS,
+    STMT_STATS,
+    STMT_HELD,
+    STMT_JOIN,
+    STMT_MEMBERS,
+    STMT_LOCK,
+    STMT_UNLOCK,
+    STMT_PRUNE,
     STMT_BURY,
 };
 
@@ -104,8 +112,8 @@ static const db_stmt_t stmts[] = {
                       " AND objid = 0 AND database = "
                       "(SELECT oid FROM pg_database WHERE datname = current_database())",
                       0, DB_STMT_IDEMPOTENT},
-    [STMT_LOCK] = {"rly_lock_shard", "SELECT pg_try_advisory_lock(" RLY_LOCK_SHARD ", $1::int)",
-                   1, 0},
+    [STMT_LOCK] = {"rly_lock_shard", "SELECT pg_try_advisory_lock(" RLY_LOCK_SHARD ", $1::int)", 1,
+                   0},
     [STMT_UNLOCK] = {"rly_unlock_shard", "SELECT pg_advisory_unlock(" RLY_LOCK_SHARD ", $1::int)",
                      1, 0},
     /* Retention: per shard, of the oldest $3 rows its cursor has passed,
@@ -167,8 +175,8 @@ static const db_stmt_t mover_stmts[] = {
  * were written for; tests/integration/relay checks that the relay scans the
  * outbox by index only. No JIT: each execution would compile again, for
  * statements that run in well under a millisecond. */
-#define PLANNER_OPTIONS                                                                    \
-    "-c plan_cache_mode=force_generic_plan -c enable_seqscan=off -c enable_bitmapscan=off " \
+#define PLANNER_OPTIONS                                                                            \
+    "-c plan_cache_mode=force_generic_plan -c enable_seqscan=off -c enable_bitmapscan=off "        \
     "-c jit=off"
 
 /* The connection, and the read sent ahead (rly_store_read_ahead): its
@@ -201,8 +209,8 @@ struct rly_store {
  * whatever the relay does; a network that is gone for longer than that costs
  * the relay its session, which pkg/db makes again (the leases with it, on the
  * next tick). Ignored on a Unix socket, where a peer cannot vanish. */
-#define LEASE_LIVENESS_OPTIONS                                                               \
-    " -c tcp_keepalives_idle=5 -c tcp_keepalives_interval=1 -c tcp_keepalives_count=3 "     \
+#define LEASE_LIVENESS_OPTIONS                                                                     \
+    " -c tcp_keepalives_idle=5 -c tcp_keepalives_interval=1 -c tcp_keepalives_count=3 "            \
     "-c tcp_user_timeout=8000"
 
 svc_err_t rly_store_new(const char *dsn, const char *name, int statement_timeout_ms,
@@ -301,8 +309,8 @@ static svc_err_t read_rows(rly_store_t *st, const rly_positions_t *p, const char
     svc_err_t err = query(st, STMT_HORIZON, NULL, &h, errbuf);
 
     if (err == SVC_OK) {
-        const char *params[] = {p->shards, p->txids, p->seqs, lim, PQgetvalue(h, 0, 0),
-                                PQgetvalue(h, 0, 1)};
+        const char *params[] = {p->shards,           p->txids,           p->seqs, lim,
+                                PQgetvalue(h, 0, 0), PQgetvalue(h, 0, 1)};
 
         err = rows != NULL ? db_exec(st->db, STMT_READ, params, SVC_DEADLINE_NONE, rows, errbuf)
                            : db_send(st->db, STMT_READ, params, errbuf);
@@ -349,14 +357,16 @@ void rly_store_pump(rly_store_t *st)
     (void)db_pump(st->db);
 }
 
-svc_err_t rly_store_advance(rly_store_t *st, const rly_positions_t *p, char errbuf[static SVC_ERRBUF_LEN])
+svc_err_t rly_store_advance(rly_store_t *st, const rly_positions_t *p,
+                            char errbuf[static SVC_ERRBUF_LEN])
 {
     const char *params[] = {p->shards, p->txids, p->seqs};
 
     return db_run(st->mover, 0, params, SVC_DEADLINE_NONE, NULL, errbuf);
 }
 
-svc_err_t rly_store_cursors(rly_store_t *st, const char *shards, PGresult **rows, char errbuf[static SVC_ERRBUF_LEN])
+svc_err_t rly_store_cursors(rly_store_t *st, const char *shards, PGresult **rows,
+                            char errbuf[static SVC_ERRBUF_LEN])
 {
     const char *params[] = {shards};
 
@@ -409,7 +419,8 @@ svc_err_t rly_store_members(rly_store_t *st, int *n, char errbuf[static SVC_ERRB
     return err;
 }
 
-svc_err_t rly_store_lock_shard(rly_store_t *st, int shard, bool *got, char errbuf[static SVC_ERRBUF_LEN])
+svc_err_t rly_store_lock_shard(rly_store_t *st, int shard, bool *got,
+                               char errbuf[static SVC_ERRBUF_LEN])
 {
     char s[16], v[8];
     const char *p[] = {s};
@@ -442,7 +453,8 @@ svc_err_t rly_store_prune(rly_store_t *st, const char *shards, int64_t older_tha
     return run(st, STMT_PRUNE, p, deleted, errbuf);
 }
 
-svc_err_t rly_store_bury(rly_store_t *st, const char *id, const char *reason, char errbuf[static SVC_ERRBUF_LEN])
+svc_err_t rly_store_bury(rly_store_t *st, const char *id, const char *reason,
+                         char errbuf[static SVC_ERRBUF_LEN])
 {
     const char *p[] = {id, reason};
 

@@ -21,18 +21,18 @@ typedef struct rly_store rly_store_t;
 /* The columns of a read row, in this order, in binary format (rows.h
  * decodes them). */
 enum {
-    RLY_COL_HELD,      /* bool: committed rows wait for an older transaction */
-    RLY_COL_SHARD,     /* smallint; NULL in the one row of an empty read */
-    RLY_COL_TXID,      /* xid8 and bigint: the row's position (txid, seq) */
+    RLY_COL_HELD,  /* bool: committed rows wait for an older transaction */
+    RLY_COL_SHARD, /* smallint; NULL in the one row of an empty read */
+    RLY_COL_TXID,  /* xid8 and bigint: the row's position (txid, seq) */
     RLY_COL_SEQ,
-    RLY_COL_ID,        /* uuid: ce_id */
-    RLY_COL_KEY,       /* aggregate_id (text): the Kafka key */
+    RLY_COL_ID,  /* uuid: ce_id */
+    RLY_COL_KEY, /* aggregate_id (text): the Kafka key */
     RLY_COL_TOPIC,
     RLY_COL_TYPE,
     RLY_COL_SOURCE,
-    RLY_COL_PAYLOAD,   /* bytea */
+    RLY_COL_PAYLOAD, /* bytea */
     RLY_COL_REQUEST_ID,
-    RLY_COL_TIME,      /* created_at: timestamptz */
+    RLY_COL_TIME, /* created_at: timestamptz */
     RLY_N_COLS
 };
 
@@ -66,7 +66,8 @@ void rly_store_read_ahead(rly_store_t *st, const rly_positions_t *p, int limit);
 void rly_store_pump(rly_store_t *st);
 /* Moves each shard's cursor forward to the given position (never back), on
  * a connection of its own: it never waits behind a read sent ahead. */
-svc_err_t rly_store_advance(rly_store_t *st, const rly_positions_t *p, char errbuf[static SVC_ERRBUF_LEN]);
+svc_err_t rly_store_advance(rly_store_t *st, const rly_positions_t *p,
+                            char errbuf[static SVC_ERRBUF_LEN]);
 /* The cursors of the shards in the literal (e.g. "{0,3}"): rows of
  * (shard, txid text, seq). *rows owned by caller. */
 svc_err_t rly_store_cursors(rly_store_t *st, const char *shards, PGresult **rows,
@@ -80,13 +81,15 @@ svc_err_t rly_store_stats(rly_store_t *st, int64_t cap, int64_t *rows, int64_t *
 
 /* The session's advisory locks (lease.c): what it holds, as rows of
  * (kind, shard) with kind 'm' for the membership lock and 's' for a shard. */
-svc_err_t rly_store_locks_held(rly_store_t *st, PGresult **rows, char errbuf[static SVC_ERRBUF_LEN]);
+svc_err_t rly_store_locks_held(rly_store_t *st, PGresult **rows,
+                               char errbuf[static SVC_ERRBUF_LEN]);
 /* Takes the shared membership lock (without waiting); *got says whether. */
 svc_err_t rly_store_join(rly_store_t *st, bool *got, char errbuf[static SVC_ERRBUF_LEN]);
 /* How many sessions hold the membership lock on this database. */
 svc_err_t rly_store_members(rly_store_t *st, int *n, char errbuf[static SVC_ERRBUF_LEN]);
 /* Tries to lock shard (without waiting); *got says whether. */
-svc_err_t rly_store_lock_shard(rly_store_t *st, int shard, bool *got, char errbuf[static SVC_ERRBUF_LEN]);
+svc_err_t rly_store_lock_shard(rly_store_t *st, int shard, bool *got,
+                               char errbuf[static SVC_ERRBUF_LEN]);
 svc_err_t rly_store_unlock_shard(rly_store_t *st, int shard, char errbuf[static SVC_ERRBUF_LEN]);
 
 /* Retention: deletes, per shard in the literal, rows its cursor has passed
@@ -97,6 +100,7 @@ svc_err_t rly_store_prune(rly_store_t *st, const char *shards, int64_t older_tha
 
 /* Copies outbox row id (uuid text) into outbox_dead_letters with reason
  * (Kafka refused it for good); a copy made before stays. */
-svc_err_t rly_store_bury(rly_store_t *st, const char *id, const char *reason, char errbuf[static SVC_ERRBUF_LEN]);
+svc_err_t rly_store_bury(rly_store_t *st, const char *id, const char *reason,
+                         char errbuf[static SVC_ERRBUF_LEN]);
 
 #endif

@@ -14,7 +14,6 @@
 
 #include "driver.h"
 
-
 typedef struct {
     uint8_t *data;
     size_t len;
@@ -79,7 +78,6 @@ static void add_path(const char *path)
     }
     closedir(dir);
 }
-
 
 static size_t mutate(uint8_t *buf, size_t len, size_t cap)
 {
@@ -158,8 +156,8 @@ int main(int argc, char **argv)
             len = mutate(buf, len, CAP);
         LLVMFuzzerTestOneInput(buf, len);
     }
-    printf("%s: %zu corpus inputs + %llu mutated inputs (seed %llu): ok in %.1fs\n",
-           argv[0], n_corpus, runs, seed, (double)(clock() - t0) / CLOCKS_PER_SEC);
+    printf("%s: %zu corpus inputs + %llu mutated inputs (seed %llu): ok in %.1fs\n", argv[0],
+           n_corpus, runs, seed, (double)(clock() - t0) / CLOCKS_PER_SEC);
     for (size_t i = 0; i < n_corpus; i++)
         free(corpus[i].data);
     free(corpus);

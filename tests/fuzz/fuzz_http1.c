@@ -57,7 +57,8 @@ static void check_prefixes(const char *buf, const h1_request_t *whole, size_t ma
     h1_request_t r;
 
     for (size_t i = 0; i < sizeof cuts / sizeof cuts[0]; i++)
-        check(h1_parse_request(buf, cuts[i], max, &r) == H1_INCOMPLETE, "a prefix was not incomplete");
+        check(h1_parse_request(buf, cuts[i], max, &r) == H1_INCOMPLETE,
+              "a prefix was not incomplete");
 }
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
@@ -86,11 +87,35 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 }
 
 const char *const fuzz_tokens[] = {
-    "\r\n", "\r\n\r\n", "\r", "\n", " ", "\t", ":", ", ", "?", "/",
-    "GET ", "POST ", "HTTP/1.1", "HTTP/1.0", "HTTP/2.0",
-    "Content-Length: ", "content-length:", "Transfer-Encoding: chunked",
-    "Connection: close", "Connection: keep-alive", "Host: a",
-    "0", "5", "18446744073709551615", "99999999999999999999", "-1", "+1",
-    "\x7f", "\x80", "\xff",
+    "\r\n",
+    "\r\n\r\n",
+    "\r",
+    "\n",
+    " ",
+    "\t",
+    ":",
+    ", ",
+    "?",
+    "/",
+    "GET ",
+    "POST ",
+    "HTTP/1.1",
+    "HTTP/1.0",
+    "HTTP/2.0",
+    "Content-Length: ",
+    "content-length:",
+    "Transfer-Encoding: chunked",
+    "Connection: close",
+    "Connection: keep-alive",
+    "Host: a",
+    "0",
+    "5",
+    "18446744073709551615",
+    "99999999999999999999",
+    "-1",
+    "+1",
+    "\x7f",
+    "\x80",
+    "\xff",
 };
 const size_t fuzz_n_tokens = sizeof fuzz_tokens / sizeof fuzz_tokens[0];

@@ -109,25 +109,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 
 /* What driver.c splices into its mutations. */
 const char *const fuzz_tokens[] = {
-    ".",
-    "\"",
-    "{",
-    "}",
-    "[",
-    "]",
-    ",",
-    ":",
-    "=",
-    "-",
-    "_",
-    "\\u00",
-    "null",
-    "1e999",
-    "-1",
-    "\n",
-    "AA",
-    "\xff",
-    "\"alg\"",
-    "\"kid\"",
+    ".", "\"",    "{",    "}",     "[",  "]",  ",",  ":",    "=",       "-",
+    "_", "\\u00", "null", "1e999", "-1", "\n", "AA", "\xff", "\"alg\"", "\"kid\"",
 };
 const size_t fuzz_n_tokens = sizeof fuzz_tokens / sizeof fuzz_tokens[0];

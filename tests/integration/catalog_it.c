@@ -100,8 +100,7 @@ svc_err_t cat_it_start(cat_it_t *t, const char *const *env, char errbuf[static S
             continue;
         }
         svc_errbuf_set(errbuf, "catalog did not start (%s); log %s",
-                       err == SVC_ETIMEDOUT ? "timed out" : "it exited",
-                       spawn_log_path(t->proc));
+                       err == SVC_ETIMEDOUT ? "timed out" : "it exited", spawn_log_path(t->proc));
         spawn_log_dump(t->proc, 30);
         return err;
     }
@@ -154,8 +153,7 @@ int cat_it_stop(cat_it_t *t)
         rc = -1;
     } else if (!WIFEXITED(wstatus) || WEXITSTATUS(wstatus) != 0) {
         spawn_status_text(wstatus, st, sizeof st);
-        fprintf(stderr, "catalog pid %d ended with %s, not exit 0\n", (int)spawn_pid(t->proc),
-                st);
+        fprintf(stderr, "catalog pid %d ended with %s, not exit 0\n", (int)spawn_pid(t->proc), st);
         rc = -1;
     }
     if (rc != 0)
@@ -245,10 +243,9 @@ void it_random_uuid(char out[37])
     }
     b[6] = (unsigned char)((b[6] & 0x0f) | 0x40);
     b[8] = (unsigned char)((b[8] & 0x3f) | 0x80);
-    snprintf(out, 37,
-             "%02x%02x%02x%02x-%02x%02x-%02x%02x-%02x%02x-%02x%02x%02x%02x%02x%02x", b[0], b[1],
-             b[2], b[3], b[4], b[5], b[6], b[7], b[8], b[9], b[10], b[11], b[12], b[13], b[14],
-             b[15]);
+    snprintf(out, 37, "%02x%02x%02x%02x-%02x%02x-%02x%02x-%02x%02x-%02x%02x%02x%02x%02x%02x", b[0],
+             b[1], b[2], b[3], b[4], b[5], b[6], b[7], b[8], b[9], b[10], b[11], b[12], b[13],
+             b[14], b[15]);
 }
 
 bool it_is_uuid(const char *s)
@@ -283,8 +280,8 @@ bool it_is_recent_rfc3339_utc(const char *s, long max_skew_s)
     const char *p;
     time_t t;
 
-    if (s == NULL || strlen(s) < 20 || s[4] != '-' || s[7] != '-' || s[10] != 'T' ||
-        s[13] != ':' || s[16] != ':')
+    if (s == NULL || strlen(s) < 20 || s[4] != '-' || s[7] != '-' || s[10] != 'T' || s[13] != ':' ||
+        s[16] != ':')
         return false;
     memset(&tm, 0, sizeof tm);
     tm.tm_year = digits(s, 4) - 1900;
@@ -318,8 +315,8 @@ static uint64_t deadline_after(int timeout_ms)
 }
 
 static svc_err_t call(grpc_channel *ch, const char *method, const ProtobufCMessage *req,
-                      const ProtobufCMessageDescriptor *d, int timeout_ms,
-                      ProtobufCMessage **out, rpc_result_t *res)
+                      const ProtobufCMessageDescriptor *d, int timeout_ms, ProtobufCMessage **out,
+                      rpc_result_t *res)
 {
     rpc_call_opts_t o = {.deadline_ns = deadline_after(timeout_ms)};
 
@@ -339,8 +336,8 @@ svc_err_t it_create(grpc_channel *ch, const char *name, const char *description,
     req.description = (char *)description;
     req.price_cents = price_cents;
     req.stock = stock;
-    err = call(ch, METHOD("CreateProduct"), &req.base,
-               &shopmicro__catalog__v1__product__descriptor, timeout_ms, &m, res);
+    err = call(ch, METHOD("CreateProduct"), &req.base, &shopmicro__catalog__v1__product__descriptor,
+               timeout_ms, &m, res);
     *out = (it_product_t *)m;
     return err;
 }
@@ -371,9 +368,9 @@ svc_err_t it_batch_get(grpc_channel *ch, const char *const *ids, size_t n, int t
 
     req.ids = (char **)ids;
     req.n_ids = n;
-    err = call(ch, METHOD("BatchGetProducts"), &req.base,
-               &shopmicro__catalog__v1__batch_get_products_response__descriptor, timeout_ms, &m,
-               res);
+    err =
+        call(ch, METHOD("BatchGetProducts"), &req.base,
+             &shopmicro__catalog__v1__batch_get_products_response__descriptor, timeout_ms, &m, res);
     *out = (it_batch_t *)m;
     return err;
 }

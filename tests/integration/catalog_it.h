@@ -34,17 +34,17 @@ typedef Shopmicro__Catalog__V1__Product it_product_t;
 typedef Shopmicro__Catalog__V1__ListProductsResponse it_list_t;
 typedef Shopmicro__Catalog__V1__BatchGetProductsResponse it_batch_t;
 
-#define IT_DEFAULT_CALL_MS  5000 /* deadline of a call that should be quick */
-#define IT_START_MS         10000 /* catalog start-up to "listening", unscaled */
+#define IT_DEFAULT_CALL_MS 5000  /* deadline of a call that should be quick */
+#define IT_START_MS        10000 /* catalog start-up to "listening", unscaled */
 
 /* One catalog under test. Zero-initialise, then cat_it_db_create +
  * cat_it_start (or cat_it_setup for both); cat_it_teardown undoes it all. */
 typedef struct cat_it {
     pgtest_db_t db;
-    spawn_proc_t *proc;     /* owned */
+    spawn_proc_t *proc; /* owned */
     int port;
-    char addr[32];          /* "127.0.0.1:<port>" */
-    grpc_channel *ch;       /* owned */
+    char addr[32];    /* "127.0.0.1:<port>" */
+    grpc_channel *ch; /* owned */
 } cat_it_t;
 
 /* grpc_init() and SIGPIPE ignored; call first in main(). Runs only the
@@ -131,7 +131,7 @@ void it_free(void *msg);
 #define IT_ASSERT_CODE(res, want)                                                                  \
     do {                                                                                           \
         if ((res).err != (want))                                                                   \
-            fail_msg("got %s \"%s\" after %.1f ms, want %s", svc_err_name((res).err),            \
+            fail_msg("got %s \"%s\" after %.1f ms, want %s", svc_err_name((res).err),              \
                      (res).message, (double)(res).elapsed_ns / 1e6, svc_err_name(want));           \
     } while (0)
 
@@ -141,7 +141,7 @@ void it_free(void *msg);
     do {                                                                                           \
         IT_ASSERT_CODE(res, want);                                                                 \
         if (strstr((res).message, (part)) == NULL)                                                 \
-            fail_msg("status message \"%s\" does not mention \"%s\"", (res).message, (part));     \
+            fail_msg("status message \"%s\" does not mention \"%s\"", (res).message, (part));      \
     } while (0)
 
 #endif /* CATALOG_IT_H */

@@ -25,7 +25,7 @@
 #define LOCK_SQL "BEGIN; LOCK TABLE products IN ACCESS EXCLUSIVE MODE"
 /* The catalog's sessions waiting for a lock (pgtest's own are "pgtest"). */
 #define BLOCKED_SQL                                                                                \
-    "SELECT count(*) FROM pg_stat_activity WHERE datname = current_database() "                   \
+    "SELECT count(*) FROM pg_stat_activity WHERE datname = current_database() "                    \
     "AND application_name = 'catalog' AND wait_event_type = 'Lock'"
 
 /*
@@ -87,8 +87,7 @@ static void wait_log_count(spawn_proc_t *p, const char *needle, size_t n, int ti
     while ((seen = spawn_log_count(p, needle)) < n) {
         if (it_now_ms() >= until) {
             spawn_log_dump(p, 20);
-            fail_msg("\"%s\" logged %zu times after %d ms, want %zu", needle, seen, timeout_ms,
-                     n);
+            fail_msg("\"%s\" logged %zu times after %d ms, want %zu", needle, seen, timeout_ms, n);
         }
         nanosleep(&pause, NULL);
     }
@@ -100,8 +99,7 @@ static void wait_blocked(const cat_it_t *t, int64_t n)
     char errbuf[SVC_ERRBUF_LEN] = "";
     int64_t last = -1;
 
-    if (pgtest_wait_int_at_least(t->db.dsn, BLOCKED_SQL, n, it_ms(5000), &last, errbuf) !=
-        SVC_OK)
+    if (pgtest_wait_int_at_least(t->db.dsn, BLOCKED_SQL, n, it_ms(5000), &last, errbuf) != SVC_OK)
         fail_msg("no catalog session waits on the lock: %s", errbuf);
 }
 
@@ -144,10 +142,10 @@ static void head_start(void)
 /* SIGTERM under load                                                 */
 /* ------------------------------------------------------------------ */
 
-#define LOAD_THREADS    8
-#define LOAD_PRODUCTS   20
-#define LOAD_MAX_CALLS  50000
-#define LOAD_DRAIN_MS   3000
+#define LOAD_THREADS   8
+#define LOAD_PRODUCTS  20
+#define LOAD_MAX_CALLS 50000
+#define LOAD_DRAIN_MS  3000
 
 typedef struct call_rec {
     uint64_t start_ns, end_ns;
@@ -161,8 +159,8 @@ typedef struct loader {
     char (*ids)[37];
     atomic_bool *stop;
     call_rec_t *recs;
-    atomic_size_t n;        /* recs[0..n) are complete */
-    char bad[SVC_ERRBUF_LEN]; /* the first wrong answer, if any */
+    atomic_size_t n;                 /* recs[0..n) are complete */
+    char bad[SVC_ERRBUF_LEN];        /* the first wrong answer, if any */
     char wrong_code[SVC_ERRBUF_LEN]; /* message of the first call neither OK nor UNAVAILABLE */
 } loader_t;
 
@@ -498,7 +496,8 @@ static void call_arriving_during_drain_never_runs(void **state)
                   svc_err_name(res.err), res.message, (double)res.elapsed_ns / 1e6);
     if (!acceptable_during_drain(res.err))
         fail_msg("a call arriving during the drain ended %s \"%s\", want UNAVAILABLE or "
-                 "CANCELLED", svc_err_name(res.err), res.message);
+                 "CANCELLED",
+                 svc_err_name(res.err), res.message);
     wait_exit_ok(t, it_ms(5000), &wstatus);
     assert_exit_code(t->proc, wstatus, 0);
     /* Whatever the client was told, the call never ran: no access line. */
@@ -563,8 +562,9 @@ static grpc_status_code raw_finish(raw_call_t *c)
     grpc_completion_queue_pluck(c->cq, c, gpr_inf_future(GPR_CLOCK_REALTIME), NULL);
     grpc_call_unref(c->call);
     grpc_completion_queue_shutdown(c->cq);
-    while (grpc_completion_queue_pluck(c->cq, NULL, gpr_inf_future(GPR_CLOCK_REALTIME), NULL)
-               .type != GRPC_QUEUE_SHUTDOWN)
+    while (
+        grpc_completion_queue_pluck(c->cq, NULL, gpr_inf_future(GPR_CLOCK_REALTIME), NULL).type !=
+        GRPC_QUEUE_SHUTDOWN)
         ;
     grpc_completion_queue_destroy(c->cq);
     grpc_byte_buffer_destroy(c->send);
@@ -759,7 +759,7 @@ static void database_down_at_startup_exits(void **state)
     ms = it_now_ms() - t0;
     print_message("  exited after %llu ms\n", (unsigned long long)ms);
     assert_exit_code(p, wstatus, 1);
-    assert_true(ms >= 500);                    /* it did wait for the database */
+    assert_true(ms >= 500); /* it did wait for the database */
     assert_true(ms <= (uint64_t)it_ms(5000));
     assert_log(p, "cannot prepare the database");
     assert_log(p, "Connection refused");

@@ -68,12 +68,12 @@ static int heal(cat_it_t *t, op_t op, const char *id, int timeout_ms)
 
     while (call_op(t, op, id, &res) != SVC_OK) {
         if (res.err != SVC_EUNAVAIL)
-            fail_msg("%s after Postgres came back: %s \"%s\"", op_names[op],
-                     svc_err_name(res.err), res.message);
+            fail_msg("%s after Postgres came back: %s \"%s\"", op_names[op], svc_err_name(res.err),
+                     res.message);
         failures++;
         if (it_now_ms() >= until)
-            fail_msg("%s still fails %d ms after Postgres came back: %s", op_names[op],
-                     timeout_ms, res.message);
+            fail_msg("%s still fails %d ms after Postgres came back: %s", op_names[op], timeout_ms,
+                     res.message);
         nanosleep(&pause, NULL);
     }
     return failures;
@@ -236,8 +236,8 @@ static void restart_under_running_service_heals(void **state)
     for (int i = 0; i < 10 * WORKERS; i++) {
         op_t op = (op_t)(i % 2);
         if (call_op(t, op, id, &res) != SVC_OK)
-            fail_msg("%s #%d after the restart: %s \"%s\"", op_names[op], i,
-                     svc_err_name(res.err), res.message);
+            fail_msg("%s #%d after the restart: %s \"%s\"", op_names[op], i, svc_err_name(res.err),
+                     res.message);
     }
     /* Writes: nothing left to heal. */
     failures = heal(t, OP_CREATE, id, it_ms(2000));
@@ -245,8 +245,8 @@ static void restart_under_running_service_heals(void **state)
     assert_int_equal(failures, 0);
     for (int i = 0; i < 4 * WORKERS; i++) {
         if (call_op(t, (op_t)(i % OP__COUNT), id, &res) != SVC_OK)
-            fail_msg("%s after healing: %s \"%s\"", op_names[i % OP__COUNT],
-                     svc_err_name(res.err), res.message);
+            fail_msg("%s after healing: %s \"%s\"", op_names[i % OP__COUNT], svc_err_name(res.err),
+                     res.message);
     }
     free(id);
 }
@@ -270,8 +270,8 @@ static void restart_then_writes_succeed_at_once(void **state)
         fail_msg("deploy/local/stack.sh pg-restart failed");
     for (int i = 0; i < 2 * WORKERS; i++) {
         if (it_create(t->ch, "after", "", 1, 1, 0, &p, &res) != SVC_OK)
-            fail_msg("CreateProduct #%d after the restart: %s \"%s\"", i,
-                     svc_err_name(res.err), res.message);
+            fail_msg("CreateProduct #%d after the restart: %s \"%s\"", i, svc_err_name(res.err),
+                     res.message);
         it_free(p);
     }
 }

@@ -47,8 +47,8 @@ static void assert_same_product(const it_product_t *a, const it_product_t *b)
     assert_string_equal(a->created_at, b->created_at);
 }
 
-static it_product_t *create_ok(const cat_it_t *t, const char *name, const char *desc,
-                               int64_t price, int32_t stock)
+static it_product_t *create_ok(const cat_it_t *t, const char *name, const char *desc, int64_t price,
+                               int32_t stock)
 {
     it_product_t *p = NULL;
     rpc_result_t res;
@@ -271,8 +271,7 @@ static void batch_get_answers_each_id_in_place(void **state)
     cat_it_t *t = *state;
     it_product_t *p1 = create_ok(t, "one", "", 100, 1), *p2 = create_ok(t, "two", "d", 200, 2);
     char random_id[37], upper[37], many[101][37];
-    const char *ids[] = {p2->id, random_id, p1->id, "'; DROP TABLE products;--", p2->id, "",
-                         upper};
+    const char *ids[] = {p2->id, random_id, p1->id, "'; DROP TABLE products;--", p2->id, "", upper};
     const char *all[101];
     it_batch_t *b = NULL;
     rpc_result_t res;
@@ -387,9 +386,9 @@ static void pagination_over_250_products(void **state)
     assert_string_not_equal(l->next_page_token, "");
     it_free(l);
 
-    assert_int_equal(walk(t, ids, 7, 7), 36);      /* 35 full pages and 5 left */
-    assert_int_equal(walk(t, ids, 50, 50), 5);     /* exact fit: no empty 6th page */
-    assert_int_equal(walk(t, ids, 1000, 200), 2);  /* 200 + 50 */
+    assert_int_equal(walk(t, ids, 7, 7), 36);     /* 35 full pages and 5 left */
+    assert_int_equal(walk(t, ids, 50, 50), 5);    /* exact fit: no empty 6th page */
+    assert_int_equal(walk(t, ids, 1000, 200), 2); /* 200 + 50 */
     assert_int_equal(walk(t, ids, 0, 50), 5);
 }
 

@@ -113,8 +113,12 @@ static kfk_verdict_t hand_in_tx(cat_saga_t *s, const char *ce_id, const char *ce
 {
     kfk_header_t h[3];
     size_t nh = 0;
-    kfk_record_t r = {.topic = CAT_SAGA_TOPIC_IN, .value = value, .value_len = len,
-                      .ce_id = ce_id, .attempt = 1, .batched = batched,
+    kfk_record_t r = {.topic = CAT_SAGA_TOPIC_IN,
+                      .value = value,
+                      .value_len = len,
+                      .ce_id = ce_id,
+                      .attempt = 1,
+                      .batched = batched,
                       .deadline_ms = svc_now_ms() + (uint64_t)it_ms(10000)};
 
     if (ce_type != NULL)
@@ -130,8 +134,8 @@ static kfk_verdict_t hand_in_tx(cat_saga_t *s, const char *ce_id, const char *ce
 
 /* Hands one record to the handler as the consumer does to a record alone:
  * in a transaction of its own, committed when the verdict says done. */
-static kfk_verdict_t hand(cat_saga_t *s, const char *ce_id, const char *ce_type,
-                          const void *value, size_t len, char *reason)
+static kfk_verdict_t hand(cat_saga_t *s, const char *ce_id, const char *ce_type, const void *value,
+                          size_t len, char *reason)
 {
     char errbuf[SVC_ERRBUF_LEN] = "";
     uint64_t deadline_ms = svc_now_ms() + (uint64_t)it_ms(10000);
@@ -151,15 +155,15 @@ static kfk_verdict_t hand(cat_saga_t *s, const char *ce_id, const char *ce_type,
 }
 
 /* Fails with the handler's reason when the verdict is not the one wanted. */
-#define assert_verdict(call, want, reason)                                                          \
+#define assert_verdict(call, want, reason)                                                         \
     do {                                                                                           \
         kfk_verdict_t got_ = (call);                                                               \
         if (got_ != (want))                                                                        \
             fail_msg("verdict %d, wanted %d (%s): %s", (int)got_, (int)(want), #want, (reason));   \
     } while (0)
 
-static kfk_verdict_t order(fx_t *f, const char *ce_id, const char *order_id,
-                           const char *const *ids, const int32_t *qty, size_t n, char *reason)
+static kfk_verdict_t order(fx_t *f, const char *ce_id, const char *order_id, const char *const *ids,
+                           const int32_t *qty, size_t n, char *reason)
 {
     uint8_t buf[4096];
     size_t len = order_created(order_id, ids, qty, n, buf, sizeof buf);
@@ -313,20 +317,26 @@ static void poison_writes_nothing(void **state)
     it_random_uuid(oid);
     it_random_uuid(eid);
     len = order_created(oid, ids, qty, 1, buf, sizeof buf);
-    assert_verdict(hand(f->saga, eid, "shopmicro.order.v2.OrderCreated", buf, len, reason), KFK_POISON, reason);
+    assert_verdict(hand(f->saga, eid, "shopmicro.order.v2.OrderCreated", buf, len, reason),
+                   KFK_POISON, reason);
     assert_non_null(strstr(reason, "newer schema"));
-    assert_verdict(hand(f->saga, eid, "shopmicro.order.v1.OrderShipped", buf, len, reason), KFK_POISON, reason);
+    assert_verdict(hand(f->saga, eid, "shopmicro.order.v1.OrderShipped", buf, len, reason),
+                   KFK_POISON, reason);
     assert_verdict(hand(f->saga, eid, NULL, buf, len, reason), KFK_POISON, reason);
-    assert_verdict(hand(f->saga, NULL, "shopmicro.order.v1.OrderCreated", buf, len, reason), KFK_POISON, reason);
+    assert_verdict(hand(f->saga, NULL, "shopmicro.order.v1.OrderCreated", buf, len, reason),
+                   KFK_POISON, reason);
     assert_non_null(strstr(reason, "ce_id"));
-    assert_verdict(hand(f->saga, eid, "shopmicro.order.v1.OrderCreated", "\xff\xff\xff", 3,
-                          reason), KFK_POISON, reason);
+    assert_verdict(hand(f->saga, eid, "shopmicro.order.v1.OrderCreated", "\xff\xff\xff", 3, reason),
+                   KFK_POISON, reason);
     len = order_created(oid, ids, zero, 1, buf, sizeof buf);
-    assert_verdict(hand(f->saga, eid, "shopmicro.order.v1.OrderCreated", buf, len, reason), KFK_POISON, reason);
+    assert_verdict(hand(f->saga, eid, "shopmicro.order.v1.OrderCreated", buf, len, reason),
+                   KFK_POISON, reason);
     len = order_created("not-an-order-id", ids, qty, 1, buf, sizeof buf);
-    assert_verdict(hand(f->saga, eid, "shopmicro.order.v1.OrderCreated", buf, len, reason), KFK_POISON, reason);
+    assert_verdict(hand(f->saga, eid, "shopmicro.order.v1.OrderCreated", buf, len, reason),
+                   KFK_POISON, reason);
     /* The order's own status events pass by. */
-    assert_verdict(hand(f->saga, eid, "shopmicro.order.v1.OrderConfirmed", "", 0, reason), KFK_HANDLED, reason);
+    assert_verdict(hand(f->saga, eid, "shopmicro.order.v1.OrderConfirmed", "", 0, reason),
+                   KFK_HANDLED, reason);
     assert_int_equal(count(f, "SELECT count(*) FROM processed_events"), before);
     assert_int_equal(stock_of(f, a), 3);
 }
@@ -353,12 +363,15 @@ static void a_batch_shares_one_transaction(void **state)
     l2 = order_created(o2, ids, two, 1, b2, sizeof b2);
     for (int round = 0; round < 2; round++) { /* rolled back, then committed */
         assert_int_equal(cat_saga_batch_ops.begin(f->saga, deadline_ms, errbuf), SVC_OK);
-        assert_verdict(hand_in_tx(f->saga, e1, "shopmicro.order.v1.OrderCreated", b1, l1, true,
-                                  reason), KFK_HANDLED, reason);
-        assert_verdict(hand_in_tx(f->saga, e2, "shopmicro.order.v1.OrderCreated", b2, l2, true,
-                                  reason), KFK_HANDLED, reason);
-        assert_verdict(hand_in_tx(f->saga, e1, "shopmicro.order.v1.OrderCreated", b1, l1, true,
-                                  reason), KFK_DUPLICATE, reason);
+        assert_verdict(
+            hand_in_tx(f->saga, e1, "shopmicro.order.v1.OrderCreated", b1, l1, true, reason),
+            KFK_HANDLED, reason);
+        assert_verdict(
+            hand_in_tx(f->saga, e2, "shopmicro.order.v1.OrderCreated", b2, l2, true, reason),
+            KFK_HANDLED, reason);
+        assert_verdict(
+            hand_in_tx(f->saga, e1, "shopmicro.order.v1.OrderCreated", b1, l1, true, reason),
+            KFK_DUPLICATE, reason);
         if (round == 0) {
             cat_saga_batch_ops.rollback(f->saga);
             assert_int_equal(stock_of(f, a), 4);
@@ -369,11 +382,15 @@ static void a_batch_shares_one_transaction(void **state)
     assert_int_equal(stock_of(f, a), 1); /* o1 took 3; o2 wanted 2 of the 1 left */
     {
         char sql[200];
-        snprintf(sql, sizeof sql, "SELECT count(*) FROM stock_decisions WHERE order_id IN "
-                                  "('%s', '%s')", o1, o2);
+        snprintf(sql, sizeof sql,
+                 "SELECT count(*) FROM stock_decisions WHERE order_id IN "
+                 "('%s', '%s')",
+                 o1, o2);
         assert_int_equal(count(f, sql), 2);
-        snprintf(sql, sizeof sql, "SELECT count(*) FROM stock_decisions WHERE order_id = '%s' "
-                                  "AND outcome = 'REJECTED'", o2);
+        snprintf(sql, sizeof sql,
+                 "SELECT count(*) FROM stock_decisions WHERE order_id = '%s' "
+                 "AND outcome = 'REJECTED'",
+                 o2);
         assert_int_equal(count(f, sql), 1);
     }
 }
@@ -395,15 +412,16 @@ static void database_down_asks_for_a_retry(void **state)
     it_random_uuid(oid);
     it_random_uuid(eid);
     len = order_created(oid, ids, qty, 1, buf, sizeof buf);
-    assert_verdict(hand(down, eid, "shopmicro.order.v1.OrderCreated", buf, len, reason), KFK_RETRY, reason);
+    assert_verdict(hand(down, eid, "shopmicro.order.v1.OrderCreated", buf, len, reason), KFK_RETRY,
+                   reason);
     assert_non_null(strstr(reason, "database"));
     cat_saga_stop(down);
     (void)f;
 }
 
 /* ---- 8 threads, 4 products, demand about twice the stock ---- */
-#define RACE_THREADS 8
-#define RACE_ORDERS  25
+#define RACE_THREADS  8
+#define RACE_ORDERS   25
 #define RACE_PRODUCTS 4
 
 typedef struct racer {
@@ -471,8 +489,8 @@ static void concurrent_reservations_never_oversell(void **state)
                  "WHERE product_id = '%s'",
                  ids[i]);
         taken = count(f, sql);
-        fprintf(stderr, "product %d: stock %d -> %lld, %lld reserved\n", i, initial,
-                (long long)now, (long long)taken);
+        fprintf(stderr, "product %d: stock %d -> %lld, %lld reserved\n", i, initial, (long long)now,
+                (long long)taken);
         assert_true(now >= 0);
         assert_int_equal(initial - taken, now);
     }

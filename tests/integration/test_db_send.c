@@ -45,7 +45,8 @@ static const db_stmt_t stmts[] = {
     [ST_SETTINGS] = {"t_settings",
                      "SELECT concat_ws(' ', current_setting('bytea_output'), "
                      "current_setting('jit'), current_setting('enable_seqscan'), "
-                     "current_setting('statement_timeout'))", 0, DB_STMT_IDEMPOTENT},
+                     "current_setting('statement_timeout'))",
+                     0, DB_STMT_IDEMPOTENT},
 };
 
 typedef struct fixture {
@@ -60,8 +61,8 @@ static int setup(void **state)
 
     *state = f;
     if (f == NULL || pgtest_db_create(&f->db, "db_send", errbuf) != SVC_OK ||
-        db_conn_open(f->db.dsn, stmts, sizeof stmts / sizeof stmts[0], 5000, "test_db_send",
-                     &f->c, errbuf) != SVC_OK) {
+        db_conn_open(f->db.dsn, stmts, sizeof stmts / sizeof stmts[0], 5000, "test_db_send", &f->c,
+                     errbuf) != SVC_OK) {
         fprintf(stderr, "set-up: %s\n", errbuf);
         return -1;
     }
@@ -159,8 +160,7 @@ static void other_calls_wait_for_the_receive(void **state)
     PGresult *r = NULL;
 
     assert_int_equal(db_send(f->c, ST_SLOW, p, errbuf), SVC_OK);
-    assert_int_equal(db_exec(f->c, ST_PLAIN, NULL, SVC_DEADLINE_NONE, &r, errbuf),
-                     SVC_EINTERNAL);
+    assert_int_equal(db_exec(f->c, ST_PLAIN, NULL, SVC_DEADLINE_NONE, &r, errbuf), SVC_EINTERNAL);
     assert_null(r);
     assert_non_null(strstr(errbuf, "t_slow sent and not received"));
     assert_int_equal(db_send(f->c, ST_PLAIN, NULL, errbuf), SVC_EINTERNAL);

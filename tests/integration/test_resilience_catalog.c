@@ -170,7 +170,8 @@ typedef struct call {
 
 static call_t call(fixture_t *f, const char *method, const char *id, int deadline_ms)
 {
-    Shopmicro__Catalog__V1__GetProductRequest get = SHOPMICRO__CATALOG__V1__GET_PRODUCT_REQUEST__INIT;
+    Shopmicro__Catalog__V1__GetProductRequest get =
+        SHOPMICRO__CATALOG__V1__GET_PRODUCT_REQUEST__INIT;
     Shopmicro__Catalog__V1__CreateProductRequest create =
         SHOPMICRO__CATALOG__V1__CREATE_PRODUCT_REQUEST__INIT;
     rs_grpc_call_opts_t o = {0};
@@ -180,8 +181,8 @@ static call_t call(fixture_t *f, const char *method, const char *id, int deadlin
 
     get.id = (char *)id;
     create.name = (char *)"Cup";
-    o.deadline_ns = deadline_ms > 0 ? t0 + (uint64_t)deadline_ms * SVC_NS_PER_MS
-                                    : SVC_DEADLINE_NONE;
+    o.deadline_ns =
+        deadline_ms > 0 ? t0 + (uint64_t)deadline_ms * SVC_NS_PER_MS : SVC_DEADLINE_NONE;
     c.err = rs_grpc_call(f->cl, method, strcmp(method, GET) == 0 ? &get.base : &create.base,
                          &shopmicro__catalog__v1__product__descriptor, &resp, &o, &c.res);
     c.ms = (double)(svc_now_ns() - t0) / 1e6;
@@ -192,10 +193,10 @@ static call_t call(fixture_t *f, const char *method, const char *id, int deadlin
 
 #define ASSERT_CALL(c, code, why)                                                                  \
     do {                                                                                           \
-        if ((c).err != (code) || (c).res.reason != (why))                                         \
-            fail_msg("got %s/%s \"%s\" after %u attempts in %.1f ms, want %s/%s",                 \
-                     svc_err_name((c).err), rs_reason_name((c).res.reason), (c).res.message,      \
-                     (c).res.attempts, (c).ms, svc_err_name(code), rs_reason_name(why));          \
+        if ((c).err != (code) || (c).res.reason != (why))                                          \
+            fail_msg("got %s/%s \"%s\" after %u attempts in %.1f ms, want %s/%s",                  \
+                     svc_err_name((c).err), rs_reason_name((c).res.reason), (c).res.message,       \
+                     (c).res.attempts, (c).ms, svc_err_name(code), rs_reason_name(why));           \
     } while (0)
 
 /* stderr into a file while a phase runs, so its log lines can be read. */
@@ -439,7 +440,8 @@ static void wait_in_flight_zero(fixture_t *f)
 
 static svc_err_t async_get(fixture_t *f, waiter_t *w, rs_grpc_async_t **h)
 {
-    Shopmicro__Catalog__V1__GetProductRequest get = SHOPMICRO__CATALOG__V1__GET_PRODUCT_REQUEST__INIT;
+    Shopmicro__Catalog__V1__GetProductRequest get =
+        SHOPMICRO__CATALOG__V1__GET_PRODUCT_REQUEST__INIT;
     rs_grpc_call_opts_t o = {.deadline_ns = svc_now_ns() + 3000 * SVC_NS_PER_MS};
 
     memset(w, 0, sizeof *w);
@@ -576,8 +578,8 @@ static int connections_to(int port)
 
         while (f != NULL && fgets(line, sizeof line, f) != NULL) {
             unsigned rport, st;
-            if (sscanf(line, " %*d: %*x:%*x %*x:%x %x", &rport, &st) == 2 &&
-                (int)rport == port && st == 1)
+            if (sscanf(line, " %*d: %*x:%*x %*x:%x %x", &rport, &st) == 2 && (int)rport == port &&
+                st == 1)
                 n++;
         }
         if (f != NULL)
@@ -600,7 +602,8 @@ static bool wait_connections(int port, int want)
 static void channels_carry_calls_on_connections_of_their_own(void **state)
 {
     fixture_t *f = *state;
-    Shopmicro__Catalog__V1__GetProductRequest get = SHOPMICRO__CATALOG__V1__GET_PRODUCT_REQUEST__INIT;
+    Shopmicro__Catalog__V1__GetProductRequest get =
+        SHOPMICRO__CATALOG__V1__GET_PRODUCT_REQUEST__INIT;
     char errbuf[SVC_ERRBUF_LEN] = "";
     rs_grpc_client_t *cl, *bad = NULL;
     rs_grpc_opts_t o;
@@ -647,8 +650,8 @@ int main(void)
                                         teardown),
         cmocka_unit_test_setup_teardown(
             killed_catalog_retries_then_opens_breaker_then_one_trial_heals, setup, teardown),
-        cmocka_unit_test_setup_teardown(restart_with_breaker_closed_recovers_within_a_second,
-                                        setup, teardown),
+        cmocka_unit_test_setup_teardown(restart_with_breaker_closed_recovers_within_a_second, setup,
+                                        teardown),
         cmocka_unit_test_setup_teardown(frozen_catalog_each_attempt_ends_at_its_deadline, setup,
                                         teardown),
         cmocka_unit_test_setup_teardown(async_calls_succeed_retry_and_cancel, setup, teardown),

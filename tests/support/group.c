@@ -23,8 +23,8 @@ int svc_test_run_group(const char *name, const struct CMUnitTest *tests, size_t 
 
     real_teardown = teardown;
     teardown_failed = 0;
-    failed = _cmocka_run_group_tests(name, tests, n, setup,
-                                     teardown != NULL ? counted_teardown : NULL);
+    failed =
+        _cmocka_run_group_tests(name, tests, n, setup, teardown != NULL ? counted_teardown : NULL);
     if (teardown_failed)
         fprintf(stderr, "%s: the group teardown failed: counted as a failure\n", name);
     return failed + teardown_failed;

@@ -25,10 +25,10 @@
 int svc_test_run_group(const char *name, const struct CMUnitTest *tests, size_t n,
                        CMFixtureFunction setup, CMFixtureFunction teardown);
 
-#define svc_test_run_group_tests(tests, setup, teardown)                                          \
+#define svc_test_run_group_tests(tests, setup, teardown)                                           \
     svc_test_run_group(#tests, tests, sizeof(tests) / sizeof((tests)[0]), setup, teardown)
 /* The same, named (as cmocka_run_group_tests_name). */
-#define svc_test_run_group_tests_name(name, tests, setup, teardown)                               \
+#define svc_test_run_group_tests_name(name, tests, setup, teardown)                                \
     svc_test_run_group(name, tests, sizeof(tests) / sizeof((tests)[0]), setup, teardown)
 
 #endif

@@ -66,7 +66,8 @@ static PGconn *connect_to(const char *dsn, char errbuf[static SVC_ERRBUF_LEN])
     return pg;
 }
 
-static svc_err_t exec_on(PGconn *pg, const char *sql, PGresult **keep, char errbuf[static SVC_ERRBUF_LEN])
+static svc_err_t exec_on(PGconn *pg, const char *sql, PGresult **keep,
+                         char errbuf[static SVC_ERRBUF_LEN])
 {
     PGresult *r = PQexec(pg, sql);
     ExecStatusType st = PQresultStatus(r);
@@ -74,8 +75,8 @@ static svc_err_t exec_on(PGconn *pg, const char *sql, PGresult **keep, char errb
 
     if (st != PGRES_COMMAND_OK && st != PGRES_TUPLES_OK) {
         err = PQstatus(pg) == CONNECTION_OK ? SVC_EINTERNAL : SVC_EUNAVAIL;
-        svc_errbuf_set(errbuf, "%s: %s", sql, r != NULL ? PQresultErrorMessage(r)
-                                                        : PQerrorMessage(pg));
+        svc_errbuf_set(errbuf, "%s: %s", sql,
+                       r != NULL ? PQresultErrorMessage(r) : PQerrorMessage(pg));
     }
     if (keep != NULL && err == SVC_OK)
         *keep = r;
@@ -96,7 +97,8 @@ svc_err_t pgtest_exec(const char *dsn, const char *sql, char errbuf[static SVC_E
     return err;
 }
 
-svc_err_t pgtest_scalar(const char *dsn, const char *sql, char *out, size_t len, char errbuf[static SVC_ERRBUF_LEN])
+svc_err_t pgtest_scalar(const char *dsn, const char *sql, char *out, size_t len,
+                        char errbuf[static SVC_ERRBUF_LEN])
 {
     PGconn *pg = connect_to(dsn, errbuf);
     PGresult *r = NULL;
@@ -119,7 +121,8 @@ out:
     return err;
 }
 
-svc_err_t pgtest_scalar_int(const char *dsn, const char *sql, int64_t *out, char errbuf[static SVC_ERRBUF_LEN])
+svc_err_t pgtest_scalar_int(const char *dsn, const char *sql, int64_t *out,
+                            char errbuf[static SVC_ERRBUF_LEN])
 {
     char buf[32], *end;
     svc_err_t err = pgtest_scalar(dsn, sql, buf, sizeof buf, errbuf);
@@ -135,8 +138,8 @@ svc_err_t pgtest_scalar_int(const char *dsn, const char *sql, int64_t *out, char
     return SVC_OK;
 }
 
-svc_err_t pgtest_wait_int_at_least(const char *dsn, const char *sql, int64_t want,
-                                   int timeout_ms, int64_t *last, char errbuf[static SVC_ERRBUF_LEN])
+svc_err_t pgtest_wait_int_at_least(const char *dsn, const char *sql, int64_t want, int timeout_ms,
+                                   int64_t *last, char errbuf[static SVC_ERRBUF_LEN])
 {
     uint64_t until = svc_now_ms() + (uint64_t)timeout_ms;
     struct timespec pause = {0, 5 * 1000 * 1000};
@@ -151,8 +154,8 @@ svc_err_t pgtest_wait_int_at_least(const char *dsn, const char *sql, int64_t wan
         if (v >= want)
             return SVC_OK;
         if (svc_now_ms() >= until) {
-            svc_errbuf_set(errbuf, "%s: %lld after %d ms, wanted at least %lld", sql,
-                           (long long)v, timeout_ms, (long long)want);
+            svc_errbuf_set(errbuf, "%s: %lld after %d ms, wanted at least %lld", sql, (long long)v,
+                           timeout_ms, (long long)want);
             return SVC_ETIMEDOUT;
         }
         nanosleep(&pause, NULL);

@@ -17,10 +17,10 @@
 
 #include "svc/core.h"
 
-#define PGTEST_DEFAULT_PORT       25432
-#define PGTEST_CONNECT_TIMEOUT_S  5
-#define PGTEST_NAME_MAX           64
-#define PGTEST_DSN_MAX            256
+#define PGTEST_DEFAULT_PORT      25432
+#define PGTEST_CONNECT_TIMEOUT_S 5
+#define PGTEST_NAME_MAX          64
+#define PGTEST_DSN_MAX           256
 
 /* One test database. Caller-allocated; pgtest_db_create fills it. */
 typedef struct pgtest_db {
@@ -53,18 +53,20 @@ svc_err_t pgtest_exec(const char *dsn, const char *sql, char errbuf[static SVC_E
 
 /* Runs a query returning one row with one column (NULL gives "") and copies
  * the value into out (truncated to len). SVC_ENOTFOUND when no row. */
-svc_err_t pgtest_scalar(const char *dsn, const char *sql, char *out, size_t len, char errbuf[static SVC_ERRBUF_LEN]);
+svc_err_t pgtest_scalar(const char *dsn, const char *sql, char *out, size_t len,
+                        char errbuf[static SVC_ERRBUF_LEN]);
 
 /* pgtest_scalar for an integer result, e.g. "SELECT count(*) FROM products". */
-svc_err_t pgtest_scalar_int(const char *dsn, const char *sql, int64_t *out, char errbuf[static SVC_ERRBUF_LEN]);
+svc_err_t pgtest_scalar_int(const char *dsn, const char *sql, int64_t *out,
+                            char errbuf[static SVC_ERRBUF_LEN]);
 
 /*
  * Polls an integer query (every few ms, each on a fresh connection) until
  * it returns at least `want`, for up to timeout_ms. SVC_OK when it did;
  * SVC_ETIMEDOUT otherwise. *last (optional) gets the last value seen.
  */
-svc_err_t pgtest_wait_int_at_least(const char *dsn, const char *sql, int64_t want,
-                                   int timeout_ms, int64_t *last, char errbuf[static SVC_ERRBUF_LEN]);
+svc_err_t pgtest_wait_int_at_least(const char *dsn, const char *sql, int64_t want, int timeout_ms,
+                                   int64_t *last, char errbuf[static SVC_ERRBUF_LEN]);
 
 /* A session that stays open between statements, e.g. to hold a lock:
  *   BEGIN; LOCK TABLE products IN ACCESS EXCLUSIVE MODE;  ...  ROLLBACK
@@ -72,7 +74,8 @@ svc_err_t pgtest_wait_int_at_least(const char *dsn, const char *sql, int64_t wan
 typedef struct pgtest_conn pgtest_conn_t;
 
 /* On SVC_OK *out is owned by caller (pgtest_conn_close). */
-svc_err_t pgtest_conn_open(const char *dsn, pgtest_conn_t **out, char errbuf[static SVC_ERRBUF_LEN]);
+svc_err_t pgtest_conn_open(const char *dsn, pgtest_conn_t **out,
+                           char errbuf[static SVC_ERRBUF_LEN]);
 svc_err_t pgtest_conn_exec(pgtest_conn_t *c, const char *sql, char errbuf[static SVC_ERRBUF_LEN]);
 /* The server process id of the session (pg_backend_pid()). */
 int pgtest_conn_backend_pid(const pgtest_conn_t *c);

@@ -177,8 +177,7 @@ svc_err_t spawn_start(const spawn_opts_t *o, spawn_proc_t **out, char errbuf[sta
     devnull = open("/dev/null", O_RDONLY | O_CLOEXEC);
     log = open(p->log_path, O_WRONLY | O_CREAT | O_TRUNC | O_APPEND | O_CLOEXEC, 0644);
     if (envp == NULL || devnull < 0 || log < 0 || pipe2(pipefd, O_CLOEXEC) != 0) {
-        svc_errbuf_set(errbuf, "spawn_start: cannot prepare %s: %s", p->log_path,
-                       strerror(errno));
+        svc_errbuf_set(errbuf, "spawn_start: cannot prepare %s: %s", p->log_path, strerror(errno));
         goto out;
     }
     p->pid = fork();
@@ -496,7 +495,8 @@ void spawn_log_dump(const spawn_proc_t *p, int max_lines)
     free(log);
 }
 
-svc_err_t spawn_run(const spawn_opts_t *o, int timeout_ms, int *wstatus, char errbuf[static SVC_ERRBUF_LEN])
+svc_err_t spawn_run(const spawn_opts_t *o, int timeout_ms, int *wstatus,
+                    char errbuf[static SVC_ERRBUF_LEN])
 {
     spawn_proc_t *p = NULL;
     svc_err_t err = spawn_start(o, &p, errbuf);
@@ -505,8 +505,8 @@ svc_err_t spawn_run(const spawn_opts_t *o, int timeout_ms, int *wstatus, char er
         return err;
     err = spawn_wait_exit(p, timeout_ms, wstatus);
     if (err == SVC_ETIMEDOUT)
-        svc_errbuf_set(errbuf, "%s still running after %d ms: killed (log %s)", o->path,
-                       timeout_ms, p->log_path);
+        svc_errbuf_set(errbuf, "%s still running after %d ms: killed (log %s)", o->path, timeout_ms,
+                       p->log_path);
     spawn_free(p);
     return err;
 }

@@ -26,16 +26,16 @@
 #define SPAWN_LOG_MAX (16 * 1024 * 1024) /* spawn_log_read reads at most this */
 
 typedef struct spawn_opts {
-    const char *path;              /* the binary (execve: no PATH search)        */
-    const char *const *argv;       /* NULL-terminated, argv[0] included; NULL:
-                                      { path, NULL }. Borrowed.                  */
-    const char *const *env;        /* NULL-terminated "NAME=VALUE" entries added
-                                      to this process's environment, replacing
-                                      variables of the same name (the last of
-                                      several wins); "NAME" alone removes NAME.
-                                      NULL: none. Borrowed.                      */
-    const char *log_path;          /* stdout+stderr go here (truncated first);
-                                      copied. NULL: spawn_log_path_make(path).    */
+    const char *path;        /* the binary (execve: no PATH search)        */
+    const char *const *argv; /* NULL-terminated, argv[0] included; NULL:
+                                { path, NULL }. Borrowed.                  */
+    const char *const *env;  /* NULL-terminated "NAME=VALUE" entries added
+                                to this process's environment, replacing
+                                variables of the same name (the last of
+                                several wins); "NAME" alone removes NAME.
+                                NULL: none. Borrowed.                      */
+    const char *log_path;    /* stdout+stderr go here (truncated first);
+                                copied. NULL: spawn_log_path_make(path).    */
 } spawn_opts_t;
 
 typedef struct spawn_proc spawn_proc_t; /* opaque */
@@ -49,7 +49,8 @@ void spawn_opts_init(spawn_opts_t *o);
  * caller (spawn_free). A binary that cannot be executed gives SVC_EINVAL
  * with the errno text in errbuf (SVC_ERRBUF_LEN, optional); *out untouched.
  */
-svc_err_t spawn_start(const spawn_opts_t *o, spawn_proc_t **out, char errbuf[static SVC_ERRBUF_LEN]);
+svc_err_t spawn_start(const spawn_opts_t *o, spawn_proc_t **out,
+                      char errbuf[static SVC_ERRBUF_LEN]);
 
 /*
  * Kills the child (SIGKILL) if it still runs, reaps it and frees p.
@@ -135,6 +136,7 @@ void spawn_log_path_make(const char *name, char *buf, size_t len);
 
 /* Runs argv to completion (log as for spawn_start) and returns its wait
  * status in *wstatus. SVC_ETIMEDOUT (child killed) after timeout_ms. */
-svc_err_t spawn_run(const spawn_opts_t *o, int timeout_ms, int *wstatus, char errbuf[static SVC_ERRBUF_LEN]);
+svc_err_t spawn_run(const spawn_opts_t *o, int timeout_ms, int *wstatus,
+                    char errbuf[static SVC_ERRBUF_LEN]);
 
 #endif /* SUPPORT_SPAWN_H */

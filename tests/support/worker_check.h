@@ -24,12 +24,15 @@
 
 typedef struct worker_check {
     atomic_uint failures;
-    atomic_flag claimed;  /* the first failure writes `first` */
-    atomic_bool written;  /* ... and says it has */
+    atomic_flag claimed; /* the first failure writes `first` */
+    atomic_bool written; /* ... and says it has */
     char first[256];
 } worker_check_t;
 
-#define WORKER_CHECK_INIT {0, ATOMIC_FLAG_INIT, false, ""}
+#define WORKER_CHECK_INIT                                                                          \
+    {                                                                                              \
+        0, ATOMIC_FLAG_INIT, false, ""                                                             \
+    }
 
 static inline void worker_check_fail(worker_check_t *c, const char *file, int line,
                                      const char *expr)

@@ -203,10 +203,14 @@ int admin__parse_req(const char *buf, size_t len, size_t max, bool debug, admin_
 
     memset(req, 0, sizeof *req);
     switch (h1_parse_request(buf, len, max, &h)) {
-    case H1_INCOMPLETE: return 0;
-    case H1_OK: break;
-    case H1_TOO_LARGE: return 431;
-    default: return 400;
+    case H1_INCOMPLETE:
+        return 0;
+    case H1_OK:
+        break;
+    case H1_TOO_LARGE:
+        return 431;
+    default:
+        return 400;
     }
     if (h.transfer_encoding) /* no chunked bodies here */
         return 413;
@@ -241,15 +245,24 @@ int admin__parse(const char *buf, size_t len, size_t max, admin__route_t *route)
 static const char *reason(int status)
 {
     switch (status) {
-    case 200: return "OK";
-    case 400: return "Bad Request";
-    case 404: return "Not Found";
-    case 405: return "Method Not Allowed";
-    case 408: return "Request Timeout";
-    case 413: return "Content Too Large";
-    case 431: return "Request Header Fields Too Large";
-    case 503: return "Service Unavailable";
-    default: return "Internal Server Error";
+    case 200:
+        return "OK";
+    case 400:
+        return "Bad Request";
+    case 404:
+        return "Not Found";
+    case 405:
+        return "Method Not Allowed";
+    case 408:
+        return "Request Timeout";
+    case 413:
+        return "Content Too Large";
+    case 431:
+        return "Request Header Fields Too Large";
+    case 503:
+        return "Service Unavailable";
+    default:
+        return "Internal Server Error";
     }
 }
 
@@ -259,8 +272,8 @@ void admin__response_with(admin_buf_t *out, int status, const char *ctype, const
     admin_buf_printf(out,
                      "HTTP/1.1 %d %s\r\nContent-Type: %s\r\nContent-Length: %zu\r\n"
                      "Cache-Control: no-store\r\n%s%sConnection: close\r\n\r\n",
-                     status, reason(status), ctype, body_len,
-                     status == 405 ? "Allow: GET\r\n" : "", headers);
+                     status, reason(status), ctype, body_len, status == 405 ? "Allow: GET\r\n" : "",
+                     headers);
     append(out, body, body_len);
 }
 

@@ -9,8 +9,8 @@
 struct admin_buf {
     char *data;
     size_t len, cap, max;
-    bool overflow; /* a write went past max, or out of memory */
-    bool any_origin; /* admin_buf_allow_any_origin() */
+    bool overflow;     /* a write went past max, or out of memory */
+    bool any_origin;   /* admin_buf_allow_any_origin() */
     const char *ctype; /* admin_buf_set_content_type(); NULL: application/json */
 };
 

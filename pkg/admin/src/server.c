@@ -141,11 +141,16 @@ static void conn_close(conn_t *c)
 static const char *status_text(int st)
 {
     switch (st) {
-    case 404: return "not found\n";
-    case 405: return "method not allowed\n";
-    case 413: return "a request body is not accepted\n";
-    case 431: return "request head too large\n";
-    default: return "bad request\n";
+    case 404:
+        return "not found\n";
+    case 405:
+        return "method not allowed\n";
+    case 413:
+        return "a request body is not accepted\n";
+    case 431:
+        return "request head too large\n";
+    default:
+        return "bad request\n";
     }
 }
 
@@ -248,8 +253,10 @@ static svc_err_t bind_listen(admin_server_t *s, char errbuf[static SVC_ERRBUF_LE
 {
     char host[256];
     const char *colon = strrchr(s->o.listen, ':');
-    struct addrinfo hints = {.ai_family = AF_UNSPEC, .ai_socktype = SOCK_STREAM,
-                             .ai_flags = AI_PASSIVE | AI_NUMERICSERV}, *ai = NULL;
+    struct addrinfo hints = {.ai_family = AF_UNSPEC,
+                             .ai_socktype = SOCK_STREAM,
+                             .ai_flags = AI_PASSIVE | AI_NUMERICSERV},
+                    *ai = NULL;
     struct sockaddr_storage ss;
     socklen_t sl = sizeof ss;
     int one = 1, rc;
@@ -282,8 +289,8 @@ static svc_err_t bind_listen(admin_server_t *s, char errbuf[static SVC_ERRBUF_LE
 
 static svc_err_t check_opts(const admin_opts_t *o, char errbuf[static SVC_ERRBUF_LEN])
 {
-    if (o->listen == NULL || o->max_request_bytes < 64 || o->max_conns < 1 ||
-        o->max_conns > 4096 || o->read_timeout_ms < 1 || o->max_response_bytes < 64) {
+    if (o->listen == NULL || o->max_request_bytes < 64 || o->max_conns < 1 || o->max_conns > 4096 ||
+        o->read_timeout_ms < 1 || o->max_response_bytes < 64) {
         svc_errbuf_set(errbuf, "admin options out of range (listen, max_request_bytes >= 64, "
                                "max_conns 1..4096, read_timeout_ms >= 1, "
                                "max_response_bytes >= 64)");
@@ -304,7 +311,8 @@ static svc_err_t alloc_conns(admin_server_t *s)
     return SVC_OK;
 }
 
-svc_err_t admin_server_new(const admin_opts_t *o, admin_server_t **out, char errbuf[static SVC_ERRBUF_LEN])
+svc_err_t admin_server_new(const admin_opts_t *o, admin_server_t **out,
+                           char errbuf[static SVC_ERRBUF_LEN])
 {
     admin_server_t *s = NULL;
     svc_err_t err = check_opts(o, errbuf);
@@ -336,8 +344,7 @@ svc_err_t admin_server_new(const admin_opts_t *o, admin_server_t **out, char err
         return err;
     }
     svc_log_info(o->log_module != NULL ? o->log_module : "admin",
-                 "admin port bound to %s (port %d): /healthz /readyz /metrics", o->listen,
-                 s->port);
+                 "admin port bound to %s (port %d): /healthz /readyz /metrics", o->listen, s->port);
     *out = s;
     return SVC_OK;
 }

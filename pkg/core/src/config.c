@@ -68,7 +68,8 @@ static svc_err_t store_str(const svc_cfg_entry_t *e, const char *val, char *fiel
     return SVC_OK;
 }
 
-static svc_err_t load_one(const svc_cfg_entry_t *e, const char *val, char *field, char errbuf[static SVC_ERRBUF_LEN])
+static svc_err_t load_one(const svc_cfg_entry_t *e, const char *val, char *field,
+                          char errbuf[static SVC_ERRBUF_LEN])
 {
     int64_t iv;
     bool bv;
@@ -104,7 +105,8 @@ static svc_err_t load_one(const svc_cfg_entry_t *e, const char *val, char *field
 }
 
 svc_err_t svc_cfg_load(const svc_cfg_entry_t *table, size_t n, void *out,
-                       const char *(*getenv_fn)(const char *name), char errbuf[static SVC_ERRBUF_LEN])
+                       const char *(*getenv_fn)(const char *name),
+                       char errbuf[static SVC_ERRBUF_LEN])
 {
     if (getenv_fn == NULL)
         getenv_fn = env_default;

@@ -17,10 +17,23 @@ static const struct {
 
 /* gRPC's spelling of each status code, indexed by code. */
 static const char *const grpc_names[] = {
-    "OK",          "CANCELLED",      "UNKNOWN",      "INVALID_ARGUMENT",  "DEADLINE_EXCEEDED",
-    "NOT_FOUND",   "ALREADY_EXISTS", "PERMISSION_DENIED", "RESOURCE_EXHAUSTED",
-    "FAILED_PRECONDITION", "ABORTED", "OUT_OF_RANGE", "UNIMPLEMENTED", "INTERNAL",
-    "UNAVAILABLE", "DATA_LOSS",      "UNAUTHENTICATED",
+    "OK",
+    "CANCELLED",
+    "UNKNOWN",
+    "INVALID_ARGUMENT",
+    "DEADLINE_EXCEEDED",
+    "NOT_FOUND",
+    "ALREADY_EXISTS",
+    "PERMISSION_DENIED",
+    "RESOURCE_EXHAUSTED",
+    "FAILED_PRECONDITION",
+    "ABORTED",
+    "OUT_OF_RANGE",
+    "UNIMPLEMENTED",
+    "INTERNAL",
+    "UNAVAILABLE",
+    "DATA_LOSS",
+    "UNAUTHENTICATED",
 };
 
 static int valid(svc_err_t e)

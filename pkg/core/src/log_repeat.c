@@ -57,7 +57,8 @@ svc_log_repeats_t *svc_log_repeats_new(uint32_t window_ms, const svc_clock_t *cl
         free(r);
         return NULL;
     }
-    r->window_ns = (uint64_t)(window_ms != 0 ? window_ms : SVC_LOG_REPEAT_WINDOW_MS) * SVC_NS_PER_MS;
+    r->window_ns =
+        (uint64_t)(window_ms != 0 ? window_ms : SVC_LOG_REPEAT_WINDOW_MS) * SVC_NS_PER_MS;
     r->clock = clock;
     return r;
 }
@@ -107,8 +108,9 @@ static void write_summary(slot_t *s, uint64_t now)
     char kv[KEY_MAX + 64];
 
     snprintf(kv, sizeof kv, " repeat_key=\"%s\" repeated=%" PRIu64, s->key, s->left_out);
-    svc_log_write(s->lvl, s->module, kv, "left out %" PRIu64 " more lines like this key's last "
-                                         "one in %.1f s",
+    svc_log_write(s->lvl, s->module, kv,
+                  "left out %" PRIu64 " more lines like this key's last "
+                  "one in %.1f s",
                   s->left_out, (double)(now - s->written_ns) / 1e9);
     s->left_out = 0;
     s->written_ns = now;
@@ -126,8 +128,7 @@ static void flush_locked(svc_log_repeats_t *r, uint64_t now, bool all)
 
 static bool slot_is(const slot_t *s, uint64_t h, const char *module, const char *key)
 {
-    return s->hash == h && strncmp(s->module, module, MOD_MAX - 1) == 0 &&
-           strcmp(s->key, key) == 0;
+    return s->hash == h && strncmp(s->module, module, MOD_MAX - 1) == 0 && strcmp(s->key, key) == 0;
 }
 
 /* The key's slot, or a free one, or one idle for a window (its count
@@ -200,8 +201,8 @@ void svc_log_repeats_flush(svc_log_repeats_t *r, bool all)
     pthread_mutex_unlock(&r->mu);
 }
 
-void svc_log_write_repeat(svc_log_level_t lvl, const char *module, const char *key,
-                          const char *kv, const char *fmt, ...)
+void svc_log_write_repeat(svc_log_level_t lvl, const char *module, const char *key, const char *kv,
+                          const char *fmt, ...)
 {
     char with_count[1024];
     uint64_t n;

@@ -69,13 +69,13 @@ static struct {
     pthread_t tid;
     bool running;
     pthread_mutex_t mu;
-    pthread_cond_t cv;   /* svc_mem_stop's wake-up */
-    bool stopping;       /* under mu */
-    atomic_bool wanted;  /* svc_mem_trim_soon */
-    size_t low_idle;     /* lowest RSS - allocated since the last trim (or the start) */
-    size_t in_use;       /* allocated bytes at the previous check */
-    int deferred;        /* checks a wanted trim has waited for the heap to settle */
-    uint64_t last_ns;    /* end of the last trim */
+    pthread_cond_t cv;  /* svc_mem_stop's wake-up */
+    bool stopping;      /* under mu */
+    atomic_bool wanted; /* svc_mem_trim_soon */
+    size_t low_idle;    /* lowest RSS - allocated since the last trim (or the start) */
+    size_t in_use;      /* allocated bytes at the previous check */
+    int deferred;       /* checks a wanted trim has waited for the heap to settle */
+    uint64_t last_ns;   /* end of the last trim */
 } mem = {.mu = PTHREAD_MUTEX_INITIALIZER};
 
 size_t svc_mem_rss_bytes(void)

@@ -10,8 +10,7 @@
 
 #include "svc/core.h"
 
-bool svc_main_args(int argc, char **argv, const char *prog, void (*help)(FILE *f),
-                   int *exit_code)
+bool svc_main_args(int argc, char **argv, const char *prog, void (*help)(FILE *f), int *exit_code)
 {
     if (argc < 2)
         return false;

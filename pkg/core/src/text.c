@@ -22,8 +22,11 @@ long svc_utf8_chars(const char *s)
     long n = 0;
 
     while (*p != '\0') {
-        int len = *p < 0x80 ? 1 : (*p >> 5) == 0x6 ? 2 : (*p >> 4) == 0xE ? 3
-                                : (*p >> 3) == 0x1E ? 4 : 0;
+        int len = *p < 0x80           ? 1
+                  : (*p >> 5) == 0x6  ? 2
+                  : (*p >> 4) == 0xE  ? 3
+                  : (*p >> 3) == 0x1E ? 4
+                                      : 0;
         if (len == 0)
             return -1;
         for (int i = 1; i < len; i++)
@@ -80,8 +83,8 @@ void svc_text_printf(svc_text_t *t, const char *fmt, ...)
 }
 
 const uint64_t svc_latency_bounds_ns[SVC_LATENCY_BUCKETS] = {
-    1000000ull,    2500000ull,    5000000ull,     10000000ull,  25000000ull,
-    50000000ull,   100000000ull,  250000000ull,   500000000ull, 1000000000ull,
+    1000000ull,    2500000ull,    5000000ull,    10000000ull,  25000000ull,
+    50000000ull,   100000000ull,  250000000ull,  500000000ull, 1000000000ull,
     2500000000ull, 5000000000ull, 10000000000ull};
 const char *const svc_latency_le[SVC_LATENCY_BUCKETS] = {
     "0.001", "0.0025", "0.005", "0.01", "0.025", "0.05", "0.1",

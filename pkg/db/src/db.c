@@ -23,15 +23,15 @@ struct db_conn {
     db_opts_t o;
     char *dsn;
     char *app_name;
-    char *options;   /* PGOPTIONS, o.server_options, statement_timeout */
-    size_t *rows;    /* each statement's stats row */
-    bool counted;    /* pg is open and counted in db__stats_open */
-    size_t sent;     /* the statement db_send sent, until db_receive; n_stmts: none */
+    char *options; /* PGOPTIONS, o.server_options, statement_timeout */
+    size_t *rows;  /* each statement's stats row */
+    bool counted;  /* pg is open and counted in db__stats_open */
+    size_t sent;   /* the statement db_send sent, until db_receive; n_stmts: none */
     uint64_t sent_ns;
     /* The transaction status when the statement in flight was sent: what
      * the server must say after it (expected_tx). */
     PGTransactionStatusType sent_tx;
-    bool unknown;    /* the last call's failure: see db_outcome_unknown */
+    bool unknown; /* the last call's failure: see db_outcome_unknown */
 };
 
 void db_opts_init(db_opts_t *o)
@@ -182,7 +182,7 @@ svc_err_t db_err_from_sqlstate(const char *s)
     if (strcmp(s, "57014") == 0)
         return SVC_ETIMEDOUT; /* statement_timeout */
     if (strncmp(s, "08", 2) == 0 || strncmp(s, "57P", 3) == 0 || strcmp(s, "53300") == 0)
-        return SVC_EUNAVAIL;  /* connection, shutdown, too many connections */
+        return SVC_EUNAVAIL; /* connection, shutdown, too many connections */
     return SVC_EINTERNAL;
 }
 
@@ -221,15 +221,18 @@ static PGTransactionStatusType expected_tx(PGTransactionStatusType before, const
 
 /* The statement was sent and the server never said how it ended: its
  * effects may have been committed or not (see db_outcome_unknown). */
-static svc_err_t outcome_lost(db_conn_t *c, svc_err_t err, const PGresult *failed, char errbuf[static SVC_ERRBUF_LEN])
+static svc_err_t outcome_lost(db_conn_t *c, svc_err_t err, const PGresult *failed,
+                              char errbuf[static SVC_ERRBUF_LEN])
 {
     const char *why = failed != NULL ? PQresultErrorMessage(failed) : PQerrorMessage(c->pg);
 
     if (err == SVC_ETIMEDOUT)
         svc_errbuf_set(errbuf, "database call abandoned at its deadline (outcome unknown)");
     else
-        svc_errbuf_set(errbuf, "database unavailable: connection lost before the server confirmed "
-                               "the statement (outcome unknown): %s", why);
+        svc_errbuf_set(errbuf,
+                       "database unavailable: connection lost before the server confirmed "
+                       "the statement (outcome unknown): %s",
+                       why);
     c->unknown = true;
     drop(c);
     return err;
@@ -257,7 +260,8 @@ static svc_err_t refused(db_conn_t *c, const PGresult *failed, char errbuf[stati
  * back. *out gets the first result; a connection lost or abandoned on the
  * way is dropped (the next call makes a new one).
  */
-static svc_err_t await_result(db_conn_t *c, uint64_t deadline_ns, PGresult **out, char errbuf[static SVC_ERRBUF_LEN])
+static svc_err_t await_result(db_conn_t *c, uint64_t deadline_ns, PGresult **out,
+                              char errbuf[static SVC_ERRBUF_LEN])
 {
     PGresult *r, *first = NULL, *failed = NULL;
     svc_err_t err = SVC_OK;
@@ -333,7 +337,8 @@ static bool idle_but_dead(db_conn_t *c)
     return PQtransactionStatus(c->pg) == PQTRANS_IDLE && poll(&p, 1, 0) > 0;
 }
 
-static svc_err_t ensure_connected(db_conn_t *c, uint64_t deadline_ns, char errbuf[static SVC_ERRBUF_LEN])
+static svc_err_t ensure_connected(db_conn_t *c, uint64_t deadline_ns,
+                                  char errbuf[static SVC_ERRBUF_LEN])
 {
     svc_err_t err;
 
@@ -382,14 +387,14 @@ static svc_err_t exec_once(db_conn_t *c, size_t idx, const char *const *params,
  * statement_timeout a moment to fire first. */
 static uint64_t bounded(const db_conn_t *c, uint64_t deadline_ns)
 {
-    uint64_t backstop =
-        svc_now_ns() + ((uint64_t)c->o.statement_timeout_ms + 1000) * SVC_NS_PER_MS;
+    uint64_t backstop = svc_now_ns() + ((uint64_t)c->o.statement_timeout_ms + 1000) * SVC_NS_PER_MS;
 
     return deadline_ns > backstop ? backstop : deadline_ns;
 }
 
 /* What every call checks first; SVC_OK to go on. */
-static svc_err_t check_call(db_conn_t *c, size_t idx, uint64_t deadline_ns, char errbuf[static SVC_ERRBUF_LEN])
+static svc_err_t check_call(db_conn_t *c, size_t idx, uint64_t deadline_ns,
+                            char errbuf[static SVC_ERRBUF_LEN])
 {
     c->unknown = false;
     if (idx >= c->o.n_stmts) {
@@ -408,7 +413,8 @@ static svc_err_t check_call(db_conn_t *c, size_t idx, uint64_t deadline_ns, char
 }
 
 static svc_err_t exec_checked(db_conn_t *c, size_t idx, const char *const *params,
-                              uint64_t deadline_ns, PGresult **res, char errbuf[static SVC_ERRBUF_LEN])
+                              uint64_t deadline_ns, PGresult **res,
+                              char errbuf[static SVC_ERRBUF_LEN])
 {
     bool was_idle;
     svc_err_t err;
@@ -441,7 +447,8 @@ svc_err_t db_exec(db_conn_t *c, size_t idx, const char *const *params, uint64_t 
     return err;
 }
 
-svc_err_t db_send(db_conn_t *c, size_t idx, const char *const *params, char errbuf[static SVC_ERRBUF_LEN])
+svc_err_t db_send(db_conn_t *c, size_t idx, const char *const *params,
+                  char errbuf[static SVC_ERRBUF_LEN])
 {
     svc_err_t err = check_call(c, idx, SVC_DEADLINE_NONE, errbuf);
 
@@ -454,7 +461,8 @@ svc_err_t db_send(db_conn_t *c, size_t idx, const char *const *params, char errb
     return SVC_OK;
 }
 
-svc_err_t db_receive(db_conn_t *c, uint64_t deadline_ns, PGresult **res, char errbuf[static SVC_ERRBUF_LEN])
+svc_err_t db_receive(db_conn_t *c, uint64_t deadline_ns, PGresult **res,
+                     char errbuf[static SVC_ERRBUF_LEN])
 {
     size_t idx = c->sent;
     svc_err_t err;
@@ -499,9 +507,9 @@ void db_opts_fill(db_opts_t *o, const char *dsn, const db_stmt_t *stmts, size_t 
     o->application_name = application_name;
 }
 
-svc_err_t db_conn_open(const char *dsn, const db_stmt_t *stmts, size_t n,
-                       int statement_timeout_ms, const char *application_name,
-                       db_conn_t **out, char errbuf[static SVC_ERRBUF_LEN])
+svc_err_t db_conn_open(const char *dsn, const db_stmt_t *stmts, size_t n, int statement_timeout_ms,
+                       const char *application_name, db_conn_t **out,
+                       char errbuf[static SVC_ERRBUF_LEN])
 {
     db_opts_t o;
 
@@ -521,14 +529,17 @@ svc_err_t db_run(db_conn_t *c, size_t idx, const char *const *params, uint64_t d
     return err;
 }
 
-svc_err_t db_commit(db_conn_t *c, size_t idx, uint64_t deadline_ns, char errbuf[static SVC_ERRBUF_LEN])
+svc_err_t db_commit(db_conn_t *c, size_t idx, uint64_t deadline_ns,
+                    char errbuf[static SVC_ERRBUF_LEN])
 {
     PGresult *r = NULL;
     svc_err_t err = db_exec(c, idx, NULL, deadline_ns, &r, errbuf);
 
     if (err == SVC_OK && strcmp(PQcmdStatus(r), "COMMIT") != 0) {
-        svc_errbuf_set(errbuf, "COMMIT answered %s: an earlier statement of the transaction "
-                               "failed, nothing of it was kept", PQcmdStatus(r));
+        svc_errbuf_set(errbuf,
+                       "COMMIT answered %s: an earlier statement of the transaction "
+                       "failed, nothing of it was kept",
+                       PQcmdStatus(r));
         err = SVC_EABORTED;
     }
     PQclear(r);

@@ -58,8 +58,8 @@ bool db_probe_check(db_probe_t *p, char *detail, size_t cap)
 
     pthread_mutex_lock(&p->mu);
     if (p->asked_ns == 0 || now - p->asked_ns >= (uint64_t)DB_PROBE_CACHE_MS * SVC_NS_PER_MS) {
-        svc_err_t err = db_run(p->conn, 0, NULL, now + (uint64_t)DB_PROBE_TIMEOUT_MS * SVC_NS_PER_MS,
-                               NULL, errbuf);
+        svc_err_t err = db_run(p->conn, 0, NULL,
+                               now + (uint64_t)DB_PROBE_TIMEOUT_MS * SVC_NS_PER_MS, NULL, errbuf);
         p->ok = err == SVC_OK;
         if (p->ok)
             snprintf(p->detail, sizeof p->detail, "reachable");

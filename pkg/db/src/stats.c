@@ -83,8 +83,9 @@ static void put_queries(svc_text_t *o, size_t n)
         for (int k = 0; k < SVC__ERR_LAST; k++) {
             uint64_t v = LOAD(r->outcome[k]);
             if ((i < n && k == SVC_OK) || v > 0) /* OK always; the rest once seen */
-                svc_text_printf(o, "shopmicro_db_queries_total{statement=\"%s\",outcome=\"%s\"} %llu\n",
-                                row_name(i, n), svc_err_name((svc_err_t)k), (unsigned long long)v);
+                svc_text_printf(
+                    o, "shopmicro_db_queries_total{statement=\"%s\",outcome=\"%s\"} %llu\n",
+                    row_name(i, n), svc_err_name((svc_err_t)k), (unsigned long long)v);
         }
     }
 }
@@ -115,14 +116,15 @@ static void put_latency(svc_text_t *o, size_t n)
         uint64_t cum = 0;
         for (unsigned b = 0; b <= SVC_LATENCY_BUCKETS; b++) {
             cum += LOAD(r->bucket[b]);
-            svc_text_printf(o, "shopmicro_db_query_seconds_bucket{statement=\"%s\",le=\"%s\"} %llu\n",
+            svc_text_printf(o,
+                            "shopmicro_db_query_seconds_bucket{statement=\"%s\",le=\"%s\"} %llu\n",
                             g.names[i], b < SVC_LATENCY_BUCKETS ? svc_latency_le[b] : "+Inf",
                             (unsigned long long)cum);
         }
         svc_text_printf(o, "shopmicro_db_query_seconds_sum{statement=\"%s\"} %.6f\n", g.names[i],
                         (double)LOAD(r->sum_ns) / 1e9);
-        svc_text_printf(o, "shopmicro_db_query_seconds_count{statement=\"%s\"} %llu\n",
-                        g.names[i], (unsigned long long)cum);
+        svc_text_printf(o, "shopmicro_db_query_seconds_count{statement=\"%s\"} %llu\n", g.names[i],
+                        (unsigned long long)cum);
     }
 }
 

@@ -30,7 +30,9 @@ svc_err_t kfk_ce_headers(const kfk_ce_t *ce, kfk_header_t out[KFK_CE_MAX_HEADERS
     /* The three attributes the spec requires besides specversion. */
     if (empty(ce->id) || empty(ce->type) || empty(ce->source)) {
         svc_errbuf_set(errbuf, "cloudevent: ce_%s is required",
-                       empty(ce->id) ? "id" : empty(ce->type) ? "type" : "source");
+                       empty(ce->id)     ? "id"
+                       : empty(ce->type) ? "type"
+                                         : "source");
         return SVC_EINVAL;
     }
     put(out, n, "ce_specversion", KFK_CE_SPECVERSION);

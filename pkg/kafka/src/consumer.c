@@ -142,8 +142,8 @@ static void on_async_commit(rd_kafka_t *rk, rd_kafka_resp_err_t err,
     c->stored = true;
     if (c->deferred == SVC_OK) {
         c->deferred = SVC_EUNAVAIL;
-        snprintf(c->deferred_text, sizeof c->deferred_text,
-                 "kafka consumer: offset commit: %s", rd_kafka_err2str(err));
+        snprintf(c->deferred_text, sizeof c->deferred_text, "kafka consumer: offset commit: %s",
+                 rd_kafka_err2str(err));
     }
 }
 
@@ -263,7 +263,8 @@ static void on_rebalance(rd_kafka_t *rk, rd_kafka_resp_err_t err,
 /* ------------------------------------------------------------------------
  * Create, close, free
  * ------------------------------------------------------------------------ */
-static svc_err_t configure(rd_kafka_conf_t *conf, const kfk_consumer_opts_t *o, char errbuf[static SVC_ERRBUF_LEN])
+static svc_err_t configure(rd_kafka_conf_t *conf, const kfk_consumer_opts_t *o,
+                           char errbuf[static SVC_ERRBUF_LEN])
 {
     char session[16], heartbeat[16], poll[16];
     const char *const instance[][2] = {{"group.instance.id", o->group_instance_id}};
@@ -366,7 +367,8 @@ static svc_err_t make_client(kfk_consumer_t *c, char errbuf[static SVC_ERRBUF_LE
     return SVC_OK;
 }
 
-svc_err_t kfk_consumer_new(const kfk_consumer_opts_t *o, kfk_consumer_t **out, char errbuf[static SVC_ERRBUF_LEN])
+svc_err_t kfk_consumer_new(const kfk_consumer_opts_t *o, kfk_consumer_t **out,
+                           char errbuf[static SVC_ERRBUF_LEN])
 {
     kfk_consumer_t *c;
     svc_err_t err = kfk_consumer_opts_validate(o, errbuf);

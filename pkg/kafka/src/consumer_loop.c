@@ -52,8 +52,8 @@ static void headers_of(kfk__slot_t *s)
 
 /* The record as the handler sees it (s->m and s->counted are kept, the rest
  * is made anew). */
-static void view_make(kfk_consumer_t *c, kfk__slot_t *s, unsigned attempt,
-                      uint64_t deadline_ms, bool batched)
+static void view_make(kfk_consumer_t *c, kfk__slot_t *s, unsigned attempt, uint64_t deadline_ms,
+                      bool batched)
 {
     const rd_kafka_message_t *m = s->m;
 
@@ -83,7 +83,8 @@ static void view_free(kfk__slot_t *s)
 }
 
 /* Stores offset + 1 of m; the end of the poll commits what is stored. */
-static svc_err_t store_offset(kfk_consumer_t *c, const rd_kafka_message_t *m, char errbuf[static SVC_ERRBUF_LEN])
+static svc_err_t store_offset(kfk_consumer_t *c, const rd_kafka_message_t *m,
+                              char errbuf[static SVC_ERRBUF_LEN])
 {
     rd_kafka_topic_partition_list_t *l = rd_kafka_topic_partition_list_new(1);
     rd_kafka_resp_err_t rc;
@@ -122,8 +123,7 @@ static svc_err_t dead_letter(kfk_consumer_t *c, const kfk__slot_t *v, const char
     kfk_dlq_text_t text;
     kfk_header_t h[KFK_MAX_HEADERS];
     size_t n = 0;
-    kfk_dlq_info_t info = {reason, v->r.topic, v->r.partition, v->r.offset, c->group_id,
-                           wall_ms()};
+    kfk_dlq_info_t info = {reason, v->r.topic, v->r.partition, v->r.offset, c->group_id, wall_ms()};
     uint64_t give_up;
     svc_err_t err;
 
@@ -140,7 +140,13 @@ static svc_err_t dead_letter(kfk_consumer_t *c, const kfk__slot_t *v, const char
     err = kfk_dlq_headers(v->r.headers, v->r.n_headers, &info, &text, h, &n, errbuf);
     if (err != SVC_OK)
         return err;
-    kfk_message_t msg = {topic, v->r.key, v->r.key_len, v->r.value, v->r.value_len, h, n,
+    kfk_message_t msg = {topic,
+                         v->r.key,
+                         v->r.key_len,
+                         v->r.value,
+                         v->r.value_len,
+                         h,
+                         n,
                          (void *)(uintptr_t)++c->dlq_seq};
     c->dlq_done = false;
     err = kfk_produce(c->dlq, &msg, errbuf);
@@ -203,8 +209,8 @@ static kfk_action_t action_of(kfk_consumer_t *c, kfk_verdict_t v, kfk__slot_t *s
 
     if (exhausted) {
         snprintf(why, sizeof why, "%.*s", (int)sizeof why - 1, s->reason);
-        snprintf(s->reason, KFK_REASON_LEN, "retries exhausted after %u attempts: %s",
-                 s->r.attempt, why);
+        snprintf(s->reason, KFK_REASON_LEN, "retries exhausted after %u attempts: %s", s->r.attempt,
+                 why);
     }
     return act;
 }
@@ -233,8 +239,7 @@ static bool verdict_done(kfk_verdict_t v)
 }
 
 /* The record's transaction failed at `what`: a retry, like a KFK_RETRY. */
-static kfk_action_t tx_failed(kfk_consumer_t *c, kfk__slot_t *s, const char *what,
-                              const char *why)
+static kfk_action_t tx_failed(kfk_consumer_t *c, kfk__slot_t *s, const char *what, const char *why)
 {
     snprintf(s->reason, KFK_REASON_LEN, "transaction %s: %.200s", what, why);
     return action_of(c, KFK_RETRY, s);
@@ -262,7 +267,8 @@ static kfk_action_t judge_in_tx(kfk_consumer_t *c, kfk__slot_t *s)
 
 /* s->act, now that its effect is durable: the dead letter, the offset or
  * the hold (p: s->m is kept already). The slot's record is gone after. */
-static svc_err_t settle(kfk_consumer_t *c, kfk__slot_t *s, kfk__pending_t *p, char errbuf[static SVC_ERRBUF_LEN])
+static svc_err_t settle(kfk_consumer_t *c, kfk__slot_t *s, kfk__pending_t *p,
+                        char errbuf[static SVC_ERRBUF_LEN])
 {
     svc_err_t err;
 
@@ -274,9 +280,10 @@ static svc_err_t settle(kfk_consumer_t *c, kfk__slot_t *s, kfk__pending_t *p, ch
         }
         atomic_fetch_add(&c->st.dead_lettered, 1);
     } else if (s->act == KFK_ACT_BACKOFF) {
-        svc_errbuf_set(errbuf, "kafka consumer: %s [%" PRId32 "] offset %" PRId64
-                       " attempt %u: retry: %s", s->r.topic, s->r.partition, s->r.offset,
-                       s->r.attempt, s->reason[0] ? s->reason : "(no reason)");
+        svc_errbuf_set(errbuf,
+                       "kafka consumer: %s [%" PRId32 "] offset %" PRId64 " attempt %u: retry: %s",
+                       s->r.topic, s->r.partition, s->r.offset, s->r.attempt,
+                       s->reason[0] ? s->reason : "(no reason)");
         hold(c, s->m, p, s->r.attempt, s->reason, false);
         return SVC_EUNAVAIL;
     }
@@ -286,7 +293,8 @@ static svc_err_t settle(kfk_consumer_t *c, kfk__slot_t *s, kfk__pending_t *p, ch
 }
 
 /* The poll returns its first error; later ones only go to the counters. */
-static void keep_first(svc_err_t *err, char errbuf[static SVC_ERRBUF_LEN], svc_err_t e, const char *text)
+static void keep_first(svc_err_t *err, char errbuf[static SVC_ERRBUF_LEN], svc_err_t e,
+                       const char *text)
 {
     if (*err == SVC_OK && e != SVC_OK) {
         *err = e;
@@ -361,7 +369,8 @@ static void rewind_rest(kfk_consumer_t *c, size_t from, size_t n)
  * failed batch), the first record that fails again ends it: the ones after
  * it are fetched again, so a database that is down costs two failed calls
  * per poll, not one per record. */
-static svc_err_t serve_each(kfk_consumer_t *c, size_t n, bool stop_at_retry, char errbuf[static SVC_ERRBUF_LEN])
+static svc_err_t serve_each(kfk_consumer_t *c, size_t n, bool stop_at_retry,
+                            char errbuf[static SVC_ERRBUF_LEN])
 {
     char why[SVC_ERRBUF_LEN];
     svc_err_t err = SVC_OK;
@@ -437,7 +446,8 @@ static kfk__pending_t *next_due(kfk_consumer_t *c, uint64_t *due)
 
 /* Whether m is a record to serve; anything else is destroyed here (an
  * error event into err). */
-static bool admit(kfk_consumer_t *c, rd_kafka_message_t *m, svc_err_t *err, char errbuf[static SVC_ERRBUF_LEN])
+static bool admit(kfk_consumer_t *c, rd_kafka_message_t *m, svc_err_t *err,
+                  char errbuf[static SVC_ERRBUF_LEN])
 {
     char why[SVC_ERRBUF_LEN];
 
@@ -452,8 +462,7 @@ static bool admit(kfk_consumer_t *c, rd_kafka_message_t *m, svc_err_t *err, char
         svc_errbuf_set(why, "kafka consumer: stopped for good (%s): %s", rd_kafka_err2name(e),
                        cause);
         keep_first(err, errbuf, SVC_EINTERNAL, why);
-    } else if (m->err != RD_KAFKA_RESP_ERR_NO_ERROR &&
-               m->err != RD_KAFKA_RESP_ERR__PARTITION_EOF) {
+    } else if (m->err != RD_KAFKA_RESP_ERR_NO_ERROR && m->err != RD_KAFKA_RESP_ERR__PARTITION_EOF) {
         svc_errbuf_set(why, "kafka consumer: %s", rd_kafka_message_errstr(m));
         keep_first(err, errbuf, kfk_err_from_rd(m->err), why);
     }
@@ -522,7 +531,8 @@ static size_t serve(kfk_consumer_t *c, int t, svc_err_t *err, char errbuf[static
     return n;
 }
 
-svc_err_t kfk_consumer_poll(kfk_consumer_t *c, int timeout_ms, int *served, char errbuf[static SVC_ERRBUF_LEN])
+svc_err_t kfk_consumer_poll(kfk_consumer_t *c, int timeout_ms, int *served,
+                            char errbuf[static SVC_ERRBUF_LEN])
 {
     char why[SVC_ERRBUF_LEN] = "";
     svc_err_t err = SVC_OK;

@@ -115,7 +115,8 @@ static const char *bad_timing(const kfk_consumer_opts_t *o)
     return NULL;
 }
 
-svc_err_t kfk_consumer_opts_validate(const kfk_consumer_opts_t *o, char errbuf[static SVC_ERRBUF_LEN])
+svc_err_t kfk_consumer_opts_validate(const kfk_consumer_opts_t *o,
+                                     char errbuf[static SVC_ERRBUF_LEN])
 {
     const char *bad = NULL;
 
@@ -178,9 +179,8 @@ uint32_t kfk_backoff_ms(int base_ms, int cap_ms, unsigned attempt, uint64_t rand
 
 bool kfk_dlq_topic(const char *dlq_topic, const char *topic, char *out, size_t len)
 {
-    int n = dlq_topic != NULL
-                ? snprintf(out, len, "%s", dlq_topic)
-                : snprintf(out, len, "%s%s", topic, KFK_CONSUMER_DEFAULT_DLQ_SUFFIX);
+    int n = dlq_topic != NULL ? snprintf(out, len, "%s", dlq_topic)
+                              : snprintf(out, len, "%s%s", topic, KFK_CONSUMER_DEFAULT_DLQ_SUFFIX);
 
     return n > 0 && (size_t)n < len;
 }

@@ -17,22 +17,22 @@
  * partition paused, handed again at due_ms. At most one per partition. */
 typedef struct kfk__pending {
     rd_kafka_message_t *m;
-    unsigned attempt;         /* the attempt that failed                    */
+    unsigned attempt; /* the attempt that failed                    */
     uint64_t due_ms;
-    bool dead_letter;         /* the verdict stands; only the copy is left  */
+    bool dead_letter; /* the verdict stands; only the copy is left  */
     char reason[KFK_REASON_LEN];
 } kfk__pending_t;
 
 typedef struct kfk__lag {
     char topic[128];
     int32_t partition;
-    int64_t lag;              /* -1: not known yet                          */
+    int64_t lag; /* -1: not known yet                          */
 } kfk__lag_t;
 
 typedef struct kfk__stats {
-    atomic_uint_fast64_t consumed, batches, handled, duplicates, dead_lettered, retries, commit_errors,
-        rebalances, latency_count, latency_sum_us, latency_le[KFK_LATENCY_BUCKETS];
-    pthread_mutex_t lag_mu;   /* guards lag[] and n_lag                    */
+    atomic_uint_fast64_t consumed, batches, handled, duplicates, dead_lettered, retries,
+        commit_errors, rebalances, latency_count, latency_sum_us, latency_le[KFK_LATENCY_BUCKETS];
+    pthread_mutex_t lag_mu; /* guards lag[] and n_lag                    */
     kfk__lag_t lag[KFK_CONSUMER_MAX_LAG_PARTITIONS];
     unsigned n_lag;
     atomic_uint n_assigned;
@@ -43,28 +43,28 @@ typedef struct kfk__stats {
 typedef struct kfk__slot {
     rd_kafka_message_t *m;
     kfk_record_t r;
-    kfk_header_t *h;          /* r.n_headers entries pointing into m        */
+    kfk_header_t *h; /* r.n_headers entries pointing into m        */
     char ce_id[128];
     kfk_action_t act;
-    bool counted;             /* in consumed already                        */
+    bool counted; /* in consumed already                        */
     char reason[KFK_REASON_LEN];
 } kfk__slot_t;
 
 struct kfk_consumer {
     rd_kafka_t *rk;
     kfk_producer_t *dlq;
-    kfk_consumer_opts_t o;    /* strings below are our copies              */
+    kfk_consumer_opts_t o; /* strings below are our copies              */
     char *group_id, *dlq_topic, *instance_id;
     atomic_bool stop;
     bool closed;
-    bool polled;              /* the last poll called rd_kafka_consumer_poll */
-    kfk__slot_t *slots;       /* opts.batch_max: the batch in hand          */
-    size_t n_slots;           /* filled so far, while collect() runs        */
-    bool stored;              /* an offset was stored since the last commit  */
-    uint64_t commit_at_ms;    /* commit_interval_ms: the next commit, not before */
+    bool polled;                /* the last poll called rd_kafka_consumer_poll */
+    kfk__slot_t *slots;         /* opts.batch_max: the batch in hand          */
+    size_t n_slots;             /* filled so far, while collect() runs        */
+    bool stored;                /* an offset was stored since the last commit  */
+    uint64_t commit_at_ms;      /* commit_interval_ms: the next commit, not before */
     rd_kafka_queue_t *commit_q; /* commit_interval_ms: async commits' results */
-    bool dlq_failed;          /* a dead letter failed in this poll: no more  */
-    kfk__pending_t *pending;  /* n_pending of cap_pending                  */
+    bool dlq_failed;            /* a dead letter failed in this poll: no more  */
+    kfk__pending_t *pending;    /* n_pending of cap_pending                  */
     size_t n_pending, cap_pending;
     uint64_t rand_state, lag_at_ms;
     /* The dead letter in flight: its report matches dlq_seq. */

@@ -162,8 +162,10 @@ static void counter(out_t *o, const char *prefix, const char *name, const char *
 
 static void histogram(out_t *o, const char *prefix, const kfk_consumer_stats_t *s)
 {
-    emit(o, "# HELP %s_handler_seconds time the handler took per call\n"
-            "# TYPE %s_handler_seconds histogram\n", prefix, prefix);
+    emit(o,
+         "# HELP %s_handler_seconds time the handler took per call\n"
+         "# TYPE %s_handler_seconds histogram\n",
+         prefix, prefix);
     for (size_t i = 0; i < KFK_LATENCY_BUCKETS; i++)
         emit(o, "%s_handler_seconds_bucket{le=\"%g\"} %" PRIu64 "\n", prefix,
              kfk_latency_bounds_ms[i] / 1000.0, s->latency_le[i]);
@@ -176,8 +178,10 @@ static void lags(out_t *o, const char *prefix, const kfk_consumer_t *c)
 {
     kfk__stats_t *s = (kfk__stats_t *)&c->st;
 
-    emit(o, "# HELP %s_lag records on the partition not yet done (sampled)\n"
-            "# TYPE %s_lag gauge\n", prefix, prefix);
+    emit(o,
+         "# HELP %s_lag records on the partition not yet done (sampled)\n"
+         "# TYPE %s_lag gauge\n",
+         prefix, prefix);
     pthread_mutex_lock(&s->lag_mu);
     for (unsigned i = 0; i < s->n_lag; i++) {
         if (s->lag[i].lag >= 0)
@@ -197,8 +201,10 @@ size_t kfk_consumer_metrics(const kfk_consumer_t *c, const char *prefix, char *b
     kfk_consumer_stats(c, &s);
     counter(&o, prefix, "consumed_total", "records handed to the handler (first attempts)",
             s.consumed);
-    counter(&o, prefix, "batches_total", "polls that handed out records (consumed / batches: "
-            "the mean batch size)", s.batches);
+    counter(&o, prefix, "batches_total",
+            "polls that handed out records (consumed / batches: "
+            "the mean batch size)",
+            s.batches);
     counter(&o, prefix, "handled_total", "records the handler handled", s.handled);
     counter(&o, prefix, "deduplicated_total", "records the handler had handled before",
             s.duplicates);
@@ -206,11 +212,11 @@ size_t kfk_consumer_metrics(const kfk_consumer_t *c, const char *prefix, char *b
             s.dead_lettered);
     counter(&o, prefix, "retries_total", "records kept for another attempt", s.retries);
     counter(&o, prefix, "commit_errors_total", "offset commits that failed", s.commit_errors);
-    counter(&o, prefix, "rebalances_total", "partition assignments and revocations",
-            s.rebalances);
+    counter(&o, prefix, "rebalances_total", "partition assignments and revocations", s.rebalances);
     histogram(&o, prefix, &s);
-    emit(&o, "# HELP %s_assigned_partitions partitions assigned now\n"
-             "# TYPE %s_assigned_partitions gauge\n%s_assigned_partitions %u\n",
+    emit(&o,
+         "# HELP %s_assigned_partitions partitions assigned now\n"
+         "# TYPE %s_assigned_partitions gauge\n%s_assigned_partitions %u\n",
          prefix, prefix, prefix, s.n_partitions);
     lags(&o, prefix, c);
     return o.len;

@@ -21,7 +21,8 @@ static bool in_range(int v, int lo, int hi)
     return v >= lo && v <= hi;
 }
 
-svc_err_t kfk_producer_opts_validate(const kfk_producer_opts_t *o, char errbuf[static SVC_ERRBUF_LEN])
+svc_err_t kfk_producer_opts_validate(const kfk_producer_opts_t *o,
+                                     char errbuf[static SVC_ERRBUF_LEN])
 {
     const char *bad = NULL;
 
@@ -29,9 +30,8 @@ svc_err_t kfk_producer_opts_validate(const kfk_producer_opts_t *o, char errbuf[s
         bad = "brokers is required";
     else if (o->client_id == NULL || o->client_id[0] == '\0')
         bad = "client_id is required";
-    else if (o->acks == NULL ||
-             (strcmp(o->acks, "all") != 0 && strcmp(o->acks, "1") != 0 &&
-              strcmp(o->acks, "0") != 0))
+    else if (o->acks == NULL || (strcmp(o->acks, "all") != 0 && strcmp(o->acks, "1") != 0 &&
+                                 strcmp(o->acks, "0") != 0))
         bad = "acks must be all, 1 or 0";
     /* librdkafka refuses the combination too, but with a message about
      * "enable.idempotence" that does not say which of our options to change. */

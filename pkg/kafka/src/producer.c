@@ -19,8 +19,8 @@
 
 /* Topics whose metadata this producer asked for before its first message
  * (learn_topic); more than this many are left to librdkafka alone. */
-#define KNOWN_TOPICS      16
-#define TOPIC_LOOKUP_MS   500
+#define KNOWN_TOPICS    16
+#define TOPIC_LOOKUP_MS 500
 
 struct kfk_producer {
     rd_kafka_t *rk;
@@ -63,7 +63,8 @@ static void on_error(rd_kafka_t *rk, int err, const char *reason, void *opaque)
     p->on_log(p->ctx, 3, "ERROR", line);
 }
 
-static svc_err_t configure(rd_kafka_conf_t *conf, const kfk_producer_opts_t *o, char errbuf[static SVC_ERRBUF_LEN])
+static svc_err_t configure(rd_kafka_conf_t *conf, const kfk_producer_opts_t *o,
+                           char errbuf[static SVC_ERRBUF_LEN])
 {
     char linger[16], timeout[16], queue[16];
 
@@ -84,7 +85,8 @@ static svc_err_t configure(rd_kafka_conf_t *conf, const kfk_producer_opts_t *o, 
     return kfk__conf_apply(conf, "producer", kv, SVC_COUNTOF(kv), errbuf);
 }
 
-svc_err_t kfk_producer_new(const kfk_producer_opts_t *o, kfk_producer_t **out, char errbuf[static SVC_ERRBUF_LEN])
+svc_err_t kfk_producer_new(const kfk_producer_opts_t *o, kfk_producer_t **out,
+                           char errbuf[static SVC_ERRBUF_LEN])
 {
     char why[512];
     kfk_producer_t *p;
@@ -205,8 +207,8 @@ svc_err_t kfk_produce(kfk_producer_t *p, const kfk_message_t *m, char errbuf[sta
     rd_kafka_resp_err_t rc;
 
     if (m->topic == NULL || m->topic[0] == '\0' || m->n_headers > KFK_MAX_HEADERS) {
-        svc_errbuf_set(errbuf, "kafka: %s", m->n_headers > KFK_MAX_HEADERS
-                                                ? "too many headers" : "topic is required");
+        svc_errbuf_set(errbuf, "kafka: %s",
+                       m->n_headers > KFK_MAX_HEADERS ? "too many headers" : "topic is required");
         return SVC_EINVAL;
     }
     for (size_t i = 0; i < m->n_headers; i++) {
@@ -221,8 +223,7 @@ svc_err_t kfk_produce(kfk_producer_t *p, const kfk_message_t *m, char errbuf[sta
     learn_topic(p, m->topic);
     /* Counted before the call: a report may fire on the next poll. */
     atomic_fetch_add(&p->outstanding, 1);
-    rc = rd_kafka_producev(p->rk, RD_KAFKA_V_TOPIC(m->topic),
-                           RD_KAFKA_V_KEY(m->key, m->key_len),
+    rc = rd_kafka_producev(p->rk, RD_KAFKA_V_TOPIC(m->topic), RD_KAFKA_V_KEY(m->key, m->key_len),
                            RD_KAFKA_V_VALUE((void *)m->value, m->value_len),
                            RD_KAFKA_V_MSGFLAGS(RD_KAFKA_MSG_F_COPY), RD_KAFKA_V_HEADERS(h),
                            RD_KAFKA_V_OPAQUE(m->opaque), RD_KAFKA_V_END);

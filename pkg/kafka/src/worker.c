@@ -24,9 +24,9 @@
 
 struct kfk_worker {
     kfk_consumer_t *c;
-    kfk_handler_fn handler; /* the service's, with its ctx */
+    kfk_handler_fn handler;       /* the service's, with its ctx */
     const kfk_batch_ops_t *batch; /* the service's; NULL when none */
-    kfk_batch_ops_t ops;    /* forwarders to batch with ctx */
+    kfk_batch_ops_t ops;          /* forwarders to batch with ctx */
     void *ctx;
     pthread_t thread;
     char module[64];
@@ -121,8 +121,8 @@ static void *run(void *arg)
     return NULL;
 }
 
-svc_err_t kfk_worker_start(const kfk_consumer_opts_t *o, const char *log_module,
-                           kfk_worker_t **out, char errbuf[static SVC_ERRBUF_LEN])
+svc_err_t kfk_worker_start(const kfk_consumer_opts_t *o, const char *log_module, kfk_worker_t **out,
+                           char errbuf[static SVC_ERRBUF_LEN])
 {
     kfk_consumer_opts_t co = *o;
     kfk_worker_t *w;
@@ -255,4 +255,3 @@ char *kfk_worker_metrics_text(kfk_worker_t *w, const char *prefix)
         cap = need + 1024;
     }
 }
-

@@ -79,7 +79,8 @@ svc_err_t rmq__conn_check(rmq_conn_t *c, char errbuf[static SVC_ERRBUF_LEN])
     return SVC_EUNAVAIL;
 }
 
-svc_err_t rmq__conn_fail(rmq_conn_t *c, svc_err_t err, char errbuf[static SVC_ERRBUF_LEN], const char *fmt, ...)
+svc_err_t rmq__conn_fail(rmq_conn_t *c, svc_err_t err, char errbuf[static SVC_ERRBUF_LEN],
+                         const char *fmt, ...)
 {
     char why[SVC_ERRBUF_LEN], kv[128];
     va_list ap;
@@ -98,7 +99,8 @@ svc_err_t rmq__conn_fail(rmq_conn_t *c, svc_err_t err, char errbuf[static SVC_ER
     return err;
 }
 
-svc_err_t rmq__status(rmq_conn_t *c, int status, const char *what, char errbuf[static SVC_ERRBUF_LEN])
+svc_err_t rmq__status(rmq_conn_t *c, int status, const char *what,
+                      char errbuf[static SVC_ERRBUF_LEN])
 {
     if (status == AMQP_STATUS_OK)
         return SVC_OK;
@@ -112,13 +114,20 @@ svc_err_t rmq__status(rmq_conn_t *c, int status, const char *what, char errbuf[s
 static svc_err_t err_from_code(int code)
 {
     switch (code) {
-    case AMQP_NOT_FOUND:           return SVC_ENOTFOUND;
-    case AMQP_PRECONDITION_FAILED: return SVC_EPRECOND;
-    case AMQP_ACCESS_REFUSED:      return SVC_EPERM;
-    case AMQP_RESOURCE_LOCKED:     return SVC_EABORTED;
-    case AMQP_NOT_ALLOWED:         return SVC_EPERM;
-    case AMQP_RESOURCE_ERROR:      return SVC_EEXHAUSTED;
-    default:                       return SVC_EINTERNAL;
+    case AMQP_NOT_FOUND:
+        return SVC_ENOTFOUND;
+    case AMQP_PRECONDITION_FAILED:
+        return SVC_EPRECOND;
+    case AMQP_ACCESS_REFUSED:
+        return SVC_EPERM;
+    case AMQP_RESOURCE_LOCKED:
+        return SVC_EABORTED;
+    case AMQP_NOT_ALLOWED:
+        return SVC_EPERM;
+    case AMQP_RESOURCE_ERROR:
+        return SVC_EEXHAUSTED;
+    default:
+        return SVC_EINTERNAL;
     }
 }
 
@@ -183,7 +192,8 @@ static svc_err_t server_close(rmq_conn_t *c, const amqp_method_t *m, const char 
                           what, (unsigned)m->id);
 }
 
-svc_err_t rmq__reply(rmq_conn_t *c, amqp_rpc_reply_t r, const char *what, char errbuf[static SVC_ERRBUF_LEN])
+svc_err_t rmq__reply(rmq_conn_t *c, amqp_rpc_reply_t r, const char *what,
+                     char errbuf[static SVC_ERRBUF_LEN])
 {
     switch (r.reply_type) {
     case AMQP_RESPONSE_NORMAL:
@@ -198,7 +208,8 @@ svc_err_t rmq__reply(rmq_conn_t *c, amqp_rpc_reply_t r, const char *what, char e
     return rmq__conn_fail(c, SVC_EINTERNAL, errbuf, "%s: no reply", what);
 }
 
-svc_err_t rmq__unexpected_method(rmq_conn_t *c, const amqp_frame_t *f, char errbuf[static SVC_ERRBUF_LEN])
+svc_err_t rmq__unexpected_method(rmq_conn_t *c, const amqp_frame_t *f,
+                                 char errbuf[static SVC_ERRBUF_LEN])
 {
     amqp_method_t m = f->payload.method;
 
@@ -225,9 +236,9 @@ static void socket_bounds(amqp_socket_t *s, int io_timeout_ms)
 
 static svc_err_t login(rmq_conn_t *c, const rmq_conn_opts_t *o, char errbuf[static SVC_ERRBUF_LEN])
 {
-    amqp_table_entry_t prop = {.key = amqp_cstring_bytes("connection_name"),
-                               .value = {.kind = AMQP_FIELD_KIND_UTF8,
-                                         .value.bytes = amqp_cstring_bytes(c->name)}};
+    amqp_table_entry_t prop = {
+        .key = amqp_cstring_bytes("connection_name"),
+        .value = {.kind = AMQP_FIELD_KIND_UTF8, .value.bytes = amqp_cstring_bytes(c->name)}};
     amqp_table_t props = {.num_entries = 1, .entries = &prop};
     struct timeval hs = rmq__tv(o->connect_timeout_ms), io = rmq__tv(o->io_timeout_ms);
     amqp_rpc_reply_t r;
@@ -311,7 +322,8 @@ out:
     return SVC_OK;
 }
 
-svc_err_t rmq_conn_new(const rmq_conn_opts_t *o, rmq_conn_t **out, char errbuf[static SVC_ERRBUF_LEN])
+svc_err_t rmq_conn_new(const rmq_conn_opts_t *o, rmq_conn_t **out,
+                       char errbuf[static SVC_ERRBUF_LEN])
 {
     return rmq__conn_open(o, true, out, errbuf);
 }

@@ -14,10 +14,10 @@
 #define ID_MAX       256
 /* rmq_consumer_next waits in slices of this, serving the moves'
  * connection between them. */
-#define SLICE_MS     1000
+#define SLICE_MS 1000
 
 struct rmq_consumer {
-    rmq_conn_t *in;  /* consumes; no confirm mode (nothing is published here) */
+    rmq_conn_t *in; /* consumes; no confirm mode (nothing is published here) */
     /* Moves publish on a connection of their own: a confirm awaited on the
      * consuming channel would be interleaved with the deliveries that
      * prefetch keeps arriving there. */
@@ -33,7 +33,7 @@ typedef struct header_text {
 } header_text_t;
 
 struct rmq_delivery {
-    amqp_envelope_t env;      /* owns the body and the properties */
+    amqp_envelope_t env; /* owns the body and the properties */
     const rmq_consumer_t *owner;
     unsigned xdeath, retries;
     char message_id[ID_MAX], content_type[ID_MAX];
@@ -66,7 +66,8 @@ static svc_err_t start_consuming(rmq_conn_t *in, const rmq_topology_t *t, int pr
     return rmq__reply(in, amqp_get_rpc_reply(in->st), "basic.consume", errbuf);
 }
 
-svc_err_t rmq_consumer_new(const rmq_consumer_opts_t *o, rmq_consumer_t **out, char errbuf[static SVC_ERRBUF_LEN])
+svc_err_t rmq_consumer_new(const rmq_consumer_opts_t *o, rmq_consumer_t **out,
+                           char errbuf[static SVC_ERRBUF_LEN])
 {
     rmq_consumer_t *c = NULL;
     rmq_conn_opts_t mover = o->conn;
@@ -228,7 +229,8 @@ svc_err_t rmq_consumer_next(rmq_consumer_t *c, int timeout_ms, rmq_delivery_t **
     return err;
 }
 
-static svc_err_t check_owner(const rmq_consumer_t *c, const rmq_delivery_t *d, char errbuf[static SVC_ERRBUF_LEN])
+static svc_err_t check_owner(const rmq_consumer_t *c, const rmq_delivery_t *d,
+                             char errbuf[static SVC_ERRBUF_LEN])
 {
     if (d != NULL && d->owner == c)
         return SVC_OK;
@@ -264,7 +266,8 @@ static amqp_table_entry_t *copy_headers(const rmq_delivery_t *d, const amqp_tabl
  * job exists twice (here and there), never zero times: consumers dedupe on
  * message-id. */
 static svc_err_t move(rmq_consumer_t *c, rmq_delivery_t *d, const char *queue,
-                      const amqp_table_entry_t *extra, int n_extra, char errbuf[static SVC_ERRBUF_LEN])
+                      const amqp_table_entry_t *extra, int n_extra,
+                      char errbuf[static SVC_ERRBUF_LEN])
 {
     amqp_basic_properties_t p = d->env.message.properties;
     amqp_table_entry_t *headers;

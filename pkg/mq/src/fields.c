@@ -31,13 +31,27 @@ static bool bytes_prefix(amqp_bytes_t b, const char *prefix)
 bool rmq__field_int(const amqp_field_value_t *v, int64_t *out)
 {
     switch (v->kind) {
-    case AMQP_FIELD_KIND_I8:  *out = v->value.i8;  return true;
-    case AMQP_FIELD_KIND_U8:  *out = v->value.u8;  return true;
-    case AMQP_FIELD_KIND_I16: *out = v->value.i16; return true;
-    case AMQP_FIELD_KIND_U16: *out = v->value.u16; return true;
-    case AMQP_FIELD_KIND_I32: *out = v->value.i32; return true;
-    case AMQP_FIELD_KIND_U32: *out = v->value.u32; return true;
-    case AMQP_FIELD_KIND_I64: *out = v->value.i64; return true;
+    case AMQP_FIELD_KIND_I8:
+        *out = v->value.i8;
+        return true;
+    case AMQP_FIELD_KIND_U8:
+        *out = v->value.u8;
+        return true;
+    case AMQP_FIELD_KIND_I16:
+        *out = v->value.i16;
+        return true;
+    case AMQP_FIELD_KIND_U16:
+        *out = v->value.u16;
+        return true;
+    case AMQP_FIELD_KIND_I32:
+        *out = v->value.i32;
+        return true;
+    case AMQP_FIELD_KIND_U32:
+        *out = v->value.u32;
+        return true;
+    case AMQP_FIELD_KIND_I64:
+        *out = v->value.i64;
+        return true;
     /* A u64 above INT64_MAX is no count or status of ours: refused. */
     case AMQP_FIELD_KIND_U64:
         if (v->value.u64 > INT64_MAX)
@@ -180,9 +194,15 @@ static void render(render_t *r, const amqp_field_value_t *v, int depth)
             put(r, "%" PRIu64, v->value.u64);
         return;
     }
-    case AMQP_FIELD_KIND_F32: put(r, "%g", (double)v->value.f32); return;
-    case AMQP_FIELD_KIND_F64: put(r, "%g", v->value.f64); return;
-    case AMQP_FIELD_KIND_VOID: put(r, "void"); return;
+    case AMQP_FIELD_KIND_F32:
+        put(r, "%g", (double)v->value.f32);
+        return;
+    case AMQP_FIELD_KIND_F64:
+        put(r, "%g", v->value.f64);
+        return;
+    case AMQP_FIELD_KIND_VOID:
+        put(r, "void");
+        return;
     case AMQP_FIELD_KIND_ARRAY:
         put(r, "[");
         for (int k = 0; k < v->value.array.num_entries; k++) {
@@ -235,9 +255,8 @@ static bool name_matches(amqp_bytes_t key, const char *pattern)
     return rmq__bytes_eq(key, pattern);
 }
 
-amqp_table_entry_t *rmq__headers_edit(const amqp_table_t *h, const char *const *drop,
-                                      size_t n_drop, const amqp_table_entry_t *set, int n_set,
-                                      int *n_out)
+amqp_table_entry_t *rmq__headers_edit(const amqp_table_t *h, const char *const *drop, size_t n_drop,
+                                      const amqp_table_entry_t *set, int n_set, int *n_out)
 {
     int n_orig = h != NULL ? h->num_entries : 0, n = 0;
     amqp_table_entry_t *e = calloc((size_t)(n_orig + n_set) + 1, sizeof *e);

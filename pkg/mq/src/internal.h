@@ -16,9 +16,9 @@
 
 struct rmq_conn {
     amqp_connection_state_t st;
-    uint64_t next_seq;       /* delivery tag the broker gives the next publish */
+    uint64_t next_seq; /* delivery tag the broker gives the next publish */
     int io_timeout_ms;
-    bool confirm;            /* channel in confirm mode (publishing)           */
+    bool confirm; /* channel in confirm mode (publishing)           */
     /* A consumer's channel: when the broker closes it, the basic.consume
      * is gone with it, so the connection is failed rather than reopened
      * (a reopened channel would wait for deliveries that never come). */
@@ -35,17 +35,20 @@ svc_err_t rmq__conn_open(const rmq_conn_opts_t *o, bool confirm, rmq_conn_t **ou
 svc_err_t rmq__conn_check(rmq_conn_t *c, char errbuf[static SVC_ERRBUF_LEN]);
 /* Marks c dead (once: logs one warn line) and returns SVC_EUNAVAIL with the
  * reason in errbuf. */
-svc_err_t rmq__conn_fail(rmq_conn_t *c, svc_err_t err, char errbuf[static SVC_ERRBUF_LEN], const char *fmt, ...)
-    __attribute__((format(printf, 4, 5)));
+svc_err_t rmq__conn_fail(rmq_conn_t *c, svc_err_t err, char errbuf[static SVC_ERRBUF_LEN],
+                         const char *fmt, ...) __attribute__((format(printf, 4, 5)));
 /* The outcome of an RPC (what names it for errbuf). A channel error
  * (the broker closed the channel) reopens the channel and keeps c alive. */
-svc_err_t rmq__reply(rmq_conn_t *c, amqp_rpc_reply_t r, const char *what, char errbuf[static SVC_ERRBUF_LEN]);
+svc_err_t rmq__reply(rmq_conn_t *c, amqp_rpc_reply_t r, const char *what,
+                     char errbuf[static SVC_ERRBUF_LEN]);
 /* The outcome of a rabbitmq-c status code (AMQP_STATUS_*). */
-svc_err_t rmq__status(rmq_conn_t *c, int status, const char *what, char errbuf[static SVC_ERRBUF_LEN]);
+svc_err_t rmq__status(rmq_conn_t *c, int status, const char *what,
+                      char errbuf[static SVC_ERRBUF_LEN]);
 /* Handles a method frame that arrived while waiting for something else:
  * channel.close (answered, channel reopened: SVC_EUNAVAIL for the wait in
  * progress, c alive), connection.close (c dead). Other methods: SVC_OK. */
-svc_err_t rmq__unexpected_method(rmq_conn_t *c, const amqp_frame_t *f, char errbuf[static SVC_ERRBUF_LEN]);
+svc_err_t rmq__unexpected_method(rmq_conn_t *c, const amqp_frame_t *f,
+                                 char errbuf[static SVC_ERRBUF_LEN]);
 struct timeval rmq__tv(int ms);
 /* Milliseconds left until deadline_ms (svc_now_ms); 0 once past. */
 int rmq__ms_left(uint64_t deadline_ms);
@@ -76,8 +79,7 @@ void rmq__field_render(const amqp_field_value_t *v, char *out, size_t cap);
  * named in drop (a name ending in '*' is a prefix) and those set replaces,
  * then set. A calloc'ed array of *n_out entries, owned by caller (free());
  * the keys and values still point into h and set. NULL: out of memory. */
-amqp_table_entry_t *rmq__headers_edit(const amqp_table_t *h, const char *const *drop,
-                                      size_t n_drop, const amqp_table_entry_t *set, int n_set,
-                                      int *n_out);
+amqp_table_entry_t *rmq__headers_edit(const amqp_table_t *h, const char *const *drop, size_t n_drop,
+                                      const amqp_table_entry_t *set, int n_set, int *n_out);
 
 #endif /* RMQ_INTERNAL_H */

@@ -74,7 +74,8 @@ svc_err_t rmq_publish(rmq_conn_t *c, const rmq_topology_t *t, const rmq_message_
 }
 
 /* One frame before deadline_ms. SVC_ETIMEDOUT when none came. */
-static svc_err_t next_frame(rmq_conn_t *c, uint64_t deadline_ms, amqp_frame_t *f, char errbuf[static SVC_ERRBUF_LEN])
+static svc_err_t next_frame(rmq_conn_t *c, uint64_t deadline_ms, amqp_frame_t *f,
+                            char errbuf[static SVC_ERRBUF_LEN])
 {
     for (;;) {
         int left = rmq__ms_left(deadline_ms), st;
@@ -92,7 +93,8 @@ static svc_err_t next_frame(rmq_conn_t *c, uint64_t deadline_ms, amqp_frame_t *f
 
 /* The header and body frames that follow a basic.return: read and dropped
  * (the caller still has the message it published). */
-static svc_err_t skip_content(rmq_conn_t *c, uint64_t deadline_ms, char errbuf[static SVC_ERRBUF_LEN])
+static svc_err_t skip_content(rmq_conn_t *c, uint64_t deadline_ms,
+                              char errbuf[static SVC_ERRBUF_LEN])
 {
     amqp_frame_t f;
     uint64_t size, got = 0;
@@ -149,8 +151,8 @@ static svc_err_t wait_confirm(rmq_conn_t *c, uint64_t seq, char errbuf[static SV
             snprintf(returned, sizeof returned,
                      "unroutable: broker returned it: %d %.*s (exchange %.*s, key %.*s)",
                      r->reply_code, (int)r->reply_text.len, (const char *)r->reply_text.bytes,
-                     (int)r->exchange.len, (const char *)r->exchange.bytes,
-                     (int)r->routing_key.len, (const char *)r->routing_key.bytes);
+                     (int)r->exchange.len, (const char *)r->exchange.bytes, (int)r->routing_key.len,
+                     (const char *)r->routing_key.bytes);
             err = skip_content(c, deadline, errbuf);
             if (err != SVC_OK)
                 return err;

@@ -56,8 +56,8 @@ static svc_err_t check_queue_name(const char *queue, char errbuf[static SVC_ERRB
     return SVC_EINVAL;
 }
 
-svc_err_t rmq_queue_depth(rmq_conn_t *c, const char *queue, uint32_t *ready,
-                          uint32_t *consumers, char errbuf[static SVC_ERRBUF_LEN])
+svc_err_t rmq_queue_depth(rmq_conn_t *c, const char *queue, uint32_t *ready, uint32_t *consumers,
+                          char errbuf[static SVC_ERRBUF_LEN])
 {
     char what[RMQ_NAME_MAX + 32];
     amqp_queue_declare_ok_t *ok;
@@ -83,7 +83,8 @@ svc_err_t rmq_queue_depth(rmq_conn_t *c, const char *queue, uint32_t *ready,
     return err;
 }
 
-svc_err_t rmq_queue_purge(rmq_conn_t *c, const char *queue, uint32_t *purged, char errbuf[static SVC_ERRBUF_LEN])
+svc_err_t rmq_queue_purge(rmq_conn_t *c, const char *queue, uint32_t *purged,
+                          char errbuf[static SVC_ERRBUF_LEN])
 {
     char what[RMQ_NAME_MAX + 32];
     amqp_queue_purge_ok_t *ok;
@@ -276,7 +277,8 @@ svc_err_t rmq_browse_release(rmq_browse_t *b, char errbuf[static SVC_ERRBUF_LEN]
     return rmq__status(b->c, st, "basic.nack (release)", errbuf);
 }
 
-static svc_err_t check_held(const rmq_browse_t *b, const rmq_fetched_t *f, char errbuf[static SVC_ERRBUF_LEN])
+static svc_err_t check_held(const rmq_browse_t *b, const rmq_fetched_t *f,
+                            char errbuf[static SVC_ERRBUF_LEN])
 {
     if (f == NULL || f->owner != b) {
         svc_errbuf_set(errbuf, "rabbitmq browse: a message of another browse");
@@ -313,13 +315,15 @@ svc_err_t rmq_browse_ack(rmq_browse_t *b, rmq_fetched_t *f, char errbuf[static S
 }
 
 static const char *const replay_drop[] = {
-    RMQ_HDR_FINAL_REASON, RMQ_HDR_HTTP_STATUS, RMQ_HDR_ATTEMPTS, RMQ_HDR_DEAD_AT,
-    "x-death",            "x-first-death-*",   "x-last-death-*",
+    RMQ_HDR_FINAL_REASON, RMQ_HDR_HTTP_STATUS, RMQ_HDR_ATTEMPTS, RMQ_HDR_DEAD_AT, "x-death",
+    "x-first-death-*",    "x-last-death-*",
 };
 static const rmq_header_t replay_set[] = {{RMQ_HDR_RETRIES, "0"}};
 static const rmq_header_edit_t replay_edit = {
-    .drop = replay_drop, .n_drop = SVC_COUNTOF(replay_drop),
-    .set = replay_set,   .n_set = SVC_COUNTOF(replay_set),
+    .drop = replay_drop,
+    .n_drop = SVC_COUNTOF(replay_drop),
+    .set = replay_set,
+    .n_set = SVC_COUNTOF(replay_set),
 };
 
 const rmq_header_edit_t *rmq_header_edit_replay(void)
@@ -328,7 +332,8 @@ const rmq_header_edit_t *rmq_header_edit_replay(void)
 }
 
 svc_err_t rmq_browse_move(rmq_browse_t *b, rmq_fetched_t *f, const char *exchange,
-                          const char *routing_key, const rmq_header_edit_t *edit, char errbuf[static SVC_ERRBUF_LEN])
+                          const char *routing_key, const rmq_header_edit_t *edit,
+                          char errbuf[static SVC_ERRBUF_LEN])
 {
     static const rmq_header_edit_t none = {0};
     amqp_table_entry_t set[RMQ_MAX_HEADERS], *headers;
@@ -342,8 +347,10 @@ svc_err_t rmq_browse_move(rmq_browse_t *b, rmq_fetched_t *f, const char *exchang
         edit = &none;
     if (exchange == NULL || routing_key == NULL || edit->n_set > RMQ_MAX_HEADERS ||
         (edit->n_set > 0 && edit->set == NULL) || (edit->n_drop > 0 && edit->drop == NULL)) {
-        svc_errbuf_set(errbuf, "rabbitmq move: exchange and routing key are required; at most "
-                               "%d headers set", RMQ_MAX_HEADERS);
+        svc_errbuf_set(errbuf,
+                       "rabbitmq move: exchange and routing key are required; at most "
+                       "%d headers set",
+                       RMQ_MAX_HEADERS);
         return SVC_EINVAL;
     }
     for (size_t i = 0; i < edit->n_set; i++) {

@@ -14,8 +14,9 @@ svc_err_t rmq_topology_validate(const rmq_topology_t *t, char errbuf[static SVC_
 {
     size_t n = t->base != NULL ? strlen(t->base) : 0;
 
-    if (n == 0 || n > BASE_MAX || strspn(t->base, "abcdefghijklmnopqrstuvwxyz"
-                                                  "ABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789._-") != n) {
+    if (n == 0 || n > BASE_MAX ||
+        strspn(t->base, "abcdefghijklmnopqrstuvwxyz"
+                        "ABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789._-") != n) {
         svc_errbuf_set(errbuf, "rabbitmq topology: base must be 1..%d of [A-Za-z0-9._-]", BASE_MAX);
         return SVC_EINVAL;
     }
@@ -37,19 +38,27 @@ void rmq_topology_name(const rmq_topology_t *t, rmq_name_kind_t kind, unsigned t
                        char out[RMQ_NAME_MAX])
 {
     switch (kind) {
-    case RMQ_NAME_EXCHANGE: snprintf(out, RMQ_NAME_MAX, "%s", t->base); return;
-    case RMQ_NAME_WORK:     snprintf(out, RMQ_NAME_MAX, "%s.work", t->base); return;
-    case RMQ_NAME_TIER:     snprintf(out, RMQ_NAME_MAX, "%s.retry.%u", t->base, tier); return;
-    case RMQ_NAME_DEAD:     snprintf(out, RMQ_NAME_MAX, "%s.dead", t->base); return;
+    case RMQ_NAME_EXCHANGE:
+        snprintf(out, RMQ_NAME_MAX, "%s", t->base);
+        return;
+    case RMQ_NAME_WORK:
+        snprintf(out, RMQ_NAME_MAX, "%s.work", t->base);
+        return;
+    case RMQ_NAME_TIER:
+        snprintf(out, RMQ_NAME_MAX, "%s.retry.%u", t->base, tier);
+        return;
+    case RMQ_NAME_DEAD:
+        snprintf(out, RMQ_NAME_MAX, "%s.dead", t->base);
+        return;
     }
     out[0] = '\0';
 }
 
 static amqp_table_entry_t str_arg(const char *key, const char *value)
 {
-    amqp_table_entry_t e = {.key = amqp_cstring_bytes(key),
-                            .value = {.kind = AMQP_FIELD_KIND_UTF8,
-                                      .value.bytes = amqp_cstring_bytes(value)}};
+    amqp_table_entry_t e = {
+        .key = amqp_cstring_bytes(key),
+        .value = {.kind = AMQP_FIELD_KIND_UTF8, .value.bytes = amqp_cstring_bytes(value)}};
     return e;
 }
 
@@ -104,7 +113,8 @@ static svc_err_t declare_tiers(rmq_conn_t *c, const rmq_topology_t *t, const cha
     return err;
 }
 
-static svc_err_t declare_exchange(rmq_conn_t *c, const char *exchange, char errbuf[static SVC_ERRBUF_LEN])
+static svc_err_t declare_exchange(rmq_conn_t *c, const char *exchange,
+                                  char errbuf[static SVC_ERRBUF_LEN])
 {
     char what[RMQ_NAME_MAX + 32];
     svc_err_t err;
@@ -132,7 +142,8 @@ static void log_declared(const rmq_conn_t *c, const rmq_topology_t *t)
         svc_log_write(SVC_LOG_INFO, RMQ__LOG_MODULE, kv, "topology declared");
 }
 
-svc_err_t rmq_topology_declare(rmq_conn_t *c, const rmq_topology_t *t, char errbuf[static SVC_ERRBUF_LEN])
+svc_err_t rmq_topology_declare(rmq_conn_t *c, const rmq_topology_t *t,
+                               char errbuf[static SVC_ERRBUF_LEN])
 {
     char exchange[RMQ_NAME_MAX], work[RMQ_NAME_MAX], dead[RMQ_NAME_MAX];
     svc_err_t err = rmq_topology_validate(t, errbuf);

@@ -542,7 +542,8 @@ static svc_err_t set_top_level(ProtobufCAllocator *a, ProtobufCMessage *m,
 }
 
 svc_err_t pbj_set_path_param(ProtobufCMessage *msg, ProtobufCAllocator *alloc,
-                             const char *field_path, pbj_str_t value, char errbuf[static SVC_ERRBUF_LEN])
+                             const char *field_path, pbj_str_t value,
+                             char errbuf[static SVC_ERRBUF_LEN])
 {
     const ProtobufCFieldDescriptor *leaf;
     ProtobufCMessage *leaf_msg;

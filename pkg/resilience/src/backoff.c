@@ -131,8 +131,8 @@ static bool parse_imf_fixdate(const char *s, size_t len, int64_t *unix_s)
     int64_t day, year, hh, mm, ss;
     const char *mon;
 
-    if (len != 29 || s[3] != ',' || s[4] != ' ' || s[7] != ' ' || s[11] != ' ' ||
-        s[16] != ' ' || s[19] != ':' || s[22] != ':' || memcmp(s + 25, " GMT", 4) != 0)
+    if (len != 29 || s[3] != ',' || s[4] != ' ' || s[7] != ' ' || s[11] != ' ' || s[16] != ' ' ||
+        s[19] != ':' || s[22] != ':' || memcmp(s + 25, " GMT", 4) != 0)
         return false;
     if (!parse_digits(s + 5, 2, &day) || !parse_digits(s + 12, 4, &year) ||
         !parse_digits(s + 17, 2, &hh) || !parse_digits(s + 20, 2, &mm) ||
@@ -142,8 +142,7 @@ static bool parse_imf_fixdate(const char *s, size_t len, int64_t *unix_s)
         ;
     if (*mon == '\0' || day < 1 || day > 31 || hh > 23 || mm > 59 || ss > 60)
         return false;
-    *unix_s = days_from_civil(year, (mon - months) / 3 + 1, day) * 86400 + hh * 3600 + mm * 60 +
-              ss;
+    *unix_s = days_from_civil(year, (mon - months) / 3 + 1, day) * 86400 + hh * 3600 + mm * 60 + ss;
     return true;
 }
 

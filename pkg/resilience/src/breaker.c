@@ -20,10 +20,10 @@
 
 #include "internal.h"
 
-#define STATE_MASK 0xffull
-#define TRIAL_ONE (1ull << 8)
-#define EPOCH_SHIFT 32
-#define WHY_LEN 96
+#define STATE_MASK        0xffull
+#define TRIAL_ONE         (1ull << 8)
+#define EPOCH_SHIFT       32
+#define WHY_LEN           96
 #define HALF_OPEN_HINT_MS 1000u
 
 static rs_breaker_state_t w_state(uint64_t w)
@@ -222,8 +222,7 @@ rs__admit_t rs__breaker_admit(rs__breaker_t *b, uint32_t *epoch)
                 return RS__ADMIT_REJECT;
             }
             if (atomic_compare_exchange_weak_explicit(&b->word, &w, w + TRIAL_ONE,
-                                                      memory_order_acq_rel,
-                                                      memory_order_acquire)) {
+                                                      memory_order_acq_rel, memory_order_acquire)) {
                 atomic_store_explicit(&b->trial_since_ns, now, memory_order_relaxed);
                 *epoch = w_epoch(w);
                 return RS__ADMIT_TRIAL;
@@ -292,8 +291,8 @@ static void release_permit(rs__breaker_t *b)
     uint64_t w = atomic_load_explicit(&b->word, memory_order_relaxed);
 
     while (w_trials(w) > 0 &&
-           !atomic_compare_exchange_weak_explicit(&b->word, &w, w - TRIAL_ONE,
-                                                  memory_order_release, memory_order_relaxed))
+           !atomic_compare_exchange_weak_explicit(&b->word, &w, w - TRIAL_ONE, memory_order_release,
+                                                  memory_order_relaxed))
         ;
 }
 
@@ -325,8 +324,7 @@ static void settle_trial(rs__breaker_t *b, uint32_t epoch, rs__verdict_t v, uint
     pthread_mutex_unlock(&b->lock);
 }
 
-void rs__breaker_settle(rs__breaker_t *b, bool trial, uint32_t epoch, rs__verdict_t v,
-                        uint64_t now)
+void rs__breaker_settle(rs__breaker_t *b, bool trial, uint32_t epoch, rs__verdict_t v, uint64_t now)
 {
     if (trial)
         settle_trial(b, epoch, v, now);

@@ -35,11 +35,11 @@ enum {
 };
 
 #define MSG_LEN 320
-#define KV_LEN 512
+#define KV_LEN  512
 
 static const char *const reason_names[RS__REASON_COUNT] = {
-    "ok",       "retried",          "not-retryable", "not-idempotent", "attempts-exhausted",
-    "deadline", "budget-exhausted", "breaker-open",  "bulkhead-full",  "pushback",
+    "ok",        "retried",          "not-retryable", "not-idempotent", "attempts-exhausted",
+    "deadline",  "budget-exhausted", "breaker-open",  "bulkhead-full",  "pushback",
     "cancelled",
 };
 
@@ -86,15 +86,14 @@ bool rs_call_is_trial(const rs_call_t *c)
 
 /* ---- logging: one line per decision, never on the happy path ------------- */
 
-static void log_call(const rs_call_t *c, svc_log_level_t lvl, const char *decision,
-                     const char *why, svc_err_t err, const char *msg)
+static void log_call(const rs_call_t *c, svc_log_level_t lvl, const char *decision, const char *why,
+                     svc_err_t err, const char *msg)
 {
     char kv[KV_LEN], key[160];
 
     snprintf(kv, sizeof kv,
              " upstream=%s method=%s attempt=%u max_attempts=%u decision=%s reason=%s err=%s",
-             c->up->name, c->path, c->attempts, c->max_attempts, decision, why,
-             svc_err_name(err));
+             c->up->name, c->path, c->attempts, c->max_attempts, decision, why, svc_err_name(err));
     /* An outage makes every call fail alike: the first "fail" line of each
      * upstream, method and cause is written, then one a second with the count
      * left out (svc/core.h, "Repeated lines"). Retries are not limited: the
@@ -115,8 +114,7 @@ static const char *sep(const char *detail)
     return detail != NULL && detail[0] != '\0' ? " " : "";
 }
 
-static void log_retry(const rs_call_t *c, rs__cause_t cause, uint32_t delay_ms,
-                      const char *detail)
+static void log_retry(const rs_call_t *c, rs__cause_t cause, uint32_t delay_ms, const char *detail)
 {
     char msg[MSG_LEN];
 
@@ -132,8 +130,7 @@ static void log_retry(const rs_call_t *c, rs__cause_t cause, uint32_t delay_ms,
  * events: they go to debug, so a storm of 404s stays out of the log. */
 static svc_log_level_t fail_level(rs_reason_t r)
 {
-    return r == RS_REASON_NOT_RETRYABLE || r == RS_REASON_CANCELLED ? SVC_LOG_DEBUG
-                                                                      : SVC_LOG_WARN;
+    return r == RS_REASON_NOT_RETRYABLE || r == RS_REASON_CANCELLED ? SVC_LOG_DEBUG : SVC_LOG_WARN;
 }
 
 static void log_fail(const rs_call_t *c, const char *detail)
@@ -178,8 +175,8 @@ static void log_success(const rs_call_t *c)
 
     if (!svc_log_enabled(SVC_LOG_INFO))
         return;
-    snprintf(msg, sizeof msg, "%s succeeded (attempt %u/%u) after %u retr%s", c->path,
-             c->attempts, c->max_attempts, c->attempts - 1, c->attempts == 2 ? "y" : "ies");
+    snprintf(msg, sizeof msg, "%s succeeded (attempt %u/%u) after %u retr%s", c->path, c->attempts,
+             c->max_attempts, c->attempts - 1, c->attempts == 2 ? "y" : "ies");
     log_call(c, SVC_LOG_INFO, "done", rs_reason_name(c->reason), SVC_OK, msg);
 }
 
@@ -357,8 +354,8 @@ static rs_decision_t done(rs_call_t *c)
     return d;
 }
 
-static rs_decision_t retry(rs_call_t *c, rs__cause_t cause, uint32_t delay_ms,
-                           const char *detail, uint64_t now)
+static rs_decision_t retry(rs_call_t *c, rs__cause_t cause, uint32_t delay_ms, const char *detail,
+                           uint64_t now)
 {
     rs_decision_t d = {RS_RETRY, delay_ms, RS_REASON_RETRIED, c->last_err};
 
@@ -383,8 +380,8 @@ static bool next_delay(const rs_call_t *c, const rs_outcome_t *o, uint32_t *dela
     rs_upstream_t *u = c->up;
     uint64_t random = u->random.next(u->random.ctx);
 
-    *delay_ms = rs_backoff_ms(p->jitter, p->backoff_base_ms, p->backoff_cap_ms, c->attempts - 1,
-                              random);
+    *delay_ms =
+        rs_backoff_ms(p->jitter, p->backoff_base_ms, p->backoff_cap_ms, c->attempts - 1, random);
     if (o->pushback_ms < 0)
         return true;
     if (o->pushback_ms > (int64_t)u->max_pushback_ms)
@@ -439,7 +436,7 @@ rs_decision_t rs_call_end_attempt(rs_call_t *c, const rs_outcome_t *o)
     cls = rs__classify(o, own_timer, c->m->policy.retry_on);
     c->last_err = o->err;
     c->verdict = (uint8_t)cls.verdict;
-    c->pushback_ms = o->pushback_ms <= 0          ? 0
+    c->pushback_ms = o->pushback_ms <= 0           ? 0
                      : o->pushback_ms > UINT32_MAX ? UINT32_MAX
                                                    : (uint32_t)o->pushback_ms;
     if (o->err == SVC_OK)

@@ -31,8 +31,8 @@
 /* Hot counters are spread over this many cache-line-aligned shards, one per
  * thread (round robin), so that threads calling the same upstream do not
  * fight over one cache line; readers sum the shards. */
-#define RS__SHARDS 16u
-#define RS__CACHELINE 64u
+#define RS__SHARDS         16u
+#define RS__CACHELINE      64u
 #define RS__WINDOW_BUCKETS 10u
 
 /* Latency histogram buckets (metrics.c has the bounds), plus +Inf. */
@@ -59,12 +59,12 @@ typedef enum rs__verdict {
 
 /* ---- policy.c ---------------------------------------------------------- */
 struct rs__method {
-    char *path;          /* owned */
+    char *path; /* owned */
     size_t len;
     char label[RS_NAME_MAX + 1];
-    rs_policy_t policy;  /* fully resolved: no 0 fields */
+    rs_policy_t policy; /* fully resolved: no 0 fields */
     rs_idempotency_t idempotency;
-    uint32_t index;      /* row in the metrics arrays; n_methods = "other" */
+    uint32_t index; /* row in the metrics arrays; n_methods = "other" */
 };
 
 typedef struct rs__class {
@@ -72,7 +72,8 @@ typedef struct rs__class {
     rs__cause_t cause; /* RS__CAUSE_NONE: not retryable */
 } rs__class_t;
 
-svc_err_t rs__methods_build(rs_upstream_t *u, const rs_upstream_opts_t *o, char errbuf[static SVC_ERRBUF_LEN]);
+svc_err_t rs__methods_build(rs_upstream_t *u, const rs_upstream_opts_t *o,
+                            char errbuf[static SVC_ERRBUF_LEN]);
 void rs__methods_free(rs_upstream_t *u);
 const struct rs__method *rs__method_lookup(const rs_upstream_t *u, const char *path);
 bool rs__idempotent_by_name(const char *path);
@@ -111,9 +112,9 @@ typedef struct rs__breaker {
     _Alignas(RS__CACHELINE) _Atomic uint32_t consecutive;
     _Alignas(RS__CACHELINE) pthread_mutex_t lock; /* serialises transitions */
     bool lock_ready;
-    uint32_t trial_successes;                     /* under lock */
-    rs__window_t calls, fails;                    /* ratio mode only */
-    _Atomic uint64_t transitions[3][3];           /* [from][to] */
+    uint32_t trial_successes;           /* under lock */
+    rs__window_t calls, fails;          /* ratio mode only */
+    _Atomic uint64_t transitions[3][3]; /* [from][to] */
     rs_breaker_opts_t o;
     const char *name;
     const svc_clock_t *clock;
@@ -154,8 +155,7 @@ bool rs__budget_withdraw(rs__budget_t *b, uint64_t now_ns);
 uint64_t rs__budget_remaining(const rs__budget_t *b, uint64_t now_ns);
 /* The allowance now and the retries spent in the window; false when no
  * budget is configured (both left untouched). */
-bool rs__budget_read(const rs__budget_t *b, uint64_t now_ns, uint64_t *allowance,
-                     uint64_t *used);
+bool rs__budget_read(const rs__budget_t *b, uint64_t now_ns, uint64_t *allowance, uint64_t *used);
 
 /* ---- bulkhead.c -------------------------------------------------------- */
 typedef struct rs__gauge_shard {
@@ -225,10 +225,10 @@ void rs__stats_totals(const rs_upstream_t *u, rs__totals_t *out);
 /* Ring sizes of the live page (docs/resilience.md, "The live page"): enough
  * for what led up to a trip and a few cooldown cycles; the page keeps what
  * it has seen, so a ring only has to outlast one poll. */
-#define RS__JOURNAL_DECISIONS 32u
+#define RS__JOURNAL_DECISIONS   32u
 #define RS__JOURNAL_TRANSITIONS 16u
-#define RS__JOURNAL_DETAIL_LEN 128u /* the transport's text, cut and ASCII-only */
-#define RS__JOURNAL_WHY_LEN 96u     /* "after 5 consecutive failures" */
+#define RS__JOURNAL_DETAIL_LEN  128u /* the transport's text, cut and ASCII-only */
+#define RS__JOURNAL_WHY_LEN     96u  /* "after 5 consecutive failures" */
 
 typedef enum rs__decided {
     RS__DECIDED_RETRY,  /* why: rs__cause_t */
@@ -240,16 +240,16 @@ typedef enum rs__decided {
 /* One decision, or a run of identical ones folded together (an open
  * breaker rejects every call alike: one row "x 500", not 32 rows). */
 typedef struct rs__decision_rec {
-    uint64_t seq;     /* 1, 2, ... per upstream; 0: an empty slot */
-    uint64_t at_ns;   /* the first of the run, upstream clock; 0: not read yet */
-    uint32_t repeat;  /* decisions in the run, >= 1, but for those folded lock-free */
+    uint64_t seq;         /* 1, 2, ... per upstream; 0: an empty slot */
+    uint64_t at_ns;       /* the first of the run, upstream clock; 0: not read yet */
+    uint32_t repeat;      /* decisions in the run, >= 1, but for those folded lock-free */
     uint64_t folded_base; /* journal's lock-free folds when written (the newest's repeat
                              is repeat + folds since) */
-    uint32_t method;  /* row of the method table (n_methods: "other") */
+    uint32_t method;      /* row of the method table (n_methods: "other") */
     uint32_t attempt, max_attempts;
     uint32_t delay_ms; /* retries */
     svc_err_t err;
-    uint8_t kind;     /* rs__decided_t */
+    uint8_t kind; /* rs__decided_t */
     uint8_t why;
     char detail[RS__JOURNAL_DETAIL_LEN];
 } rs__decision_rec_t;
@@ -263,10 +263,10 @@ typedef struct rs__transition_rec {
 
 /* What the renderer copies out in one go. */
 typedef struct rs__journal_data {
-    uint64_t decisions;   /* every decision recorded, folded ones included */
-    uint64_t records;     /* decision records written (the last seq) */
-    uint64_t transitions; /* transition records written */
-    rs__decision_rec_t d[RS__JOURNAL_DECISIONS];     /* ring: seq - 1 mod size */
+    uint64_t decisions;                          /* every decision recorded, folded ones included */
+    uint64_t records;                            /* decision records written (the last seq) */
+    uint64_t transitions;                        /* transition records written */
+    rs__decision_rec_t d[RS__JOURNAL_DECISIONS]; /* ring: seq - 1 mod size */
     rs__transition_rec_t t[RS__JOURNAL_TRANSITIONS];
 } rs__journal_data_t;
 
@@ -281,7 +281,7 @@ typedef struct rs__journal {
      * thread's shard: no lock and no cache line two threads write, so fast
      * rejections stay fast. Written under the lock only. */
     _Alignas(RS__CACHELINE) _Atomic uint64_t run_key;
-    rs__gauge_shard_t folded[RS__SHARDS]; /* lock-free folds, ever (monotonic) */
+    rs__gauge_shard_t folded[RS__SHARDS];            /* lock-free folds, ever (monotonic) */
     _Alignas(RS__CACHELINE) rs__journal_data_t data; /* under lock */
 } rs__journal_t;
 
@@ -317,13 +317,13 @@ struct rs_upstream {
     char name[RS_NAME_MAX + 1];
     struct rs__method *methods; /* n_methods rows + "other" */
     size_t n_methods;
-    rs__mstats_t *stats;        /* [RS__SHARDS][n_methods + 1] */
+    rs__mstats_t *stats; /* [RS__SHARDS][n_methods + 1] */
     uint32_t min_attempt_ms, max_pushback_ms;
     const svc_clock_t *clock;
     rs_random_t random;
     rs_sleep_fn sleep;
     void *sleep_ctx;
-    rs__journal_t journal;      /* the live page's rings (journal.c) */
+    rs__journal_t journal; /* the live page's rings (journal.c) */
 };
 
 static inline uint64_t rs__now(const rs_upstream_t *u)

@@ -19,16 +19,15 @@ _Static_assert(RS__HIST_N == SVC_LATENCY_BUCKETS, "svc/core.h's buckets");
 #define hist_le svc_latency_le
 
 /* The reasons for which a retry can be refused, and a call rejected. */
-static const rs_reason_t denial_reasons[] = {
-    RS_REASON_NOT_IDEMPOTENT, RS_REASON_ATTEMPTS_EXHAUSTED, RS_REASON_DEADLINE,
-    RS_REASON_BUDGET_EXHAUSTED, RS_REASON_BREAKER_OPEN,     RS_REASON_BULKHEAD_FULL,
-    RS_REASON_PUSHBACK};
+static const rs_reason_t denial_reasons[] = {RS_REASON_NOT_IDEMPOTENT, RS_REASON_ATTEMPTS_EXHAUSTED,
+                                             RS_REASON_DEADLINE,       RS_REASON_BUDGET_EXHAUSTED,
+                                             RS_REASON_BREAKER_OPEN,   RS_REASON_BULKHEAD_FULL,
+                                             RS_REASON_PUSHBACK};
 static const rs_reason_t rejection_reasons[] = {RS_REASON_BREAKER_OPEN, RS_REASON_BULKHEAD_FULL};
-static const rs_breaker_state_t transitions[][2] = {
-    {RS_BREAKER_CLOSED, RS_BREAKER_OPEN},
-    {RS_BREAKER_OPEN, RS_BREAKER_HALF_OPEN},
-    {RS_BREAKER_HALF_OPEN, RS_BREAKER_CLOSED},
-    {RS_BREAKER_HALF_OPEN, RS_BREAKER_OPEN}};
+static const rs_breaker_state_t transitions[][2] = {{RS_BREAKER_CLOSED, RS_BREAKER_OPEN},
+                                                    {RS_BREAKER_OPEN, RS_BREAKER_HALF_OPEN},
+                                                    {RS_BREAKER_HALF_OPEN, RS_BREAKER_CLOSED},
+                                                    {RS_BREAKER_HALF_OPEN, RS_BREAKER_OPEN}};
 
 rs__mstats_t *rs__stats(const rs_upstream_t *u, const struct rs__method *m)
 {
@@ -174,8 +173,7 @@ static void put_histogram(out_t *o, const char *labels, const snap_t *s)
     put(o, PREFIX "call_duration_seconds_bucket{%s,le=\"+Inf\"} %llu\n", labels,
         (unsigned long long)cumulative);
     put(o, PREFIX "call_duration_seconds_sum{%s} %.9f\n", labels, (double)s->hist_sum_ns / 1e9);
-    put(o, PREFIX "call_duration_seconds_count{%s} %llu\n", labels,
-        (unsigned long long)cumulative);
+    put(o, PREFIX "call_duration_seconds_count{%s} %llu\n", labels, (unsigned long long)cumulative);
 }
 
 static void put_method_families(out_t *o, rs_upstream_t *const *ups, size_t n)
@@ -207,8 +205,7 @@ static void put_upstream_families(out_t *o, rs_upstream_t *const *ups, size_t n)
             (long long)rs__bulkhead_in_flight(&ups[i]->bulkhead));
     family(o, "bulkhead_limit", "gauge", "Bulkhead size: concurrent calls allowed; 0 = no limit.");
     for (size_t i = 0; i < n; i++)
-        put(o, PREFIX "bulkhead_limit{upstream=\"%s\"} %u\n", ups[i]->name,
-            ups[i]->bulkhead.limit);
+        put(o, PREFIX "bulkhead_limit{upstream=\"%s\"} %u\n", ups[i]->name, ups[i]->bulkhead.limit);
     family(o, "breaker_state", "gauge", "1 for the breaker's current state, 0 for the others.");
     for (size_t i = 0; i < n; i++) {
         rs_breaker_state_t st = rs__breaker_state(&ups[i]->breaker);
@@ -240,8 +237,7 @@ static void put_budget(out_t *o, rs_upstream_t *const *ups, size_t n)
     }
 }
 
-svc_err_t rs_metrics_render(rs_upstream_t *const *ups, size_t n, char *buf, size_t cap,
-                            size_t *len)
+svc_err_t rs_metrics_render(rs_upstream_t *const *ups, size_t n, char *buf, size_t cap, size_t *len)
 {
     out_t o = svc_text_on(buf, cap);
 

@@ -133,7 +133,8 @@ static void inherit(rs_policy_t *p, const rs_policy_t *from)
         p->retry_on = from->retry_on;
 }
 
-static svc_err_t check_policy(const rs_policy_t *p, const char *where, char errbuf[static SVC_ERRBUF_LEN])
+static svc_err_t check_policy(const rs_policy_t *p, const char *where,
+                              char errbuf[static SVC_ERRBUF_LEN])
 {
     if (p->max_attempts < 1 || p->max_attempts > RS_MAX_ATTEMPTS_LIMIT) {
         svc_errbuf_set(errbuf, "%s: max_attempts %u not in 1..%u", where, p->max_attempts,
@@ -243,21 +244,22 @@ static svc_err_t build_row(rs_upstream_t *u, size_t i, const rs_method_t *row,
 
 static rs_policy_t builtin_defaults(void)
 {
-    rs_policy_t p = {RS_DEFAULT_ATTEMPT_TIMEOUT_MS, RS_DEFAULT_MAX_ATTEMPTS,
-                     RS_DEFAULT_BACKOFF_BASE_MS,    RS_DEFAULT_BACKOFF_CAP_MS,
-                     RS_JITTER_FULL,                RS_RETRY_DEFAULT};
+    rs_policy_t p = {
+        RS_DEFAULT_ATTEMPT_TIMEOUT_MS, RS_DEFAULT_MAX_ATTEMPTS, RS_DEFAULT_BACKOFF_BASE_MS,
+        RS_DEFAULT_BACKOFF_CAP_MS,     RS_JITTER_FULL,          RS_RETRY_DEFAULT};
     return p;
 }
 
-svc_err_t rs__methods_build(rs_upstream_t *u, const rs_upstream_opts_t *o, char errbuf[static SVC_ERRBUF_LEN])
+svc_err_t rs__methods_build(rs_upstream_t *u, const rs_upstream_opts_t *o,
+                            char errbuf[static SVC_ERRBUF_LEN])
 {
     rs_policy_t defaults = o->policy, builtin = builtin_defaults();
     struct rs__method *other;
     svc_err_t err;
 
     if (o->n_methods > RS_MAX_METHODS || (o->n_methods > 0 && o->methods == NULL)) {
-        svc_errbuf_set(errbuf, "n_methods %zu: at most %u, and methods must be set",
-                       o->n_methods, RS_MAX_METHODS);
+        svc_errbuf_set(errbuf, "n_methods %zu: at most %u, and methods must be set", o->n_methods,
+                       RS_MAX_METHODS);
         return SVC_EINVAL;
     }
     inherit(&defaults, &builtin);

@@ -18,7 +18,7 @@
 #include "internal.h"
 
 typedef svc_text_t out_t;
-#define put svc_text_printf
+#define put    svc_text_printf
 #define ULL(x) ((unsigned long long)(x))
 
 static const char *const decided_names[] = {"retry", "done", "fail", "reject"};
@@ -78,8 +78,8 @@ static void put_transitions(out_t *o, const rs__journal_data_t *j, uint64_t now,
     put(o, "]");
 }
 
-static void put_breaker(out_t *o, const rs_upstream_t *u, const rs__journal_data_t *j,
-                        uint64_t now, uint64_t wall)
+static void put_breaker(out_t *o, const rs_upstream_t *u, const rs__journal_data_t *j, uint64_t now,
+                        uint64_t wall)
 {
     const rs__breaker_t *b = &u->breaker;
 
@@ -104,7 +104,8 @@ static void put_counters(out_t *o, rs_upstream_t *u, uint64_t now)
         "\"rejected\":%llu},",
         ULL(t.calls), ULL(t.originals), ULL(t.attempts), ULL(t.retries), ULL(t.rejected));
     if (rs__budget_read(&u->budget, now, &allowance, &spent))
-        put(o, "\"budget\":{\"remaining\":%llu,\"allowance\":%llu,\"spent\":%llu,\"window_ms\":%llu},",
+        put(o,
+            "\"budget\":{\"remaining\":%llu,\"allowance\":%llu,\"spent\":%llu,\"window_ms\":%llu},",
             ULL(spent < allowance ? allowance - spent : 0), ULL(allowance), ULL(spent),
             ULL(u->budget.retries.bucket_ns * RS__WINDOW_BUCKETS / SVC_NS_PER_MS));
     else
@@ -130,13 +131,13 @@ static void put_decision(out_t *o, const rs_upstream_t *u, const rs__decision_re
     put(o, "}");
 }
 
-static void put_decisions(out_t *o, rs_upstream_t *u, const rs__journal_data_t *j,
-                          uint64_t now, uint64_t wall)
+static void put_decisions(out_t *o, rs_upstream_t *u, const rs__journal_data_t *j, uint64_t now,
+                          uint64_t wall)
 {
     uint64_t first = ring_first(j->records, RS__JOURNAL_DECISIONS);
 
-    put(o, "\"decisions_total\":%llu,\"decisions_dropped\":%llu,\"decisions\":[",
-        ULL(j->decisions), ULL(atomic_load_explicit(&u->journal.dropped, memory_order_relaxed)));
+    put(o, "\"decisions_total\":%llu,\"decisions_dropped\":%llu,\"decisions\":[", ULL(j->decisions),
+        ULL(atomic_load_explicit(&u->journal.dropped, memory_order_relaxed)));
     for (uint64_t seq = first; seq <= j->records; seq++) {
         if (seq > first)
             put(o, ",");
@@ -176,8 +177,7 @@ svc_err_t rs__snapshot_json_at(rs_upstream_t *const *ups, size_t n, uint64_t wal
     return svc_text_end(&o, len);
 }
 
-svc_err_t rs_snapshot_json(rs_upstream_t *const *ups, size_t n, char *buf, size_t cap,
-                           size_t *len)
+svc_err_t rs_snapshot_json(rs_upstream_t *const *ups, size_t n, char *buf, size_t cap, size_t *len)
 {
     return rs__snapshot_json_at(ups, n, wall_now_ms(), buf, cap, len);
 }

@@ -101,7 +101,8 @@ static svc_err_t alloc_stats(rs_upstream_t *u)
     return SVC_OK;
 }
 
-svc_err_t rs_upstream_new(const rs_upstream_opts_t *o, rs_upstream_t **out, char errbuf[static SVC_ERRBUF_LEN])
+svc_err_t rs_upstream_new(const rs_upstream_opts_t *o, rs_upstream_t **out,
+                          char errbuf[static SVC_ERRBUF_LEN])
 {
     rs_upstream_opts_t r;
     rs_upstream_t *u;

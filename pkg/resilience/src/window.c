@@ -121,8 +121,8 @@ uint64_t rs__window_sum(const rs__window_t *w, uint64_t now_ns)
     current = (uint32_t)bucket_of(w, now_ns);
     for (uint32_t s = 0; s < w->shards; s++) {
         for (uint32_t i = 0; i < RS__WINDOW_BUCKETS; i++) {
-            uint64_t v = atomic_load_explicit(&w->cells[(size_t)s * w->stride + i],
-                                              memory_order_relaxed);
+            uint64_t v =
+                atomic_load_explicit(&w->cells[(size_t)s * w->stride + i], memory_order_relaxed);
             if ((uint32_t)(current - (uint32_t)(v >> 32)) < RS__WINDOW_BUCKETS)
                 sum += v & COUNT_MASK;
         }

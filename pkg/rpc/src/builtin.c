@@ -48,13 +48,13 @@ struct bcall {
     grpc_byte_buffer *in, *out;
     grpc_slice details;
     btag_t tag[OP__COUNT];
-    int outstanding;     /* batches started and not completed (the request not counted) */
-    int cancelled;       /* from the close                                            */
+    int outstanding; /* batches started and not completed (the request not counted) */
+    int cancelled;   /* from the close                                            */
     bool closed, sent_initial, status_sent, send_busy, dirty, ending;
-    bool watching;       /* a watch that has its request (and counts in n_watch)      */
-    int code;            /* the status sent                                           */
-    int last;            /* a watch: the status it sent last                          */
-    char service[256];   /* a watch: the name watched                                 */
+    bool watching;     /* a watch that has its request (and counts in n_watch)      */
+    int code;          /* the status sent                                           */
+    int last;          /* a watch: the status it sent last                          */
+    char service[256]; /* a watch: the name watched                                 */
     uint64_t started_ns;
     bcall_t *prev, *next; /* the active list */
 };
@@ -231,13 +231,12 @@ static void serve_reflect(bcall_t *c)
     if (grpc_byte_buffer_reader_init(&r, c->in)) {
         in = grpc_byte_buffer_reader_readall(&r);
         grpc_byte_buffer_reader_destroy(&r);
-        answer = rpc__reflect_answer(c->b->reflect, GRPC_SLICE_START_PTR(in),
-                                     GRPC_SLICE_LENGTH(in), &len);
+        answer = rpc__reflect_answer(c->b->reflect, GRPC_SLICE_START_PTR(in), GRPC_SLICE_LENGTH(in),
+                                     &len);
         grpc_slice_unref(in);
     }
     if (answer == NULL) {
-        start_send(c, NULL, true, GRPC_STATUS_INVALID_ARGUMENT,
-                   "not a ServerReflectionRequest");
+        start_send(c, NULL, true, GRPC_STATUS_INVALID_ARGUMENT, "not a ServerReflectionRequest");
         return;
     }
     out = grpc_slice_new(answer, len, free);
@@ -313,7 +312,8 @@ static void on_arrival(bcall_t *c, bool ok)
     if (stopping(b))
         start_send(c, NULL, true, GRPC_STATUS_UNAVAILABLE, "server shutting down");
     else if (b->n_active > RPC_BUILTIN_MAX_CALLS)
-        start_send(c, NULL, true, GRPC_STATUS_RESOURCE_EXHAUSTED, "too many health/reflection calls");
+        start_send(c, NULL, true, GRPC_STATUS_RESOURCE_EXHAUSTED,
+                   "too many health/reflection calls");
     else
         start_recv(c);
 }
@@ -390,8 +390,8 @@ static void arm(rpc__builtin_t *b, int kind)
     for (int op = 0; op < OP__COUNT; op++)
         c->tag[op] = (btag_t){c, (op_t)op};
     grpc_metadata_array_init(&c->md);
-    if (grpc_server_request_registered_call(b->bo.server, b->handle[kind], &c->call,
-                                            &c->deadline, &c->md, NULL, b->cq, b->cq,
+    if (grpc_server_request_registered_call(b->bo.server, b->handle[kind], &c->call, &c->deadline,
+                                            &c->md, NULL, b->cq, b->cq,
                                             &c->tag[OP_REQUEST]) != GRPC_CALL_OK) {
         c->call = NULL;
         free_call(c);
@@ -479,8 +479,8 @@ static svc_err_t register_methods(rpc__builtin_t *b, char errbuf[static SVC_ERRB
     for (int k = 0; k < RPC__BUILTIN_COUNT; k++) {
         if (k == RPC__BUILTIN_REFLECT && !reflect)
             continue;
-        b->handle[k] = grpc_server_register_method(b->bo.server, rpc__builtin_methods[k].path,
-                                                   NULL, GRPC_SRM_PAYLOAD_NONE, 0);
+        b->handle[k] = grpc_server_register_method(b->bo.server, rpc__builtin_methods[k].path, NULL,
+                                                   GRPC_SRM_PAYLOAD_NONE, 0);
         if (b->handle[k] == NULL) {
             svc_errbuf_set(errbuf, "cannot register %s", rpc__builtin_methods[k].path);
             return SVC_EINTERNAL;
@@ -489,7 +489,8 @@ static svc_err_t register_methods(rpc__builtin_t *b, char errbuf[static SVC_ERRB
     return SVC_OK;
 }
 
-svc_err_t rpc__builtin_new(const rpc__builtin_opts_t *bo, rpc__builtin_t **out, char errbuf[static SVC_ERRBUF_LEN])
+svc_err_t rpc__builtin_new(const rpc__builtin_opts_t *bo, rpc__builtin_t **out,
+                           char errbuf[static SVC_ERRBUF_LEN])
 {
     rpc__builtin_t *b = calloc(1, sizeof *b);
     svc_err_t err;
@@ -505,8 +506,8 @@ svc_err_t rpc__builtin_new(const rpc__builtin_opts_t *bo, rpc__builtin_t **out, 
         err = rpc__reflect_new(bo->o->descriptor_set, bo->o->descriptor_set_len,
                                (const char *const *)b->names, b->n_names, &b->reflect, errbuf);
     if (err == SVC_OK) {
-        b->health = rpc__health_new(bo->o->health, bo->o->health_ctx,
-                                    (const char *const *)b->names, b->n_names, bo->mod);
+        b->health = rpc__health_new(bo->o->health, bo->o->health_ctx, (const char *const *)b->names,
+                                    b->n_names, bo->mod);
         if (b->health == NULL)
             err = SVC_ENOMEM;
     }

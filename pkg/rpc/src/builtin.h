@@ -23,19 +23,20 @@ enum { RPC__BUILTIN_CHECK, RPC__BUILTIN_WATCH, RPC__BUILTIN_REFLECT, RPC__BUILTI
 extern const rpc__stats_method_t rpc__builtin_methods[RPC__BUILTIN_COUNT];
 
 typedef struct rpc__builtin_opts {
-    grpc_server *server;       /* not started yet                                */
-    const rpc_server_opts_t *o; /* health, descriptor_set                        */
+    grpc_server *server;         /* not started yet                                */
+    const rpc_server_opts_t *o;  /* health, descriptor_set                        */
     const rpc_method_t *methods; /* the table: its services are the health names */
     size_t n_methods;
-    rpc__stats_t *stats;       /* rows: RPC__BUILTIN_* at first_row               */
+    rpc__stats_t *stats; /* rows: RPC__BUILTIN_* at first_row               */
     size_t shard, first_row;
     const atomic_bool *stopping; /* the server's: set when shutdown begins        */
-    const char *mod;           /* log module                                      */
+    const char *mod;             /* log module                                      */
 } rpc__builtin_opts_t;
 
 /* Registers the methods and the thread's queue on the server (before
  * grpc_server_start). Nothing runs yet. */
-svc_err_t rpc__builtin_new(const rpc__builtin_opts_t *bo, rpc__builtin_t **out, char errbuf[static SVC_ERRBUF_LEN]);
+svc_err_t rpc__builtin_new(const rpc__builtin_opts_t *bo, rpc__builtin_t **out,
+                           char errbuf[static SVC_ERRBUF_LEN]);
 /* After grpc_server_start: asks for the first calls and starts the thread. */
 svc_err_t rpc__builtin_start(rpc__builtin_t *b, char errbuf[static SVC_ERRBUF_LEN]);
 /* After grpc_server_shutdown_and_notify (stopping set): the thread ends its
@@ -54,7 +55,6 @@ void rpc__health_free(rpc__health_t *h);
 /* HealthCheckResponse.ServingStatus of service now (SERVICE_UNKNOWN for a
  * name not served). Asks the callback when its answer is older than
  * max_age_ns (0: always); logs each change of the server's status once. */
-int rpc__health_status(rpc__health_t *h, const char *service, bool stopping,
-                       uint64_t max_age_ns);
+int rpc__health_status(rpc__health_t *h, const char *service, bool stopping, uint64_t max_age_ns);
 
 #endif

@@ -67,7 +67,8 @@ static bool is_replicated(const char *target)
 }
 
 #define REPLICA_SERVICE_CONFIG                                                                     \
-    "{\"loadBalancingConfig\":[{\"round_robin\":{}}],\"healthCheckConfig\":{\"serviceName\":\"\"}}"
+    "{\"loadBalancingConfig\":[{\"round_robin\":{}}],\"healthCheckConfig\":{\"serviceName\":\"\"}" \
+    "}"
 
 grpc_channel *rpc_channel_new(const char *target, const rpc_channel_opts_t *o)
 {
@@ -83,13 +84,17 @@ grpc_channel *rpc_channel_new(const char *target, const rpc_channel_opts_t *o)
     }
     /* gRPC's default reconnect backoff (1 s growing to 120 s) keeps a
      * restarted dependency unused for many seconds; see platform notes §3. */
-    args[0] = (grpc_arg){GRPC_ARG_INTEGER, (char *)GRPC_ARG_INITIAL_RECONNECT_BACKOFF_MS,
+    args[0] = (grpc_arg){GRPC_ARG_INTEGER,
+                         (char *)GRPC_ARG_INITIAL_RECONNECT_BACKOFF_MS,
                          {.integer = o->initial_reconnect_ms}};
-    args[1] = (grpc_arg){GRPC_ARG_INTEGER, (char *)GRPC_ARG_MAX_RECONNECT_BACKOFF_MS,
+    args[1] = (grpc_arg){GRPC_ARG_INTEGER,
+                         (char *)GRPC_ARG_MAX_RECONNECT_BACKOFF_MS,
                          {.integer = o->max_reconnect_ms}};
-    args[2] = (grpc_arg){GRPC_ARG_INTEGER, (char *)GRPC_ARG_MAX_RECEIVE_MESSAGE_LENGTH,
+    args[2] = (grpc_arg){GRPC_ARG_INTEGER,
+                         (char *)GRPC_ARG_MAX_RECEIVE_MESSAGE_LENGTH,
                          {.integer = o->max_message_bytes}};
-    args[3] = (grpc_arg){GRPC_ARG_INTEGER, (char *)GRPC_ARG_MAX_SEND_MESSAGE_LENGTH,
+    args[3] = (grpc_arg){GRPC_ARG_INTEGER,
+                         (char *)GRPC_ARG_MAX_SEND_MESSAGE_LENGTH,
                          {.integer = o->max_message_bytes}};
     /* pkg/resilience is the one retry layer. gRPC's own (on by default
      * since 1.40) holds a copy of every call's metadata and message until
@@ -102,7 +107,8 @@ grpc_channel *rpc_channel_new(const char *target, const rpc_channel_opts_t *o)
         args[ch_args.num_args++] = (grpc_arg){
             GRPC_ARG_INTEGER, (char *)GRPC_ARG_USE_LOCAL_SUBCHANNEL_POOL, {.integer = 1}};
     if (is_replicated(target))
-        args[ch_args.num_args++] = (grpc_arg){GRPC_ARG_STRING, (char *)GRPC_ARG_SERVICE_CONFIG,
+        args[ch_args.num_args++] = (grpc_arg){GRPC_ARG_STRING,
+                                              (char *)GRPC_ARG_SERVICE_CONFIG,
                                               {.string = (char *)REPLICA_SERVICE_CONFIG}};
     creds = grpc_insecure_credentials_create();
     ch = grpc_channel_create(target, creds, &ch_args);
@@ -141,10 +147,9 @@ static void result_set(rpc_result_t *res, grpc_status_code st, grpc_slice detail
         snprintf(res->message, sizeof res->message, "%s", error_string);
 }
 
-bool rpc_unary_start(rpc_unary_t *u, grpc_channel *ch, grpc_call *parent,
-                     grpc_completion_queue *cq, const char *method, grpc_byte_buffer *send,
-                     const rpc_md_t *md, size_t n_md, uint64_t deadline_ns, bool wait_for_ready,
-                     void *tag)
+bool rpc_unary_start(rpc_unary_t *u, grpc_channel *ch, grpc_call *parent, grpc_completion_queue *cq,
+                     const char *method, grpc_byte_buffer *send, const rpc_md_t *md, size_t n_md,
+                     uint64_t deadline_ns, bool wait_for_ready, void *tag)
 {
     grpc_op ops[6];
 
@@ -235,13 +240,15 @@ svc_err_t rpc_call_unary(grpc_channel *ch, const char *method, const ProtobufCMe
 
     *resp = NULL;
     if (!rpc_unary_start(&u, ch, o->parent != NULL ? rpc_ctx_call(o->parent) : NULL, cq, method,
-                         rpc_message_pack(req), o->md, o->n_md, o->deadline_ns,
-                         o->wait_for_ready, &tag)) {
+                         rpc_message_pack(req), o->md, o->n_md, o->deadline_ns, o->wait_for_ready,
+                         &tag)) {
         memset(res, 0, sizeof *res);
         res->err = SVC_EINTERNAL;
         res->grpc_status = GRPC_STATUS_INTERNAL;
-        snprintf(res->message, sizeof res->message, "cannot start the call (%zu metadata entries, "
-                 "at most %d)", o->n_md, RPC_UNARY_MAX_MD);
+        snprintf(res->message, sizeof res->message,
+                 "cannot start the call (%zu metadata entries, "
+                 "at most %d)",
+                 o->n_md, RPC_UNARY_MAX_MD);
         return res->err;
     }
     /* The batch always completes, at the latest at the deadline. */

@@ -99,7 +99,8 @@ const rpc_method_t *rpc__method_find(const rpc_method_t *methods, size_t n, cons
     return NULL;
 }
 
-svc_err_t rpc__methods_validate(const rpc_method_t *methods, size_t n, char errbuf[static SVC_ERRBUF_LEN])
+svc_err_t rpc__methods_validate(const rpc_method_t *methods, size_t n,
+                                char errbuf[static SVC_ERRBUF_LEN])
 {
     if (n == 0) {
         svc_errbuf_set(errbuf, "method table is empty");
@@ -262,8 +263,7 @@ char *rpc_ctx_strdup(rpc_ctx_t *c, const char *s)
     return svc_alloc_strdup(&a, s);
 }
 
-rpc_md_presence_t rpc_ctx_metadata_n(rpc_ctx_t *c, const char *key, const char **value,
-                                     size_t *len)
+rpc_md_presence_t rpc_ctx_metadata_n(rpc_ctx_t *c, const char *key, const char **value, size_t *len)
 {
     return rpc_md_lookup(c->md, key, value, len);
 }

@@ -84,8 +84,7 @@ static bool served(const rpc__health_t *h, const char *service)
     return false;
 }
 
-int rpc__health_status(rpc__health_t *h, const char *service, bool stopping,
-                       uint64_t max_age_ns)
+int rpc__health_status(rpc__health_t *h, const char *service, bool stopping, uint64_t max_age_ns)
 {
     if (!served(h, service))
         return ST_SERVICE_UNKNOWN;

@@ -12,12 +12,12 @@
 typedef struct rpc__chunk rpc__chunk_t;
 typedef struct rpc__arena {
     rpc__chunk_t *head;
-    size_t total;           /* bytes handed out since the last reset */
+    size_t total; /* bytes handed out since the last reset */
 } rpc__arena_t;
 
 void rpc__arena_init(rpc__arena_t *a);
 void *rpc__arena_alloc(rpc__arena_t *a, size_t n);
-void rpc__arena_reset(rpc__arena_t *a);   /* keeps the first chunk */
+void rpc__arena_reset(rpc__arena_t *a); /* keeps the first chunk */
 void rpc__arena_dispose(rpc__arena_t *a);
 /* A protobuf-c allocator drawing from the arena (free is a no-op). */
 ProtobufCAllocator rpc__arena_allocator(rpc__arena_t *a);
@@ -30,9 +30,9 @@ struct rpc_ctx {
     grpc_call *call;
     const grpc_metadata_array *md;
     bool dependency_failure;
-    bool public_message;    /* rpc_ctx_set_message_public() was called */
-    bool has_pushback;      /* rpc_ctx_set_pushback_ms() was called ... */
-    char pushback[12];      /* ... with this value, in decimal          */
+    bool public_message; /* rpc_ctx_set_message_public() was called */
+    bool has_pushback;   /* rpc_ctx_set_pushback_ms() was called ... */
+    char pushback[12];   /* ... with this value, in decimal          */
     rpc__arena_t arena;
 };
 
@@ -45,7 +45,8 @@ svc_err_t rpc__dispatch(rpc_ctx_t *ctx, const uint8_t *in, size_t in_len, Protob
 
 /* Checks a method table: every path "/pkg.Service/Method", no path twice,
  * descriptor and handler set. SVC_EINVAL naming the bad entry. */
-svc_err_t rpc__methods_validate(const rpc_method_t *methods, size_t n, char errbuf[static SVC_ERRBUF_LEN]);
+svc_err_t rpc__methods_validate(const rpc_method_t *methods, size_t n,
+                                char errbuf[static SVC_ERRBUF_LEN]);
 /* The method with this path; NULL when the table has none. */
 const rpc_method_t *rpc__method_find(const rpc_method_t *methods, size_t n, const char *path);
 

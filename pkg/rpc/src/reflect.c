@@ -48,14 +48,15 @@ static bool read_varint(const uint8_t **p, const uint8_t *end, uint64_t *v)
 }
 
 /* Each "field 1, length-delimited" entry of the set into r->files. */
-static svc_err_t split_set(rpc__reflect_t *r, const uint8_t *p, const uint8_t *end, char errbuf[static SVC_ERRBUF_LEN])
+static svc_err_t split_set(rpc__reflect_t *r, const uint8_t *p, const uint8_t *end,
+                           char errbuf[static SVC_ERRBUF_LEN])
 {
     while (p < end) {
         uint64_t tag, len;
         rfile_t *grown;
 
-        if (!read_varint(&p, end, &tag) || tag != ((1u << 3) | 2u) ||
-            !read_varint(&p, end, &len) || len > (uint64_t)(end - p)) {
+        if (!read_varint(&p, end, &tag) || tag != ((1u << 3) | 2u) || !read_varint(&p, end, &len) ||
+            len > (uint64_t)(end - p)) {
             svc_errbuf_set(errbuf, "descriptor set: not a FileDescriptorSet");
             return SVC_EINVAL;
         }
@@ -97,8 +98,8 @@ static svc_err_t decode_files(rpc__reflect_t *r, char errbuf[static SVC_ERRBUF_L
         for (size_t d = 0; d < rf->f->n_dependency; d++) {
             long k = find_file(r, rf->f->dependency[d]);
             if (k < 0) {
-                svc_errbuf_set(errbuf, "descriptor set: %s imports %s, which it lacks",
-                               rf->f->name, rf->f->dependency[d]);
+                svc_errbuf_set(errbuf, "descriptor set: %s imports %s, which it lacks", rf->f->name,
+                               rf->f->dependency[d]);
                 return SVC_EINVAL;
             }
             rf->deps[d] = (size_t)k;
@@ -108,7 +109,8 @@ static svc_err_t decode_files(rpc__reflect_t *r, char errbuf[static SVC_ERRBUF_L
 }
 
 svc_err_t rpc__reflect_new(const unsigned char *set, size_t len, const char *const *services,
-                           size_t n_services, rpc__reflect_t **out, char errbuf[static SVC_ERRBUF_LEN])
+                           size_t n_services, rpc__reflect_t **out,
+                           char errbuf[static SVC_ERRBUF_LEN])
 {
     rpc__reflect_t *r = calloc(1, sizeof *r);
     svc_err_t err = SVC_ENOMEM;

@@ -19,7 +19,8 @@ typedef struct rpc__reflect rpc__reflect_t;
  * service names list_services answers. SVC_EINVAL when set does not decode
  * or a file imports one that is not in it (protoc-c --include_imports). */
 svc_err_t rpc__reflect_new(const unsigned char *set, size_t len, const char *const *services,
-                           size_t n_services, rpc__reflect_t **out, char errbuf[static SVC_ERRBUF_LEN]);
+                           size_t n_services, rpc__reflect_t **out,
+                           char errbuf[static SVC_ERRBUF_LEN]);
 void rpc__reflect_free(rpc__reflect_t *r);
 
 /* Answers one serialized ServerReflectionRequest with a serialized

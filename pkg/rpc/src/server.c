@@ -48,8 +48,8 @@ typedef struct slot {
     grpc_metadata_array md;
     grpc_byte_buffer *payload;
     grpc_byte_buffer *reply;
-    grpc_slice details;            /* the status message the client gets */
-    char detail[SVC_ERRBUF_LEN];   /* the handler's, for the access line */
+    grpc_slice details;          /* the status message the client gets */
+    char detail[SVC_ERRBUF_LEN]; /* the handler's, for the access line */
     int cancelled;
     svc_err_t err;
     uint64_t started_ns;
@@ -85,8 +85,8 @@ struct rpc_server {
     int n_ready, n_failed;
     char init_err[SVC_ERRBUF_LEN];
 
-    rpc__stats_t *stats;          /* shards: one per worker, then the built-ins' */
-    rpc__stats_method_t *rows;    /* the stats rows: the table, then the built-ins */
+    rpc__stats_t *stats;       /* shards: one per worker, then the built-ins' */
+    rpc__stats_method_t *rows; /* the stats rows: the table, then the built-ins */
     rpc__builtin_t *builtin;
 
     atomic_bool stopping;
@@ -216,7 +216,8 @@ static void take_request_id(slot_t *s)
     s->request_id[n] = '\0';
 }
 
-static grpc_byte_buffer *encode(const ProtobufCMessage *m, svc_err_t *err, char errbuf[static SVC_ERRBUF_LEN])
+static grpc_byte_buffer *encode(const ProtobufCMessage *m, svc_err_t *err,
+                                char errbuf[static SVC_ERRBUF_LEN])
 {
     grpc_byte_buffer *bb = rpc_message_pack(m);
 
@@ -307,8 +308,8 @@ static void serve(slot_t *s, bool received)
         s->err = SVC_ECANCELLED;
         svc_errbuf_set(errbuf, "the client went away before its request arrived");
     } else if (s->method != NULL) {
-        s->err = rpc__dispatch(&s->ctx, GRPC_SLICE_START_PTR(in), GRPC_SLICE_LENGTH(in), &resp,
-                               errbuf);
+        s->err =
+            rpc__dispatch(&s->ctx, GRPC_SLICE_START_PTR(in), GRPC_SLICE_LENGTH(in), &resp, errbuf);
     } else {
         s->err = SVC_EUNIMPL;
         svc_errbuf_set(errbuf, "unknown method %.*s", (int)GRPC_SLICE_LENGTH(s->details_in.method),
@@ -367,8 +368,7 @@ static void log_access(const slot_t *s)
      * each method and code, then one a second with the count (svc/core.h). */
     if (lvl >= SVC_LOG_WARN) {
         snprintf(key, sizeof key, "%s %s", s->ctx.method->path, code);
-        if (!svc_log_repeats_admit(svc_log_repeats_default(), lvl, s->w->srv->mod, key,
-                                   &repeated))
+        if (!svc_log_repeats_admit(svc_log_repeats_default(), lvl, s->w->srv->mod, key, &repeated))
             return;
     }
     n = snprintf(kv, sizeof kv, " method=%s code=%s duration_ms=%.3f client_cancelled=%d",
@@ -384,8 +384,8 @@ static void log_access(const slot_t *s)
 static void finish(slot_t *s)
 {
     atomic_fetch_sub(&s->w->srv->in_flight, 1);
-    rpc__stats_handled(s->w->srv->stats, (size_t)s->w->index, stats_row(s),
-                       svc_err_to_grpc(s->err), svc_now_ns() - s->started_ns);
+    rpc__stats_handled(s->w->srv->stats, (size_t)s->w->index, stats_row(s), svc_err_to_grpc(s->err),
+                       svc_now_ns() - s->started_ns);
     log_access(s);
     grpc_slice_unref(s->details);
     grpc_byte_buffer_destroy(s->reply);
@@ -692,8 +692,8 @@ static int start_workers(rpc_server_t *s, char errbuf[static SVC_ERRBUF_LEN])
     int started = 0;
 
     for (; started < s->n_workers; started++)
-        if (pthread_create(&s->workers[started].thread, NULL, worker_main,
-                           &s->workers[started]) != 0)
+        if (pthread_create(&s->workers[started].thread, NULL, worker_main, &s->workers[started]) !=
+            0)
             break;
     pthread_mutex_lock(&s->mu);
     while (s->n_ready + s->n_failed < started)
@@ -759,8 +759,7 @@ void rpc_server_free(rpc_server_t *s)
     }
     if (s->shutdown_cq != NULL) {
         grpc_completion_queue_shutdown(s->shutdown_cq);
-        while (grpc_completion_queue_next(s->shutdown_cq, gpr_inf_future(GPR_CLOCK_REALTIME),
-                                          NULL)
+        while (grpc_completion_queue_next(s->shutdown_cq, gpr_inf_future(GPR_CLOCK_REALTIME), NULL)
                    .type != GRPC_QUEUE_SHUTDOWN)
             ;
         grpc_completion_queue_destroy(s->shutdown_cq);

@@ -7,15 +7,14 @@
 
 #include "stats.h"
 
-#define N_CODES  17 /* gRPC status codes 0..16 */
+#define N_CODES  17                  /* gRPC status codes 0..16 */
 #define N_BOUNDS SVC_LATENCY_BUCKETS /* svc/core.h: the same as every other histogram */
 
 static const char *const code_names[N_CODES] = {
-    "OK",       "Canceled",           "Unknown",           "InvalidArgument",
-    "DeadlineExceeded", "NotFound",   "AlreadyExists",     "PermissionDenied",
-    "ResourceExhausted", "FailedPrecondition", "Aborted",  "OutOfRange",
-    "Unimplemented", "Internal",      "Unavailable",       "DataLoss",
-    "Unauthenticated"};
+    "OK",       "Canceled",       "Unknown",          "InvalidArgument",   "DeadlineExceeded",
+    "NotFound", "AlreadyExists",  "PermissionDenied", "ResourceExhausted", "FailedPrecondition",
+    "Aborted",  "OutOfRange",     "Unimplemented",    "Internal",          "Unavailable",
+    "DataLoss", "Unauthenticated"};
 
 typedef struct cell {
     _Atomic uint64_t started;
@@ -62,8 +61,7 @@ void rpc__stats_started(rpc__stats_t *st, size_t shard, size_t method)
     atomic_fetch_add_explicit(&cell(st, shard, method)->started, 1, memory_order_relaxed);
 }
 
-void rpc__stats_handled(rpc__stats_t *st, size_t shard, size_t method, int grpc_code,
-                        uint64_t ns)
+void rpc__stats_handled(rpc__stats_t *st, size_t shard, size_t method, int grpc_code, uint64_t ns)
 {
     cell_t *c = cell(st, shard, method);
 
@@ -101,8 +99,8 @@ static void row_labels(const rpc__stats_t *st, size_t row, char *buf, size_t cap
     const char *slash = strrchr(path, '/');
     int svc_len = slash != NULL && slash > path ? (int)(slash - path - 1) : 0;
 
-    snprintf(buf, cap, "grpc_type=\"%s\",grpc_service=\"%.*s\",grpc_method=\"%s\"", type,
-             svc_len, path + 1, slash != NULL ? slash + 1 : path);
+    snprintf(buf, cap, "grpc_type=\"%s\",grpc_service=\"%.*s\",grpc_method=\"%s\"", type, svc_len,
+             path + 1, slash != NULL ? slash + 1 : path);
 }
 
 static void family(svc_text_t *o, const char *name, const char *type, const char *help)
@@ -134,8 +132,8 @@ static void put_counts(const rpc__stats_t *st, svc_text_t *o, bool handled)
         }
         for (int k = 0; k < N_CODES; k++)
             if (k == 0 || c.handled[k] > 0) /* OK always; other codes once seen */
-                svc_text_printf(o, "grpc_server_handled_total{%s,grpc_code=\"%s\"} %llu\n",
-                                labels, code_names[k], (unsigned long long)c.handled[k]);
+                svc_text_printf(o, "grpc_server_handled_total{%s,grpc_code=\"%s\"} %llu\n", labels,
+                                code_names[k], (unsigned long long)c.handled[k]);
     }
 }
 

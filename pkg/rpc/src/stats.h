@@ -20,8 +20,8 @@
 typedef struct rpc__stats rpc__stats_t;
 
 typedef struct rpc__stats_method {
-    const char *path;  /* "/pkg.Service/Method", borrowed */
-    const char *type;  /* "unary", "server_stream" or "bidi_stream" */
+    const char *path; /* "/pkg.Service/Method", borrowed */
+    const char *type; /* "unary", "server_stream" or "bidi_stream" */
 } rpc__stats_method_t;
 
 /* n methods (borrowed) plus the unknown row, for n_shards threads. NULL
@@ -31,8 +31,7 @@ void rpc__stats_free(rpc__stats_t *st);
 /* The row of paths in none of the methods. */
 size_t rpc__stats_unknown(const rpc__stats_t *st);
 void rpc__stats_started(rpc__stats_t *st, size_t shard, size_t method);
-void rpc__stats_handled(rpc__stats_t *st, size_t shard, size_t method, int grpc_code,
-                        uint64_t ns);
+void rpc__stats_handled(rpc__stats_t *st, size_t shard, size_t method, int grpc_code, uint64_t ns);
 /* The page (rpc_server_metrics_render's contract). */
 void rpc__stats_render(const rpc__stats_t *st, long in_flight, svc_text_t *out);
 

@@ -103,9 +103,9 @@ gpr_timespec rpc_deadline_to_timespec(uint64_t deadline_ns)
     if (deadline_ns == SVC_DEADLINE_NONE)
         return gpr_inf_future(GPR_CLOCK_MONOTONIC);
     /* gpr's monotonic clock has its own epoch: convert through "time left". */
-    return gpr_time_add(gpr_now(GPR_CLOCK_MONOTONIC),
-                        gpr_time_from_nanos(deadline_ns > now ? (int64_t)(deadline_ns - now) : 0,
-                                            GPR_TIMESPAN));
+    return gpr_time_add(
+        gpr_now(GPR_CLOCK_MONOTONIC),
+        gpr_time_from_nanos(deadline_ns > now ? (int64_t)(deadline_ns - now) : 0, GPR_TIMESPAN));
 }
 
 uint64_t rpc_deadline_from_timespec(gpr_timespec t)
@@ -133,8 +133,7 @@ grpc_completion_queue *rpc_cq_new_non_polling(void)
     if (engine != NULL && engine[0] != '\0' && strcmp(engine, "epoll1") != 0)
         attr.cq_polling_type = GRPC_CQ_DEFAULT_POLLING;
 
-    return grpc_completion_queue_create(grpc_completion_queue_factory_lookup(&attr), &attr,
-                                        NULL);
+    return grpc_completion_queue_create(grpc_completion_queue_factory_lookup(&attr), &attr, NULL);
 }
 
 grpc_byte_buffer *rpc_message_pack(const ProtobufCMessage *m)
@@ -165,8 +164,8 @@ ProtobufCMessage *rpc_message_unpack(grpc_byte_buffer *bb, const ProtobufCMessag
     return m;
 }
 
-rpc_md_presence_t rpc_md_lookup(const grpc_metadata_array *md, const char *key,
-                                const char **value, size_t *len)
+rpc_md_presence_t rpc_md_lookup(const grpc_metadata_array *md, const char *key, const char **value,
+                                size_t *len)
 {
     rpc_md_presence_t seen = RPC_MD_ABSENT;
 

@@ -14,8 +14,8 @@
 #include "webhook/webhook.h"
 
 #define SECRET_PREFIX "whsec_"
-#define MAC_LEN 32u
-#define B64_MAC_LEN 44u /* base64 of 32 bytes, padding included */
+#define MAC_LEN       32u
+#define B64_MAC_LEN   44u /* base64 of 32 bytes, padding included */
 
 static const char *const verdict_names[] = {
     "valid", "missing-header", "bad-timestamp", "stale-timestamp", "bad-signature",
@@ -28,8 +28,8 @@ const char *whk_verdict_name(whk_verdict_t v)
 
 static bool is_b64_char(char c)
 {
-    return (c >= 'A' && c <= 'Z') || (c >= 'a' && c <= 'z') || (c >= '0' && c <= '9') ||
-           c == '+' || c == '/';
+    return (c >= 'A' && c <= 'Z') || (c >= 'a' && c <= 'z') || (c >= '0' && c <= '9') || c == '+' ||
+           c == '/';
 }
 
 svc_err_t whk_key_parse(const char *secret, whk_key_t *key, char errbuf[static SVC_ERRBUF_LEN])
@@ -104,8 +104,8 @@ static bool id_ok(const char *id)
 }
 
 /* The base64 signature (no "v1,") of id and the timestamp text. */
-static svc_err_t sign_b64(const whk_key_t *key, const char *id, const char *ts,
-                          const void *body, size_t body_len, char out[B64_MAC_LEN + 1])
+static svc_err_t sign_b64(const whk_key_t *key, const char *id, const char *ts, const void *body,
+                          size_t body_len, char out[B64_MAC_LEN + 1])
 {
     unsigned char digest[MAC_LEN];
     svc_err_t err = mac(key, id, ts, body, body_len, digest);

@@ -33,11 +33,16 @@
 static const char *verb_name(dlq_verb_t v)
 {
     switch (v) {
-    case DLQ_HELP:   return "help";
-    case DLQ_LIST:   return "list";
-    case DLQ_SHOW:   return "show";
-    case DLQ_REPLAY: return "replay";
-    case DLQ_PURGE:  return "purge";
+    case DLQ_HELP:
+        return "help";
+    case DLQ_LIST:
+        return "list";
+    case DLQ_SHOW:
+        return "show";
+    case DLQ_REPLAY:
+        return "replay";
+    case DLQ_PURGE:
+        return "purge";
     }
     return "?";
 }
@@ -100,8 +105,7 @@ svc_err_t dlq_parse_args(int argc, char **argv, dlq_args_t *a, char errbuf[stati
             a->all = true;
         } else if (a->verb == DLQ_PURGE && strcmp(s, "--yes") == 0) {
             a->yes = true;
-        } else if ((a->verb == DLQ_SHOW || a->verb == DLQ_REPLAY) && s[0] != '-' &&
-                   a->id == NULL) {
+        } else if ((a->verb == DLQ_SHOW || a->verb == DLQ_REPLAY) && s[0] != '-' && a->id == NULL) {
             a->id = s;
         } else {
             svc_errbuf_set(errbuf, "%s: unexpected argument '%.64s'", verb_name(a->verb), s);
@@ -128,25 +132,26 @@ bad_limit:
 
 void dlq_help(FILE *f)
 {
-    fprintf(f,
-            "Usage: notify-dlq list [--limit N]     one line per dead job, then the total (N:\n"
-            "                                       1..%d, default %d); removes or reorders nothing\n"
-            "       notify-dlq show <message-id>    one dead job: its headers and body\n"
-            "       notify-dlq replay <message-id>  back to the work queue with its retry count\n"
-            "       notify-dlq replay --all         reset; the dead copy is acked after the confirm\n"
-            "       notify-dlq purge --yes          remove every dead job for good (without --yes:\n"
-            "                                       say how many would go)\n"
-            "       notify-dlq --help\n\n"
-            "The operator's CLI for the dead-letter queue <NOTIFY_QUEUE_BASE>.dead of the\n"
-            "notification service (docs/notifications.md §5). It reads the service's own\n"
-            "settings from the environment; the ones it uses are NOTIFY_RABBITMQ_HOST,\n"
-            "NOTIFY_RABBITMQ_PORT, NOTIFY_RABBITMQ_USER, NOTIFY_RABBITMQ_PASSWORD,\n"
-            "NOTIFY_RABBITMQ_VHOST and NOTIFY_QUEUE_BASE (defaults: notification --help,\n"
-            "docs/operations.md); NOTIFY_LOG_LEVEL when set. A job is replayed to exchange\n"
-            "<NOTIFY_QUEUE_BASE> with routing key 'work'.\n\n"
-            "Exit status: 0 done; 1 not found, broker unreachable, queue missing or an\n"
-            "operation failed; 2 bad usage or configuration, and purge without --yes.\n",
-            DLQ_MAX_LIMIT, DLQ_DEFAULT_LIMIT);
+    fprintf(
+        f,
+        "Usage: notify-dlq list [--limit N]     one line per dead job, then the total (N:\n"
+        "                                       1..%d, default %d); removes or reorders nothing\n"
+        "       notify-dlq show <message-id>    one dead job: its headers and body\n"
+        "       notify-dlq replay <message-id>  back to the work queue with its retry count\n"
+        "       notify-dlq replay --all         reset; the dead copy is acked after the confirm\n"
+        "       notify-dlq purge --yes          remove every dead job for good (without --yes:\n"
+        "                                       say how many would go)\n"
+        "       notify-dlq --help\n\n"
+        "The operator's CLI for the dead-letter queue <NOTIFY_QUEUE_BASE>.dead of the\n"
+        "notification service (docs/notifications.md §5). It reads the service's own\n"
+        "settings from the environment; the ones it uses are NOTIFY_RABBITMQ_HOST,\n"
+        "NOTIFY_RABBITMQ_PORT, NOTIFY_RABBITMQ_USER, NOTIFY_RABBITMQ_PASSWORD,\n"
+        "NOTIFY_RABBITMQ_VHOST and NOTIFY_QUEUE_BASE (defaults: notification --help,\n"
+        "docs/operations.md); NOTIFY_LOG_LEVEL when set. A job is replayed to exchange\n"
+        "<NOTIFY_QUEUE_BASE> with routing key 'work'.\n\n"
+        "Exit status: 0 done; 1 not found, broker unreachable, queue missing or an\n"
+        "operation failed; 2 bad usage or configuration, and purge without --yes.\n",
+        DLQ_MAX_LIMIT, DLQ_DEFAULT_LIMIT);
 }
 
 /* ------------------------------------------------------------------------
@@ -205,13 +210,17 @@ void dlq_print_body(FILE *f, const void *body, size_t len, bool json)
             continue;
         }
         switch (ch) {
-        case ' ': case '\n': case '\r': case '\t':
+        case ' ':
+        case '\n':
+        case '\r':
+        case '\t':
             break;
         case '"':
             in_str = true;
             fputc(ch, f);
             break;
-        case '{': case '[':
+        case '{':
+        case '[':
             fputc(ch, f);
             /* An empty object or array stays on its line. */
             if (peek(s, len, i + 1) == (ch == '{' ? '}' : ']')) {
@@ -222,7 +231,8 @@ void dlq_print_body(FILE *f, const void *body, size_t len, bool json)
                 indent(f, ++depth);
             }
             break;
-        case '}': case ']':
+        case '}':
+        case ']':
             indent(f, depth > 0 ? --depth : 0);
             fputc(ch, f);
             break;
@@ -260,16 +270,16 @@ static int fail(const run_t *r, svc_err_t e, const char *errbuf, const char *doi
     switch (e) {
     case SVC_EUNAVAIL:
     case SVC_ETIMEDOUT:
-        fprintf(r->err, "notify-dlq: %s: RabbitMQ at %s:%lld unreachable or gone (%s): %s\n",
-                doing, c->rabbitmq_host, (long long)c->rabbitmq_port, svc_err_name(e), errbuf);
+        fprintf(r->err, "notify-dlq: %s: RabbitMQ at %s:%lld unreachable or gone (%s): %s\n", doing,
+                c->rabbitmq_host, (long long)c->rabbitmq_port, svc_err_name(e), errbuf);
         break;
     case SVC_EUNAUTH:
         fprintf(r->err, "notify-dlq: %s: login refused (NOTIFY_RABBITMQ_USER/PASSWORD): %s\n",
                 doing, errbuf);
         break;
     case SVC_EPERM:
-        fprintf(r->err, "notify-dlq: %s: vhost %s not allowed (NOTIFY_RABBITMQ_VHOST): %s\n",
-                doing, c->rabbitmq_vhost, errbuf);
+        fprintf(r->err, "notify-dlq: %s: vhost %s not allowed (NOTIFY_RABBITMQ_VHOST): %s\n", doing,
+                c->rabbitmq_vhost, errbuf);
         break;
     default:
         fprintf(r->err, "notify-dlq: %s: %s: %s\n", doing, svc_err_name(e), errbuf);
@@ -329,8 +339,8 @@ static int do_list(const run_t *r, long limit)
 
     if (code != DLQ_EXIT_OK)
         return code;
-    fprintf(r->out, "%-36s  %-20s  %4s  %8s  %8s  %s\n", "MESSAGE-ID", "REASON", "HTTP",
-            "ATTEMPTS", "BYTES", "DIED");
+    fprintf(r->out, "%-36s  %-20s  %4s  %8s  %8s  %s\n", "MESSAGE-ID", "REASON", "HTTP", "ATTEMPTS",
+            "BYTES", "DIED");
     while (n < limit) {
         rmq_fetched_t *f = NULL;
         size_t len = 0;
@@ -343,8 +353,7 @@ static int do_list(const run_t *r, long limit)
         if (f == NULL)
             break;
         (void)rmq_fetched_body(f, &len);
-        fprintf(r->out, "%-36s  %-20s  %4s  %8s  %8zu  %s\n",
-                or_dash(rmq_fetched_message_id(f)),
+        fprintf(r->out, "%-36s  %-20s  %4s  %8s  %8zu  %s\n", or_dash(rmq_fetched_message_id(f)),
                 or_dash(rmq_fetched_header(f, RMQ_HDR_FINAL_REASON)),
                 or_dash(rmq_fetched_header(f, RMQ_HDR_HTTP_STATUS)),
                 or_dash(rmq_fetched_header(f, RMQ_HDR_ATTEMPTS)), len,
@@ -376,8 +385,8 @@ static int find(const run_t *r, rmq_browse_t *b, const char *id, rmq_fetched_t *
         svc_err_t e = rmq_browse_next(b, &f, errbuf);
 
         if (e == SVC_EEXHAUSTED) {
-            fprintf(r->err, "notify-dlq: no job with message-id %s among the first %ld in %s\n",
-                    id, seen, r->dead);
+            fprintf(r->err, "notify-dlq: no job with message-id %s among the first %ld in %s\n", id,
+                    seen, r->dead);
             return DLQ_EXIT_FAIL;
         }
         if (e != SVC_OK)
@@ -411,10 +420,10 @@ static int do_show(const run_t *r, const char *id)
     if (f != NULL) {
         body = rmq_fetched_body(f, &len);
         ct = rmq_fetched_content_type(f);
-        fprintf(r->out, "message-id:   %s\ncontent-type: %s\nqueue:        %s\ndied:         %s\n"
-                        "headers:\n",
-                rmq_fetched_message_id(f), or_dash(ct), r->dead,
-                or_dash(rmq_fetched_dead_at(f)));
+        fprintf(r->out,
+                "message-id:   %s\ncontent-type: %s\nqueue:        %s\ndied:         %s\n"
+                "headers:\n",
+                rmq_fetched_message_id(f), or_dash(ct), r->dead, or_dash(rmq_fetched_dead_at(f)));
         for (size_t i = 0; i < rmq_fetched_header_count(f); i++) {
             const char *name, *value = rmq_fetched_header_at(f, i, &name);
             fprintf(r->out, "  %s: %s\n", name, value);
@@ -428,10 +437,11 @@ static int do_show(const run_t *r, const char *id)
 
 /* The one replay step: a copy to the work exchange, confirmed, then the
  * dead one acked (rmq_browse_move). */
-static svc_err_t replay_one(const run_t *r, rmq_browse_t *b, rmq_fetched_t *f, char errbuf[static SVC_ERRBUF_LEN])
+static svc_err_t replay_one(const run_t *r, rmq_browse_t *b, rmq_fetched_t *f,
+                            char errbuf[static SVC_ERRBUF_LEN])
 {
-    svc_err_t e = rmq_browse_move(b, f, r->exchange, RMQ_WORK_KEY, rmq_header_edit_replay(),
-                                  errbuf);
+    svc_err_t e =
+        rmq_browse_move(b, f, r->exchange, RMQ_WORK_KEY, rmq_header_edit_replay(), errbuf);
 
     if (e == SVC_OK)
         fprintf(r->out, "replayed %s -> exchange %s, key %s (%s)\n", rmq_fetched_message_id(f),
@@ -503,8 +513,8 @@ static int do_purge(const run_t *r, bool yes)
     e = rmq_conn_new(&o, &c, errbuf);
     if (e != SVC_OK)
         return fail(r, e, errbuf, "connect");
-    e = yes ? rmq_queue_purge(c, r->dead, &n, errbuf) : rmq_queue_depth(c, r->dead, &n, NULL,
-                                                                         errbuf);
+    e = yes ? rmq_queue_purge(c, r->dead, &n, errbuf)
+            : rmq_queue_depth(c, r->dead, &n, NULL, errbuf);
     if (e == SVC_ENOTFOUND)
         code = no_queue(r, errbuf);
     else if (e != SVC_OK)
@@ -512,8 +522,10 @@ static int do_purge(const run_t *r, bool yes)
     else if (yes)
         fprintf(r->out, "purged %lu jobs from %s\n", (unsigned long)n, r->dead);
     else {
-        fprintf(r->err, "notify-dlq: purge removes the %lu jobs of %s for good; "
-                        "run 'notify-dlq purge --yes' to do it\n", (unsigned long)n, r->dead);
+        fprintf(r->err,
+                "notify-dlq: purge removes the %lu jobs of %s for good; "
+                "run 'notify-dlq purge --yes' to do it\n",
+                (unsigned long)n, r->dead);
         code = DLQ_EXIT_USAGE;
     }
     rmq_conn_free(c);
@@ -535,10 +547,18 @@ int dlq_run(const dlq_args_t *a, const ntf_config_t *cfg, FILE *out, FILE *err)
     rmq_topology_name(&r.t, RMQ_NAME_EXCHANGE, 0, r.exchange);
     rmq_topology_name(&r.t, RMQ_NAME_WORK, 0, r.work);
     switch (a->verb) {
-    case DLQ_LIST:   code = do_list(&r, a->limit); break;
-    case DLQ_SHOW:   code = do_show(&r, a->id); break;
-    case DLQ_REPLAY: code = a->all ? do_replay_all(&r) : do_replay_id(&r, a->id); break;
-    case DLQ_PURGE:  code = do_purge(&r, a->yes); break;
+    case DLQ_LIST:
+        code = do_list(&r, a->limit);
+        break;
+    case DLQ_SHOW:
+        code = do_show(&r, a->id);
+        break;
+    case DLQ_REPLAY:
+        code = a->all ? do_replay_all(&r) : do_replay_id(&r, a->id);
+        break;
+    case DLQ_PURGE:
+        code = do_purge(&r, a->yes);
+        break;
     default:
         dlq_help(out);
         code = DLQ_EXIT_OK;

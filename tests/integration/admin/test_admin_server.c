@@ -64,7 +64,8 @@ static void start(unsigned max_conns, int read_timeout_ms)
 
 static int dial(void)
 {
-    struct sockaddr_in a = {.sin_family = AF_INET, .sin_port = htons((uint16_t)admin_server_port(fx.s))};
+    struct sockaddr_in a = {.sin_family = AF_INET,
+                            .sin_port = htons((uint16_t)admin_server_port(fx.s))};
     struct timeval tv = {.tv_sec = 5};
     int fd = socket(AF_INET, SOCK_STREAM, 0);
 
@@ -171,8 +172,8 @@ static char seen[256];
 static int debug(void *ctx, const admin_request_t *req, admin_buf_t *out)
 {
     (void)ctx;
-    snprintf(seen, sizeof seen, "%s %s ?%s [%s] %zu", req->method, req->path, req->query,
-             req->body, req->body_len);
+    snprintf(seen, sizeof seen, "%s %s ?%s [%s] %zu", req->method, req->path, req->query, req->body,
+             req->body_len);
     admin_buf_printf(out, "{\"path\":");
     admin_buf_json_str(out, req->path);
     admin_buf_printf(out, "}\n");

@@ -93,7 +93,8 @@ const char *gw_it_lock_dir_env(void)
     return entry;
 }
 
-svc_err_t gw_it_gateway_start(gw_it_t *t, const char *const *env, char errbuf[static SVC_ERRBUF_LEN])
+svc_err_t gw_it_gateway_start(gw_it_t *t, const char *const *env,
+                              char errbuf[static SVC_ERRBUF_LEN])
 {
     char listen[64], cat[64], ord[64], admin[64];
     const char *full[ENV_MAX];
@@ -120,9 +121,9 @@ svc_err_t gw_it_gateway_start(gw_it_t *t, const char *const *env, char errbuf[st
     snprintf(ord, sizeof ord, "GATEWAY_ORDER_ADDR=%s", t->ord_addr);
     {
         char addr[32];
-        svc_err_t err = start_listening(binary("GATEWAY_BIN"), full, listen, sizeof listen,
-                                        "GATEWAY_LISTEN", addr, sizeof addr, &t->port,
-                                        "already in use", &t->gw, errbuf);
+        svc_err_t err =
+            start_listening(binary("GATEWAY_BIN"), full, listen, sizeof listen, "GATEWAY_LISTEN",
+                            addr, sizeof addr, &t->port, "already in use", &t->gw, errbuf);
         snprintf(t->base, sizeof t->base, "http://%s", addr);
         return err;
     }
@@ -480,8 +481,8 @@ void gw_assert_error(const gw_res_t *r, long status, int code, const char *part)
         fail_msg("message of %s does not mention \"%s\"", r->body, part);
 }
 
-void gw_it_product(CURL *h, const gw_it_t *t, const char *name, int64_t price_cents,
-                   int32_t stock, char id[37])
+void gw_it_product(CURL *h, const gw_it_t *t, const char *name, int64_t price_cents, int32_t stock,
+                   char id[37])
 {
     char body[256];
     gw_res_t r;
@@ -505,8 +506,9 @@ int gw_it_setup_nofile(void **state, unsigned long long soft, const char *const 
     rl = saved;
     rl.rlim_cur = (rlim_t)soft;
     if (soft < 64 || rl.rlim_cur > rl.rlim_max || setrlimit(RLIMIT_NOFILE, &rl) != 0) {
-        fprintf(stderr, "cannot start the services with a soft limit of %llu open files "
-                        "(hard limit %llu)\n",
+        fprintf(stderr,
+                "cannot start the services with a soft limit of %llu open files "
+                "(hard limit %llu)\n",
                 soft, (unsigned long long)saved.rlim_max);
         return -1;
     }

@@ -23,16 +23,16 @@
 #define GW_IT_AUTH_MAX 8300
 
 typedef struct gw_it {
-    cat_it_t cat;         /* catalog database, process, channel */
-    pgtest_db_t ord_db;   /* "" when no order service runs */
-    spawn_proc_t *ord;    /* owned; NULL without order */
-    char ord_addr[32];    /* also set (to a dead port) without order */
-    spawn_proc_t *gw;     /* owned */
+    cat_it_t cat;       /* catalog database, process, channel */
+    pgtest_db_t ord_db; /* "" when no order service runs */
+    spawn_proc_t *ord;  /* owned; NULL without order */
+    char ord_addr[32];  /* also set (to a dead port) without order */
+    spawn_proc_t *gw;   /* owned */
     int port;
-    char base[64];        /* "http://127.0.0.1:<port>" */
-    int admin_port;       /* GATEWAY_ADMIN_LISTEN's */
-    char admin_base[64];  /* "http://127.0.0.1:<admin_port>" */
-    char *token;          /* owned: sub c1, GW_TOKEN_ALL_SCOPES (gw_token.h); gw_do sends it */
+    char base[64];       /* "http://127.0.0.1:<port>" */
+    int admin_port;      /* GATEWAY_ADMIN_LISTEN's */
+    char admin_base[64]; /* "http://127.0.0.1:<admin_port>" */
+    char *token;         /* owned: sub c1, GW_TOKEN_ALL_SCOPES (gw_token.h); gw_do sends it */
 } gw_it_t;
 
 /*
@@ -56,7 +56,8 @@ int gw_it_teardown(void **state);
 const char *gw_it_lock_dir_env(void);
 
 /* Starts the gateway only (t->port etc. are set). */
-svc_err_t gw_it_gateway_start(gw_it_t *t, const char *const *env, char errbuf[static SVC_ERRBUF_LEN]);
+svc_err_t gw_it_gateway_start(gw_it_t *t, const char *const *env,
+                              char errbuf[static SVC_ERRBUF_LEN]);
 /* SIGTERM the gateway; 0 when it exited with status 0 within the drain
  * bound (its log is dumped otherwise). Safe when it is not running. */
 int gw_it_gateway_stop(gw_it_t *t);
@@ -83,23 +84,23 @@ bool gw_it_nofile(pid_t pid, char soft[32], char hard[32]);
 /* ---- HTTP ---------------------------------------------------------------- */
 
 typedef struct gw_res {
-    CURLcode rc;      /* CURLE_OK, CURLE_OPERATION_TIMEDOUT ... */
+    CURLcode rc; /* CURLE_OK, CURLE_OPERATION_TIMEDOUT ... */
     long status;
-    char *body;       /* NUL-terminated, owned (gw_res_free) */
+    char *body; /* NUL-terminated, owned (gw_res_free) */
     size_t body_len;
-    char *head;       /* the response header block, NUL-terminated, owned */
-    long connects;    /* CURLINFO_NUM_CONNECTS: 0 = the connection was reused */
-    double ms;        /* CURLINFO_TOTAL_TIME */
+    char *head;    /* the response header block, NUL-terminated, owned */
+    long connects; /* CURLINFO_NUM_CONNECTS: 0 = the connection was reused */
+    double ms;     /* CURLINFO_TOTAL_TIME */
 } gw_res_t;
 
 typedef struct gw_req {
-    const char *method;          /* "GET", "POST", "HEAD", anything */
-    const char *path;            /* "/v1/products?page_size=2" */
-    const char *body;            /* NULL: none */
-    size_t body_len;             /* 0 with body != NULL: strlen(body) */
-    const char *const *headers;  /* NULL-terminated "Name: value", may be NULL */
-    long timeout_ms;             /* 0: 10 s */
-    bool anonymous;              /* no Authorization; else t->token unless headers have one */
+    const char *method;         /* "GET", "POST", "HEAD", anything */
+    const char *path;           /* "/v1/products?page_size=2" */
+    const char *body;           /* NULL: none */
+    size_t body_len;            /* 0 with body != NULL: strlen(body) */
+    const char *const *headers; /* NULL-terminated "Name: value", may be NULL */
+    long timeout_ms;            /* 0: 10 s */
+    bool anonymous;             /* no Authorization; else t->token unless headers have one */
 } gw_req_t;
 
 /* One request on handle h (reused handles keep their connection), with
@@ -127,7 +128,7 @@ void gw_assert_body(const gw_res_t *r, long status, const char *body);
 void gw_assert_error(const gw_res_t *r, long status, int code, const char *part);
 
 /* Creates a product through the gateway; its id into id (37 bytes). */
-void gw_it_product(CURL *h, const gw_it_t *t, const char *name, int64_t price_cents,
-                   int32_t stock, char id[37]);
+void gw_it_product(CURL *h, const gw_it_t *t, const char *name, int64_t price_cents, int32_t stock,
+                   char id[37]);
 
 #endif

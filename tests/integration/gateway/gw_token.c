@@ -45,8 +45,9 @@ static void write_jwks(bool next)
     }
     snprintf(tmp, sizeof tmp, "%s.new", iss.path);
     f = fopen(tmp, "w");
-    if (f == NULL || fprintf(f, "{\"keys\":[%s%s%s]}\n", jwk[0], next ? "," : "",
-                             next ? jwk[1] : "") < 0 || fclose(f) != 0 || rename(tmp, iss.path) != 0)
+    if (f == NULL ||
+        fprintf(f, "{\"keys\":[%s%s%s]}\n", jwk[0], next ? "," : "", next ? jwk[1] : "") < 0 ||
+        fclose(f) != 0 || rename(tmp, iss.path) != 0)
         fail_msg("gw_token: cannot write %s", iss.path);
     free(jwk[0]);
     free(jwk[1]);

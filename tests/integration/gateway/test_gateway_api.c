@@ -344,7 +344,7 @@ static bool timeout_row_ok(const api_t *a, const char *path, const char *value, 
 static void grpc_timeout_expired_zero_and_huge(void **state)
 {
     static const char *const expired[] = {"1n", "-1S", "-5m", "-9223372036854775808n"};
-    static const char *const served[] = {"0S", "0n", "0H", "-0m", NULL, "9223372036854775807H",
+    static const char *const served[] = {"0S",      "0n", "0H", "-0m", NULL, "9223372036854775807H",
                                          "2562048H"};
     const size_t n_served = sizeof served / sizeof served[0];
     api_t *a = *state;
@@ -625,8 +625,7 @@ static void healthz_readyz_metrics(void **state)
  * any unknown path, and served by the admin port. */
 static void internals_only_on_the_admin_port(void **state)
 {
-    static const char *const paths[] = {"/metrics", "/debug/resilience",
-                                        "/debug/resilience.json"};
+    static const char *const paths[] = {"/metrics", "/debug/resilience", "/debug/resilience.json"};
     api_t *a = *state;
     gw_res_t r;
 

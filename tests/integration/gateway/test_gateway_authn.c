@@ -287,8 +287,8 @@ int main(void)
         cmocka_unit_test_setup_teardown(tokens_that_do_not_verify_are_401_everywhere, setup,
                                         teardown),
         cmocka_unit_test_setup_teardown(orders_belong_to_the_token_subject, setup, teardown),
-        cmocka_unit_test_setup_teardown(
-            a_key_added_to_the_jwks_file_is_honoured_without_a_restart, setup, teardown),
+        cmocka_unit_test_setup_teardown(a_key_added_to_the_jwks_file_is_honoured_without_a_restart,
+                                        setup, teardown),
         cmocka_unit_test_setup_teardown(a_burst_past_the_limit_is_429_per_subject, setup_limited,
                                         teardown),
     };

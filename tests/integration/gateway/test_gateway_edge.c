@@ -172,8 +172,7 @@ static const edge_case_t edge_cases[] = {
     /* identical repeats are one value (RFC 9110 §8.6, Go's net/http) */
     {"1.1", "Content-Length: $L\r\nContent-Length: $L\r\n", BODY_JSON, 200, NULL, false, 1},
     /* a list in the one h2o reads: h2o's own 400, in JSON */
-    {"1.1", "Content-Length: 3, $L\r\n", BODY_JSON, 400, "broken content-length header", true,
-     0},
+    {"1.1", "Content-Length: 3, $L\r\n", BODY_JSON, 400, "broken content-length header", true, 0},
     {"1.1", "Content-Length: $L\r\nContent-Length: $L, $L\r\n", BODY_JSON, 400,
      "Content-Length must be one decimal number", true, 0},
     /* h2o decodes chunked and ignores the Content-Length: it used to be 200 */
@@ -185,12 +184,12 @@ static const edge_case_t edge_cases[] = {
      "more than one Transfer-Encoding header", true, 0},
     {"1.0", "Transfer-Encoding: chunked\r\n", BODY_CHUNKED, 400,
      "Transfer-Encoding in an HTTP/1.0 request", true, 0},
-    {"1.1", "Transfer-Encoding: gzip, chunked\r\n", BODY_CHUNKED, 400,
-     "unknown transfer-encoding", true, 0},
+    {"1.1", "Transfer-Encoding: gzip, chunked\r\n", BODY_CHUNKED, 400, "unknown transfer-encoding",
+     true, 0},
     {"1.1", "Transfer-Encoding: chunked\r\n", BODY_CHUNKED, 200, NULL, false, 1},
     /* h2o passes a folded line on as a header with an empty name */
-    {"1.1", "Content-Length: $L\r\nX-Note: a\r\n b\r\n", BODY_JSON, 400,
-     "obsolete line folding", true, 0},
+    {"1.1", "Content-Length: $L\r\nX-Note: a\r\n b\r\n", BODY_JSON, 400, "obsolete line folding",
+     true, 0},
     {"1.1", "Content-Length: 3\r\n $L\r\n", BODY_JSON, 400, "obsolete line folding", true, 0},
     /* picohttpparser refuses these heads, and h2o writes its fixed text
      * 400 to the socket before there is a request to filter */
@@ -260,8 +259,8 @@ static void check_case(const gw_it_t *t, size_t i, const char *tag)
         assert_string_equal(r.body, "Bad Request");
     }
     if (products_named(t, name) != c->created)
-        fail_msg("case %zu: %lld products named %s, want %d", i,
-                 (long long)products_named(t, name), name, c->created);
+        fail_msg("case %zu: %lld products named %s, want %d", i, (long long)products_named(t, name),
+                 name, c->created);
 }
 
 static void framing_is_checked_before_anything_is_decoded(void **state)
@@ -359,7 +358,8 @@ static void oversized_headers_are_431_before_any_upstream_call(void **state)
     }
     {
         /* the total counts: three headers of 1500 bytes, the third crosses it */
-        char *a = big_header("Grpc-Metadata-Aa", 'a', 1500), *b = big_header("Grpc-Metadata-Ab", 'b', 1500),
+        char *a = big_header("Grpc-Metadata-Aa", 'a', 1500),
+             *b = big_header("Grpc-Metadata-Ab", 'b', 1500),
              *c = big_header("Grpc-Metadata-Ac", 'c', 1500);
         const char *hdrs[] = {a, b, c, NULL};
         gw_call(h, t, "GET", path, NULL, hdrs, &r);
@@ -392,8 +392,7 @@ static long post_order(CURL *h, const gw_it_t *t, const char *pid, const char *c
 {
     char body[256];
 
-    snprintf(body, sizeof body,
-             "{\"items\":[{\"product_id\":\"%s\",\"quantity\":1}]}", pid);
+    snprintf(body, sizeof body, "{\"items\":[{\"product_id\":\"%s\",\"quantity\":1}]}", pid);
     gw_call(h, t, "POST", "/v1/orders", body, hdrs, r);
     if (!gw_json_str(r->body, "id", id, 64))
         id[0] = '\0';
@@ -420,8 +419,9 @@ static void idempotency_keys_that_cannot_be_honoured_are_400(void **state)
         {"Idempotency-Key: \xd0\xba\xd0\xbb\xd1\x8e\xd1\x87-6c36ef84", NULL,
          "Idempotency-Key must be printable ASCII without spaces (0x21-0x7E): byte 0 is 0xD0"},
         {"Idempotency-Key: my key", NULL, "byte 2 is 0x20"},
-        {"Idempotency-Key;", NULL, "Idempotency-Key must be 1-255 printable ASCII characters, "
-                                   "not 0 bytes"},
+        {"Idempotency-Key;", NULL,
+         "Idempotency-Key must be 1-255 printable ASCII characters, "
+         "not 0 bytes"},
         {k256, NULL, "Idempotency-Key must be 1-255 printable ASCII characters, not 256 bytes"},
         {k10, NULL, "not 10240 bytes"},
         {k64, NULL, "not 65536 bytes"},

@@ -190,7 +190,8 @@ static void create_order_fails_fast_while_get_order_stays_200(void **state)
         long long refused = order_refusals(h, t) - refused0;
         long long answered = gateway_series(h, t, ANSWERS) - answers0;
         print_message("  30 POST /v1/orders in the window: %lld answered by the gateway, "
-                      "%lld refused by order\n", answered, refused);
+                      "%lld refused by order\n",
+                      answered, refused);
         /* At most one went out: a probe, if the window ended meanwhile. */
         assert_true(refused <= 1);
         assert_true(answered >= 29 && answered + refused == 30);

@@ -38,7 +38,8 @@
 #define N_PRODUCTS  100
 #define NOFILE_WANT 4096 /* 1000 client sockets plus libcurl, gRPC, logs */
 #define RESP_MAX    8192
-#define ROUTE_200 "gateway_http_requests_total{route=\"/v1/products/{id}\",method=\"GET\",code=\"200\"}"
+#define ROUTE_200                                                                                  \
+    "gateway_http_requests_total{route=\"/v1/products/{id}\",method=\"GET\",code=\"200\"}"
 
 typedef struct product {
     char id[37];
@@ -317,8 +318,7 @@ static void thousand_concurrent_connections(void **state)
             connected++;
         }
         if (it_now_ms() > deadline)
-            fail_msg("only %d of %d connections up after %d ms", connected, N_CONNS,
-                     it_ms(10000));
+            fail_msg("only %d of %d connections up after %d ms", connected, N_CONNS, it_ms(10000));
     }
     /* The gateway accepts asynchronously: wait until it holds them all. */
     held = sockets_of(spawn_pid(t->gw));
@@ -380,8 +380,9 @@ static void thousand_concurrent_connections(void **state)
     }
     t_done = it_now_ms();
     held = sockets_of(spawn_pid(t->gw));
-    fprintf(stderr, "%d requests sent in %llu ms, all %d answered 200 %llu ms after the first "
-                    "send; the gateway still holds %d sockets\n",
+    fprintf(stderr,
+            "%d requests sent in %llu ms, all %d answered 200 %llu ms after the first "
+            "send; the gateway still holds %d sockets\n",
             sent, (unsigned long long)(t_sent - t_conn), done,
             (unsigned long long)(t_done - t_conn), held);
     /* Keep-alive: answering closed none of them. */

@@ -222,8 +222,9 @@ static void memory_comes_back(void **state)
             continue;
         while ((now_kb = status_kb(pid, "VmRSS")) > bound && it_now_ms() < deadline)
             usleep(100 * 1000);
-        fprintf(stderr, "round %d: VmRSS %ld kB %llu ms after the close (warm-up %ld kB, bound "
-                        "%ld kB)\n",
+        fprintf(stderr,
+                "round %d: VmRSS %ld kB %llu ms after the close (warm-up %ld kB, bound "
+                "%ld kB)\n",
                 round, now_kb, (unsigned long long)(it_now_ms() - t_close), warm, bound);
         if (now_kb > bound) {
             spawn_log_dump(t->gw, 10);

@@ -27,9 +27,9 @@
 
 #include "gw_it.h"
 
-#define N_CONNS   40
-#define HEADROOM  8   /* descriptors the gateway may open past what it holds */
-#define SOFT_LOW  256 /* the soft limit it is started with */
+#define N_CONNS  40
+#define HEADROOM 8   /* descriptors the gateway may open past what it holds */
+#define SOFT_LOW 256 /* the soft limit it is started with */
 
 static int setup(void **state)
 {
@@ -142,7 +142,8 @@ static void raises_its_soft_limit(void **state)
     fprintf(stderr, "gateway started with a soft limit of %d: now %s soft, %s hard\n", SOFT_LOW,
             soft, hard);
     assert_string_equal(soft, hard);
-    assert_int_equal(spawn_log_wait(t->gw, "open files: soft limit raised from 256 to the hard limit",
+    assert_int_equal(spawn_log_wait(t->gw,
+                                    "open files: soft limit raised from 256 to the hard limit",
                                     it_ms(2000)),
                      SVC_OK);
 }
@@ -174,12 +175,11 @@ static void out_of_descriptors_waits_without_spinning(void **state)
     cpu = cpu_of(pid) - cpu0;
     fprintf(stderr, "gateway CPU over 1 s at the limit: %.2f s\n", cpu);
     assert_true(cpu0 >= 0 && cpu < 0.3);
-    assert_int_equal(spawn_log_wait(t->gw, "cannot accept a connection: Too many open files",
-                                    it_ms(2000)),
-                     SVC_OK);
+    assert_int_equal(
+        spawn_log_wait(t->gw, "cannot accept a connection: Too many open files", it_ms(2000)),
+        SVC_OK);
     /* The answered ones close; the others get their turn. */
-    for (int round = 0; round < N_CONNS && ask(fd, answered, sent, N_CONNS, 0) < N_CONNS;
-         round++) {
+    for (int round = 0; round < N_CONNS && ask(fd, answered, sent, N_CONNS, 0) < N_CONNS; round++) {
         for (int i = 0; i < N_CONNS; i++)
             if (answered[i] && fd[i] >= 0) {
                 close(fd[i]);

@@ -364,8 +364,9 @@ static void sigterm_cancels_at_the_drain_deadline(void **state)
 static int second_gateway(gw_it_t *t, const char *extra, spawn_proc_t **out)
 {
     char listen[64], cat[64];
-    const char *env[] = {listen, cat, "GATEWAY_THREADS=2", "GATEWAY_ADMIN_LISTEN=127.0.0.1:0",
-                         gw_it_lock_dir_env(), extra, NULL};
+    const char *env[] = {
+        listen, cat, "GATEWAY_THREADS=2", "GATEWAY_ADMIN_LISTEN=127.0.0.1:0", gw_it_lock_dir_env(),
+        extra,  NULL};
     char errbuf[SVC_ERRBUF_LEN] = "";
     spawn_opts_t o;
     int wstatus = -1;
@@ -422,8 +423,7 @@ int main(void)
                                         gw_it_teardown),
         cmocka_unit_test_setup_teardown(sigterm_cancels_at_the_drain_deadline, setup_drain_300ms,
                                         gw_it_teardown),
-        cmocka_unit_test_setup_teardown(second_instance_fails_loudly, setup_plain,
-                                        gw_it_teardown),
+        cmocka_unit_test_setup_teardown(second_instance_fails_loudly, setup_plain, gw_it_teardown),
     };
     int rc;
 

@@ -318,8 +318,7 @@ int main(void)
 
     cat_it_global_init();
     curl_global_init(CURL_GLOBAL_DEFAULT);
-    rc = svc_test_run_group_tests_name("gateway_outcome", outcome, outcome_setup,
-                                       outcome_teardown);
+    rc = svc_test_run_group_tests_name("gateway_outcome", outcome, outcome_setup, outcome_teardown);
     curl_global_cleanup();
     cat_it_global_fini();
     return rc;

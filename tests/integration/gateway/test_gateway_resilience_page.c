@@ -167,8 +167,7 @@ int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test_setup_teardown(the_page_is_self_contained, setup, gw_it_teardown),
-        cmocka_unit_test_setup_teardown(order_serves_its_feed_cross_origin, setup,
-                                        gw_it_teardown),
+        cmocka_unit_test_setup_teardown(order_serves_its_feed_cross_origin, setup, gw_it_teardown),
         cmocka_unit_test_setup_teardown(the_feed_follows_an_outage, setup, gw_it_teardown),
     };
 

@@ -139,18 +139,16 @@ static void connections_past_the_cap_wait_in_the_backlog(void **state)
 
 static int cors_setup(void **state)
 {
-    static const char *const env[] = {"GATEWAY_CORS_ORIGINS=" PAGE ",http://localhost:3000",
-                                      NULL};
+    static const char *const env[] = {"GATEWAY_CORS_ORIGINS=" PAGE ",http://localhost:3000", NULL};
 
     return gw_it_setup_env(state, false, env);
 }
 
 static bool has_cors_header(const gw_res_t *r)
 {
-    static const char *const names[] = {"Access-Control-Allow-Origin",
-                                        "Access-Control-Allow-Methods",
-                                        "Access-Control-Allow-Headers",
-                                        "Access-Control-Expose-Headers", "Access-Control-Max-Age"};
+    static const char *const names[] = {
+        "Access-Control-Allow-Origin", "Access-Control-Allow-Methods",
+        "Access-Control-Allow-Headers", "Access-Control-Expose-Headers", "Access-Control-Max-Age"};
     char v[256];
 
     for (size_t i = 0; i < SVC_COUNTOF(names); i++)
@@ -159,8 +157,7 @@ static bool has_cors_header(const gw_res_t *r)
     return false;
 }
 
-static void preflight(CURL *h, const gw_it_t *t, const char *origin, const char *path,
-                      gw_res_t *r)
+static void preflight(CURL *h, const gw_it_t *t, const char *origin, const char *path, gw_res_t *r)
 {
     char o[128];
     const char *hdrs[] = {o, "Access-Control-Request-Method: POST",
@@ -285,8 +282,14 @@ static void database_refuses_connections(const gw_it_t *t, bool refuse)
 
 static void assert_says_nothing_of_the_system(const char *what, const char *text)
 {
-    static const char *const never[] = {"127.0.0.1", "port", "connection to server", "FATAL",
-                                        "not currently accepting", "dbname", "ipv4:", "localhost"};
+    static const char *const never[] = {"127.0.0.1",
+                                        "port",
+                                        "connection to server",
+                                        "FATAL",
+                                        "not currently accepting",
+                                        "dbname",
+                                        "ipv4:",
+                                        "localhost"};
 
     for (size_t i = 0; i < SVC_COUNTOF(never); i++)
         if (strstr(text, never[i]) != NULL)

@@ -110,7 +110,7 @@ static void shed_get_is_retried_after_the_pushback(void **state)
     take_the_slot(&hd, t, id, "off=1&slots=1&latency_ms=600&pushback_ms=900");
     gw_call(h, t, "GET", path, NULL, NULL, &r);
     gw_assert_status(&r, 200); /* refused once, then served after 900 ms */
-    if (r.ms < 850) /* a lower bound: a slower (sanitizer) build only waits longer */
+    if (r.ms < 850)            /* a lower bound: a slower (sanitizer) build only waits longer */
         fail_msg("served after %.1f ms: before the 900 ms pushback ran out", r.ms);
     gw_res_free(&r);
     pthread_join(hd.th, NULL);
@@ -164,11 +164,11 @@ static void shed_pricing_is_503_with_retry_after_and_writes_nothing(void **state
     {
         char errbuf[SVC_ERRBUF_LEN] = "";
         int64_t n = -1;
-        assert_int_equal(pgtest_scalar_int(t->ord_db.dsn, "SELECT count(*) FROM orders", &n, errbuf),
-                         SVC_OK);
+        assert_int_equal(
+            pgtest_scalar_int(t->ord_db.dsn, "SELECT count(*) FROM orders", &n, errbuf), SVC_OK);
         assert_int_equal(n, 0);
-        assert_int_equal(pgtest_scalar_int(t->ord_db.dsn, "SELECT count(*) FROM outbox", &n, errbuf),
-                         SVC_OK);
+        assert_int_equal(
+            pgtest_scalar_int(t->ord_db.dsn, "SELECT count(*) FROM outbox", &n, errbuf), SVC_OK);
         assert_int_equal(n, 0);
     }
     curl_easy_cleanup(h);
@@ -179,8 +179,8 @@ int main(void)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test_setup_teardown(shed_get_is_retried_after_the_pushback, setup,
                                         gw_it_teardown),
-        cmocka_unit_test_setup_teardown(shed_get_past_the_deadline_is_429_with_retry_after,
-                                        setup, gw_it_teardown),
+        cmocka_unit_test_setup_teardown(shed_get_past_the_deadline_is_429_with_retry_after, setup,
+                                        gw_it_teardown),
         cmocka_unit_test_setup_teardown(shed_pricing_is_503_with_retry_after_and_writes_nothing,
                                         setup, gw_it_teardown),
     };

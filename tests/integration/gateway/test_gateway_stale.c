@@ -149,8 +149,8 @@ static void stale_lines(const gw_it_t *t, const char *reason, size_t *written, s
 
     assert_non_null(log);
     snprintf(key, sizeof key, "repeat_key=\"stale GET /v1/products/{id} %s\"", reason);
-    snprintf(kv, sizeof kv, "route=\"/v1/products/{id}\" upstream=catalog reason=%s grpc_code=",
-             reason);
+    snprintf(kv, sizeof kv,
+             "route=\"/v1/products/{id}\" upstream=catalog reason=%s grpc_code=", reason);
     *written = *accounted = 0;
     for (line = strtok_r(log, "\n", &save); line != NULL; line = strtok_r(NULL, "\n", &save)) {
         const char *rep = strstr(line, " repeated=");
@@ -229,8 +229,7 @@ static void catalog_killed_reads_are_served_stale_within_the_bound(void **state)
     assert_failure(&r, 503, 14);
     gw_res_free(&r);
     /* a write is never answered from the cache */
-    gw_call(h, t, "POST", "/v1/products", "{\"name\":\"stale mug\",\"priceCents\":1299}", NULL,
-            &r);
+    gw_call(h, t, "POST", "/v1/products", "{\"name\":\"stale mug\",\"priceCents\":1299}", NULL, &r);
     assert_failure(&r, 503, 14);
     gw_res_free(&r);
     /* By now the breaker is open: stale answers at once, detail breaker-open

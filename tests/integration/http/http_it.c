@@ -32,17 +32,21 @@ void hit_control(rs_http_client_t *cl, const char *control_url, const char *quer
     assert_int_equal(rs_http_do(cl, &r, &res), SVC_OK);
 }
 
-svc_err_t hit_deliver(rs_http_client_t *cl, const whk_key_t *key, const char *url,
-                      const char *id, uint64_t deadline_ms, bool keyed, bool want_body,
-                      rs_http_result_t *res)
+svc_err_t hit_deliver(rs_http_client_t *cl, const whk_key_t *key, const char *url, const char *id,
+                      uint64_t deadline_ms, bool keyed, bool want_body, rs_http_result_t *res)
 {
     static const char body[] = "{\"type\":\"OrderConfirmed\",\"order\":\"o-1\"}";
     char idem[sizeof "Idempotency-Key: " + WHK_ID_MAX];
     whk_headers_t h;
     const char *headers[4] = {h.id, h.timestamp, h.signature, idem};
-    rs_http_request_t r = {.method = "POST", .url = url, .body = body, .body_len = strlen(body),
-                           .headers = headers, .n_headers = keyed ? 4 : 3,
-                           .deadline_ns = hit_in_ms(deadline_ms), .want_body = want_body};
+    rs_http_request_t r = {.method = "POST",
+                           .url = url,
+                           .body = body,
+                           .body_len = strlen(body),
+                           .headers = headers,
+                           .n_headers = keyed ? 4 : 3,
+                           .deadline_ns = hit_in_ms(deadline_ms),
+                           .want_body = want_body};
     svc_err_t err;
 
     snprintf(idem, sizeof idem, "Idempotency-Key: %s", id);

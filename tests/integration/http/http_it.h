@@ -21,8 +21,7 @@ void hit_control(rs_http_client_t *cl, const char *control_url, const char *quer
  * time), with "Idempotency-Key: id" when keyed, within deadline_ms. Prints
  * the result. res->body is set when want_body (rs_http_result_dispose()).
  */
-svc_err_t hit_deliver(rs_http_client_t *cl, const whk_key_t *key, const char *url,
-                      const char *id, uint64_t deadline_ms, bool keyed, bool want_body,
-                      rs_http_result_t *res);
+svc_err_t hit_deliver(rs_http_client_t *cl, const whk_key_t *key, const char *url, const char *id,
+                      uint64_t deadline_ms, bool keyed, bool want_body, rs_http_result_t *res);
 
 #endif

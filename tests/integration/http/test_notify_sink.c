@@ -71,8 +71,8 @@ static void control(fixture_t *f, const char *query)
 /* GET /received, as text. Owned by caller. */
 static char *received(fixture_t *f)
 {
-    rs_http_request_t r = {.method = "GET", .url = f->received, .deadline_ns = hit_in_ms(5000),
-                           .want_body = true};
+    rs_http_request_t r = {
+        .method = "GET", .url = f->received, .deadline_ns = hit_in_ms(5000), .want_body = true};
     rs_http_result_t res;
 
     assert_int_equal(rs_http_do(f->ctl, &r, &res), SVC_OK);
@@ -173,8 +173,9 @@ static void a_signed_delivery_is_accepted_and_logged(void **state)
     rs_http_result_dispose(&res);
     assert_true(received_has(f, "\"count\":1,"));
     assert_true(received_has(f, "\"id\":\"evt-accepted-1\""));
-    assert_int_equal(spawn_log_wait(f->sink, "event_id=evt-accepted-1 idempotency_key=evt-accepted-1 "
-                                             "verdict=accepted duplicate=false status=200",
+    assert_int_equal(spawn_log_wait(f->sink,
+                                    "event_id=evt-accepted-1 idempotency_key=evt-accepted-1 "
+                                    "verdict=accepted duplicate=false status=200",
                                     (int)timeouts(5000)),
                      SVC_OK);
     rs_http_client_free(cl);
@@ -187,16 +188,18 @@ static void a_bad_signature_is_401_and_not_recorded(void **state)
     rs_http_result_t res;
     whk_key_t wrong;
 
-    assert_int_equal(whk_key_parse("whsec_d3Jvbmctc2VjcmV0LXdyb25nLXNlY3JldA==", &wrong, SVC_ERRBUF_SCRATCH),
-                     SVC_OK);
+    assert_int_equal(
+        whk_key_parse("whsec_d3Jvbmctc2VjcmV0LXdyb25nLXNlY3JldA==", &wrong, SVC_ERRBUF_SCRATCH),
+        SVC_OK);
     assert_int_equal(deliver(f, cl, &wrong, "evt-forged-1", &res), SVC_EUNAUTH);
     assert_int_equal(res.status, 401);
     assert_int_equal(res.attempts, 1);
     assert_non_null(strstr(res.body, "bad-signature"));
     rs_http_result_dispose(&res);
     assert_true(received_has(f, "\"count\":0,"));
-    assert_int_equal(spawn_log_wait(f->sink, "event_id=evt-forged-1 idempotency_key=evt-forged-1 "
-                                             "verdict=bad-signature",
+    assert_int_equal(spawn_log_wait(f->sink,
+                                    "event_id=evt-forged-1 idempotency_key=evt-forged-1 "
+                                    "verdict=bad-signature",
                                     (int)timeouts(5000)),
                      SVC_OK);
     rs_http_client_free(cl);
@@ -215,8 +218,9 @@ static void a_repeated_idempotency_key_is_recorded_once(void **state)
     }
     assert_true(received_has(f, "\"count\":1,\"duplicates\":2,"));
     assert_true(received_has(f, "\"times\":3}"));
-    assert_int_equal(spawn_log_wait(f->sink, "event_id=evt-dup-1 idempotency_key=evt-dup-1 "
-                                             "verdict=duplicate duplicate=true",
+    assert_int_equal(spawn_log_wait(f->sink,
+                                    "event_id=evt-dup-1 idempotency_key=evt-dup-1 "
+                                    "verdict=duplicate duplicate=true",
                                     (int)timeouts(5000)),
                      SVC_OK);
     rs_http_client_free(cl);
@@ -265,8 +269,7 @@ static void a_hang_is_cut_by_the_attempt_timeout(void **state)
     assert_int_equal(deliver(f, cl, &f->key, NULL, &res), SVC_OK);
     assert_int_equal(res.attempts, 2);
     rs_http_result_dispose(&res);
-    assert_int_equal(spawn_log_wait(f->sink, "verdict=injected-hang", (int)timeouts(5000)),
-                     SVC_OK);
+    assert_int_equal(spawn_log_wait(f->sink, "verdict=injected-hang", (int)timeouts(5000)), SVC_OK);
     rs_http_client_free(cl);
 }
 

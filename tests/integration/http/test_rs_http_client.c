@@ -72,8 +72,7 @@ static int sink_start(sink_t *s)
         return -1;
     }
     snprintf(s->url, sizeof s->url, "http://127.0.0.1:%d/hooks", nsk_server_port(s->srv));
-    snprintf(s->control, sizeof s->control, "http://127.0.0.1:%d/control",
-             nsk_server_port(s->srv));
+    snprintf(s->control, sizeof s->control, "http://127.0.0.1:%d/control", nsk_server_port(s->srv));
     return pthread_create(&s->thread, NULL, sink_main, s) == 0 ? 0 : -1;
 }
 

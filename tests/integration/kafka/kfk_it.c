@@ -58,8 +58,8 @@ static void create(const kit_fixture_t *f, const char *const *names, const int *
 
 void kit_create_topics(const kit_fixture_t *f)
 {
-    static const char *const names[] = {"kfk-it.once",  "kfk-it.poison", "kfk-it.poison.dlq",
-                                        "kfk-it.retry", "kfk-it.crash",  "kfk-it.rebalance",
+    static const char *const names[] = {"kfk-it.once",   "kfk-it.poison", "kfk-it.poison.dlq",
+                                        "kfk-it.retry",  "kfk-it.crash",  "kfk-it.rebalance",
                                         "kfk-it.dlqdown"};
     static const int parts[] = {3, 3, 1, 2, 3, 3, 1};
 
@@ -83,7 +83,7 @@ static void on_delivery(void *ctx, void *opaque, svc_err_t err, const char *reas
 /* n records to topic: id <prefix>-<i>, key keys ? keys(i) : "k<i>", value
  * "v<i>" or "poison" for index poison_at, plus header x-test: kept. */
 void kit_produce(const kit_fixture_t *f, const char *topic, const char *prefix, int n,
-                    const char *key, int poison_at)
+                 const char *key, int poison_at)
 {
     char errbuf[SVC_ERRBUF_LEN] = "";
     kfk_producer_opts_t po;
@@ -151,7 +151,7 @@ static kfk_verdict_t kit_handler(void *ctx, const kfk_record_t *r, char *reason)
 }
 
 kfk_consumer_t *kit_consumer(const kit_fixture_t *f, const char *topic, const char *group,
-                                kit_ctx_t *t)
+                             kit_ctx_t *t)
 {
     const char *topics[] = {topic, NULL};
     char errbuf[SVC_ERRBUF_LEN] = "";
@@ -224,7 +224,7 @@ void kit_close_free(kfk_consumer_t *c)
 
 /* A new member of group after the others closed: it gets nothing. */
 void kit_group_has_nothing_left(const kit_fixture_t *f, const char *topic, const char *group,
-                                   unsigned parts)
+                                unsigned parts)
 {
     kit_ctx_t *t = calloc(1, sizeof *t);
     kfk_consumer_t *c = kit_consumer(f, topic, group, t);

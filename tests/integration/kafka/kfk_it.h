@@ -37,8 +37,8 @@ typedef struct kit_seen {
 typedef struct kit_ctx {
     kit_seen_t seen[KIT_MAX_SEEN];
     size_t n;
-    char retry_id[64];    /* the record that gets KFK_RETRY ...            */
-    unsigned retry_fails; /* ... this many times (0: none)                 */
+    char retry_id[64];          /* the record that gets KFK_RETRY ...            */
+    unsigned retry_fails;       /* ... this many times (0: none)                 */
     uint64_t first_ns, last_ns; /* the first and the last handler call     */
     const char *dlq_topic;      /* options of kit_consumer: NULL, 0: the    */
     int dlq_timeout_ms;         /* default topic, 5000                      */
@@ -50,7 +50,6 @@ typedef struct kit_dead {
         offset[24], group[64], time[40];
     size_t n;
 } kit_dead_t;
-
 
 /* A client of the broker: a producer, or a consumer of group (no commits,
  * partition EOF reported). Fails the test when it cannot be made. */

@@ -36,8 +36,8 @@ typedef struct tx_ctx {
     effect_t staged[TX_MAX], committed[TX_MAX];
     size_t n_staged, n_committed;
     unsigned begins, commits, rollbacks, calls;
-    size_t in_tx, biggest;    /* handler calls in the open transaction, and the most */
-    char retry_id[64];        /* answers KFK_RETRY on its first retry_fails attempts */
+    size_t in_tx, biggest; /* handler calls in the open transaction, and the most */
+    char retry_id[64];     /* answers KFK_RETRY on its first retry_fails attempts */
     unsigned retry_fails;
     bool fail_next_commit;
 } tx_ctx_t;
@@ -151,8 +151,8 @@ static kfk_consumer_t *batch_consumer_every(const kit_fixture_t *f, const char *
     return c;
 }
 
-static kfk_consumer_t *batch_consumer(const kit_fixture_t *f, const char *topic,
-                                      const char *group, tx_ctx_t *t, unsigned batch_max)
+static kfk_consumer_t *batch_consumer(const kit_fixture_t *f, const char *topic, const char *group,
+                                      tx_ctx_t *t, unsigned batch_max)
 {
     return batch_consumer_every(f, topic, group, t, batch_max, 0);
 }
@@ -186,9 +186,9 @@ static void assert_each_once_in_order(const tx_ctx_t *t, const char *prefix, int
         for (size_t k = i + 1; k < t->n_committed; k++)
             if (t->committed[k].partition == t->committed[i].partition &&
                 t->committed[k].offset <= t->committed[i].offset)
-                fail_msg("%s (offset %lld) committed after %s (offset %lld)",
-                         t->committed[k].id, (long long)t->committed[k].offset,
-                         t->committed[i].id, (long long)t->committed[i].offset);
+                fail_msg("%s (offset %lld) committed after %s (offset %lld)", t->committed[k].id,
+                         (long long)t->committed[k].offset, t->committed[i].id,
+                         (long long)t->committed[i].offset);
 }
 
 void kit_batch_many_to_a_transaction(void **state)
@@ -232,9 +232,10 @@ void kit_batch_retry_rolls_back_and_splits(void **state)
     c = batch_consumer(f, "kfk-it.batch-retry", "it-batch-retry", t, 100);
     drive_committed(c, t, 40, 30000);
     kfk_consumer_stats(c, &s);
-    fprintf(stderr, "[kfk] batch retry: %u commits, %u rollbacks, %u handler calls, %llu "
-                    "retries\n", t->commits, t->rollbacks, t->calls,
-            (unsigned long long)s.retries);
+    fprintf(stderr,
+            "[kfk] batch retry: %u commits, %u rollbacks, %u handler calls, %llu "
+            "retries\n",
+            t->commits, t->rollbacks, t->calls, (unsigned long long)s.retries);
     assert_each_once_in_order(t, "r", 40);
     assert_true(t->rollbacks >= 1); /* the batch with r-17, and r-17 alone */
     assert_int_equal(s.retries, 2);

@@ -52,8 +52,9 @@ static void every_record_once_then_committed(void **state)
     t0 = svc_now_ms();
     c = kit_consumer(f, "kfk-it.once", "it-once", t);
     kit_drive(c, t, 38, 30000);
-    fprintf(stderr, "[kfk] 38 records handled %llu ms after the consumer was made; first to "
-                    "last handler call %.1f ms (a synchronous commit after each)\n",
+    fprintf(stderr,
+            "[kfk] 38 records handled %llu ms after the consumer was made; first to "
+            "last handler call %.1f ms (a synchronous commit after each)\n",
             (unsigned long long)(svc_now_ms() - t0), (double)(t->last_ns - t->first_ns) / 1e6);
     for (int i = 0; i < 30; i++) {
         snprintf(id, sizeof id, "once-%d", i);
@@ -222,8 +223,10 @@ static void retry_holds_its_partition_then_succeeds(void **state)
     assert_int_equal(s.dead_lettered, 0);
     assert_int_equal(s.handled, 20);
     assert_int_equal(s.consumed, 20);
-    fprintf(stderr, "[kfk] %s held for 3 retries; %zu records waited behind it, %zu of the other "
-                    "partition were handled meanwhile\n", x->id, behind, others_meanwhile);
+    fprintf(stderr,
+            "[kfk] %s held for 3 retries; %zu records waited behind it, %zu of the other "
+            "partition were handled meanwhile\n",
+            x->id, behind, others_meanwhile);
     kit_close_free(c);
     free(t);
 }
@@ -272,15 +275,17 @@ static void rebalance_moves_partitions_and_drops_retry_state(void **state)
         snprintf(id, sizeof id, "b-%d", i);
         /* exactly once across the two: every commit was synchronous */
         if (kit_count_verdict(ta, id, KFK_HANDLED) + kit_count_verdict(tb, id, KFK_HANDLED) != 1)
-            fail_msg("%s handled %zu times by A, %zu by B", id, kit_count_verdict(ta, id, KFK_HANDLED),
+            fail_msg("%s handled %zu times by A, %zu by B", id,
+                     kit_count_verdict(ta, id, KFK_HANDLED),
                      kit_count_verdict(tb, id, KFK_HANDLED));
     }
     assert_int_equal(kit_count_verdict(ta, ta->retry_id, KFK_HANDLED), 0);
     assert_int_equal(kit_count_verdict(tb, ta->retry_id, KFK_HANDLED), 1);
     assert_int_equal(sb.dead_lettered, 0);
-    fprintf(stderr, "[kfk] A handled %zu and held %s for %zu attempts; B handled %llu, %s among "
-                    "them (attempt 1 there)\n", kit_handled_count(ta),
-            ta->retry_id, kit_count_verdict(ta, ta->retry_id, KFK_RETRY),
+    fprintf(stderr,
+            "[kfk] A handled %zu and held %s for %zu attempts; B handled %llu, %s among "
+            "them (attempt 1 there)\n",
+            kit_handled_count(ta), ta->retry_id, kit_count_verdict(ta, ta->retry_id, KFK_RETRY),
             (unsigned long long)sb.handled, ta->retry_id);
     kit_close_free(b);
     free(ta);
@@ -293,8 +298,8 @@ static void rebalance_moves_partitions_and_drops_retry_state(void **state)
 static spawn_proc_t *start_helper(const kit_fixture_t *f, const char *out, const char *hang)
 {
     char brokers[64], file[600], errbuf[SVC_ERRBUF_LEN] = "";
-    const char *env[] = {brokers, "KFK_IT_TOPIC=kfk-it.crash", "KFK_IT_GROUP=it-crash", file,
-                         hang, NULL};
+    const char *env[] = {brokers, "KFK_IT_TOPIC=kfk-it.crash", "KFK_IT_GROUP=it-crash", file, hang,
+                         NULL};
     spawn_opts_t o;
     spawn_proc_t *p = NULL;
 
@@ -367,8 +372,7 @@ static void kill9_after_effect_redelivers_that_record(void **state)
             hung, lines, (unsigned long long)(svc_now_ms() - t0));
     usleep(500000); /* any further (wrong) redelivery would show now */
     spawn_signal(b, SIGTERM);
-    if (spawn_wait_exit(b, it_ms(20000), &ws) != SVC_OK || !WIFEXITED(ws) ||
-        WEXITSTATUS(ws) != 0) {
+    if (spawn_wait_exit(b, it_ms(20000), &ws) != SVC_OK || !WIFEXITED(ws) || WEXITSTATUS(ws) != 0) {
         spawn_log_dump(b, 40);
         fail_msg("the second consumer did not exit 0 after SIGTERM");
     }

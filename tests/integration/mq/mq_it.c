@@ -66,7 +66,8 @@ static int pick_ports(mq_it_node_t *n)
 
     snprintf(cmd, sizeof cmd,
              "bash -c 'source \"$1\" >/dev/null 2>&1 && free_ports 3 5672 4369 25672 25772 25773 "
-             "24369' _ %s/stack.sh 2>/dev/null", need_env("MQ_IT_STACK_DIR"));
+             "24369' _ %s/stack.sh 2>/dev/null",
+             need_env("MQ_IT_STACK_DIR"));
     f = popen(cmd, "r");
     ok = f != NULL && fscanf(f, "%d %d %d", &n->port, &n->dist_port, &n->epmd_port) == 3 &&
          n->port > 0 && n->dist_port > 0 && n->epmd_port > 0;
@@ -182,8 +183,7 @@ static void header_text(const amqp_basic_properties_t *p, const char *name, char
 }
 
 int mq_it_get(const mq_it_node_t *n, const char *queue, char *msg_id, size_t id_cap,
-              const char *const *hdr_names, char (*hdr_values)[RMQ_HEADER_VALUE_MAX],
-              size_t n_hdrs)
+              const char *const *hdr_names, char (*hdr_values)[RMQ_HEADER_VALUE_MAX], size_t n_hdrs)
 {
     amqp_connection_state_t c = raw_open(n);
     amqp_rpc_reply_t r;

@@ -79,8 +79,12 @@ static void declare(rmq_conn_t *c, const rmq_topology_t *t)
 static void publish(rmq_conn_t *c, const rmq_topology_t *t, const char *id, const char *body)
 {
     const rmq_header_t h[] = {{"x-test", "yes"}};
-    rmq_message_t m = {.body = body, .body_len = strlen(body), .message_id = id,
-                       .content_type = "text/plain", .headers = h, .n_headers = 1};
+    rmq_message_t m = {.body = body,
+                       .body_len = strlen(body),
+                       .message_id = id,
+                       .content_type = "text/plain",
+                       .headers = h,
+                       .n_headers = 1};
     char err[SVC_ERRBUF_LEN] = "";
     svc_err_t e = rmq_publish(c, t, &m, err);
 
@@ -224,7 +228,8 @@ static void consumer_channel_error_is_reported(void **state)
     k = consumer_new(&t, 1);
     d = next(k, 10000);
     assert_int_equal(rmq_consumer_ack(k, d, SVC_ERRBUF_SCRATCH), SVC_OK);
-    assert_int_equal(rmq_consumer_ack(k, d, SVC_ERRBUF_SCRATCH), SVC_OK); /* acks are not answered */
+    assert_int_equal(rmq_consumer_ack(k, d, SVC_ERRBUF_SCRATCH),
+                     SVC_OK); /* acks are not answered */
     rmq_delivery_free(d);
     assert_int_equal(rmq_consumer_next(k, mq_it_ms(10000), &none, err), SVC_EUNAVAIL);
     fprintf(stderr, "mq_it: consumer after a channel error: %s\n", err);
@@ -258,8 +263,8 @@ static void retry_tier_then_dead_letter(void **state)
 {
     const uint32_t delays[] = {200};
     rmq_topology_t t = {.base = "it.retry", .tier_delay_ms = delays, .n_tiers = 1};
-    rmq_dead_info_t why = {.final_reason = "attempts_exhausted", .last_http_status = 503,
-                           .attempts = 6};
+    rmq_dead_info_t why = {
+        .final_reason = "attempts_exhausted", .last_http_status = 503, .attempts = 6};
     const char *names[] = {RMQ_HDR_FINAL_REASON, RMQ_HDR_HTTP_STATUS, RMQ_HDR_ATTEMPTS, "x-test"};
     char values[4][RMQ_HEADER_VALUE_MAX], id[64], q[RMQ_NAME_MAX], err[SVC_ERRBUF_LEN] = "";
     rmq_conn_t *c = conn_new();

@@ -59,8 +59,10 @@ static void topology(rmq_topology_t *t, const char *base)
 
 static void body_of(const char *id, char *out, size_t cap)
 {
-    snprintf(out, cap, "{\"id\":\"%s\",\"type\":\"shopmicro.order.confirmed.v1\",\"data\":"
-                       "{\"orderId\":\"o-1\",\"items\":[]}}", id);
+    snprintf(out, cap,
+             "{\"id\":\"%s\",\"type\":\"shopmicro.order.confirmed.v1\",\"data\":"
+             "{\"orderId\":\"o-1\",\"items\":[]}}",
+             id);
 }
 
 static rmq_delivery_t *next(rmq_consumer_t *k)
@@ -94,10 +96,13 @@ static void fill_dead(const rmq_topology_t *t, const job_t *jobs, size_t n)
         fail_msg("rmq_consumer_new: %s", err);
     /* One at a time, so that B.dead gets them in this order. */
     for (size_t i = 0; i < n; i++) {
-        rmq_message_t m = {.message_id = jobs[i].id, .content_type = "application/cloudevents+json",
-                           .headers = h, .n_headers = 1};
+        rmq_message_t m = {.message_id = jobs[i].id,
+                           .content_type = "application/cloudevents+json",
+                           .headers = h,
+                           .n_headers = 1};
         rmq_dead_info_t why = {.final_reason = jobs[i].reason,
-                               .last_http_status = jobs[i].status, .attempts = jobs[i].attempts};
+                               .last_http_status = jobs[i].status,
+                               .attempts = jobs[i].attempts};
         rmq_delivery_t *d;
 
         body_of(jobs[i].id, body, sizeof body);
@@ -220,8 +225,8 @@ static void expect_list_line(const char *text, const job_t *j)
     char status[16], att[16], body[256];
 
     assert_non_null(p);
-    assert_int_equal(sscanf(p, "%127s %63s %15s %15s %zu %63s", id, reason, http, attempts,
-                            &bytes, died), 6);
+    assert_int_equal(
+        sscanf(p, "%127s %63s %15s %15s %zu %63s", id, reason, http, attempts, &bytes, died), 6);
     snprintf(status, sizeof status, "%d", j->status);
     snprintf(att, sizeof att, "%d", j->attempts);
     body_of(j->id, body, sizeof body);
@@ -306,15 +311,16 @@ static void show_prints_one_or_exits_1(void **state)
     free(r.text);
     r = run_cli(t.base, (const char *[]){"show", "no-such-id", NULL});
     assert_int_equal(r.code, 1);
-    assert_non_null(strstr(r.text, "no job with message-id no-such-id in it.dlq.show.dead (3 jobs"));
+    assert_non_null(
+        strstr(r.text, "no job with message-id no-such-id in it.dlq.show.dead (3 jobs"));
     free(r.text);
     drain_expect(&t, RMQ_NAME_DEAD, three_ids, 3);
 }
 
 static void replay_one_moves_exactly_that_one_with_tiers_reset(void **state)
 {
-    const char *names[] = {RMQ_HDR_RETRIES, RMQ_HDR_FINAL_REASON, RMQ_HDR_HTTP_STATUS,
-                           RMQ_HDR_ATTEMPTS, RMQ_HDR_DEAD_AT, "x-test"};
+    const char *names[] = {RMQ_HDR_RETRIES,  RMQ_HDR_FINAL_REASON, RMQ_HDR_HTTP_STATUS,
+                           RMQ_HDR_ATTEMPTS, RMQ_HDR_DEAD_AT,      "x-test"};
     const char *const rest[] = {three[1].id, three[2].id};
     char values[6][RMQ_HEADER_VALUE_MAX], id[256], q[RMQ_NAME_MAX];
     rmq_topology_t t;

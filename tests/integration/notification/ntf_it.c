@@ -48,7 +48,10 @@ static int start_sink(ntf_it_t *w)
 void ntf_it_svc_start(ntf_it_t *w)
 {
     char e[4][160], errbuf[SVC_ERRBUF_LEN] = "";
-    const char *env[] = {e[0], e[1], e[2], e[3],
+    const char *env[] = {e[0],
+                         e[1],
+                         e[2],
+                         e[3],
                          "NOTIFY_CONSUMER_GROUP=notification-it",
                          "NOTIFY_CONSUMER_SESSION_TIMEOUT_MS=6000",
                          "NOTIFY_CONSUMER_BATCH_MAX=100",
@@ -92,8 +95,8 @@ int ntf_it_up(ntf_it_t *w)
         fprintf(stderr, "ntf_it: http client: %s\n", errbuf);
         return -1;
     }
-    if (rly_it_kafka(&w->kafka, "start") != SVC_OK || mq_it_node(&w->rabbit, "start", NULL) != SVC_OK ||
-        start_sink(w) != 0)
+    if (rly_it_kafka(&w->kafka, "start") != SVC_OK ||
+        mq_it_node(&w->rabbit, "start", NULL) != SVC_OK || start_sink(w) != 0)
         return -1;
     ntf_it_svc_start(w);
     return 0;
@@ -153,16 +156,19 @@ static size_t pack(const char *type, const char *id, uint8_t *buf, size_t cap)
 void ntf_it_produce(ntf_it_t *w, const char *type, const char *id)
 {
     char ce_type[80];
-    kfk_ce_t ce = {.id = id, .type = ce_type, .source = "/shopmicro/order",
-                   .time = "2026-12-03T20:00:00Z", .request_id = "it-req"};
+    kfk_ce_t ce = {.id = id,
+                   .type = ce_type,
+                   .source = "/shopmicro/order",
+                   .time = "2026-12-03T20:00:00Z",
+                   .request_id = "it-req"};
     kfk_header_t h[KFK_CE_MAX_HEADERS];
     uint8_t value[512];
     size_t n_h = 0, len = pack(type, id, value, sizeof value);
 
     snprintf(ce_type, sizeof ce_type, "shopmicro.order.v1.Order%c%s", type[0] - 32, type + 1);
     assert_int_equal(kfk_ce_headers(&ce, h, &n_h, SVC_ERRBUF_SCRATCH), SVC_OK);
-    assert_int_equal(rly_it_produce(&w->kafka, "shopmicro.orders.v1", id, strlen(id), value, len,
-                                    h, n_h, mq_it_ms(10000)),
+    assert_int_equal(rly_it_produce(&w->kafka, "shopmicro.orders.v1", id, strlen(id), value, len, h,
+                                    n_h, mq_it_ms(10000)),
                      SVC_OK);
 }
 

@@ -69,8 +69,9 @@ static void confirmed_and_cancelled_are_delivered_once(void **state)
     ntf_it_produce(&world, "cancelled", "evt-happy-2");
     assert_true(ntf_it_wait_received(&world, "evt-happy-1", 15000));
     assert_true(ntf_it_wait_received(&world, "evt-happy-2", 15000));
-    snprintf(line, sizeof line, "job delivered id=evt-happy-1 type=shopmicro.order.v1.OrderConfirmed "
-                                "status=200 attempts=1");
+    snprintf(line, sizeof line,
+             "job delivered id=evt-happy-1 type=shopmicro.order.v1.OrderConfirmed "
+             "status=200 attempts=1");
     ntf_it_wait_log(&world, line, 5000);
     assert_int_equal(ntf_it_received(&world, "evt-happy-1"), 1);
     assert_int_equal(ntf_it_received(&world, "evt-created-1"), 0);
@@ -88,8 +89,10 @@ static void three_failures_then_delivered_in_one_pass(void **state)
     ntf_it_control(&world, "fail=3");
     ntf_it_produce(&world, "confirmed", "evt-fail3");
     assert_true(ntf_it_wait_received(&world, "evt-fail3", 15000));
-    ntf_it_wait_log(&world, "job delivered id=evt-fail3 type=shopmicro.order.v1.OrderConfirmed "
-                            "status=200 attempts=4", 5000);
+    ntf_it_wait_log(&world,
+                    "job delivered id=evt-fail3 type=shopmicro.order.v1.OrderConfirmed "
+                    "status=200 attempts=4",
+                    5000);
     assert_false(spawn_log_contains(world.svc, "job to retry tier id=evt-fail3"));
 }
 
@@ -105,8 +108,10 @@ static void retry_after_is_honoured(void **state)
     took = ms_since(t0);
     print_message("429 Retry-After: 2 -> delivered after %llu ms\n", (unsigned long long)took);
     assert_true(took >= 2000);
-    ntf_it_wait_log(&world, "job delivered id=evt-429 type=shopmicro.order.v1.OrderConfirmed "
-                            "status=200 attempts=2", 5000);
+    ntf_it_wait_log(&world,
+                    "job delivered id=evt-429 type=shopmicro.order.v1.OrderConfirmed "
+                    "status=200 attempts=2",
+                    5000);
 }
 
 /* The sink away for 6 s: every pass fails, the breaker opens, the jobs go
@@ -141,14 +146,17 @@ static void always_failing_ends_in_the_dead_letter_queue(void **state)
     (void)state;
     ntf_it_control(&world, "fail=1000");
     ntf_it_produce(&world, "cancelled", "evt-dead");
-    ntf_it_wait_log(&world, "job dead-lettered id=evt-dead reason=attempts-exhausted status=500 "
-                            "attempts=16", 40000);
+    ntf_it_wait_log(&world,
+                    "job dead-lettered id=evt-dead reason=attempts-exhausted status=500 "
+                    "attempts=16",
+                    40000);
     assert_int_equal(mq_it_depth(&world.rabbit, NTF_IT_BASE ".dead"), 1);
     assert_int_equal(ntf_it_dlq(&world, "show", "evt-dead", out, sizeof out), 0);
     assert_non_null(strstr(out, RMQ_HDR_FINAL_REASON ": attempts-exhausted"));
     assert_non_null(strstr(out, RMQ_HDR_HTTP_STATUS ": 500"));
     assert_non_null(strstr(out, RMQ_HDR_ATTEMPTS ": 16"));
-    assert_non_null(strstr(out, "shopmicro.order.v1.OrderCancelled")); /* the body, pretty-printed */
+    assert_non_null(
+        strstr(out, "shopmicro.order.v1.OrderCancelled")); /* the body, pretty-printed */
     assert_int_equal(ntf_it_received(&world, "evt-dead"), 0);
     ntf_it_control(&world, "reset=1");
     assert_int_equal(ntf_it_dlq(&world, "replay", "evt-dead", out, sizeof out), 0);

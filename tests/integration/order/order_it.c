@@ -62,8 +62,13 @@ static svc_err_t catalog_start_at(ord_it_t *t, const char *addr, spawn_proc_t **
     char listen[64], dsn[PGTEST_DSN_MAX + 32];
     /* No saga consumer in this catalog: it would join a user's broker on
      * the default port (see order_start). */
-    const char *env[] = {listen, dsn, "CATALOG_LOG_LEVEL=info", "CATALOG_WORKERS=16",
-                         "CATALOG_KAFKA_BROKERS=none", "CATALOG_ADMIN_LISTEN=127.0.0.1:0", NULL};
+    const char *env[] = {listen,
+                         dsn,
+                         "CATALOG_LOG_LEVEL=info",
+                         "CATALOG_WORKERS=16",
+                         "CATALOG_KAFKA_BROKERS=none",
+                         "CATALOG_ADMIN_LISTEN=127.0.0.1:0",
+                         NULL};
 
     snprintf(listen, sizeof listen, "CATALOG_LISTEN=%s", addr);
     snprintf(dsn, sizeof dsn, "CATALOG_DB_DSN=%s", t->cat_db.dsn);
@@ -112,13 +117,14 @@ static svc_err_t order_start(ord_it_t *t, const char *const *extra)
     /* No saga consumer unless a test names its own broker in extra: the
      * default would join a user's broker on 127.0.0.1:19092 and take the
      * user's events (and commit the user's group's offsets). */
-    env[n++] = "ORDER_KAFKA_BROKERS=none"; /* "": the default, 19092 */
+    env[n++] = "ORDER_KAFKA_BROKERS=none";       /* "": the default, 19092 */
     env[n++] = "ORDER_ADMIN_LISTEN=127.0.0.1:0"; /* many orders run at once */
     for (size_t i = 0; extra != NULL && extra[i] != NULL && n < ENV_MAX - 1; i++)
         env[n++] = extra[i];
     env[n] = NULL;
     snprintf(dsn, sizeof dsn, "ORDER_DB_DSN=%s", t->ord_db.dsn);
-    snprintf(cat, sizeof cat, "ORDER_CATALOG_ADDR=%s", t->cat_target[0] ? t->cat_target : t->cat_addr);
+    snprintf(cat, sizeof cat, "ORDER_CATALOG_ADDR=%s",
+             t->cat_target[0] ? t->cat_target : t->cat_addr);
     for (int i = 0; i < START_TRIES; i++) {
         snprintf(t->ord_addr, sizeof t->ord_addr, "127.0.0.1:%d", spawn_free_port());
         snprintf(listen, sizeof listen, "ORDER_LISTEN=%s", t->ord_addr);
@@ -234,7 +240,8 @@ int ord_it_teardown(void **state)
         grpc_channel_destroy(t->cat_ch);
     if (stop(&t->cat, "catalog") != 0 || stop(&t->cat2, "catalog replica 2") != 0)
         rc = -1;
-    if (pgtest_db_drop(&t->cat_db, SVC_ERRBUF_SCRATCH) != SVC_OK || pgtest_db_drop(&t->ord_db, SVC_ERRBUF_SCRATCH) != SVC_OK)
+    if (pgtest_db_drop(&t->cat_db, SVC_ERRBUF_SCRATCH) != SVC_OK ||
+        pgtest_db_drop(&t->ord_db, SVC_ERRBUF_SCRATCH) != SVC_OK)
         rc = -1;
     free(t);
     *state = NULL;
@@ -277,8 +284,7 @@ svc_err_t it_order_create_as(grpc_channel *ch, const char *subject, const char *
                              const rpc_md_t *md, size_t n_md, int timeout_ms, it_created_t **out,
                              rpc_result_t *res)
 {
-    Shopmicro__Order__V1__CreateOrderRequest req =
-        SHOPMICRO__ORDER__V1__CREATE_ORDER_REQUEST__INIT;
+    Shopmicro__Order__V1__CreateOrderRequest req = SHOPMICRO__ORDER__V1__CREATE_ORDER_REQUEST__INIT;
     Shopmicro__Order__V1__OrderItem it[128], *ptrs[128];
     rpc_md_t all[RPC_UNARY_MAX_MD];
     rpc_call_opts_t o = {.deadline_ns = deadline_after(timeout_ms), .md = all};
@@ -320,8 +326,8 @@ svc_err_t it_order_create(grpc_channel *ch, const char *customer, const it_item_
                               res);
 }
 
-svc_err_t it_order_get_as(grpc_channel *ch, const char *subject, const char *scopes,
-                          const char *id, int timeout_ms, it_order_t **out, rpc_result_t *res)
+svc_err_t it_order_get_as(grpc_channel *ch, const char *subject, const char *scopes, const char *id,
+                          int timeout_ms, it_order_t **out, rpc_result_t *res)
 {
     Shopmicro__Order__V1__GetOrderRequest req = SHOPMICRO__ORDER__V1__GET_ORDER_REQUEST__INIT;
     rpc_md_t md[2];

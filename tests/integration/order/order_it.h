@@ -23,19 +23,19 @@
 typedef Shopmicro__Order__V1__CreateOrderResponse it_created_t;
 typedef Shopmicro__Order__V1__Order it_order_t;
 
-#define ORD_IT_PENDING SHOPMICRO__ORDER__V1__ORDER_STATUS__ORDER_STATUS_PENDING
+#define ORD_IT_PENDING   SHOPMICRO__ORDER__V1__ORDER_STATUS__ORDER_STATUS_PENDING
 #define ORD_IT_CONFIRMED SHOPMICRO__ORDER__V1__ORDER_STATUS__ORDER_STATUS_CONFIRMED
 #define ORD_IT_CANCELLED SHOPMICRO__ORDER__V1__ORDER_STATUS__ORDER_STATUS_CANCELLED
 
 /* One catalog + one order under test. Zero-initialise; ord_it_setup fills it. */
 typedef struct ord_it {
     pgtest_db_t cat_db, ord_db;
-    spawn_proc_t *cat, *ord;        /* owned */
-    spawn_proc_t *cat2;             /* owned; the second replica (ord_it_setup_replicas) */
+    spawn_proc_t *cat, *ord; /* owned */
+    spawn_proc_t *cat2;      /* owned; the second replica (ord_it_setup_replicas) */
     char cat_addr[32], ord_addr[32];
     char cat2_addr[32];
-    char cat_target[80];            /* order's ORDER_CATALOG_ADDR when not cat_addr */
-    grpc_channel *cat_ch, *ord_ch;  /* owned */
+    char cat_target[80];           /* order's ORDER_CATALOG_ADDR when not cat_addr */
+    grpc_channel *cat_ch, *ord_ch; /* owned */
 } ord_it_t;
 
 /* An item of a CreateOrder request. */
@@ -103,8 +103,8 @@ svc_err_t it_order_create_md(grpc_channel *ch, const char *customer, const it_it
                              size_t n, const rpc_md_t *md, size_t n_md, int timeout_ms,
                              it_created_t **out, rpc_result_t *res);
 /* GetOrder as subject with scopes. */
-svc_err_t it_order_get_as(grpc_channel *ch, const char *subject, const char *scopes,
-                          const char *id, int timeout_ms, it_order_t **out, rpc_result_t *res);
+svc_err_t it_order_get_as(grpc_channel *ch, const char *subject, const char *scopes, const char *id,
+                          int timeout_ms, it_order_t **out, rpc_result_t *res);
 /* GetOrder as an orders:admin. */
 svc_err_t it_order_get(grpc_channel *ch, const char *id, int timeout_ms, it_order_t **out,
                        rpc_result_t *res);

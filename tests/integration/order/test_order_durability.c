@@ -37,16 +37,16 @@
 
 #include "order_it.h"
 
-#define CLIENTS        6
-#define MAX_REQUESTS   4000 /* per client: far more than a run places */
-#define CALL_MS        3000
-#define LOAD_MS        1200 /* unscaled: load between two faults */
-#define REPLAY_TRIES   40
+#define CLIENTS      6
+#define MAX_REQUESTS 4000 /* per client: far more than a run places */
+#define CALL_MS      3000
+#define LOAD_MS      1200 /* unscaled: load between two faults */
+#define REPLAY_TRIES 40
 /* Of each: every one loses an OK order on a pkg/db that trusts rows
  * before ReadyForQuery in about one run of three, together most runs. */
-#define RESTARTS       3    /* -m fast, then -m immediate */
-#define TERMINATIONS   6
-#define UNKNOWN_NOTE   "may have been placed"
+#define RESTARTS     3 /* -m fast, then -m immediate */
+#define TERMINATIONS 6
+#define UNKNOWN_NOTE "may have been placed"
 
 typedef enum outcome { OUT_NONE, OUT_OK, OUT_UNKNOWN, OUT_REFUSED } outcome_t;
 
@@ -62,7 +62,7 @@ typedef struct client {
     int index;
     const it_item_t *items;
     volatile int *stop;
-    size_t n;                  /* requests made */
+    size_t n; /* requests made */
     request_t req[MAX_REQUESTS];
 } client_t;
 
@@ -272,8 +272,7 @@ static void count_lost(const client_t *cl, const row_t *rows, size_t n_rows, tal
             y->ok += r->outcome == OUT_OK;
             if (r->outcome == OUT_OK && !seen[c][i]) {
                 y->lost++;
-                print_message("lost: order %s of dur-%d-%zu was answered OK\n", r->order_id, c,
-                              i);
+                print_message("lost: order %s of dur-%d-%zu was answered OK\n", r->order_id, c, i);
             }
         }
 }

@@ -119,9 +119,8 @@ static void catalog_down_fails_before_writing_opens_breaker_and_heals(void **sta
     assert_true(spawn_log_contains(t->ord, "breaker catalog: half-open -> closed"));
     assert_int_equal(c->total_cents, 2 * 2599);
     it_free(c);
-    ord_it_assert_counts(ord_it_counts(t), (ord_it_counts_t){before.orders + 1,
-                                                              before.items + 1,
-                                                              before.outbox + 1, before.keys});
+    ord_it_assert_counts(ord_it_counts(t), (ord_it_counts_t){before.orders + 1, before.items + 1,
+                                                             before.outbox + 1, before.keys});
     it_free(first);
 }
 
@@ -148,8 +147,7 @@ static void frozen_catalog_ends_at_the_callers_deadline(void **state)
         fail_msg("answered after %.1f ms, want about the 1000 ms deadline", ms);
     /* The order service gives up at the same deadline; once it has said so
      * (its access line), nothing may have been written. */
-    assert_int_equal(spawn_log_wait(t->ord, "CreateOrder DEADLINE_EXCEEDED", it_ms(3000)),
-                     SVC_OK);
+    assert_int_equal(spawn_log_wait(t->ord, "CreateOrder DEADLINE_EXCEEDED", it_ms(3000)), SVC_OK);
     ord_it_assert_counts(ord_it_counts(t), before);
     /* The caller's own deadline is not the catalog's failure. */
     assert_false(spawn_log_contains(t->ord, "breaker catalog: closed -> open"));

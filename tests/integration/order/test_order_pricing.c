@@ -31,8 +31,8 @@ typedef struct fake {
     pthread_t thread;
     char addr[32];
     atomic_int calls, delay_ms;
-    size_t n_ids;             /* of the last call; written by the fake's worker, */
-    char ids[MAX_IDS][24];    /* read after the order's answer                   */
+    size_t n_ids;          /* of the last call; written by the fake's worker, */
+    char ids[MAX_IDS][24]; /* read after the order's answer                   */
 } fake_t;
 
 static fake_t fake;
@@ -209,8 +209,9 @@ static void a_refused_call_is_internal_not_unavailable(void **state)
 
     atomic_store(&fake.calls, 0);
     it_order_create(t->ord_ch, "cust-p", items, 1, NULL, 10000, &c, &res);
-    IT_ASSERT_ERROR(res, SVC_EINTERNAL,
-                    "the catalog refused BatchGetProducts: INVALID_ARGUMENT ids must have 1-100 entries");
+    IT_ASSERT_ERROR(
+        res, SVC_EINTERNAL,
+        "the catalog refused BatchGetProducts: INVALID_ARGUMENT ids must have 1-100 entries");
     assert_int_equal(atomic_load(&fake.calls), 1);
     ord_it_assert_counts(ord_it_counts(t), before);
 }

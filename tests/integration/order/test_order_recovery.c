@@ -46,8 +46,8 @@ static const size_t every_shape[] = {1, 2, 10, 100};
 typedef struct world {
     ord_it_t *t;
     char ids[PRODUCTS][37];
-    uint64_t back_ns;    /* the catalog is back */
-    uint64_t until_ns;   /* clients stop sending */
+    uint64_t back_ns;     /* the catalog is back */
+    uint64_t until_ns;    /* clients stop sending */
     const size_t *shapes; /* each client cycles through these, from its own start */
     size_t n_shapes;
 } world_t;
@@ -56,7 +56,7 @@ typedef struct client {
     world_t *w;
     int k;
     int sent, ok, failed_after_ok;
-    double first_ok_ms;  /* since back_ns; -1: never */
+    double first_ok_ms; /* since back_ns; -1: never */
     char last_error[SVC_ERRBUF_LEN + 32];
 } client_t;
 
@@ -152,12 +152,13 @@ static void clients_recover(world_t *w, int n, const char *what)
     for (int k = 0; k < n; k++)
         pthread_join(th[k], NULL);
     for (int k = 0; k < n; k++) {
-        fprintf(stderr, "%s: client %d: %d sent, %d ok, first ok after %.0f ms, %d failed after it%s%s\n",
+        fprintf(stderr,
+                "%s: client %d: %d sent, %d ok, first ok after %.0f ms, %d failed after it%s%s\n",
                 what, k, c[k].sent, c[k].ok, c[k].first_ok_ms, c[k].failed_after_ok,
                 c[k].last_error[0] != '\0' ? "; last error: " : "", c[k].last_error);
         if (c[k].ok == 0 || c[k].first_ok_ms > limit)
-            fail_msg("%s: client %d: no success within %.0f ms of the catalog's return (%s)",
-                     what, k, limit, c[k].last_error);
+            fail_msg("%s: client %d: no success within %.0f ms of the catalog's return (%s)", what,
+                     k, limit, c[k].last_error);
         assert_int_equal(c[k].failed_after_ok, 0);
     }
 }

@@ -75,8 +75,8 @@ static void calls_reach_both_replicas_and_survive_one_killed(void **state)
         if (ms > worst)
             worst = ms;
     }
-    fprintf(stderr, "replica 1 killed: %d orders in 3 s, all OK, the slowest %.1f ms\n",
-            after_kill, worst);
+    fprintf(stderr, "replica 1 killed: %d orders in 3 s, all OK, the slowest %.1f ms\n", after_kill,
+            worst);
     assert_true(after_kill >= 10);
     assert_true(worst < it_ms(DEADLINE_MS));
     ok += after_kill;

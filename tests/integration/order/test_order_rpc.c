@@ -30,8 +30,7 @@
 static int group_setup(void **state)
 {
     /* Expiry on every CreateOrder, so a test can watch it work. */
-    static const char *const env[] = {"ORDER_WORKERS=8", "ORDER_IDEMPOTENCY_CLEANUP_EVERY=1",
-                                      NULL};
+    static const char *const env[] = {"ORDER_WORKERS=8", "ORDER_IDEMPOTENCY_CLEANUP_EVERY=1", NULL};
 
     return ord_it_setup(state, NULL, env);
 }
@@ -113,8 +112,7 @@ static void create_prices_live_and_writes_one_transaction(void **state)
              "WHERE x.aggregate_id = '%s'",
              c->id);
     ord_it_text(t, sql, got, sizeof got);
-    snprintf(want, sizeof want, "%s|cust-1|number|4647|2|%s|3|1299|%s|3|250|t|t", c->id,
-             a, b);
+    snprintf(want, sizeof want, "%s|cust-1|number|4647|2|%s|3|1299|%s|3|250|t|t", c->id, a, b);
     assert_string_equal(got, want);
 
     /* The catalog changes a price afterwards: the order keeps the price it
@@ -286,8 +284,8 @@ static void repeated_key_is_refused_and_nothing_is_written(void **state)
     ord_it_t *t = *state;
     char a[37], k1[48], k2[48];
     it_item_t items[1] = {{a, 1}};
-    rpc_md_t md[3] = {{"idempotency-key", k1}, {"x-request-id", "repeated-key"},
-                      {"idempotency-key", k2}};
+    rpc_md_t md[3] = {
+        {"idempotency-key", k1}, {"x-request-id", "repeated-key"}, {"idempotency-key", k2}};
     ord_it_counts_t before;
     it_created_t *c = NULL;
     rpc_result_t res;
@@ -376,8 +374,10 @@ static void same_key_same_request_replays_the_first_response(void **state)
     it_order_create(t->ord_ch, "cust-other", first, 2, key, 0, &c3, &res);
     IT_ASSERT_ERROR(res, SVC_EEXIST, "idempotency key reused with a different request");
     ord_it_assert_counts(ord_it_counts(t), plus(before, 1, 2, 1, 1));
-    snprintf(sql, sizeof sql, "SELECT count(*) FROM idempotency_keys WHERE key = '%s' "
-                              "AND order_id = '%s' AND total_cents = 6150", key, c1->id);
+    snprintf(sql, sizeof sql,
+             "SELECT count(*) FROM idempotency_keys WHERE key = '%s' "
+             "AND order_id = '%s' AND total_cents = 6150",
+             key, c1->id);
     assert_int_equal(ord_it_int(t, sql), 1);
     it_free(c1);
     it_free(c2);
@@ -478,8 +478,7 @@ static void *race(void *arg)
     it_created_t *c = NULL;
 
     pthread_barrier_wait(r->go);
-    if (it_order_create(r->t->ord_ch, "racer", r->items, 2, r->key, 10000, &c, &r->res) ==
-        SVC_OK) {
+    if (it_order_create(r->t->ord_ch, "racer", r->items, 2, r->key, 10000, &c, &r->res) == SVC_OK) {
         snprintf(r->id, sizeof r->id, "%s", c->id);
         r->total = c->total_cents;
     }

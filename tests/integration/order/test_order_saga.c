@@ -35,9 +35,9 @@
 #define MOVE_MS       20000 /* the group's first join included; unscaled */
 
 typedef struct saga_it {
-    kit_fixture_t kafka;   /* the broker (relay_it's), as kfk_it's helpers want it */
+    kit_fixture_t kafka; /* the broker (relay_it's), as kfk_it's helpers want it */
     ord_it_t *t;
-    kfk_producer_t *p;     /* plays catalog */
+    kfk_producer_t *p; /* plays catalog */
     int in_flight;
     svc_err_t last_err;
     char mug[37], tea[37]; /* products */
@@ -62,8 +62,8 @@ static void on_delivery(void *ctx, void *opaque, svc_err_t err, const char *reas
 static void produce(saga_it_t *f, const char *ce_id, const char *type, const char *key,
                     const void *value, size_t len)
 {
-    const kfk_ce_t ce = {ce_id, type, "/shopmicro/catalog", "2026-12-03T12:00:00.000000Z", NULL,
-                         "req-saga-it"};
+    const kfk_ce_t ce = {ce_id, type,         "/shopmicro/catalog", "2026-12-03T12:00:00.000000Z",
+                         NULL,  "req-saga-it"};
     kfk_header_t h[KFK_CE_MAX_HEADERS];
     char errbuf[SVC_ERRBUF_LEN] = "";
     size_t nh = 0;
@@ -299,8 +299,11 @@ static void reserved_confirms_and_rejected_cancels_with_the_reason(void **state)
     assert_outbox_row(f, f->a, "OrderConfirmed", "shopmicro.order.v1.OrderConfirmed");
     assert_outbox_row(f, f->b, "OrderCancelled", "shopmicro.order.v1.OrderCancelled");
     assert_int_equal(count(f, "SELECT count(*) FROM outbox WHERE aggregate_id = '%s'", f->a), 2);
-    assert_int_equal(count(f, "SELECT count(*) FROM outbox WHERE aggregate_id = '%s' AND "
-                              "octet_length(payload_pb) > 0", f->a), 2);
+    assert_int_equal(count(f,
+                           "SELECT count(*) FROM outbox WHERE aggregate_id = '%s' AND "
+                           "octet_length(payload_pb) > 0",
+                           f->a),
+                     2);
     assert_int_equal(count(f, "SELECT count(*) FROM outbox WHERE aggregate_id = '%s'", f->b), 2);
     snprintf(sql, sizeof sql,
              "SELECT concat_ws('|', payload->>'reason', jsonb_array_length(payload->'shortages'), "
@@ -324,10 +327,16 @@ static void reserved_confirms_and_rejected_cancels_with_the_reason(void **state)
     assert_string_equal(ev->shortages[1]->product_id, unknown);
     assert_true(ev->shortages[1]->unknown_product);
     shopmicro__events__v1__order_cancelled__free_unpacked(ev, NULL);
-    assert_int_equal(count(f, "SELECT count(*) FROM processed_events WHERE event_id = '%s' AND "
-                              "event_type = '" RESERVED "'", f->ce_a), 1);
-    assert_int_equal(count(f, "SELECT count(*) FROM processed_events WHERE event_id = '%s' AND "
-                              "event_type = '" REJECTED "'", ce_b), 1);
+    assert_int_equal(count(f,
+                           "SELECT count(*) FROM processed_events WHERE event_id = '%s' AND "
+                           "event_type = '" RESERVED "'",
+                           f->ce_a),
+                     1);
+    assert_int_equal(count(f,
+                           "SELECT count(*) FROM processed_events WHERE event_id = '%s' AND "
+                           "event_type = '" REJECTED "'",
+                           ce_b),
+                     1);
 
     /* The idempotency replay answers the status as it is now. */
     create(f, "cust-a", f->key_a, &again);
@@ -365,12 +374,15 @@ static void a_duplicate_and_a_late_answer_change_nothing(void **state)
     assert_string_equal(o->cancel_reason, "");
     it_free(o);
     ord_it_assert_counts(ord_it_counts(f->t), before); /* no outbox row */
-    assert_int_equal(count(f, "SELECT count(*) FROM outbox WHERE aggregate_id = '%s' AND "
-                              "event_type = 'OrderCancelled'", f->a), 0);
+    assert_int_equal(count(f,
+                           "SELECT count(*) FROM outbox WHERE aggregate_id = '%s' AND "
+                           "event_type = 'OrderCancelled'",
+                           f->a),
+                     0);
     /* The late answer's id is recorded (a redelivery of it is a duplicate);
      * the duplicate added nothing. */
-    assert_int_equal(count(f, "SELECT count(*) FROM processed_events WHERE event_id = '%s'",
-                           late), 1);
+    assert_int_equal(count(f, "SELECT count(*) FROM processed_events WHERE event_id = '%s'", late),
+                     1);
     assert_int_equal(count(f, "SELECT count(*) FROM processed_events"), events + 1);
 }
 

@@ -36,7 +36,7 @@ typedef struct world {
     ord_it_t *t;
     char ids[DISTINCT][37];
     it_item_t items[ITEMS];
-    int32_t qty[DISTINCT];    /* merged, by product */
+    int32_t qty[DISTINCT]; /* merged, by product */
     int64_t price[DISTINCT];
     int64_t total;
 } world_t;
@@ -118,7 +118,8 @@ static void the_event_is_the_order_byte_for_byte(world_t *w, const char *id)
     assert_non_null(ev);
     snprintf(sql, sizeof sql,
              "SELECT to_char(created_at AT TIME ZONE 'UTC', 'YYYY-MM-DD\"T\"HH24:MI:SS.US\"Z\"') "
-             "FROM orders WHERE id = '%s'", id);
+             "FROM orders WHERE id = '%s'",
+             id);
     ord_it_text(w->t, sql, created_at, sizeof created_at);
     assert_string_equal(ev->order_id, id);
     assert_string_equal(ev->customer_id, CUSTOMER);
@@ -199,8 +200,8 @@ static void replay_is_exact_and_another_body_is_refused(void **state)
     after = ord_it_counts(w->t);
     snprintf(sql, sizeof sql,
              "SELECT count(*) FROM idempotency_keys k JOIN orders o ON o.id = k.order_id "
-             "WHERE k.key = '%s' AND o.id = '%s' AND k.total_cents = %lld", key, c->id,
-             (long long)w->total);
+             "WHERE k.key = '%s' AND o.id = '%s' AND k.total_cents = %lld",
+             key, c->id, (long long)w->total);
     assert_int_equal(ord_it_int(w->t, sql), 1);
 
     create(w, key, &again);

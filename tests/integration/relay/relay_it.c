@@ -14,9 +14,9 @@
 
 #include "relay_it.h"
 
-#define ENV_MAX        32
+#define ENV_MAX 32
 /* kafka.sh's own start timeout is 90 s; a loaded machine may need most. */
-#define KAFKA_VERB_MS  150000
+#define KAFKA_VERB_MS 150000
 
 static const char *need_env(const char *name)
 {
@@ -62,10 +62,11 @@ static void pick_ports(rly_it_kafka_t *k)
 
     snprintf(cmd, sizeof cmd,
              "bash -c 'source \"$1\" >/dev/null 2>&1 && free_ports 2 9092 9093 19092 19093' "
-             "_ %s/stack.sh 2>/dev/null", need_env("RELAY_IT_STACK_DIR"));
+             "_ %s/stack.sh 2>/dev/null",
+             need_env("RELAY_IT_STACK_DIR"));
     f = popen(cmd, "r");
-    if (f == NULL || fscanf(f, "%d %d", &k->port, &k->controller_port) != 2 ||
-        k->port <= 0 || k->controller_port <= 0 || k->port == k->controller_port) {
+    if (f == NULL || fscanf(f, "%d %d", &k->port, &k->controller_port) != 2 || k->port <= 0 ||
+        k->controller_port <= 0 || k->port == k->controller_port) {
         k->port = spawn_free_port();
         do
             k->controller_port = spawn_free_port();
@@ -100,15 +101,16 @@ void rly_it_kafka_cleanup(rly_it_kafka_t *k)
     (void)run(argv, NULL, 30000);
 }
 
-svc_err_t rly_it_relay_start(const char *db_dsn, const rly_it_kafka_t *k,
-                             const char *const *extra, spawn_proc_t **out)
+svc_err_t rly_it_relay_start(const char *db_dsn, const rly_it_kafka_t *k, const char *const *extra,
+                             spawn_proc_t **out)
 {
     char dsn[PGTEST_DSN_MAX + 32], brokers[64], errbuf[SVC_ERRBUF_LEN] = "";
     const char *env[ENV_MAX] = {dsn, brokers, "RELAY_LOG_LEVEL=info",
                                 /* quick: the tests wait on these; a slow poll, so
                                  * that only a NOTIFY wakes the relay quickly */
-                                "RELAY_POLL_INTERVAL_MS=60000", "RELAY_KAFKA_DELIVERY_TIMEOUT_MS=3000",
-                                "RELAY_BACKOFF_BASE_MS=100", "RELAY_BACKOFF_CAP_MS=1000"};
+                                "RELAY_POLL_INTERVAL_MS=60000",
+                                "RELAY_KAFKA_DELIVERY_TIMEOUT_MS=3000", "RELAY_BACKOFF_BASE_MS=100",
+                                "RELAY_BACKOFF_CAP_MS=1000"};
     size_t n = 7;
     spawn_opts_t o;
     svc_err_t err;
@@ -151,8 +153,8 @@ int rly_it_relay_stop(spawn_proc_t **p, long *published)
     if (*p == NULL)
         return 0;
     spawn_signal(*p, SIGTERM);
-    if (spawn_wait_exit(*p, it_ms(20000), &wstatus) != SVC_OK ||
-        !WIFEXITED(wstatus) || WEXITSTATUS(wstatus) != 0) {
+    if (spawn_wait_exit(*p, it_ms(20000), &wstatus) != SVC_OK || !WIFEXITED(wstatus) ||
+        WEXITSTATUS(wstatus) != 0) {
         spawn_status_text(wstatus, st, sizeof st);
         fprintf(stderr, "relay did not exit 0 after SIGTERM (%s)\n", st);
         spawn_log_dump(*p, 60);
@@ -188,8 +190,7 @@ static void header(rd_kafka_headers_t *h, const char *name, char *out, size_t le
         snprintf(out, len, "%.*s", (int)n, (const char *)v);
 }
 
-static svc_err_t keep(const rd_kafka_message_t *m, rly_it_record_t **recs, size_t *n,
-                      size_t *cap)
+static svc_err_t keep(const rd_kafka_message_t *m, rly_it_record_t **recs, size_t *n, size_t *cap)
 {
     rd_kafka_headers_t *h = NULL;
     rly_it_record_t *r;
@@ -254,8 +255,7 @@ static int assign_all(rd_kafka_t *rk, const char *topic, int timeout_ms)
         n = md->topics[0].partition_cnt;
         l = rd_kafka_topic_partition_list_new(n);
         for (int p = 0; p < n; p++)
-            rd_kafka_topic_partition_list_add(l, topic, p)->offset =
-                RD_KAFKA_OFFSET_BEGINNING;
+            rd_kafka_topic_partition_list_add(l, topic, p)->offset = RD_KAFKA_OFFSET_BEGINNING;
         if (rd_kafka_assign(rk, l) != RD_KAFKA_RESP_ERR_NO_ERROR)
             n = -1;
         rd_kafka_topic_partition_list_destroy(l);
@@ -267,8 +267,7 @@ static int assign_all(rd_kafka_t *rk, const char *topic, int timeout_ms)
     return n;
 }
 
-svc_err_t rly_it_consume(const rly_it_kafka_t *k, int timeout_ms, rly_it_record_t **out,
-                         size_t *n)
+svc_err_t rly_it_consume(const rly_it_kafka_t *k, int timeout_ms, rly_it_record_t **out, size_t *n)
 {
     return rly_it_consume_topic(k, RLY_IT_TOPIC, timeout_ms, out, n);
 }
@@ -356,8 +355,8 @@ double rly_it_metric(const char *page, const char *name)
 }
 
 svc_err_t rly_it_produce(const rly_it_kafka_t *k, const char *topic, const void *key,
-                         size_t key_len, const void *value, size_t len,
-                         const kfk_header_t *headers, size_t n_headers, int timeout_ms)
+                         size_t key_len, const void *value, size_t len, const kfk_header_t *headers,
+                         size_t n_headers, int timeout_ms)
 {
     char errstr[512];
     rd_kafka_conf_t *conf = rd_kafka_conf_new();

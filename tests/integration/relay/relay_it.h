@@ -36,8 +36,8 @@ void rly_it_kafka_cleanup(rly_it_kafka_t *k);
 /* Starts the relay on db_dsn and the broker, with the test defaults
  * (quick poll, delivery timeout and backoff) then extra (NULL-terminated
  * "NAME=VALUE", may be NULL), and waits for its start line. */
-svc_err_t rly_it_relay_start(const char *db_dsn, const rly_it_kafka_t *k,
-                             const char *const *extra, spawn_proc_t **out);
+svc_err_t rly_it_relay_start(const char *db_dsn, const rly_it_kafka_t *k, const char *const *extra,
+                             spawn_proc_t **out);
 /* SIGTERM; 0 when it exited 0 (its log is dumped otherwise). *published
  * (optional) gets the count its last log line reports. NULL-safe; clears *p. */
 int rly_it_relay_stop(spawn_proc_t **p, long *published);
@@ -65,26 +65,24 @@ double rly_it_metric(const char *page, const char *name);
  * to timeout_ms for its acknowledgement: SVC_OK, or why not (printed).
  * headers: n "name", value, len triples as kfk_header_t. */
 svc_err_t rly_it_produce(const rly_it_kafka_t *k, const char *topic, const void *key,
-                         size_t key_len, const void *value, size_t len,
-                         const kfk_header_t *headers, size_t n_headers, int timeout_ms);
+                         size_t key_len, const void *value, size_t len, const kfk_header_t *headers,
+                         size_t n_headers, int timeout_ms);
 
 /* One record of the topic, as consumed. Header values are "" when absent. */
 typedef struct rly_it_record {
     char key[64];
     int32_t partition;
     int64_t offset;
-    char specversion[16], id[64], type[64], source[64], time[40], content_type[64],
-        request_id[64];
+    char specversion[16], id[64], type[64], source[64], time[40], content_type[64], request_id[64];
     char dlq_reason[256]; /* a dead letter's dlq-reason */
-    uint8_t *value; /* owned by the record array */
+    uint8_t *value;       /* owned by the record array */
     size_t value_len;
 } rly_it_record_t;
 
 /* Reads the topic from the beginning to the end of every partition (within
  * timeout_ms). *out (n records; within a partition in offset order) is owned by
  * caller: rly_it_records_free. */
-svc_err_t rly_it_consume(const rly_it_kafka_t *k, int timeout_ms, rly_it_record_t **out,
-                         size_t *n);
+svc_err_t rly_it_consume(const rly_it_kafka_t *k, int timeout_ms, rly_it_record_t **out, size_t *n);
 /* The same for any topic (a dead-letter topic, shopmicro.inventory.v1). */
 svc_err_t rly_it_consume_topic(const rly_it_kafka_t *k, const char *topic, int timeout_ms,
                                rly_it_record_t **out, size_t *n);

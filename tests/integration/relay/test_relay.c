@@ -156,7 +156,8 @@ static void check_event(fixture_t *f, const rly_it_record_t *r, const char *id)
     snprintf(sql, sizeof sql,
              "SELECT concat_ws('|', x.id, x.request_id, to_char(x.created_at AT TIME ZONE 'UTC', "
              "'YYYY-MM-DD\"T\"HH24:MI:SS.US\"Z\"'), o.total_cents) FROM outbox x JOIN orders o "
-             "ON o.id::text = x.aggregate_id WHERE x.aggregate_id = '%s'", id);
+             "ON o.id::text = x.aggregate_id WHERE x.aggregate_id = '%s'",
+             id);
     ord_it_text(f->ord, sql, want, sizeof want);
     snprintf(got, sizeof got, "%s|%s|%s|%d", r->id, r->request_id, r->time, 2 * 1299 + 250);
     assert_string_equal(got, want);
@@ -256,8 +257,7 @@ static void kafka_down_orders_buffer_then_drain(void **state)
     {
         uint64_t give_up = svc_now_ms() + (uint64_t)it_ms(20000);
         while (metric(f, "shopmicro_relay_produce_errors_total") <= 0 &&
-               spawn_log_count(f->relay, "delivery reports overdue") == 0 &&
-               svc_now_ms() < give_up)
+               spawn_log_count(f->relay, "delivery reports overdue") == 0 && svc_now_ms() < give_up)
             ord_it_sleep_ms(100);
     }
     assert_true(metric(f, "shopmicro_relay_produce_errors_total") > 0 ||
@@ -380,7 +380,8 @@ static void two_relays_keep_per_key_order(void **state)
              "ce_type, ce_source, payload_pb, request_id) SELECT gen_random_uuid(), 'test', "
              "'%s' || a, 'Seq', '{}', '" RLY_IT_TOPIC "', 'shopmicro.test.v1.Seq', '/test', "
              "convert_to(e::text, 'UTF8'), '' FROM generate_series(1, 5) e, "
-             "generate_series(1, 40) a ORDER BY e, a; SELECT pg_notify('outbox', '')", prefix);
+             "generate_series(1, 40) a ORDER BY e, a; SELECT pg_notify('outbox', '')",
+             prefix);
     assert_int_equal(pgtest_exec(f->ord->ord_db.dsn, sql, SVC_ERRBUF_SCRATCH), SVC_OK);
     wait_published(f, before + 200);
     assert_int_equal(rly_it_relay_stop(&second, &pub_b), 0);
@@ -437,7 +438,8 @@ static void killed_relay_hands_over_its_shards(void **state)
     }
     wait_published(f, before + N);
     printf("[relay] one of two relays killed: the other holds all 8 shards and published the "
-           "%d orders %llu ms after the kill\n", N, (unsigned long long)(svc_now_ms() - t0));
+           "%d orders %llu ms after the kill\n",
+           N, (unsigned long long)(svc_now_ms() - t0));
 }
 
 static void exec_sql(fixture_t *f, const char *sql)
@@ -466,22 +468,25 @@ static void refused_row_is_buried_and_its_shard_goes_on(void **state)
     assert_int_equal(rly_it_relay_stop(&f->relay, NULL), 0);
     snprintf(admin, sizeof admin, "RELAY_ADMIN_LISTEN=127.0.0.1:%d", f->admin_port);
     assert_int_equal(rly_it_relay_start(f->ord->ord_db.dsn, &f->kafka, extra, &f->relay), SVC_OK);
-    snprintf(sql, sizeof sql,
-             "BEGIN; INSERT INTO outbox (id, aggregate_type, aggregate_id, event_type, payload, "
-             "topic, ce_type, ce_source, payload_pb, request_id) VALUES "
-             "('%s', 'order', '%s', 'OrderCreated', '{}', '" RLY_IT_TOPIC "', "
-             "'shopmicro.order.v1.OrderCreated', 'test', decode(repeat('ab', 2000000), 'hex'), ''), "
-             "('%s', 'order', '%s', 'OrderCreated', '{}', '" RLY_IT_TOPIC "', "
-             "'shopmicro.order.v1.OrderCreated', 'test', '\\x0a0131', ''); "
-             "SELECT pg_notify('outbox', ''); COMMIT",
-             big, key, next, key);
+    snprintf(
+        sql, sizeof sql,
+        "BEGIN; INSERT INTO outbox (id, aggregate_type, aggregate_id, event_type, payload, "
+        "topic, ce_type, ce_source, payload_pb, request_id) VALUES "
+        "('%s', 'order', '%s', 'OrderCreated', '{}', '" RLY_IT_TOPIC "', "
+        "'shopmicro.order.v1.OrderCreated', 'test', decode(repeat('ab', 2000000), 'hex'), ''), "
+        "('%s', 'order', '%s', 'OrderCreated', '{}', '" RLY_IT_TOPIC "', "
+        "'shopmicro.order.v1.OrderCreated', 'test', '\\x0a0131', ''); "
+        "SELECT pg_notify('outbox', ''); COMMIT",
+        big, key, next, key);
     exec_sql(f, sql);
     wait_published(f, before + 1); /* both passed: the refused one and the next */
     wait_metric(f, "shopmicro_relay_dead_letters_total", 1);
     assert_int_equal(ord_it_int(f->ord, UNPUBLISHED), 0);
-    snprintf(sql, sizeof sql, "SELECT count(*) FROM outbox_dead_letters WHERE id = '%s' AND "
+    snprintf(sql, sizeof sql,
+             "SELECT count(*) FROM outbox_dead_letters WHERE id = '%s' AND "
              "reason ILIKE '%%too large%%' AND octet_length(payload_pb) = 2000000 AND "
-             "aggregate_id = '%s'", big, key);
+             "aggregate_id = '%s'",
+             big, key);
     assert_int_equal(ord_it_int(f->ord, sql), 1);
     assert_int_equal(ord_it_int(f->ord, "SELECT count(*) FROM outbox_dead_letters"), 1);
     assert_int_equal(spawn_log_count(f->relay, "refused by Kafka for good"), 1);
@@ -502,8 +507,7 @@ static void refused_row_is_buried_and_its_shard_goes_on(void **state)
            "of its key published\n");
 }
 
-#define OUTBOX_SCANS(kind) \
-    "SELECT " kind " FROM pg_stat_user_tables WHERE relname = 'outbox'"
+#define OUTBOX_SCANS(kind) "SELECT " kind " FROM pg_stat_user_tables WHERE relname = 'outbox'"
 
 /* The outbox's scan counters once the relay's backend has reported them: a
  * backend sends its counts at the end of a transaction at most once a second,
@@ -546,8 +550,8 @@ static void reads_never_scan_the_whole_outbox(void **state)
     wait_metric_within(f, "shopmicro_relay_published_total", N, DRAIN_MS);
     outbox_scans(f, &seq1, &idx1);
     printf("[relay] %d orders with %d published rows kept: the outbox scanned %lld times by "
-           "index, %lld times whole\n", N, KEPT, (long long)(idx1 - idx0),
-           (long long)(seq1 - seq0));
+           "index, %lld times whole\n",
+           N, KEPT, (long long)(idx1 - idx0), (long long)(seq1 - seq0));
     assert_true(idx1 - idx0 >= N / 2); /* the relay's reads did report */
     assert_int_equal(seq1 - seq0, 0);
     check_topic(f, ids, N, true);
@@ -593,10 +597,10 @@ static void other_database_transaction_holds_nothing(void **state)
 }
 
 /* A row of key %s with value %s (hex), for topic shopmicro.orders.v1. */
-#define SEQ_ROW                                                                           \
-    "INSERT INTO outbox (id, aggregate_type, aggregate_id, event_type, payload, topic, "  \
-    "ce_type, ce_source, payload_pb, request_id) VALUES (gen_random_uuid(), 'order', "   \
-    "'%s', 'Seq', '{}', '" RLY_IT_TOPIC "', 'shopmicro.test.v1.Seq', 'test', '\\x%s', " \
+#define SEQ_ROW                                                                                    \
+    "INSERT INTO outbox (id, aggregate_type, aggregate_id, event_type, payload, topic, "           \
+    "ce_type, ce_source, payload_pb, request_id) VALUES (gen_random_uuid(), 'order', "             \
+    "'%s', 'Seq', '{}', '" RLY_IT_TOPIC "', 'shopmicro.test.v1.Seq', 'test', '\\x%s', "            \
     "''); SELECT pg_notify('outbox', '')"
 
 /* An older transaction of this database still open holds every later row of
@@ -626,7 +630,8 @@ static void older_transaction_holds_later_rows(void **state)
     snprintf(sql, sizeof sql, "SELECT 1 - count(*) FROM outbox_pending WHERE aggregate_id = '%s'",
              key);
     assert_int_equal(pgtest_wait_int_at_least(f->ord->ord_db.dsn, sql, 1, it_ms(10000), NULL,
-                                              SVC_ERRBUF_SCRATCH), SVC_OK);
+                                              SVC_ERRBUF_SCRATCH),
+                     SVC_OK);
     assert_int_equal(rly_it_consume(&f->kafka, it_ms(30000), &r, &nr), SVC_OK);
     for (size_t i = 0; i < nr; i++) {
         if (strcmp(r[i].key, key) != 0)
@@ -665,7 +670,8 @@ static void session_output_settings_change_nothing_published(void **state)
     assert_int_equal(ord_it_int(f->ord, UNPUBLISHED), 0);
     check_topic(f, ids, N, true);
     printf("[relay] %d events read with bytea_output=escape, TimeZone=Pacific/Chatham, "
-           "DateStyle=SQL,DMY: payloads and ce_time as written\n", N);
+           "DateStyle=SQL,DMY: payloads and ce_time as written\n",
+           N);
 }
 
 /* Retention: of the rows older than RELAY_RETENTION_S only those a cursor has
@@ -684,17 +690,19 @@ static void retention_deletes_only_published_old_rows(void **state)
     place(f, YOUNG, young);
     wait_published(f, ord_it_int(f->ord, "SELECT count(*) FROM outbox"));
     assert_int_equal(rly_it_relay_stop(&f->relay, NULL), 0);
-    snprintf(sql, sizeof sql, "UPDATE outbox SET created_at = created_at - interval '2 hours' "
+    snprintf(sql, sizeof sql,
+             "UPDATE outbox SET created_at = created_at - interval '2 hours' "
              "WHERE aggregate_id NOT IN ('%s','%s','%s','%s','%s')",
              young[0], young[1], young[2], young[3], young[4]);
     exec_sql(f, sql);
-    old = ord_it_int(f->ord, "SELECT count(*) FROM outbox WHERE created_at < now() - interval '1 hour'");
+    old = ord_it_int(f->ord,
+                     "SELECT count(*) FROM outbox WHERE created_at < now() - interval '1 hour'");
     assert_true(old > 0);
     /* Two hours old and never published: Kafka is down while they wait. */
     assert_int_equal(rly_it_kafka(&f->kafka, "stop"), SVC_OK);
     place(f, UNPUB, unpub);
     exec_sql(f, "UPDATE outbox SET created_at = now() - interval '2 hours' "
-                        "WHERE id IN (SELECT id FROM outbox_pending)");
+                "WHERE id IN (SELECT id FROM outbox_pending)");
     snprintf(admin, sizeof admin, "RELAY_ADMIN_LISTEN=127.0.0.1:%d", f->admin_port);
     assert_int_equal(rly_it_relay_start(f->ord->ord_db.dsn, &f->kafka, keep, &f->relay), SVC_OK);
     wait_metric(f, "shopmicro_relay_pruned_total", (double)old);
@@ -702,7 +710,8 @@ static void retention_deletes_only_published_old_rows(void **state)
     assert_int_equal(ord_it_int(f->ord, "SELECT count(*) FROM outbox"), YOUNG + UNPUB);
     assert_int_equal(spawn_log_wait(f->relay, "retention: deleted", it_ms(1000)), SVC_OK);
     printf("[relay] retention: %lld published rows older than 1 h deleted; %d young and %d old "
-           "unpublished kept\n", (long long)old, YOUNG, UNPUB);
+           "unpublished kept\n",
+           (long long)old, YOUNG, UNPUB);
     /* Kafka back: the old rows are published, and then they go too. */
     assert_int_equal(rly_it_kafka(&f->kafka, "start"), SVC_OK);
     wait_metric_within(f, "shopmicro_relay_pruned_total", (double)(old + UNPUB), DRAIN_MS);

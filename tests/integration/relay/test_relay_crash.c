@@ -91,8 +91,8 @@ static void *client_main(void *arg)
         it_created_t *created = NULL;
         rpc_result_t res;
 
-        if (it_order_create(l->f->ord->ord_ch, "cust-crash", items, 2, NULL, 0, &created,
-                            &res) != SVC_OK) {
+        if (it_order_create(l->f->ord->ord_ch, "cust-crash", items, 2, NULL, 0, &created, &res) !=
+            SVC_OK) {
             c->failed++;
             snprintf(c->last_error, sizeof c->last_error, "CreateOrder: %s %s",
                      svc_err_name(res.err), res.message);
@@ -191,8 +191,8 @@ static row_t *load_rows(fixture_t *f, size_t *n)
         snprintf(rows[i].id, sizeof rows[i].id, "%s", PQgetvalue(r, (int)i, 0));
         snprintf(rows[i].key, sizeof rows[i].key, "%s", PQgetvalue(r, (int)i, 1));
         rows[i].seq = strtoll(PQgetvalue(r, (int)i, 2), NULL, 10);
-        rows[i].pb = PQunescapeBytea((const unsigned char *)PQgetvalue(r, (int)i, 3),
-                                     &rows[i].pb_len);
+        rows[i].pb =
+            PQunescapeBytea((const unsigned char *)PQgetvalue(r, (int)i, 3), &rows[i].pb_len);
         assert_non_null(rows[i].pb);
     }
     PQclear(r);
@@ -215,8 +215,8 @@ static int rec_cmp(const void *a, const void *b)
     return x->offset < y->offset ? -1 : x->offset > y->offset;
 }
 
-static void check_key_order(const rly_it_record_t *recs, const row_t *const *row_of,
-                            size_t *idx, size_t nr, verdict_t *v)
+static void check_key_order(const rly_it_record_t *recs, const row_t *const *row_of, size_t *idx,
+                            size_t nr, verdict_t *v)
 {
     sort_recs = recs;
     qsort(idx, nr, sizeof *idx, rec_cmp);
@@ -229,9 +229,9 @@ static void check_key_order(const rly_it_record_t *recs, const row_t *const *row
                 fail_msg("key %s on partitions %d and %d", b->key, a->partition, b->partition);
             if (row_of[idx[j]]->seq < row_of[idx[j - 1]]->seq)
                 fail_msg("key %s, partition %d: offset %lld holds outbox seq %lld after offset "
-                         "%lld held seq %lld", b->key, b->partition, (long long)b->offset,
-                         (long long)row_of[idx[j]]->seq, (long long)a->offset,
-                         (long long)row_of[idx[j - 1]]->seq);
+                         "%lld held seq %lld",
+                         b->key, b->partition, (long long)b->offset, (long long)row_of[idx[j]]->seq,
+                         (long long)a->offset, (long long)row_of[idx[j - 1]]->seq);
             distinct += row_of[idx[j]] != row_of[idx[j - 1]];
         }
         v->keys++;
@@ -290,7 +290,8 @@ static void print_verdict(const char *what, const verdict_t *v)
 {
     printf("[crash] %s: %zu outbox rows, %zu records on the topic, %zu duplicates (same ce_id, "
            "same value), %zu keys (%zu with several events) each on one partition in seq "
-           "order\n", what, v->rows, v->records, v->duplicates, v->keys, v->keys_multi);
+           "order\n",
+           what, v->rows, v->records, v->duplicates, v->keys, v->keys_multi);
 }
 
 /* Waits until every outbox row is published. */
@@ -315,8 +316,7 @@ static svc_err_t relay_start(fixture_t *f, bool admin)
     const char *with_admin[] = {"RELAY_NAME=" RELAY_NAME, listen, NULL};
 
     snprintf(listen, sizeof listen, "RELAY_ADMIN_LISTEN=127.0.0.1:%d", f->admin_port);
-    return rly_it_relay_start(f->ord->ord_db.dsn, &f->kafka, admin ? with_admin : plain,
-                              &f->relay);
+    return rly_it_relay_start(f->ord->ord_db.dsn, &f->kafka, admin ? with_admin : plain, &f->relay);
 }
 
 static int group_setup(void **state)
@@ -395,7 +395,8 @@ static void relay_kill9_repeatedly_during_load(void **state)
     assert_true(mid_batch >= 3);
     wait_drained(f);
     printf("[crash] %d orders (+2 Seq rows each), %d kills (%d mid-batch), all drained %.1f s "
-           "after the start\n", placed, kills, mid_batch, (double)(svc_now_ms() - t0) / 1000.0);
+           "after the start\n",
+           placed, kills, mid_batch, (double)(svc_now_ms() - t0) / 1000.0);
     verdict_t v = check_topic(f);
     print_verdict("after the relay kills", &v);
     f->duplicates = v.duplicates;

@@ -35,8 +35,8 @@ void saga_world_down(saga_world_t *w)
 void saga_env_add(saga_proc_t *p, const char *name, const char *value)
 {
     assert_true(p->n_env < SAGA_IT_ENV_N);
-    snprintf(p->env_text[p->n_env], sizeof p->env_text[0], "%s%s%s", name,
-             value != NULL ? "=" : "", value != NULL ? value : "");
+    snprintf(p->env_text[p->n_env], sizeof p->env_text[0], "%s%s%s", name, value != NULL ? "=" : "",
+             value != NULL ? value : "");
     p->env[p->n_env] = p->env_text[p->n_env];
     p->env[++p->n_env] = NULL;
 }

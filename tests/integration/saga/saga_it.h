@@ -17,13 +17,13 @@
 
 /* A service under test. Zero-initialise, then name, bin, ready and env. */
 typedef struct saga_proc {
-    const char *name;  /* in log file names and messages                   */
+    const char *name; /* in log file names and messages                   */
     const char *bin;
     const char *ready; /* the log line that says it is up                  */
     char env_text[SAGA_IT_ENV_N][PGTEST_DSN_MAX + 64];
     const char *env[SAGA_IT_ENV_N + 1];
     int n_env, starts, kills;
-    spawn_proc_t *p;   /* running; NULL when not                           */
+    spawn_proc_t *p; /* running; NULL when not                           */
 } saga_proc_t;
 
 /* A test's broker (deploy/local/kafka.sh, ports of its own) and its two

@@ -28,7 +28,7 @@
 #define N_PRODUCTS 20
 #define N_CLIENTS  8
 #define N_ORDERS   200
-#define STOCK      8   /* 160 units; the orders ask for about 300 */
+#define STOCK      8 /* 160 units; the orders ask for about 300 */
 
 enum { V_CATALOG, V_ORDER, V_RELAY, V_RELAY_CAT, N_VICTIMS };
 
@@ -92,9 +92,8 @@ static void *client_run(void *arg)
         int k = (int)(rand_r(&c->seed) % N_PRODUCTS);
 
         items[0] = (it_item_t){products[k], 1 + (int32_t)(rand_r(&c->seed) % 2)};
-        items[1] = (it_item_t){products[(k + 1 + (int)(rand_r(&c->seed) % (N_PRODUCTS - 1))) %
-                                        N_PRODUCTS],
-                               1};
+        items[1] = (it_item_t){
+            products[(k + 1 + (int)(rand_r(&c->seed) % (N_PRODUCTS - 1))) % N_PRODUCTS], 1};
         snprintf(key, sizeof key, "burst-%d-%d-%d", (int)getpid(), c->index, i);
         for (;;) { /* the same key until it is answered: placed once */
             it_created_t *out = NULL;
@@ -173,7 +172,8 @@ static char *ids(const char *dsn, const char *sql)
 
 static void every_order_decided_once_and_stock_adds_up(void **state)
 {
-    grpc_channel *cat_ch = rpc_channel_new(cat_addr, NULL), *ord_ch = rpc_channel_new(ord_addr, NULL);
+    grpc_channel *cat_ch = rpc_channel_new(cat_addr, NULL),
+                 *ord_ch = rpc_channel_new(ord_addr, NULL);
     pthread_t th[N_CLIENTS];
     client_t cl[N_CLIENTS];
     bool chaos_ok;
@@ -199,8 +199,9 @@ static void every_order_decided_once_and_stock_adds_up(void **state)
         pthread_join(th[i], NULL);
         placed += cl[i].placed;
     }
-    fprintf(stderr, "burst: %d orders placed in %llu ms, %d client retries; kills: catalog %d, "
-                    "order %d, relay %d, relay-catalog %d\n",
+    fprintf(stderr,
+            "burst: %d orders placed in %llu ms, %d client retries; kills: catalog %d, "
+            "order %d, relay %d, relay-catalog %d\n",
             placed, (unsigned long long)(it_now_ms() - t0), atomic_load(&client_retries),
             procs[V_CATALOG].kills, procs[V_ORDER].kills, procs[V_RELAY].kills,
             procs[V_RELAY_CAT].kills);

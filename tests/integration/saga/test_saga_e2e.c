@@ -44,7 +44,8 @@ static int setup(void **state)
         return -1;
     snprintf(cbrokers, sizeof cbrokers, "CATALOG_KAFKA_BROKERS=%s", f.kafka.brokers);
     snprintf(brokers, sizeof brokers, "ORDER_KAFKA_BROKERS=%s", f.kafka.brokers);
-    if (cat_it_db_create(&f.cat, errbuf) != SVC_OK || cat_it_start(&f.cat, cat_env, errbuf) != SVC_OK) {
+    if (cat_it_db_create(&f.cat, errbuf) != SVC_OK ||
+        cat_it_start(&f.cat, cat_env, errbuf) != SVC_OK) {
         fprintf(stderr, "catalog: %s\n", errbuf);
         return -1;
     }
@@ -195,14 +196,13 @@ static void produce_raw(fx_t *f, const char *topic, const char *type, const char
         const kfk_ce_t ce = {ce_id, type, "/shopmicro/test", NULL, NULL, "saga-e2e-poison"};
         assert_int_equal(kfk_ce_headers(&ce, h, &nh, errbuf), SVC_OK);
     }
-    assert_int_equal(rly_it_produce(&f->kafka, topic, key, strlen(key), value, len, h, nh,
-                                    it_ms(10000)),
-                     SVC_OK);
+    assert_int_equal(
+        rly_it_produce(&f->kafka, topic, key, strlen(key), value, len, h, nh, it_ms(10000)),
+        SVC_OK);
 }
 
 /* Waits until `topic` holds a record whose ce_id is `id`; its dlq-reason. */
-static void wait_dead_letter(fx_t *f, const char *topic, const char *id, char *reason,
-                             size_t cap)
+static void wait_dead_letter(fx_t *f, const char *topic, const char *id, char *reason, size_t cap)
 {
     uint64_t until = it_now_ms() + (uint64_t)it_ms(20000);
 
@@ -298,15 +298,14 @@ static void a_replay_changes_nothing(void **state)
     assert_int_equal(cat_it_start(&f->cat, env, errbuf), SVC_OK);
     wait_repeats(f, n_created);
     {
-        const kfk_ce_t ce = {created->id, created->type, created->source, created->time,
-                             created->content_type, created->request_id};
+        const kfk_ce_t ce = {created->id,   created->type,         created->source,
+                             created->time, created->content_type, created->request_id};
         kfk_header_t h[KFK_CE_MAX_HEADERS];
         size_t nh = 0;
 
         assert_int_equal(kfk_ce_headers(&ce, h, &nh, errbuf), SVC_OK);
-        assert_int_equal(rly_it_produce(&f->kafka, RLY_IT_TOPIC, created->key,
-                                        strlen(created->key), created->value,
-                                        created->value_len, h, nh, it_ms(10000)),
+        assert_int_equal(rly_it_produce(&f->kafka, RLY_IT_TOPIC, created->key, strlen(created->key),
+                                        created->value, created->value_len, h, nh, it_ms(10000)),
                          SVC_OK);
     }
     wait_repeats(f, n_created + 1);

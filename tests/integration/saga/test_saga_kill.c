@@ -34,10 +34,11 @@
 
 #define N_PRODUCTS 4
 #define STOCK      1000 /* every order is CONFIRMED: a stall, not stock, is measured */
-#define N_BATCH    12   /* orders per measurement: with 3 partitions, the chance that
-                           none lands on a given one is (2/3)^12, under 1 % */
+#define N_BATCH                                                                                    \
+    12 /* orders per measurement: with 3 partitions, the chance that
+          none lands on a given one is (2/3)^12, under 1 % */
 #define MAX_ORDERS 64
-#define PARTITIONS 3    /* shopmicro.orders.v1 and shopmicro.inventory.v1 (kafka.sh) */
+#define PARTITIONS 3 /* shopmicro.orders.v1 and shopmicro.inventory.v1 (kafka.sh) */
 
 enum { P_CATALOG, P_CATALOG2, P_ORDER, P_RELAY, P_RELAY_CAT, N_PROCS };
 
@@ -338,11 +339,10 @@ static void every_order_decided_once(void **state)
 
     (void)state;
     assert_int_equal(saga_db_int(w.ord_db.dsn, "SELECT count(*) FROM orders"), n_placed);
-    assert_int_equal(saga_db_int(w.ord_db.dsn,
-                                 "SELECT count(*) FROM orders WHERE status <> 'CONFIRMED'"),
-                     0);
+    assert_int_equal(
+        saga_db_int(w.ord_db.dsn, "SELECT count(*) FROM orders WHERE status <> 'CONFIRMED'"), 0);
     assert_int_equal(saga_db_int(w.cat_db.dsn, "SELECT count(*) FROM stock_decisions WHERE "
-                                             "outcome = 'RESERVED'"),
+                                               "outcome = 'RESERVED'"),
                      n_placed);
     /* One StockReserved per decision, one final event per order. */
     assert_int_equal(saga_db_int(w.cat_db.dsn,
@@ -357,16 +357,17 @@ static void every_order_decided_once(void **state)
     /* Each event processed once on each side (OrderCreated by catalog, the
      * stock outcome by order). */
     assert_int_equal(saga_db_int(w.cat_db.dsn, "SELECT count(*) FROM processed_events WHERE "
-                                             "event_type LIKE '%OrderCreated'"),
+                                               "event_type LIKE '%OrderCreated'"),
                      n_placed);
     assert_int_equal(saga_db_int(w.ord_db.dsn, "SELECT count(*) FROM processed_events WHERE "
-                                             "event_type LIKE '%Stock%'"),
+                                               "event_type LIKE '%Stock%'"),
                      n_placed);
     /* The stock went down by exactly the ordered units. */
     snprintf(sql, sizeof sql, "SELECT %d - sum(stock) FROM products", N_PRODUCTS * STOCK);
     left = saga_db_int(w.cat_db.dsn, sql);
-    fprintf(stderr, "kill: %d orders, each decided once; %" PRId64 " units reserved of %" PRId64
-                    " ordered\n",
+    fprintf(stderr,
+            "kill: %d orders, each decided once; %" PRId64 " units reserved of %" PRId64
+            " ordered\n",
             n_placed, left, placed_units);
     assert_int_equal(left, placed_units);
 }

@@ -96,7 +96,8 @@ char *tk_claims(EVP_PKEY *key, gw_jws_alg_t alg, const char *kid, const char *ex
     if (extra != NULL) {
         json_t *ex = json_loads(extra, 0, NULL);
         assert_non_null(ex);
-        json_object_foreach (ex, name, v) {
+        json_object_foreach(ex, name, v)
+        {
             if (json_is_null(v))
                 json_object_del(pl, name);
             else

@@ -14,13 +14,30 @@
 static void settings_that_are_origins(void **state)
 {
     static const char *const ok[] = {
-        "", "none", "https://shop.example.com", "http://localhost:3000",
-        "https://a.example,https://b.example:8443", "http://[::1]:8080", "http://127.0.0.1:5173",
+        "",
+        "none",
+        "https://shop.example.com",
+        "http://localhost:3000",
+        "https://a.example,https://b.example:8443",
+        "http://[::1]:8080",
+        "http://127.0.0.1:5173",
     };
     static const char *const bad[] = {
-        "*", "shop.example.com", "https://shop.example.com/", "https://shop.example.com/app",
-        "ftp://x", "https://", "https://a,,https://b", "https://a,", "https://a:", "https://a:123456",
-        "https://a b", "https://\"a\"", "null", "https://a?x", "http://[::1",
+        "*",
+        "shop.example.com",
+        "https://shop.example.com/",
+        "https://shop.example.com/app",
+        "ftp://x",
+        "https://",
+        "https://a,,https://b",
+        "https://a,",
+        "https://a:",
+        "https://a:123456",
+        "https://a b",
+        "https://\"a\"",
+        "null",
+        "https://a?x",
+        "http://[::1",
     };
     char errbuf[SVC_ERRBUF_LEN];
 

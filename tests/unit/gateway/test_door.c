@@ -35,8 +35,8 @@ static const char *fake_getenv(const char *name)
 }
 
 /* The door of these settings (NULL: the default); *err its result. */
-static gw_door_t *door_of(const char *jwks, const char *issuer, const char *limits,
-                          svc_err_t *err, char errbuf[static SVC_ERRBUF_LEN])
+static gw_door_t *door_of(const char *jwks, const char *issuer, const char *limits, svc_err_t *err,
+                          char errbuf[static SVC_ERRBUF_LEN])
 {
     gw_config_t cfg;
     gw_door_t *d = NULL;
@@ -54,9 +54,9 @@ static size_t route_index(const char *method, const char *path)
 {
     gw_match_t m;
 
-    assert_int_equal(gw_route_match(gw_routes, gw_n_routes, method, strlen(method), path,
-                                    strlen(path), &m),
-                     GW_MATCH_OK);
+    assert_int_equal(
+        gw_route_match(gw_routes, gw_n_routes, method, strlen(method), path, strlen(path), &m),
+        GW_MATCH_OK);
     return (size_t)(m.route - gw_routes);
 }
 

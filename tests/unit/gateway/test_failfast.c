@@ -15,10 +15,10 @@
 
 #include "failfast.h"
 
-#define MS SVC_NS_PER_MS
-#define T0 (1000 * MS) /* the clock's start; 0 is "no window" inside */
-#define ORDERS 0       /* POST /v1/orders */
-#define ORDER  1       /* GET /v1/orders/{id} */
+#define MS     SVC_NS_PER_MS
+#define T0     (1000 * MS) /* the clock's start; 0 is "no window" inside */
+#define ORDERS 0           /* POST /v1/orders */
+#define ORDER  1           /* GET /v1/orders/{id} */
 
 static const gw_route_t routes[] = {
     {.method = "POST", .pattern = "/v1/orders", .rpc = "/o/CreateOrder"},
@@ -65,8 +65,8 @@ static int teardown(void **state)
     return 0;
 }
 
-static gw_failfast_verdict_t admit(gw_failfast_t *ff, size_t route, uint64_t now,
-                                   uint64_t *ticket, rs_grpc_result_t *res)
+static gw_failfast_verdict_t admit(gw_failfast_t *ff, size_t route, uint64_t now, uint64_t *ticket,
+                                   rs_grpc_result_t *res)
 {
     return gw_failfast_admit(ff, route, now, now + 10000 * MS, ticket, res);
 }

@@ -32,7 +32,7 @@ static const gw_route_t routes[] = {
 
 typedef struct shared {
     gw_failfast_t *ff;
-    _Atomic uint64_t now;      /* the clock, advanced by the reporter */
+    _Atomic uint64_t now; /* the clock, advanced by the reporter */
     _Atomic uint64_t passed, refused, probed;
     _Atomic bool stop;
     worker_check_t check;

@@ -80,7 +80,8 @@ static void error_body_escapes_like_protojson(void **state)
 {
     (void)state;
     body_of(3, "a\"b\\c", "{\"code\":3,\"message\":\"a\\\"b\\\\c\",\"details\":[]}");
-    body_of(3, "l1\nl2\tx\r\b\f", "{\"code\":3,\"message\":\"l1\\nl2\\tx\\r\\b\\f\",\"details\":[]}");
+    body_of(3, "l1\nl2\tx\r\b\f",
+            "{\"code\":3,\"message\":\"l1\\nl2\\tx\\r\\b\\f\",\"details\":[]}");
     body_of(3, "\x01\x1f", "{\"code\":3,\"message\":\"\\u0001\\u001f\",\"details\":[]}");
     /* no HTML escaping; valid UTF-8 copied; DEL copied */
     body_of(3, "<a&b> caf\xc3\xa9 \xe2\x82\xac \xf0\x9f\x98\x80 \x7f",
@@ -93,10 +94,13 @@ static void error_body_replaces_invalid_utf8(void **state)
     (void)state;
     /* a lone continuation byte, a truncated sequence, an overlong form, a
      * surrogate and a byte that never occurs: one U+FFFD per bad byte */
-    body_of(3, "a\x80" "b", "{\"code\":3,\"message\":\"a\xef\xbf\xbd" "b\",\"details\":[]}");
+    body_of(3,
+            "a\x80"
+            "b",
+            "{\"code\":3,\"message\":\"a\xef\xbf\xbd"
+            "b\",\"details\":[]}");
     body_of(3, "\xc3", "{\"code\":3,\"message\":\"\xef\xbf\xbd\",\"details\":[]}");
-    body_of(3, "\xc0\xaf",
-            "{\"code\":3,\"message\":\"\xef\xbf\xbd\xef\xbf\xbd\",\"details\":[]}");
+    body_of(3, "\xc0\xaf", "{\"code\":3,\"message\":\"\xef\xbf\xbd\xef\xbf\xbd\",\"details\":[]}");
     body_of(3, "\xed\xa0\x80",
             "{\"code\":3,\"message\":\"\xef\xbf\xbd\xef\xbf\xbd\xef\xbf\xbd\",\"details\":[]}");
     body_of(3, "\xff", "{\"code\":3,\"message\":\"\xef\xbf\xbd\",\"details\":[]}");
@@ -194,12 +198,12 @@ static void grpc_timeout_malformed(void **state)
 /* The table of Grpc-Timeout values against grpc-gateway v2 (runtime/
  * context.go: timeoutDecode, then context.WithTimeout unless it is 0). The
  * request arrived at START and is forwarded 50 us later, at NOW. */
-#define START (UINT64_C(1000) * 1000000000)
-#define NOW (START + 50000)
-#define AT(ns) (START + (uint64_t)(ns))
-#define DEFAULT_MS 10000
+#define START       (UINT64_C(1000) * 1000000000)
+#define NOW         (START + 50000)
+#define AT(ns)      (START + (uint64_t)(ns))
+#define DEFAULT_MS  10000
 #define NO_DEADLINE SVC_DEADLINE_NONE
-#define REFUSED 0 /* no deadline to compare: an answer replaces the call */
+#define REFUSED     0 /* no deadline to compare: an answer replaces the call */
 
 typedef struct timeout_row {
     const char *value; /* NULL: no header */
@@ -209,8 +213,8 @@ typedef struct timeout_row {
 
 static const timeout_row_t timeout_table[] = {
     /* no value: the configured default (grpc-gateway's Header.Get gives "") */
-    {NULL, GW_TIMEOUT_OK, AT(DEFAULT_MS * SVC_NS_PER_MS)},
-    {"", GW_TIMEOUT_OK, AT(DEFAULT_MS * SVC_NS_PER_MS)},
+    {NULL, GW_TIMEOUT_OK, AT(DEFAULT_MS *SVC_NS_PER_MS)},
+    {"", GW_TIMEOUT_OK, AT(DEFAULT_MS *SVC_NS_PER_MS)},
     /* zero in every unit and spelling: no deadline at all, not the default */
     {"0H", GW_TIMEOUT_OK, NO_DEADLINE},
     {"0M", GW_TIMEOUT_OK, NO_DEADLINE},
@@ -303,8 +307,8 @@ static void grpc_timeout_table_matches_grpc_gateway(void **state)
         size_t len = row->value != NULL ? strlen(row->value) : 0;
         uint64_t deadline = 42;
         char errbuf[SVC_ERRBUF_LEN] = "";
-        gw_timeout_verdict_t got = gw_grpc_timeout_deadline(row->value, len, DEFAULT_MS, START,
-                                                            NOW, &deadline, errbuf);
+        gw_timeout_verdict_t got =
+            gw_grpc_timeout_deadline(row->value, len, DEFAULT_MS, START, NOW, &deadline, errbuf);
 
         if (got != row->verdict) {
             print_error("\"%s\": verdict %d, want %d\n", v, (int)got, (int)row->verdict);
@@ -338,8 +342,7 @@ static void request_id_sanitising(void **state)
     memset(longid, 'a', sizeof longid);
     assert_int_equal(gw_request_id_sanitize(longid, sizeof longid, out), GW_REQUEST_ID_MAX);
     assert_int_equal(strlen(out), GW_REQUEST_ID_MAX);
-    assert_int_equal(gw_request_id_sanitize("550e8400-e29b-41d4-a716-446655440000", 36, out),
-                     36);
+    assert_int_equal(gw_request_id_sanitize("550e8400-e29b-41d4-a716-446655440000", 36, out), 36);
 }
 
 static void retry_after_rounds_up(void **state)
@@ -371,10 +374,10 @@ static const framing_case_t framing_cases[] = {
     {REQ "Transfer-Encoding: chunked\r\n\r\n5\r\n", false, NULL},
     {"GET / HTTP/1.1\nHost: x\nX-A: b c\n\n", false, NULL}, /* bare LF, as h2o takes it */
     {"GET / HTTP/1.0\r\n\r\n", true, NULL},
-    {REQ "Content-Length: 46\r\nContent-Length: 3\r\n\r\n",
-     false, "conflicting Content-Length headers: 46 and 3"},
-    {REQ "Content-Length: 3\r\nX-A: b\r\ncontent-length: 46\r\n\r\n",
-     false, "conflicting Content-Length headers: 3 and 46"},
+    {REQ "Content-Length: 46\r\nContent-Length: 3\r\n\r\n", false,
+     "conflicting Content-Length headers: 46 and 3"},
+    {REQ "Content-Length: 3\r\nX-A: b\r\ncontent-length: 46\r\n\r\n", false,
+     "conflicting Content-Length headers: 3 and 46"},
     {REQ "Content-Length: 46\r\nContent-Length: 046\r\n\r\n", false, "conflicting"},
     {REQ "Content-Length: 3, 46\r\n\r\n", false, "one decimal number, not \"3, 46\""},
     {REQ "Content-Length: 46\r\nContent-Length: 46, 46\r\n\r\n", false, "not \"46, 46\""},

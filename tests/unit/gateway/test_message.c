@@ -84,11 +84,11 @@ static void the_projects_phrases_stay(void **state)
     texts[0] = "the gateway is shutting down";
     texts[1] = "circuit open";
     gw_client_message(14, "catalog", "z", texts, 2, buf, sizeof buf);
-    assert_string_equal(buf,
-                        "catalog is unavailable (request z): the gateway is shutting down: "
-                        "circuit open");
+    assert_string_equal(buf, "catalog is unavailable (request z): the gateway is shutting down: "
+                             "circuit open");
     /* "ok" of a success reason is not a phrase: it is in many words */
-    assert_string_equal(msg(14, "catalog", "z", "broken pipe"), "catalog is unavailable (request z)");
+    assert_string_equal(msg(14, "catalog", "z", "broken pipe"),
+                        "catalog is unavailable (request z)");
 }
 
 static void sized_like_snprintf(void **state)

@@ -21,8 +21,8 @@
 #include "ratelimit.h"
 #include "support/group.h"
 
-#define T0 (UINT64_C(1) << 40)
-#define MS UINT64_C(1000000)
+#define T0  (UINT64_C(1) << 40)
+#define MS  UINT64_C(1000000)
 #define SEC UINT64_C(1000000000)
 
 static gw_rl_t *rl;
@@ -225,7 +225,7 @@ static void eviction_without_full_buckets_takes_the_least_recent(void **state)
         snprintf(key, sizeof key, "k%d", i);
         assert_true(allowed("read", key, T0)); /* each one token short */
     }
-    assert_true(allowed("read", "k0", T0)); /* k0 emptied and most recent */
+    assert_true(allowed("read", "k0", T0));  /* k0 emptied and most recent */
     assert_true(allowed("read", "new", T0)); /* evicts k1, partial */
     assert_int_equal(stats().evictions_partial, 1);
     assert_false(allowed("read", "k0", T0)); /* kept: still empty */
@@ -386,9 +386,8 @@ static void spec_parser_good(void **state)
     assert_int_equal(s.n, 2);
     assert_true(s.cls[0].off);
     assert_false(s.cls[1].off);
-    assert_int_equal(gw_rl_spec_parse("a=1/s;b=1/s;c=1/s;d=1/s;e=1/s;f=1/s;g=1/s;h=1/s", &s,
-                                      errbuf),
-                     SVC_OK);
+    assert_int_equal(
+        gw_rl_spec_parse("a=1/s;b=1/s;c=1/s;d=1/s;e=1/s;f=1/s;g=1/s;h=1/s", &s, errbuf), SVC_OK);
     assert_int_equal(s.n, GW_RL_MAX_CLASSES);
 }
 
@@ -457,8 +456,8 @@ static void header_strings(void **state)
     assert_string_equal(h.ratelimit, "\"write\";r=0;t=2");
     assert_string_equal(h.retry_after, "1");
     /* the longest values fit */
-    d = (gw_rl_decision_t){false, true, "abcdefghijklmno", UINT64_MAX, UINT64_MAX,
-                           UINT64_MAX, UINT64_MAX, UINT64_MAX};
+    d = (gw_rl_decision_t){false,      true,       "abcdefghijklmno", UINT64_MAX,
+                           UINT64_MAX, UINT64_MAX, UINT64_MAX,        UINT64_MAX};
     gw_rl_headers_format(&d, &h);
     assert_string_equal(h.policy, "\"abcdefghijklmno\";q=18446744073709551615;w="
                                   "18446744073709551615");
@@ -532,8 +531,7 @@ static void address_keys(void **state)
     assert_int_equal(inet_pton(AF_INET6, "::ffff:192.0.2.7", &in6.sin6_addr), 1);
     assert_true(gw_rl_addr_key((struct sockaddr *)&in6, out, sizeof out) > 0);
     assert_string_equal(out, "ip:192.0.2.7");
-    assert_int_equal(inet_pton(AF_INET6, "ffff:ffff:ffff:ffff:ffff:ffff:ffff:ffff",
-                               &in6.sin6_addr),
+    assert_int_equal(inet_pton(AF_INET6, "ffff:ffff:ffff:ffff:ffff:ffff:ffff:ffff", &in6.sin6_addr),
                      1);
     assert_true(gw_rl_addr_key((struct sockaddr *)&in6, out, sizeof out) > 0);
     assert_string_equal(out, "ip6:ffff:ffff:ffff:ffff");

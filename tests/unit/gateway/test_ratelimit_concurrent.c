@@ -33,9 +33,9 @@
 #include "support/group.h"
 
 #define THREADS 4
-#define BURST 50
-#define TICKS 2000 /* ms of fake time */
-#define T0 (UINT64_C(1) << 40)
+#define BURST   50
+#define TICKS   2000 /* ms of fake time */
+#define T0      (UINT64_C(1) << 40)
 
 static fake_clock_t clk;
 static gw_rl_t *rl;
@@ -131,8 +131,8 @@ static void *many_keys(void *arg)
         gw_rl_decision_t d;
         size_t n;
         seed = seed * 1103515245u + 12345u;
-        n = (size_t)snprintf(key, sizeof key, "ip:10.%u.%u.%u", (seed >> 24) & 1,
-                             (seed >> 16) & 15, (seed >> 8) & 15); /* 512 keys, 256 buckets */
+        n = (size_t)snprintf(key, sizeof key, "ip:10.%u.%u.%u", (seed >> 24) & 1, (seed >> 16) & 15,
+                             (seed >> 8) & 15); /* 512 keys, 256 buckets */
         if (gw_rl_check(rl, (seed >> 4) & 1, key, n, now(), &d) != SVC_OK)
             atomic_fetch_add(&bad, 1);
         if ((i & 63) == 0)

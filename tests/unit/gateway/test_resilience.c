@@ -61,8 +61,9 @@ static void as_the_feed_lists_them(void **state)
                              "resilience.json\"},{\"service\":\"cat\",\"url\":\"https://h:1/"
                              "debug/resilience.json\"}]");
     /* snprintf's contract: sized with cap 0, cut but terminated. */
-    assert_int_equal(gw_resilience_peers_json("order=http://h:1", NULL, 0), strlen(
-                         "[{\"service\":\"order\",\"url\":\"http://h:1/debug/resilience.json\"}]"));
+    assert_int_equal(
+        gw_resilience_peers_json("order=http://h:1", NULL, 0),
+        strlen("[{\"service\":\"order\",\"url\":\"http://h:1/debug/resilience.json\"}]"));
     assert_true(gw_resilience_peers_json("order=http://h:1", buf, 8) > 8);
     assert_string_equal(buf, "[{\"serv");
 }

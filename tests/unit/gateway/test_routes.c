@@ -64,8 +64,8 @@ static void every_route_matches(void **state)
  * the system's insides is on the admin port (adminport.h). */
 static void internals_are_not_public_routes(void **state)
 {
-    static const char *const paths[] = {"/metrics", "/debug/resilience",
-                                        "/debug/resilience.json", "/debug"};
+    static const char *const paths[] = {"/metrics", "/debug/resilience", "/debug/resilience.json",
+                                        "/debug"};
     gw_match_t m;
 
     (void)state;
@@ -150,10 +150,8 @@ static void wrong_method_lists_the_allowed_ones(void **state)
     static const struct {
         const char *method, *path, *allow;
     } cases[] = {
-        {"PUT", "/v1/products", "GET, POST"},
-        {"DELETE", "/v1/products/1", "GET"},
-        {"OPTIONS", "/v1/orders", "POST"},
-        {"PATCH", "/v1/orders/o1", "GET"},
+        {"PUT", "/v1/products", "GET, POST"}, {"DELETE", "/v1/products/1", "GET"},
+        {"OPTIONS", "/v1/orders", "POST"},    {"PATCH", "/v1/orders/o1", "GET"},
         {"POST", "/readyz", "GET"},
     };
     char text[64];
@@ -162,8 +160,7 @@ static void wrong_method_lists_the_allowed_ones(void **state)
     for (size_t i = 0; i < SVC_COUNTOF(cases); i++) {
         gw_match_t m;
         assert_int_equal(match(cases[i].method, cases[i].path, &m), GW_MATCH_WRONG_METHOD);
-        assert_int_equal(gw_route_allow_text(m.allow, text, sizeof text),
-                         strlen(cases[i].allow));
+        assert_int_equal(gw_route_allow_text(m.allow, text, sizeof text), strlen(cases[i].allow));
         assert_string_equal(text, cases[i].allow);
     }
     /* like snprintf: sized with cap 0, cut but terminated when short */
@@ -203,29 +200,30 @@ static void expect_invalid(const gw_route_t *row, const char *part)
 #define GW_ROUTE_OPEN 0, NULL
 
 #define GET_PRODUCT                                                                                \
-    GW_UPSTREAM_CATALOG, "/shopmicro.catalog.v1.CatalogService/GetProduct",                       \
+    GW_UPSTREAM_CATALOG, "/shopmicro.catalog.v1.CatalogService/GetProduct",                        \
         &shopmicro__catalog__v1__get_product_request__descriptor,                                  \
         &shopmicro__catalog__v1__product__descriptor
 
 static void validation_rejects_bad_rows(void **state)
 {
-    static const gw_route_t no_slash = {"GET",          "v1/x",        GET_PRODUCT,
-                                        GW_BODY_NONE,   RS_IDEMPOTENT, GW_STALE_NEVER,
-                                        GW_ROUTE_OPEN, NULL};
-    static const gw_route_t open_brace = {"GET", "/v1/{id", GET_PRODUCT, GW_BODY_NONE,
-                                          RS_IDEMPOTENT, GW_STALE_NEVER, GW_ROUTE_OPEN, NULL};
-    static const gw_route_t empty_var = {"GET", "/v1/{}", GET_PRODUCT, GW_BODY_NONE,
-                                         RS_IDEMPOTENT, GW_STALE_NEVER, GW_ROUTE_OPEN, NULL};
-    static const gw_route_t deep_var = {"GET", "/v1/{id=**}", GET_PRODUCT, GW_BODY_NONE,
+    static const gw_route_t no_slash = {"GET",         "v1/x",         GET_PRODUCT,   GW_BODY_NONE,
                                         RS_IDEMPOTENT, GW_STALE_NEVER, GW_ROUTE_OPEN, NULL};
-    static const gw_route_t empty_seg = {"GET", "/v1//x", GET_PRODUCT, GW_BODY_NONE,
+    static const gw_route_t open_brace = {"GET",         "/v1/{id",     GET_PRODUCT,
+                                          GW_BODY_NONE,  RS_IDEMPOTENT, GW_STALE_NEVER,
+                                          GW_ROUTE_OPEN, NULL};
+    static const gw_route_t empty_var = {"GET",         "/v1/{}",       GET_PRODUCT,   GW_BODY_NONE,
                                          RS_IDEMPOTENT, GW_STALE_NEVER, GW_ROUTE_OPEN, NULL};
-    static const gw_route_t mixed = {"GET", "/v1/x{id}", GET_PRODUCT, GW_BODY_NONE,
+    static const gw_route_t deep_var = {"GET",         "/v1/{id=**}",  GET_PRODUCT,   GW_BODY_NONE,
+                                        RS_IDEMPOTENT, GW_STALE_NEVER, GW_ROUTE_OPEN, NULL};
+    static const gw_route_t empty_seg = {"GET",         "/v1//x",       GET_PRODUCT,   GW_BODY_NONE,
+                                         RS_IDEMPOTENT, GW_STALE_NEVER, GW_ROUTE_OPEN, NULL};
+    static const gw_route_t mixed = {"GET",         "/v1/x{id}",    GET_PRODUCT,   GW_BODY_NONE,
                                      RS_IDEMPOTENT, GW_STALE_NEVER, GW_ROUTE_OPEN, NULL};
-    static const gw_route_t no_field = {"GET", "/v1/{sku}", GET_PRODUCT, GW_BODY_NONE,
+    static const gw_route_t no_field = {"GET",         "/v1/{sku}",    GET_PRODUCT,   GW_BODY_NONE,
                                         RS_IDEMPOTENT, GW_STALE_NEVER, GW_ROUTE_OPEN, NULL};
-    static const gw_route_t undeclared = {"GET", "/v1/{id}", GET_PRODUCT, GW_BODY_NONE,
-                                          RS_IDEMPOTENCY_BY_NAME, GW_STALE_NEVER, GW_ROUTE_OPEN, NULL};
+    static const gw_route_t undeclared = {
+        "GET",          "/v1/{id}",    GET_PRODUCT, GW_BODY_NONE, RS_IDEMPOTENCY_BY_NAME,
+        GW_STALE_NEVER, GW_ROUTE_OPEN, NULL};
     static const gw_route_t no_handler = {"GET", "/x", .local = NULL};
     static const gw_route_t no_method = {"", "/x", .local = (gw_local_fn)1};
     static const gw_route_t local_var = {"GET", "/x/{id}", .local = (gw_local_fn)1};
@@ -250,17 +248,19 @@ static void validation_rejects_bad_rows(void **state)
  * cache: never a write, never a local route. */
 static void validation_limits_stale_to_reads(void **state)
 {
-    static const gw_route_t post = {"POST", "/v1/{id}", GET_PRODUCT, GW_BODY_ALL,
-                                    RS_NOT_IDEMPOTENT, GW_STALE_OK, GW_ROUTE_OPEN, NULL};
-    static const gw_route_t body = {"GET", "/v1/{id}", GET_PRODUCT, GW_BODY_ALL, RS_IDEMPOTENT,
-                                    GW_STALE_OK, GW_ROUTE_OPEN, NULL};
-    static const gw_route_t not_idem = {"GET", "/v1/{id}", GET_PRODUCT, GW_BODY_NONE,
-                                        RS_NOT_IDEMPOTENT, GW_STALE_OK, GW_ROUTE_OPEN, NULL};
+    static const gw_route_t post = {
+        "POST",      "/v1/{id}",    GET_PRODUCT, GW_BODY_ALL, RS_NOT_IDEMPOTENT,
+        GW_STALE_OK, GW_ROUTE_OPEN, NULL};
+    static const gw_route_t body = {"GET",         "/v1/{id}",  GET_PRODUCT,   GW_BODY_ALL,
+                                    RS_IDEMPOTENT, GW_STALE_OK, GW_ROUTE_OPEN, NULL};
+    static const gw_route_t not_idem = {
+        "GET",       "/v1/{id}",    GET_PRODUCT, GW_BODY_NONE, RS_NOT_IDEMPOTENT,
+        GW_STALE_OK, GW_ROUTE_OPEN, NULL};
     static const gw_route_t local = {"GET", "/x", .stale = GW_STALE_OK, .local = (gw_local_fn)1};
-    static const gw_route_t bad_value = {"GET", "/v1/{id}", GET_PRODUCT, GW_BODY_NONE,
+    static const gw_route_t bad_value = {"GET",         "/v1/{id}",    GET_PRODUCT,   GW_BODY_NONE,
                                          RS_IDEMPOTENT, (gw_stale_t)7, GW_ROUTE_OPEN, NULL};
-    static const gw_route_t ok = {"GET", "/v1/{id}", GET_PRODUCT, GW_BODY_NONE, RS_IDEMPOTENT,
-                                  GW_STALE_OK, GW_ROUTE_OPEN, NULL};
+    static const gw_route_t ok = {"GET",         "/v1/{id}",  GET_PRODUCT,   GW_BODY_NONE,
+                                  RS_IDEMPOTENT, GW_STALE_OK, GW_ROUTE_OPEN, NULL};
     char errbuf[SVC_ERRBUF_LEN] = "";
 
     (void)state;
@@ -320,9 +320,9 @@ static void table_guards_every_write(void **state)
 
 static void validation_keeps_stale_and_local_routes_public(void **state)
 {
-    static const gw_route_t scoped_stale = {"GET", "/v1/{id}", GET_PRODUCT, GW_BODY_NONE,
-                                            RS_IDEMPOTENT, GW_STALE_OK, PR_SCOPE_ORDERS_READ,
-                                            "read", NULL};
+    static const gw_route_t scoped_stale = {
+        "GET",       "/v1/{id}",           GET_PRODUCT, GW_BODY_NONE, RS_IDEMPOTENT,
+        GW_STALE_OK, PR_SCOPE_ORDERS_READ, "read",      NULL};
     static const gw_route_t local_scoped = {"GET", "/x", .scopes = PR_SCOPE_ORDERS_READ,
                                             .local = (gw_local_fn)1};
     static const gw_route_t local_limited = {"GET", "/x", .rate_class = "read",
@@ -337,12 +337,16 @@ static void validation_keeps_stale_and_local_routes_public(void **state)
 static void validation_rejects_duplicates(void **state)
 {
     static const gw_route_t t[] = {
-        {"GET", "/v1/{id}", GET_PRODUCT, GW_BODY_NONE, RS_IDEMPOTENT, GW_STALE_NEVER, GW_ROUTE_OPEN, NULL},
-        {"GET", "/v1/{id}", GET_PRODUCT, GW_BODY_NONE, RS_IDEMPOTENT, GW_STALE_NEVER, GW_ROUTE_OPEN, NULL},
+        {"GET", "/v1/{id}", GET_PRODUCT, GW_BODY_NONE, RS_IDEMPOTENT, GW_STALE_NEVER, GW_ROUTE_OPEN,
+         NULL},
+        {"GET", "/v1/{id}", GET_PRODUCT, GW_BODY_NONE, RS_IDEMPOTENT, GW_STALE_NEVER, GW_ROUTE_OPEN,
+         NULL},
     };
     static const gw_route_t ok[] = {
-        {"GET", "/v1/{id=*}", GET_PRODUCT, GW_BODY_NONE, RS_IDEMPOTENT, GW_STALE_NEVER, GW_ROUTE_OPEN, NULL},
-        {"POST", "/v1/{id}", GET_PRODUCT, GW_BODY_ALL, RS_NOT_IDEMPOTENT, GW_STALE_NEVER, GW_ROUTE_OPEN, NULL},
+        {"GET", "/v1/{id=*}", GET_PRODUCT, GW_BODY_NONE, RS_IDEMPOTENT, GW_STALE_NEVER,
+         GW_ROUTE_OPEN, NULL},
+        {"POST", "/v1/{id}", GET_PRODUCT, GW_BODY_ALL, RS_NOT_IDEMPOTENT, GW_STALE_NEVER,
+         GW_ROUTE_OPEN, NULL},
     };
     char errbuf[SVC_ERRBUF_LEN] = "";
 

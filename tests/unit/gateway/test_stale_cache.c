@@ -121,8 +121,8 @@ static void hit_returns_the_body_and_its_age(void **state)
     assert_false(get(c, "GET /v1/products/", body, sizeof body, NULL));
     assert_false(get(c, "POST /v1/products/a", body, sizeof body, NULL));
     assert_int_equal(stats(c).entries, 1);
-    assert_int_equal(stats(c).bytes,
-                     GW_CACHE_ENTRY_OVERHEAD + strlen("GET /v1/products/a") + strlen("{\"id\":\"a\"}"));
+    assert_int_equal(stats(c).bytes, GW_CACHE_ENTRY_OVERHEAD + strlen("GET /v1/products/a") +
+                                         strlen("{\"id\":\"a\"}"));
 }
 
 static void served_up_to_the_bound_and_not_after(void **state)

@@ -60,9 +60,9 @@ void admin_buf_set_content_type(admin_buf_t *b, const char *ctype);
 
 /* One thing a service needs to do its job, as /readyz reports it. */
 typedef struct admin_check {
-    const char *name;              /* "database", "saga_consumer", ...     */
+    const char *name; /* "database", "saga_consumer", ...     */
     bool ok;
-    char detail[SVC_ERRBUF_LEN];   /* what is wrong, or what it is          */
+    char detail[SVC_ERRBUF_LEN]; /* what is wrong, or what it is          */
 } admin_check_t;
 
 /* A whole /readyz body, {"status":"ok"|"unavailable","checks":[{"name":..,
@@ -99,19 +99,19 @@ typedef struct admin_request {
 typedef int (*admin_debug_fn)(void *ctx, const admin_request_t *req, admin_buf_t *out);
 
 typedef struct admin_opts {
-    const char *listen;         /* "host:port"; port 0 = the kernel picks;
-                                   "none": no port (admin_server_new starts
-                                   nothing)                                   */
-    size_t max_request_bytes;   /* request line + headers                      */
-    unsigned max_conns;         /* open connections at once                    */
-    int read_timeout_ms;        /* accept -> complete request; also send limit */
-    size_t max_response_bytes;  /* body built by a callback                    */
-    admin_metrics_fn metrics;   /* NULL: /metrics is an empty page             */
-    admin_ready_fn ready;       /* NULL: /readyz is always 200 {"status":"ok"} */
-    void *ctx;                  /* passed to metrics and ready                 */
-    admin_debug_fn debug;       /* NULL: /debug paths are 404                  */
-    void *debug_ctx;            /* passed to debug                             */
-    const char *log_module;     /* of the start-up line; NULL: "admin"         */
+    const char *listen;        /* "host:port"; port 0 = the kernel picks;
+                                  "none": no port (admin_server_new starts
+                                  nothing)                                   */
+    size_t max_request_bytes;  /* request line + headers                      */
+    unsigned max_conns;        /* open connections at once                    */
+    int read_timeout_ms;       /* accept -> complete request; also send limit */
+    size_t max_response_bytes; /* body built by a callback                    */
+    admin_metrics_fn metrics;  /* NULL: /metrics is an empty page             */
+    admin_ready_fn ready;      /* NULL: /readyz is always 200 {"status":"ok"} */
+    void *ctx;                 /* passed to metrics and ready                 */
+    admin_debug_fn debug;      /* NULL: /debug paths are 404                  */
+    void *debug_ctx;           /* passed to debug                             */
+    const char *log_module;    /* of the start-up line; NULL: "admin"         */
 } admin_opts_t;
 
 /* Fills the ADMIN_DEFAULT_* values and NULL callbacks. */
@@ -123,7 +123,8 @@ typedef struct admin_server admin_server_t;
  * in use, bad option) nothing is left running and errbuf says why: SVC_EINVAL
  * or SVC_EUNAVAIL. o is copied (listen included). *out owned by caller;
  * with listen "none", SVC_OK and *out NULL (admin_server_free takes it). */
-svc_err_t admin_server_new(const admin_opts_t *o, admin_server_t **out, char errbuf[static SVC_ERRBUF_LEN]);
+svc_err_t admin_server_new(const admin_opts_t *o, admin_server_t **out,
+                           char errbuf[static SVC_ERRBUF_LEN]);
 /* admin_server_new with the defaults and listen, metrics, ready and ctx:
  * what a service's start needs ("none": nothing started). */
 svc_err_t admin_server_start(const char *listen, admin_metrics_fn metrics, admin_ready_fn ready,

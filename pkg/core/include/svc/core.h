@@ -24,32 +24,32 @@
  * numbers are the stable wire values 0..16 and need no gRPC header).
  * APPEND ONLY: names appear in logs and metrics.
  * ------------------------------------------------------------------------ */
-#define SVC_ERR_MAP(XX)                                                  \
-    /* name          grpc  text */                                       \
-    XX(OK,           0,    "ok")                                         \
-    XX(ECANCELLED,   1,    "cancelled")                                  \
-    XX(EUNKNOWN,     2,    "unknown error")                              \
-    XX(EINVAL,       3,    "invalid argument")                           \
-    XX(ETIMEDOUT,    4,    "deadline exceeded")                          \
-    XX(ENOTFOUND,    5,    "not found")                                  \
-    XX(EEXIST,       6,    "already exists")                             \
-    XX(EPERM,        7,    "permission denied")                          \
-    XX(EEXHAUSTED,   8,    "resource exhausted")                         \
-    XX(EPRECOND,     9,    "failed precondition")                        \
-    XX(EABORTED,     10,   "aborted")                                    \
-    XX(ERANGE,       11,   "out of range")                               \
-    XX(EUNIMPL,      12,   "unimplemented")                              \
-    XX(EINTERNAL,    13,   "internal error")                             \
-    XX(EUNAVAIL,     14,   "unavailable")                                \
-    XX(EDATALOSS,    15,   "data loss")                                  \
-    XX(EUNAUTH,      16,   "unauthenticated")                            \
-    XX(ENOMEM,       8,    "out of memory")
+#define SVC_ERR_MAP(XX)                                                                            \
+    /* name          grpc  text */                                                                 \
+    XX(OK, 0, "ok")                                                                                \
+    XX(ECANCELLED, 1, "cancelled")                                                                 \
+    XX(EUNKNOWN, 2, "unknown error")                                                               \
+    XX(EINVAL, 3, "invalid argument")                                                              \
+    XX(ETIMEDOUT, 4, "deadline exceeded")                                                          \
+    XX(ENOTFOUND, 5, "not found")                                                                  \
+    XX(EEXIST, 6, "already exists")                                                                \
+    XX(EPERM, 7, "permission denied")                                                              \
+    XX(EEXHAUSTED, 8, "resource exhausted")                                                        \
+    XX(EPRECOND, 9, "failed precondition")                                                         \
+    XX(EABORTED, 10, "aborted")                                                                    \
+    XX(ERANGE, 11, "out of range")                                                                 \
+    XX(EUNIMPL, 12, "unimplemented")                                                               \
+    XX(EINTERNAL, 13, "internal error")                                                            \
+    XX(EUNAVAIL, 14, "unavailable")                                                                \
+    XX(EDATALOSS, 15, "data loss")                                                                 \
+    XX(EUNAUTH, 16, "unauthenticated")                                                             \
+    XX(ENOMEM, 8, "out of memory")
 
 typedef enum {
 #define SVC_XX(name, grpc, text) SVC_##name,
     SVC_ERR_MAP(SVC_XX)
 #undef SVC_XX
-    SVC__ERR_LAST
+        SVC__ERR_LAST
 } svc_err_t;
 
 /* A short lower-case description ("unavailable"). Never NULL. */
@@ -132,10 +132,10 @@ bool svc_is_uuid(const char *s);
  * reading of other bytes. The idempotency_keys table's CHECK (order
  * migration 0004) says the same in SQL.
  */
-#define SVC_IDEMPOTENCY_KEY_MIN      1    /* characters (= bytes)      */
-#define SVC_IDEMPOTENCY_KEY_MAX      255
-#define SVC_IDEMPOTENCY_KEY_FIRST    0x21 /* '!': a space is not part of a key */
-#define SVC_IDEMPOTENCY_KEY_LAST     0x7E /* '~'                       */
+#define SVC_IDEMPOTENCY_KEY_MIN   1 /* characters (= bytes)      */
+#define SVC_IDEMPOTENCY_KEY_MAX   255
+#define SVC_IDEMPOTENCY_KEY_FIRST 0x21 /* '!': a space is not part of a key */
+#define SVC_IDEMPOTENCY_KEY_LAST  0x7E /* '~'                       */
 /* True when s (len bytes; need not be NUL-terminated, may contain NUL) is a
  * key by that rule. */
 bool svc_idempotency_key_valid(const char *s, size_t len);
@@ -200,8 +200,8 @@ const char *svc_log_request_id(void);
 
 /* Writes one line. fmt forms the msg="..." value; `kv` (may be NULL) is a
  * pre-formatted " k=v k=v" suffix. Use the macros below. */
-void svc_log_write(svc_log_level_t lvl, const char *module, const char *kv, const char *fmt,
-                   ...) __attribute__((format(printf, 4, 5)));
+void svc_log_write(svc_log_level_t lvl, const char *module, const char *kv, const char *fmt, ...)
+    __attribute__((format(printf, 4, 5)));
 
 #define SVC_LOG(lvl, mod, ...)                                                                     \
     do {                                                                                           \
@@ -254,9 +254,8 @@ void svc_log_repeats_flush(svc_log_repeats_t *r, bool all);
 
 /* svc_log_write through the default limiter: writes the line unless `key`
  * has had one written in the last window; adds " repeated=N" to kv. */
-void svc_log_write_repeat(svc_log_level_t lvl, const char *module, const char *key,
-                          const char *kv, const char *fmt, ...)
-    __attribute__((format(printf, 5, 6)));
+void svc_log_write_repeat(svc_log_level_t lvl, const char *module, const char *key, const char *kv,
+                          const char *fmt, ...) __attribute__((format(printf, 5, 6)));
 
 /* ------------------------------------------------------------------------
  * Configuration
@@ -270,29 +269,30 @@ void svc_log_write_repeat(svc_log_level_t lvl, const char *module, const char *k
  *   };
  * ------------------------------------------------------------------------ */
 typedef enum {
-    SVC_CFG_STR,  /* char[SVC_CFG_STR_MAX] field; min/max bound the length   */
-    SVC_CFG_INT,  /* int64_t field; min/max bound the value                  */
-    SVC_CFG_BOOL, /* bool field: 1/0, true/false, yes/no, on/off             */
+    SVC_CFG_STR,       /* char[SVC_CFG_STR_MAX] field; min/max bound the length   */
+    SVC_CFG_INT,       /* int64_t field; min/max bound the value                  */
+    SVC_CFG_BOOL,      /* bool field: 1/0, true/false, yes/no, on/off             */
     SVC_CFG_LOG_LEVEL, /* char[SVC_CFG_STR_MAX]: debug|info|warn|error       */
 } svc_cfg_type_t;
 
-#define SVC_CFG_STR_MAX 512
+#define SVC_CFG_STR_MAX          512
 #define SVC_CFG_OFF(type, field) offsetof(type, field)
 
 typedef struct svc_cfg_entry {
-    const char *env;      /* environment variable name                       */
+    const char *env; /* environment variable name                       */
     svc_cfg_type_t type;
-    int64_t min, max;     /* bounds (value for INT, length for STR); 0,0: none */
-    const char *def;      /* default as text; NULL: required                 */
-    size_t offset;        /* where the parsed value goes in the config struct */
-    const char *help;     /* one line for --help and docs/operations.md      */
+    int64_t min, max; /* bounds (value for INT, length for STR); 0,0: none */
+    const char *def;  /* default as text; NULL: required                 */
+    size_t offset;    /* where the parsed value goes in the config struct */
+    const char *help; /* one line for --help and docs/operations.md      */
 } svc_cfg_entry_t;
 
 /* Fills `out` (a struct whose fields the table describes) from the
  * environment, applying defaults and bounds. Returns SVC_EINVAL naming the
  * first bad variable in errbuf. `getenv_fn` NULL means getenv (tests inject). */
 svc_err_t svc_cfg_load(const svc_cfg_entry_t *table, size_t n, void *out,
-                       const char *(*getenv_fn)(const char *name), char errbuf[static SVC_ERRBUF_LEN]);
+                       const char *(*getenv_fn)(const char *name),
+                       char errbuf[static SVC_ERRBUF_LEN]);
 /* Prints the table as an aligned "VARIABLE  default  help" list. */
 void svc_cfg_print_help(FILE *f, const svc_cfg_entry_t *table, size_t n);
 /* Logs the effective configuration once at start-up. The values of
@@ -308,8 +308,7 @@ void svc_cfg_log(const char *module, const svc_cfg_entry_t *table, size_t n, con
  * is otherwise configured by the environment. Returns true when main must
  * return *exit_code at once: 0 after the help, 2 for any other argument
  * (named on stderr under prog). */
-bool svc_main_args(int argc, char **argv, const char *prog, void (*help)(FILE *f),
-                   int *exit_code);
+bool svc_main_args(int argc, char **argv, const char *prog, void (*help)(FILE *f), int *exit_code);
 
 /* Blocks SIGTERM and SIGINT in the calling thread, ignores SIGPIPE (a peer
  * that went away is an error return, not a death), and returns a signalfd
@@ -338,15 +337,22 @@ typedef struct svc_mem_cfg {
 /* The two lines of a program's svc_cfg table for its svc_mem_cfg_t field,
  * e.g. SVC_MEM_CFG_ENTRIES("CATALOG", cat_config_t, mem): <PREFIX>_MALLOC_ARENAS
  * and <PREFIX>_MALLOC_TRIM. */
-#define SVC_MEM_CFG_ENTRIES(prefix, type, field)                                                 \
-    {prefix "_MALLOC_ARENAS", SVC_CFG_INT, 0, 64, "1",                                           \
-     SVC_CFG_OFF(type, field) + offsetof(svc_mem_cfg_t, arenas),                                 \
-     "glibc malloc arenas at most (1: the trim can give back all freed heap; 0 = glibc's "      \
-     "default, 8 per core)"},                                                                    \
-    {prefix "_MALLOC_TRIM", SVC_CFG_BOOL, 0, 0, "on",                                            \
-     SVC_CFG_OFF(type, field) + offsetof(svc_mem_cfg_t, trim),                                   \
-     "give freed heap back to the kernel (malloc_trim) once 1 MiB more of it is resident, at "   \
-     "most every 10 s"}
+#define SVC_MEM_CFG_ENTRIES(prefix, type, field)                                                   \
+    {prefix "_MALLOC_ARENAS",                                                                      \
+     SVC_CFG_INT,                                                                                  \
+     0,                                                                                            \
+     64,                                                                                           \
+     "1",                                                                                          \
+     SVC_CFG_OFF(type, field) + offsetof(svc_mem_cfg_t, arenas),                                   \
+     "glibc malloc arenas at most (1: the trim can give back all freed heap; 0 = glibc's "         \
+     "default, 8 per core)"},                                                                      \
+    {                                                                                              \
+        prefix "_MALLOC_TRIM", SVC_CFG_BOOL, 0, 0, "on",                                           \
+            SVC_CFG_OFF(type, field) + offsetof(svc_mem_cfg_t, trim),                              \
+            "give freed heap back to the kernel (malloc_trim) once 1 MiB more of it is resident, " \
+            "at "                                                                                  \
+            "most every 10 s"                                                                      \
+    }
 
 /* Call in main before any thread exists (glibc reads the arena limit when it
  * makes the second arena): sets the arena limit and a fixed mmap threshold,

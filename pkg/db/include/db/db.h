@@ -21,25 +21,27 @@
 #include "svc/core.h"
 
 /* db_stmt_t.flags */
-#define DB_STMT_IDEMPOTENT 1u /* safe to run twice: retried once on a connection
-                                 found dead (e.g. after a Postgres restart)    */
-#define DB_STMT_BINARY     2u /* results in binary format (parameters stay
-                                 text): no output function per value in the
-                                 server, for wide reads; the caller decodes
-                                 each column's binary form itself           */
+#define DB_STMT_IDEMPOTENT                                                                         \
+    1u /* safe to run twice: retried once on a connection
+          found dead (e.g. after a Postgres restart)    */
+#define DB_STMT_BINARY                                                                             \
+    2u /* results in binary format (parameters stay
+          text): no output function per value in the
+          server, for wide reads; the caller decodes
+          each column's binary form itself           */
 
 /* A statement the connection prepares on every (re)connect. */
 typedef struct db_stmt {
-    const char *name;  /* prepared statement name                           */
-    const char *sql;   /* with $1..$n placeholders                          */
+    const char *name; /* prepared statement name                           */
+    const char *sql;  /* with $1..$n placeholders                          */
     int nparams;
-    unsigned flags;    /* DB_STMT_*; 0: not retried, results in text (each
-                          value a NUL-terminated string)                    */
+    unsigned flags; /* DB_STMT_*; 0: not retried, results in text (each
+                       value a NUL-terminated string)                    */
 } db_stmt_t;
 
 /* One schema migration; see svc_embed_migrations() in pkg/cmake. */
 typedef struct db_migration {
-    int version;       /* applied in increasing order, each exactly once    */
+    int version; /* applied in increasing order, each exactly once    */
     const char *name;
     const char *sql;
 } db_migration_t;
@@ -48,10 +50,10 @@ typedef struct db_migration {
 #define DB_DEFAULT_STATEMENT_TIMEOUT_MS 5000
 
 typedef struct db_opts {
-    const char *dsn;              /* libpq conninfo; copied                  */
-    const db_stmt_t *stmts;       /* borrowed; must outlive the connection   */
+    const char *dsn;        /* libpq conninfo; copied                  */
+    const db_stmt_t *stmts; /* borrowed; must outlive the connection   */
     size_t n_stmts;
-    int connect_timeout_ms;       /* DB_DEFAULT_CONNECT_TIMEOUT_MS           */
+    int connect_timeout_ms; /* DB_DEFAULT_CONNECT_TIMEOUT_MS           */
     /* Server-side backstop for calls without a deadline, and for abandoned
      * statements: Postgres cancels anything running longer. */
     int statement_timeout_ms;     /* DB_DEFAULT_STATEMENT_TIMEOUT_MS         */
@@ -121,8 +123,10 @@ bool db_outcome_unknown(const db_conn_t *c);
  * whether a result is still to be received. A send is never retried: a
  * connection found dead fails it with SVC_EUNAVAIL (the next call makes a
  * new one). */
-svc_err_t db_send(db_conn_t *c, size_t idx, const char *const *params, char errbuf[static SVC_ERRBUF_LEN]);
-svc_err_t db_receive(db_conn_t *c, uint64_t deadline_ns, PGresult **res, char errbuf[static SVC_ERRBUF_LEN]);
+svc_err_t db_send(db_conn_t *c, size_t idx, const char *const *params,
+                  char errbuf[static SVC_ERRBUF_LEN]);
+svc_err_t db_receive(db_conn_t *c, uint64_t deadline_ns, PGresult **res,
+                     char errbuf[static SVC_ERRBUF_LEN]);
 bool db_sent(const db_conn_t *c);
 /* Between the two: takes in what has arrived of the result, without
  * waiting (libpq parses each row as it comes), so that a large result is
@@ -133,9 +137,9 @@ bool db_pump(db_conn_t *c);
 
 /* What every service's store does to open its connection: db_conn_new with
  * db_opts_fill's options (the others their defaults). */
-svc_err_t db_conn_open(const char *dsn, const db_stmt_t *stmts, size_t n,
-                       int statement_timeout_ms, const char *application_name,
-                       db_conn_t **out, char errbuf[static SVC_ERRBUF_LEN]);
+svc_err_t db_conn_open(const char *dsn, const db_stmt_t *stmts, size_t n, int statement_timeout_ms,
+                       const char *application_name, db_conn_t **out,
+                       char errbuf[static SVC_ERRBUF_LEN]);
 
 /* db_exec for a statement whose rows are not needed; *n_rows (optional)
  * gets how many it returned. */
@@ -146,7 +150,8 @@ svc_err_t db_run(db_conn_t *c, size_t idx, const char *const *params, uint64_t d
  * an earlier statement aborted succeeds as a statement but answers
  * "ROLLBACK": that is SVC_EABORTED here, never SVC_OK, so nobody
  * acknowledges effects the database threw away. */
-svc_err_t db_commit(db_conn_t *c, size_t idx, uint64_t deadline_ns, char errbuf[static SVC_ERRBUF_LEN]);
+svc_err_t db_commit(db_conn_t *c, size_t idx, uint64_t deadline_ns,
+                    char errbuf[static SVC_ERRBUF_LEN]);
 
 /* A ROLLBACK after a failure gets a deadline of its own: the caller's may
  * be the very thing that ran out, and a connection left inside a

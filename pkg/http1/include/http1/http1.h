@@ -42,23 +42,23 @@ typedef struct h1_header {
 
 typedef struct h1_request {
     h1_str_t method;
-    h1_str_t path;          /* the target up to '?' (starts with '/') */
-    h1_str_t query;         /* after '?'; p NULL when the target has none */
-    int minor_version;      /* HTTP/1.0 -> 0, HTTP/1.1 -> 1 */
-    size_t head_len;        /* bytes of the head, its blank line included */
+    h1_str_t path;     /* the target up to '?' (starts with '/') */
+    h1_str_t query;    /* after '?'; p NULL when the target has none */
+    int minor_version; /* HTTP/1.0 -> 0, HTTP/1.1 -> 1 */
+    size_t head_len;   /* bytes of the head, its blank line included */
     bool has_content_length;
     unsigned long long content_length; /* 0 without the field */
-    bool transfer_encoding; /* a Transfer-Encoding field is present */
-    bool keep_alive;        /* what the version and Connection field ask for */
+    bool transfer_encoding;            /* a Transfer-Encoding field is present */
+    bool keep_alive;                   /* what the version and Connection field ask for */
     size_t n_headers;
     h1_header_t headers[H1_MAX_HEADERS];
 } h1_request_t;
 
 typedef enum h1_result {
-    H1_INCOMPLETE = 0,    /* no blank line yet, and fewer than max_head bytes: read more */
-    H1_OK = 1,            /* *req is filled */
-    H1_BAD = 400,         /* malformed */
-    H1_TOO_LARGE = 431,   /* the head is longer than max_head, or has too many fields */
+    H1_INCOMPLETE = 0,  /* no blank line yet, and fewer than max_head bytes: read more */
+    H1_OK = 1,          /* *req is filled */
+    H1_BAD = 400,       /* malformed */
+    H1_TOO_LARGE = 431, /* the head is longer than max_head, or has too many fields */
 } h1_result_t;
 
 /*

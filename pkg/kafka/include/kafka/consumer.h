@@ -95,24 +95,24 @@ typedef struct kfk_record {
     const char *topic;
     int32_t partition;
     int64_t offset;
-    int64_t timestamp_ms;        /* the record's timestamp; -1 when none    */
-    const void *key;             /* key_len bytes; NULL when no key         */
+    int64_t timestamp_ms; /* the record's timestamp; -1 when none    */
+    const void *key;      /* key_len bytes; NULL when no key         */
     size_t key_len;
-    const void *value;           /* value_len bytes; NULL when empty        */
+    const void *value; /* value_len bytes; NULL when empty        */
     size_t value_len;
     const kfk_header_t *headers; /* n_headers, in record order; values are
                                     not NUL-terminated                      */
     size_t n_headers;
-    const char *ce_id;           /* the ce_id header, NUL-terminated; NULL
-                                    when absent, empty, or not text         */
-    unsigned attempt;            /* 1 the first time, +1 per KFK_RETRY      */
-    bool batched;                /* other records share this transaction
-                                    (opts.batch): after a failed statement
-                                    answer KFK_RETRY, never KFK_POISON (the
-                                    record is handed again alone, where
-                                    KFK_POISON is right)                    */
-    uint64_t deadline_ms;        /* svc_now_ms() time the handler must be
-                                    done by (opts.handler_timeout_ms)       */
+    const char *ce_id;              /* the ce_id header, NUL-terminated; NULL
+                                       when absent, empty, or not text         */
+    unsigned attempt;               /* 1 the first time, +1 per KFK_RETRY      */
+    bool batched;                   /* other records share this transaction
+                                       (opts.batch): after a failed statement
+                                       answer KFK_RETRY, never KFK_POISON (the
+                                       record is handed again alone, where
+                                       KFK_POISON is right)                    */
+    uint64_t deadline_ms;           /* svc_now_ms() time the handler must be
+                                       done by (opts.handler_timeout_ms)       */
     const kfk_consumer_t *consumer; /* for kfk_record_cancelled             */
 } kfk_record_t;
 
@@ -144,12 +144,12 @@ typedef struct kfk_batch_ops {
     void (*rollback)(void *ctx);
 } kfk_batch_ops_t;
 
-#define KFK_CONSUMER_DEFAULT_DLQ_SUFFIX         ".dlq"
+#define KFK_CONSUMER_DEFAULT_DLQ_SUFFIX ".dlq"
 /* The most kfk_consumer_close waits for the revoke and the leave: a
  * coordinator that does not answer by then leaves it to the session. */
-#define KFK_CONSUMER_LEAVE_WAIT_MS              3000
+#define KFK_CONSUMER_LEAVE_WAIT_MS 3000
 /* The broker's limit on a group.instance.id (Kafka's Topic.validate rules). */
-#define KFK_CONSUMER_INSTANCE_ID_MAX            249
+#define KFK_CONSUMER_INSTANCE_ID_MAX 249
 /* How long a dead member keeps its partitions before the others get them:
  * the broker's default least (group.min.session.timeout.ms), not
  * librdkafka's 45 s. With a heartbeat every second and a rebalance, the
@@ -165,70 +165,72 @@ typedef struct kfk_batch_ops {
 #define KFK_CONSUMER_DEFAULT_HEARTBEAT_INTERVAL_MS 1000
 /* librdkafka's default: how long a stuck member keeps its partitions. */
 #define KFK_CONSUMER_DEFAULT_MAX_POLL_INTERVAL_MS 300000
-#define KFK_CONSUMER_DEFAULT_HANDLER_TIMEOUT_MS 30000
-#define KFK_CONSUMER_DEFAULT_BACKOFF_BASE_MS    100
-#define KFK_CONSUMER_DEFAULT_BACKOFF_CAP_MS     30000
+#define KFK_CONSUMER_DEFAULT_HANDLER_TIMEOUT_MS   30000
+#define KFK_CONSUMER_DEFAULT_BACKOFF_BASE_MS      100
+#define KFK_CONSUMER_DEFAULT_BACKOFF_CAP_MS       30000
 /* 0: KFK_RETRY is retried for ever (a database outage is never poison). */
-#define KFK_CONSUMER_DEFAULT_MAX_ATTEMPTS       0u
-#define KFK_CONSUMER_DEFAULT_DLQ_TIMEOUT_MS     10000
-#define KFK_CONSUMER_DEFAULT_LAG_INTERVAL_MS    5000
-#define KFK_CONSUMER_MAX_TOPICS                 16
+#define KFK_CONSUMER_DEFAULT_MAX_ATTEMPTS    0u
+#define KFK_CONSUMER_DEFAULT_DLQ_TIMEOUT_MS  10000
+#define KFK_CONSUMER_DEFAULT_LAG_INTERVAL_MS 5000
+#define KFK_CONSUMER_MAX_TOPICS              16
 /* 1: one record per poll. The most records one poll hands out. */
-#define KFK_CONSUMER_DEFAULT_BATCH_MAX          1u
-#define KFK_CONSUMER_MAX_BATCH                  1000u
+#define KFK_CONSUMER_DEFAULT_BATCH_MAX 1u
+#define KFK_CONSUMER_MAX_BATCH         1000u
 /* 0: a synchronous offset commit at the end of every poll that stored one. */
 #define KFK_CONSUMER_DEFAULT_COMMIT_INTERVAL_MS 0
 /* Partitions whose lag is kept (more are consumed, but not shown). */
-#define KFK_CONSUMER_MAX_LAG_PARTITIONS         256
+#define KFK_CONSUMER_MAX_LAG_PARTITIONS 256
 
 typedef struct kfk_consumer_opts {
-    const char *brokers;          /* bootstrap.servers; required                     */
-    const char *group_id;         /* group.id; required                              */
-    const char *const *topics;    /* NULL-terminated, 1..KFK_CONSUMER_MAX_TOPICS;
-                                     required                                        */
-    const char *client_id;        /* KFK_DEFAULT_CLIENT_ID                           */
-    const char *dlq_topic;        /* one topic for every dead letter; NULL: each
-                                     record's topic + KFK_CONSUMER_DEFAULT_DLQ_SUFFIX
-                                     (shopmicro.orders.v1 -> shopmicro.orders.v1.dlq) */
-    const char *group_instance_id;/* group.instance.id: NULL, dynamic membership;
-                                     else static (KIP-345), 1..249 of [A-Za-z0-9._-],
-                                     one per member of the group and kept across
-                                     its restarts (a second consumer with the same
-                                     id fences the first: its polls then fail)      */
-    int session_timeout_ms;       /* 6000..300000 (the broker's group limits)        */
-    int heartbeat_interval_ms;    /* 100..session_timeout_ms / 3                     */
-    int max_poll_interval_ms;     /* > 2 x (handler_timeout_ms + dlq_timeout_ms),
-                                     <= 1 h                                          */
-    int handler_timeout_ms;       /* 100..600000: the handler's deadline             */
-    int backoff_base_ms;          /* 1..60000: the first KFK_RETRY window            */
-    int backoff_cap_ms;           /* backoff_base_ms..3600000                        */
-    unsigned max_attempts;        /* 0: unlimited; N: the Nth KFK_RETRY of a record
-                                     dead-letters it ("retries exhausted: ...")      */
-    int dlq_timeout_ms;           /* 1000..300000: a dead letter's delivery bound    */
-    int lag_interval_ms;          /* 100..600000: how often lag is sampled           */
-    unsigned batch_max;           /* 1..KFK_CONSUMER_MAX_BATCH records per poll      */
-    int commit_interval_ms;       /* 0..60000: 0 commits synchronously after every
-                                     poll; N commits asynchronously, at most every
-                                     N ms (a failed one is counted, returned by a
-                                     later poll, and the offsets go with the next) */
-    const kfk_batch_ops_t *batch; /* NULL: each handler call commits its own effect;
-                                     else one transaction per batch (borrowed: must
-                                     outlive the consumer)                           */
-    kfk_handler_fn handler;       /* required                                        */
-    kfk_log_fn on_log;            /* NULL: librdkafka's lines are dropped            */
-    void *ctx;                    /* passed to handler and on_log                    */
+    const char *brokers;           /* bootstrap.servers; required                     */
+    const char *group_id;          /* group.id; required                              */
+    const char *const *topics;     /* NULL-terminated, 1..KFK_CONSUMER_MAX_TOPICS;
+                                      required                                        */
+    const char *client_id;         /* KFK_DEFAULT_CLIENT_ID                           */
+    const char *dlq_topic;         /* one topic for every dead letter; NULL: each
+                                      record's topic + KFK_CONSUMER_DEFAULT_DLQ_SUFFIX
+                                      (shopmicro.orders.v1 -> shopmicro.orders.v1.dlq) */
+    const char *group_instance_id; /* group.instance.id: NULL, dynamic membership;
+                                      else static (KIP-345), 1..249 of [A-Za-z0-9._-],
+                                      one per member of the group and kept across
+                                      its restarts (a second consumer with the same
+                                      id fences the first: its polls then fail)      */
+    int session_timeout_ms;        /* 6000..300000 (the broker's group limits)        */
+    int heartbeat_interval_ms;     /* 100..session_timeout_ms / 3                     */
+    int max_poll_interval_ms;      /* > 2 x (handler_timeout_ms + dlq_timeout_ms),
+                                      <= 1 h                                          */
+    int handler_timeout_ms;        /* 100..600000: the handler's deadline             */
+    int backoff_base_ms;           /* 1..60000: the first KFK_RETRY window            */
+    int backoff_cap_ms;            /* backoff_base_ms..3600000                        */
+    unsigned max_attempts;         /* 0: unlimited; N: the Nth KFK_RETRY of a record
+                                      dead-letters it ("retries exhausted: ...")      */
+    int dlq_timeout_ms;            /* 1000..300000: a dead letter's delivery bound    */
+    int lag_interval_ms;           /* 100..600000: how often lag is sampled           */
+    unsigned batch_max;            /* 1..KFK_CONSUMER_MAX_BATCH records per poll      */
+    int commit_interval_ms;        /* 0..60000: 0 commits synchronously after every
+                                      poll; N commits asynchronously, at most every
+                                      N ms (a failed one is counted, returned by a
+                                      later poll, and the offsets go with the next) */
+    const kfk_batch_ops_t *batch;  /* NULL: each handler call commits its own effect;
+                                      else one transaction per batch (borrowed: must
+                                      outlive the consumer)                           */
+    kfk_handler_fn handler;        /* required                                        */
+    kfk_log_fn on_log;             /* NULL: librdkafka's lines are dropped            */
+    void *ctx;                     /* passed to handler and on_log                    */
 } kfk_consumer_opts_t;
 
 /* Fills o with the defaults above (no brokers, group, topics or handler). */
 void kfk_consumer_opts_init(kfk_consumer_opts_t *o);
 /* SVC_EINVAL naming the first bad option in errbuf. Pure; thread-safe. */
-svc_err_t kfk_consumer_opts_validate(const kfk_consumer_opts_t *o, char errbuf[static SVC_ERRBUF_LEN]);
+svc_err_t kfk_consumer_opts_validate(const kfk_consumer_opts_t *o,
+                                     char errbuf[static SVC_ERRBUF_LEN]);
 
 /* Validates o, creates the consumer and its dead-letter producer, and
  * subscribes (joining the group happens in kfk_consumer_poll; a broker that
  * is down is not an error here). Strings of o are copied. On SVC_OK *out is
  * owned by caller: kfk_consumer_close, then kfk_consumer_free. */
-svc_err_t kfk_consumer_new(const kfk_consumer_opts_t *o, kfk_consumer_t **out, char errbuf[static SVC_ERRBUF_LEN]);
+svc_err_t kfk_consumer_new(const kfk_consumer_opts_t *o, kfk_consumer_t **out,
+                           char errbuf[static SVC_ERRBUF_LEN]);
 
 /*
  * Serves a due retry alone, or else a batch of at most opts.batch_max
@@ -243,7 +245,8 @@ svc_err_t kfk_consumer_new(const kfk_consumer_opts_t *o, kfk_consumer_t **out, c
  * (a subscribed topic does not exist). After kfk_consumer_stop it returns
  * SVC_ECANCELLED at once.
  */
-svc_err_t kfk_consumer_poll(kfk_consumer_t *c, int timeout_ms, int *served, char errbuf[static SVC_ERRBUF_LEN]);
+svc_err_t kfk_consumer_poll(kfk_consumer_t *c, int timeout_ms, int *served,
+                            char errbuf[static SVC_ERRBUF_LEN]);
 
 /* Asks the handler to give up (kfk_record_cancelled) and kfk_consumer_poll
  * to return. Async-signal-safe; thread-safe. */
@@ -280,8 +283,8 @@ typedef struct kfk_consumer_stats {
     uint64_t latency_count; /* handler calls timed                           */
     uint64_t latency_sum_us;
     uint64_t latency_le[KFK_LATENCY_BUCKETS]; /* cumulative, as Prometheus  */
-    unsigned n_partitions;  /* assigned now                                   */
-    int64_t lag_total;      /* sum of the known lags; -1 when none known      */
+    unsigned n_partitions;                    /* assigned now                                   */
+    int64_t lag_total;                        /* sum of the known lags; -1 when none known      */
 } kfk_consumer_stats_t;
 
 /* The bounds of the latency buckets, in ms. */
@@ -307,18 +310,18 @@ size_t kfk_consumer_metrics(const kfk_consumer_t *c, const char *prefix, char *b
 /* ------------------------------------------------------------------------
  * Pure parts, exposed for tests (and for tools that read dead letters).
  * ------------------------------------------------------------------------ */
-#define KFK_DLQ_REASON          "dlq-reason"
-#define KFK_DLQ_ORIG_TOPIC      "dlq-original-topic"
-#define KFK_DLQ_ORIG_PARTITION  "dlq-original-partition"
-#define KFK_DLQ_ORIG_OFFSET     "dlq-original-offset"
-#define KFK_DLQ_GROUP           "dlq-consumer-group"
-#define KFK_DLQ_TIME            "dlq-time"
-#define KFK_DLQ_DROPPED         "dlq-dropped-headers"
-#define KFK_DLQ_HEADERS         7 /* at most this many dlq-* headers */
+#define KFK_DLQ_REASON         "dlq-reason"
+#define KFK_DLQ_ORIG_TOPIC     "dlq-original-topic"
+#define KFK_DLQ_ORIG_PARTITION "dlq-original-partition"
+#define KFK_DLQ_ORIG_OFFSET    "dlq-original-offset"
+#define KFK_DLQ_GROUP          "dlq-consumer-group"
+#define KFK_DLQ_TIME           "dlq-time"
+#define KFK_DLQ_DROPPED        "dlq-dropped-headers"
+#define KFK_DLQ_HEADERS        7 /* at most this many dlq-* headers */
 
 /* What a dead letter says about its record. */
 typedef struct kfk_dlq_info {
-    const char *reason;   /* NULL or "": "unspecified"                      */
+    const char *reason; /* NULL or "": "unspecified"                      */
     const char *topic;
     int32_t partition;
     int64_t offset;
@@ -355,9 +358,9 @@ uint32_t kfk_backoff_ms(int base_ms, int cap_ms, unsigned attempt, uint64_t rand
 
 /* What becomes of a record after a handler call. */
 typedef enum kfk_action {
-    KFK_ACT_COMMIT,     /* done: store and commit offset + 1                */
-    KFK_ACT_DEAD_LETTER,/* copy to the dead-letter topic, then commit       */
-    KFK_ACT_BACKOFF,    /* keep it, pause the partition, hand it again      */
+    KFK_ACT_COMMIT,      /* done: store and commit offset + 1                */
+    KFK_ACT_DEAD_LETTER, /* copy to the dead-letter topic, then commit       */
+    KFK_ACT_BACKOFF,     /* keep it, pause the partition, hand it again      */
 } kfk_action_t;
 
 /* The action for verdict v on attempt `attempt` (1-based) with max_attempts

@@ -51,9 +51,9 @@ typedef struct kfk_ce {
     const char *request_id;   /* x-request-id; NULL or "": no header            */
 } kfk_ce_t;
 
-#define KFK_CE_SPECVERSION           "1.0"
-#define KFK_CE_DEFAULT_CONTENT_TYPE  "application/protobuf"
-#define KFK_CE_MAX_HEADERS           7
+#define KFK_CE_SPECVERSION          "1.0"
+#define KFK_CE_DEFAULT_CONTENT_TYPE "application/protobuf"
+#define KFK_CE_MAX_HEADERS          7
 
 /*
  * Fills out[] (KFK_CE_MAX_HEADERS entries) with ce_specversion, ce_id,
@@ -82,41 +82,43 @@ typedef void (*kfk_delivery_fn)(void *ctx, void *msg_opaque, svc_err_t err, cons
 /* librdkafka's log lines (syslog levels: 3 error, 4 warning, ... 7 debug). */
 typedef void (*kfk_log_fn)(void *ctx, int level, const char *facility, const char *text);
 
-#define KFK_DEFAULT_ACKS                "all"
-#define KFK_DEFAULT_IDEMPOTENCE         true
+#define KFK_DEFAULT_ACKS        "all"
+#define KFK_DEFAULT_IDEMPOTENCE true
 /* Small: a batch of outbox rows goes out in one request, yet a lone event
  * waits at most this long. */
-#define KFK_DEFAULT_LINGER_MS           5
+#define KFK_DEFAULT_LINGER_MS 5
 /* How long librdkafka keeps retrying a message before reporting it failed
  * (librdkafka's own default is 300 s; an outbox row can wait for the next
  * batch, so a report within seconds is worth more). */
 #define KFK_DEFAULT_DELIVERY_TIMEOUT_MS 10000
 /* Messages in flight or queued at most (librdkafka: 100000). */
-#define KFK_DEFAULT_QUEUE_MAX_MSGS      100000
-#define KFK_DEFAULT_CLIENT_ID           "shopmicro"
+#define KFK_DEFAULT_QUEUE_MAX_MSGS 100000
+#define KFK_DEFAULT_CLIENT_ID      "shopmicro"
 
 typedef struct kfk_producer_opts {
-    const char *brokers;       /* bootstrap.servers, "host:port[,host:port]"; required */
-    const char *client_id;     /* KFK_DEFAULT_CLIENT_ID                              */
-    const char *acks;          /* "all" | "1" | "0"; KFK_DEFAULT_ACKS                */
-    bool idempotence;          /* KFK_DEFAULT_IDEMPOTENCE (needs acks=all)           */
-    int linger_ms;             /* 0..60000; KFK_DEFAULT_LINGER_MS                    */
-    int delivery_timeout_ms;   /* 1000..3600000; KFK_DEFAULT_DELIVERY_TIMEOUT_MS     */
-    int queue_max_msgs;        /* 1..10000000; KFK_DEFAULT_QUEUE_MAX_MSGS            */
+    const char *brokers;         /* bootstrap.servers, "host:port[,host:port]"; required */
+    const char *client_id;       /* KFK_DEFAULT_CLIENT_ID                              */
+    const char *acks;            /* "all" | "1" | "0"; KFK_DEFAULT_ACKS                */
+    bool idempotence;            /* KFK_DEFAULT_IDEMPOTENCE (needs acks=all)           */
+    int linger_ms;               /* 0..60000; KFK_DEFAULT_LINGER_MS                    */
+    int delivery_timeout_ms;     /* 1000..3600000; KFK_DEFAULT_DELIVERY_TIMEOUT_MS     */
+    int queue_max_msgs;          /* 1..10000000; KFK_DEFAULT_QUEUE_MAX_MSGS            */
     kfk_delivery_fn on_delivery; /* required                                         */
-    kfk_log_fn on_log;         /* NULL: librdkafka's lines are dropped               */
-    void *ctx;                 /* passed to both callbacks                           */
+    kfk_log_fn on_log;           /* NULL: librdkafka's lines are dropped               */
+    void *ctx;                   /* passed to both callbacks                           */
 } kfk_producer_opts_t;
 
 /* Fills o with the defaults above (no brokers, no callbacks). */
 void kfk_producer_opts_init(kfk_producer_opts_t *o);
 /* SVC_EINVAL naming the first bad option in errbuf. Pure; thread-safe. */
-svc_err_t kfk_producer_opts_validate(const kfk_producer_opts_t *o, char errbuf[static SVC_ERRBUF_LEN]);
+svc_err_t kfk_producer_opts_validate(const kfk_producer_opts_t *o,
+                                     char errbuf[static SVC_ERRBUF_LEN]);
 
 /* Validates o and creates the producer (it connects in the background: a
  * broker that is down is not an error here). On SVC_OK *out is owned by
  * caller (kfk_producer_free). Strings of o are copied. */
-svc_err_t kfk_producer_new(const kfk_producer_opts_t *o, kfk_producer_t **out, char errbuf[static SVC_ERRBUF_LEN]);
+svc_err_t kfk_producer_new(const kfk_producer_opts_t *o, kfk_producer_t **out,
+                           char errbuf[static SVC_ERRBUF_LEN]);
 
 /* Waits up to timeout_ms for the messages still queued or in flight (their
  * reports fire), then destroys the producer; reports of messages still
@@ -127,13 +129,13 @@ void kfk_producer_free(kfk_producer_t *p, int timeout_ms);
  * it returns. */
 typedef struct kfk_message {
     const char *topic;
-    const void *key;           /* may be NULL (then len 0): no key */
+    const void *key; /* may be NULL (then len 0): no key */
     size_t key_len;
     const void *value;
     size_t value_len;
     const kfk_header_t *headers; /* n_headers (<= KFK_MAX_HEADERS) entries */
     size_t n_headers;
-    void *opaque;              /* handed to on_delivery */
+    void *opaque; /* handed to on_delivery */
 } kfk_message_t;
 
 /*
@@ -144,7 +146,8 @@ typedef struct kfk_message {
  * 0.5 s) for that topic's metadata, so that it is sent at once, not after
  * librdkafka's next topic scan; later ones never block.
  */
-svc_err_t kfk_produce(kfk_producer_t *p, const kfk_message_t *m, char errbuf[static SVC_ERRBUF_LEN]);
+svc_err_t kfk_produce(kfk_producer_t *p, const kfk_message_t *m,
+                      char errbuf[static SVC_ERRBUF_LEN]);
 
 /* Serves delivery reports (and librdkafka's log lines), waiting up to
  * timeout_ms for the first. Returns how many events were served. Call it

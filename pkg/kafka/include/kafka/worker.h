@@ -34,8 +34,8 @@ typedef struct kfk_worker kfk_worker_t; /* opaque */
  * caller: kfk_worker_stop. A broker that is down is not an error here (the
  * thread logs it and keeps trying).
  */
-svc_err_t kfk_worker_start(const kfk_consumer_opts_t *o, const char *log_module,
-                           kfk_worker_t **out, char errbuf[static SVC_ERRBUF_LEN]);
+svc_err_t kfk_worker_start(const kfk_consumer_opts_t *o, const char *log_module, kfk_worker_t **out,
+                           char errbuf[static SVC_ERRBUF_LEN]);
 
 /* Stops the consumer, joins the thread, closes (commits what is done,
  * leaves the group) and frees. NULL-safe. */
@@ -48,22 +48,22 @@ typedef struct kfk_worker_cfg {
     char brokers[SVC_CFG_STR_MAX]; /* "none": no consumer                    */
     char group[SVC_CFG_STR_MAX];
     char instance_id[SVC_CFG_STR_MAX]; /* KFK_WORKER_INSTANCE_HOSTNAME, "none"
-                                      (dynamic membership) or the static
-                                      member's id                            */
-    int64_t session_timeout_ms;    /* how long a crashed member keeps its
-                                      partitions when it does not come back  */
-    int64_t batch_max;             /* records per poll (and per transaction,
-                                      with batch ops)                        */
-    int64_t commit_interval_ms;    /* offsets committed at most this often
-                                      (0: after every poll, synchronously)   */
+                                          (dynamic membership) or the static
+                                          member's id                            */
+    int64_t session_timeout_ms;        /* how long a crashed member keeps its
+                                          partitions when it does not come back  */
+    int64_t batch_max;                 /* records per poll (and per transaction,
+                                          with batch ops)                        */
+    int64_t commit_interval_ms;        /* offsets committed at most this often
+                                          (0: after every poll, synchronously)   */
 } kfk_worker_cfg_t;
 
 /* What a service plugs into its consumer (kafka/consumer.h). */
 typedef struct kfk_worker_handler {
-    kfk_handler_fn fn;             /* required                               */
-    const kfk_batch_ops_t *batch;  /* NULL: each call commits its own effect;
-                                      borrowed, must outlive the worker      */
-    void *ctx;                     /* passed to fn and to batch's functions  */
+    kfk_handler_fn fn;            /* required                               */
+    const kfk_batch_ops_t *batch; /* NULL: each call commits its own effect;
+                                     borrowed, must outlive the worker      */
+    void *ctx;                    /* passed to fn and to batch's functions  */
 } kfk_worker_handler_t;
 
 /* <P>_CONSUMER_INSTANCE_ID's default: the host's name (gethostname), which
@@ -91,23 +91,49 @@ typedef struct kfk_worker_handler {
  * are committed, asynchronously; 0: after every batch). `what` completes
  * the help lines ("the stock saga").
  */
-#define KFK_WORKER_CFG_ROWS(P, type, m, group_default, what)                                              \
-    {P "_KAFKA_BROKERS", SVC_CFG_STR, 1, 511, "127.0.0.1:19092", offsetof(type, m.brokers),       \
-     "Kafka bootstrap servers of " what "; none: no consumer (empty: the default)"},              \
-    {P "_CONSUMER_GROUP", SVC_CFG_STR, 1, 255, group_default, offsetof(type, m.group),            \
-     "Kafka consumer group of " what},                                                            \
-    {P "_CONSUMER_INSTANCE_ID", SVC_CFG_STR, 1, KFK_CONSUMER_INSTANCE_ID_MAX,                     \
-     KFK_WORKER_INSTANCE_HOSTNAME, offsetof(type, m.instance_id),                                 \
-     "static group member id of " what ", one per replica, the same across its restarts "         \
-     "(hostname: this host's name; none: dynamic membership)"},                                   \
-    {P "_CONSUMER_SESSION_TIMEOUT_MS", SVC_CFG_INT, 6000, 300000,                                 \
-     KFK__STR(KFK_CONSUMER_DEFAULT_SESSION_TIMEOUT_MS), offsetof(type, m.session_timeout_ms),     \
-     "how long a crashed consumer of " what " keeps its partitions when it does not come back"},  \
-    {P "_CONSUMER_BATCH_MAX", SVC_CFG_INT, 1, 1000, "100", offsetof(type, m.batch_max),           \
-     "most records of " what " handled in one transaction (1: one at a time)"},                \
-    {P "_CONSUMER_COMMIT_INTERVAL_MS", SVC_CFG_INT, 0, 60000, "500",                              \
-     offsetof(type, m.commit_interval_ms),                                                        \
-     "how often the offsets of " what " are committed (0: after every batch)"}
+#define KFK_WORKER_CFG_ROWS(P, type, m, group_default, what)                                       \
+    {P "_KAFKA_BROKERS",                                                                           \
+     SVC_CFG_STR,                                                                                  \
+     1,                                                                                            \
+     511,                                                                                          \
+     "127.0.0.1:19092",                                                                            \
+     offsetof(type, m.brokers),                                                                    \
+     "Kafka bootstrap servers of " what "; none: no consumer (empty: the default)"},               \
+        {P "_CONSUMER_GROUP",                                                                      \
+         SVC_CFG_STR,                                                                              \
+         1,                                                                                        \
+         255,                                                                                      \
+         group_default,                                                                            \
+         offsetof(type, m.group),                                                                  \
+         "Kafka consumer group of " what},                                                         \
+        {P "_CONSUMER_INSTANCE_ID",                                                                \
+         SVC_CFG_STR,                                                                              \
+         1,                                                                                        \
+         KFK_CONSUMER_INSTANCE_ID_MAX,                                                             \
+         KFK_WORKER_INSTANCE_HOSTNAME,                                                             \
+         offsetof(type, m.instance_id),                                                            \
+         "static group member id of " what ", one per replica, the same across its restarts "      \
+         "(hostname: this host's name; none: dynamic membership)"},                                \
+        {P "_CONSUMER_SESSION_TIMEOUT_MS",                                                         \
+         SVC_CFG_INT,                                                                              \
+         6000,                                                                                     \
+         300000,                                                                                   \
+         KFK__STR(KFK_CONSUMER_DEFAULT_SESSION_TIMEOUT_MS),                                        \
+         offsetof(type, m.session_timeout_ms),                                                     \
+         "how long a crashed consumer of " what                                                    \
+         " keeps its partitions when it does not come back"},                                      \
+        {P "_CONSUMER_BATCH_MAX",                                                                  \
+         SVC_CFG_INT,                                                                              \
+         1,                                                                                        \
+         1000,                                                                                     \
+         "100",                                                                                    \
+         offsetof(type, m.batch_max),                                                              \
+         "most records of " what " handled in one transaction (1: one at a time)"},                \
+    {                                                                                              \
+        P "_CONSUMER_COMMIT_INTERVAL_MS", SVC_CFG_INT, 0, 60000, "500",                            \
+            offsetof(type, m.commit_interval_ms),                                                  \
+            "how often the offsets of " what " are committed (0: after every batch)"               \
+    }
 
 /*
  * kfk_worker_start for a service: the consumer of `topics` (NULL-terminated)

@@ -45,11 +45,11 @@
 /* ------------------------------------------------------------------------
  * Connection
  * ------------------------------------------------------------------------ */
-#define RMQ_DEFAULT_HOST               "127.0.0.1"
-#define RMQ_DEFAULT_PORT               5672
-#define RMQ_DEFAULT_VHOST              "/"
-#define RMQ_DEFAULT_USER               "guest"
-#define RMQ_DEFAULT_PASSWORD           "guest"
+#define RMQ_DEFAULT_HOST     "127.0.0.1"
+#define RMQ_DEFAULT_PORT     5672
+#define RMQ_DEFAULT_VHOST    "/"
+#define RMQ_DEFAULT_USER     "guest"
+#define RMQ_DEFAULT_PASSWORD "guest"
 /* The broker closes a connection that sent nothing for two intervals; the
  * client must call into this library at least once per interval (a
  * consumer waiting in rmq_consumer_next does). 30 s leaves a webhook call
@@ -57,20 +57,20 @@
 #define RMQ_DEFAULT_HEARTBEAT_S        30
 #define RMQ_DEFAULT_CONNECT_TIMEOUT_MS 5000 /* TCP connect, then the login handshake */
 /* Every broker round trip: a declare, a publish's confirm, an ack's write. */
-#define RMQ_DEFAULT_IO_TIMEOUT_MS      5000
-#define RMQ_DEFAULT_CONN_NAME          "shopmicro"
+#define RMQ_DEFAULT_IO_TIMEOUT_MS 5000
+#define RMQ_DEFAULT_CONN_NAME     "shopmicro"
 
 typedef struct rmq_conn_opts {
-    const char *host;        /* RMQ_DEFAULT_HOST (numeric or a name)          */
-    int port;                /* 1..65535; RMQ_DEFAULT_PORT                    */
-    const char *vhost;       /* RMQ_DEFAULT_VHOST                             */
-    const char *user;        /* RMQ_DEFAULT_USER                              */
-    const char *password;    /* RMQ_DEFAULT_PASSWORD                          */
-    int heartbeat_s;         /* 0..600; RMQ_DEFAULT_HEARTBEAT_S               */
-    int connect_timeout_ms;  /* 100..120000; RMQ_DEFAULT_CONNECT_TIMEOUT_MS   */
-    int io_timeout_ms;       /* 100..120000; RMQ_DEFAULT_IO_TIMEOUT_MS        */
-    const char *name;        /* connection_name shown by rabbitmqctl
-                                list_connections; RMQ_DEFAULT_CONN_NAME       */
+    const char *host;       /* RMQ_DEFAULT_HOST (numeric or a name)          */
+    int port;               /* 1..65535; RMQ_DEFAULT_PORT                    */
+    const char *vhost;      /* RMQ_DEFAULT_VHOST                             */
+    const char *user;       /* RMQ_DEFAULT_USER                              */
+    const char *password;   /* RMQ_DEFAULT_PASSWORD                          */
+    int heartbeat_s;        /* 0..600; RMQ_DEFAULT_HEARTBEAT_S               */
+    int connect_timeout_ms; /* 100..120000; RMQ_DEFAULT_CONNECT_TIMEOUT_MS   */
+    int io_timeout_ms;      /* 100..120000; RMQ_DEFAULT_IO_TIMEOUT_MS        */
+    const char *name;       /* connection_name shown by rabbitmqctl
+                               list_connections; RMQ_DEFAULT_CONN_NAME       */
 } rmq_conn_opts_t;
 
 /* Fills o with the defaults above. */
@@ -88,7 +88,8 @@ typedef struct rmq_conn rmq_conn_t; /* opaque */
  * SVC_EUNAUTH (login refused), SVC_EPERM (vhost not allowed).
  */
 RMQ_MUST_USE
-svc_err_t rmq_conn_new(const rmq_conn_opts_t *o, rmq_conn_t **out, char errbuf[static SVC_ERRBUF_LEN]);
+svc_err_t rmq_conn_new(const rmq_conn_opts_t *o, rmq_conn_t **out,
+                       char errbuf[static SVC_ERRBUF_LEN]);
 /* Closes the channel and the connection (bounded by io_timeout_ms) and
  * frees c. NULL-safe. */
 void rmq_conn_free(rmq_conn_t *c);
@@ -112,9 +113,9 @@ svc_err_t rmq_conn_keepalive(rmq_conn_t *c, char errbuf[static SVC_ERRBUF_LEN]);
 /* ------------------------------------------------------------------------
  * Topology
  * ------------------------------------------------------------------------ */
-#define RMQ_MAX_TIERS      8
-#define RMQ_NAME_MAX       200   /* a queue or exchange name, NUL included */
-#define RMQ_WORK_KEY       "work" /* routing key from the exchange to B.work */
+#define RMQ_MAX_TIERS 8
+#define RMQ_NAME_MAX  200    /* a queue or exchange name, NUL included */
+#define RMQ_WORK_KEY  "work" /* routing key from the exchange to B.work */
 
 typedef struct rmq_topology {
     const char *base;              /* B: 1..150 chars [A-Za-z0-9._-]       */
@@ -147,13 +148,14 @@ void rmq_topology_name(const rmq_topology_t *t, rmq_name_kind_t kind, unsigned t
  * it is reopened, so c stays usable. Other errors as rmq_conn_new.
  */
 RMQ_MUST_USE
-svc_err_t rmq_topology_declare(rmq_conn_t *c, const rmq_topology_t *t, char errbuf[static SVC_ERRBUF_LEN]);
+svc_err_t rmq_topology_declare(rmq_conn_t *c, const rmq_topology_t *t,
+                               char errbuf[static SVC_ERRBUF_LEN]);
 
 /* ------------------------------------------------------------------------
  * Publishing
  * ------------------------------------------------------------------------ */
-#define RMQ_MAX_HEADERS     32
-#define RMQ_HEADER_VALUE_MAX 256  /* a header's value as text, NUL included */
+#define RMQ_MAX_HEADERS      32
+#define RMQ_HEADER_VALUE_MAX 256 /* a header's value as text, NUL included */
 
 /* One header with a text value (sent as an AMQP long string). */
 typedef struct rmq_header {
@@ -162,7 +164,7 @@ typedef struct rmq_header {
 } rmq_header_t;
 
 typedef struct rmq_message {
-    const void *body;            /* body_len bytes; may be NULL when 0       */
+    const void *body; /* body_len bytes; may be NULL when 0       */
     size_t body_len;
     const char *message_id;      /* required, non-empty: the job's identity   */
     const char *content_type;    /* NULL: "application/octet-stream"          */
@@ -196,11 +198,11 @@ svc_err_t rmq_publish_to(rmq_conn_t *c, const char *exchange, const char *routin
 #define RMQ_DEFAULT_PREFETCH 16
 
 /* Headers this module sets when it moves a message. */
-#define RMQ_HDR_RETRIES      "x-shopmicro-retries"     /* tier moves so far   */
+#define RMQ_HDR_RETRIES      "x-shopmicro-retries" /* tier moves so far   */
 #define RMQ_HDR_FINAL_REASON "x-shopmicro-final-reason"
 #define RMQ_HDR_HTTP_STATUS  "x-shopmicro-last-http-status"
 #define RMQ_HDR_ATTEMPTS     "x-shopmicro-attempts"
-#define RMQ_HDR_DEAD_AT      "x-shopmicro-dead-at"     /* RFC 3339, UTC      */
+#define RMQ_HDR_DEAD_AT      "x-shopmicro-dead-at" /* RFC 3339, UTC      */
 
 typedef struct rmq_consumer_opts {
     rmq_conn_opts_t conn;           /* for both of its connections          */
@@ -222,7 +224,8 @@ typedef struct rmq_delivery rmq_delivery_t; /* opaque */
  * declared already (SVC_ENOTFOUND otherwise). On SVC_OK *out is owned by
  * caller (rmq_consumer_free). */
 RMQ_MUST_USE
-svc_err_t rmq_consumer_new(const rmq_consumer_opts_t *o, rmq_consumer_t **out, char errbuf[static SVC_ERRBUF_LEN]);
+svc_err_t rmq_consumer_new(const rmq_consumer_opts_t *o, rmq_consumer_t **out,
+                           char errbuf[static SVC_ERRBUF_LEN]);
 /* Closes both connections; deliveries not acked go back to B.work (marked
  * redelivered). Deliveries still held must be freed before. NULL-safe. */
 void rmq_consumer_free(rmq_consumer_t *c);
@@ -238,7 +241,8 @@ svc_err_t rmq_consumer_next(rmq_consumer_t *c, int timeout_ms, rmq_delivery_t **
 
 /* Acks d: the job is done and leaves the queue. */
 RMQ_MUST_USE
-svc_err_t rmq_consumer_ack(rmq_consumer_t *c, rmq_delivery_t *d, char errbuf[static SVC_ERRBUF_LEN]);
+svc_err_t rmq_consumer_ack(rmq_consumer_t *c, rmq_delivery_t *d,
+                           char errbuf[static SVC_ERRBUF_LEN]);
 
 /* Moves d to retry tier `tier` (1..n_tiers): publishes a copy (body,
  * message-id, content type, headers, RMQ_HDR_RETRIES + 1, RMQ_HDR_ATTEMPTS =
@@ -308,13 +312,14 @@ unsigned rmq_tier_next(unsigned passes, size_t n_tiers);
  * consumers. SVC_ENOTFOUND when there is no such queue (the broker closes
  * the channel for that; it is reopened and c stays usable). */
 RMQ_MUST_USE
-svc_err_t rmq_queue_depth(rmq_conn_t *c, const char *queue, uint32_t *ready,
-                          uint32_t *consumers, char errbuf[static SVC_ERRBUF_LEN]);
+svc_err_t rmq_queue_depth(rmq_conn_t *c, const char *queue, uint32_t *ready, uint32_t *consumers,
+                          char errbuf[static SVC_ERRBUF_LEN]);
 /* Removes every ready message of queue (queue.purge; messages a consumer
  * holds unacked are not touched) and gives their count in *purged
  * (optional). SVC_ENOTFOUND as rmq_queue_depth. Gone for good. */
 RMQ_MUST_USE
-svc_err_t rmq_queue_purge(rmq_conn_t *c, const char *queue, uint32_t *purged, char errbuf[static SVC_ERRBUF_LEN]);
+svc_err_t rmq_queue_purge(rmq_conn_t *c, const char *queue, uint32_t *purged,
+                          char errbuf[static SVC_ERRBUF_LEN]);
 
 /* The most messages one browse holds unacked at a time. */
 #define RMQ_BROWSE_MAX_HELD 10000
@@ -366,12 +371,12 @@ svc_err_t rmq_browse_ack(rmq_browse_t *b, rmq_fetched_t *f, char errbuf[static S
 
 /* How a moved copy's headers differ from the original's. */
 typedef struct rmq_header_edit {
-    const char *const *drop;   /* names removed; one ending in '*' removes
-                                  every header starting with what is before
-                                  it ("x-first-death-*")                   */
+    const char *const *drop; /* names removed; one ending in '*' removes
+                                every header starting with what is before
+                                it ("x-first-death-*")                   */
     size_t n_drop;
-    const rmq_header_t *set;   /* text headers added, replacing any of the
-                                  same name                                */
+    const rmq_header_t *set; /* text headers added, replacing any of the
+                                same name                                */
     size_t n_set;
 } rmq_header_edit_t;
 
@@ -394,7 +399,8 @@ const rmq_header_edit_t *rmq_header_edit_replay(void);
  */
 RMQ_MUST_USE
 svc_err_t rmq_browse_move(rmq_browse_t *b, rmq_fetched_t *f, const char *exchange,
-                          const char *routing_key, const rmq_header_edit_t *edit, char errbuf[static SVC_ERRBUF_LEN]);
+                          const char *routing_key, const rmq_header_edit_t *edit,
+                          char errbuf[static SVC_ERRBUF_LEN]);
 
 /* Frees f (NULL-safe); a held message stays held until settled or
  * released. */

@@ -41,16 +41,16 @@
 typedef void (*ops_check_fn)(void *ctx, admin_check_t *c);
 
 typedef struct ops_opts {
-    const char *service;          /* "catalog": log module, probe's application_name */
-    const char *admin_listen;     /* "host:port", or "none"                        */
-    const char *db_dsn;           /* probed by /readyz and gRPC health; NULL: none  */
+    const char *service;             /* "catalog": log module, probe's application_name */
+    const char *admin_listen;        /* "host:port", or "none"                        */
+    const char *db_dsn;              /* probed by /readyz and gRPC health; NULL: none  */
     rs_upstream_t *const *upstreams; /* borrowed; metrics and readiness            */
     size_t n_upstreams;
-    admin_metrics_fn metrics;     /* the service's own page; NULL: none            */
-    ops_check_fn check;           /* the service's own check; NULL: none           */
-    void *ctx;                    /* for metrics and check                         */
-    admin_debug_fn debug;         /* /debug routes (admin.h) other than the feed;
-                                     NULL: none                                    */
+    admin_metrics_fn metrics; /* the service's own page; NULL: none            */
+    ops_check_fn check;       /* the service's own check; NULL: none           */
+    void *ctx;                /* for metrics and check                         */
+    admin_debug_fn debug;     /* /debug routes (admin.h) other than the feed;
+                                 NULL: none                                    */
     void *debug_ctx;
 } ops_opts_t;
 

@@ -141,7 +141,8 @@ typedef struct pbj_str {
  * SVC_EEXHAUSTED past PBJ_MAX_OUTPUT; SVC_ENOMEM.
  */
 svc_err_t pbj_encode(const ProtobufCMessage *msg, ProtobufCAllocator *alloc, char **out,
-                     size_t *out_len, char errbuf[static SVC_ERRBUF_LEN]) __attribute__((warn_unused_result));
+                     size_t *out_len, char errbuf[static SVC_ERRBUF_LEN])
+    __attribute__((warn_unused_result));
 
 /*
  * Decodes JSON into a new message of type desc (rules above).
@@ -208,7 +209,8 @@ void pbj_free(ProtobufCAllocator *alloc, void *p);
  */
 svc_err_t pbj_set_query_param(ProtobufCMessage *msg, ProtobufCAllocator *alloc, pbj_str_t key,
                               const pbj_str_t *values, size_t n_values, const char *const *bound,
-                              size_t n_bound, char errbuf[static SVC_ERRBUF_LEN]) __attribute__((warn_unused_result));
+                              size_t n_bound, char errbuf[static SVC_ERRBUF_LEN])
+    __attribute__((warn_unused_result));
 
 /*
  * Sets the field a path template variable binds ({id}, {product.id}) from its
@@ -226,7 +228,8 @@ svc_err_t pbj_set_query_param(ProtobufCMessage *msg, ProtobufCAllocator *alloc, 
  * SVC_ENOMEM. msg must have been built with alloc.
  */
 svc_err_t pbj_set_path_param(ProtobufCMessage *msg, ProtobufCAllocator *alloc,
-                             const char *field_path, pbj_str_t value, char errbuf[static SVC_ERRBUF_LEN])
+                             const char *field_path, pbj_str_t value,
+                             char errbuf[static SVC_ERRBUF_LEN])
     __attribute__((warn_unused_result));
 
 #endif /* PBJ_PBJSON_H */

@@ -24,7 +24,6 @@
 #include <stdlib.h>
 #include <string.h>
 
-
 #include "async.h"
 
 struct rs_grpc_async {
@@ -37,16 +36,16 @@ struct rs_grpc_async {
     atomic_int refs;
 
     grpc_byte_buffer *request; /* packed once, copied for every attempt */
-    rs_grpc_call_opts_t o;    /* md points into md_copy */
+    rs_grpc_call_opts_t o;     /* md points into md_copy */
     rpc_md_t md[RS_GRPC_MAX_MD];
     char *md_strings;
 
-    pthread_mutex_t mu;       /* guards the four flags below against rs_grpc_cancel */
-    bool in_flight;           /* u.call is an attempt on the wire */
+    pthread_mutex_t mu; /* guards the four flags below against rs_grpc_cancel */
+    bool in_flight;     /* u.call is an attempt on the wire */
     bool cancelled;
-    bool delivered;           /* done has been called (or is being called) */
-    bool trial;               /* the breaker admitted it as a trial: never wire-cancelled */
-    uint32_t attempts;        /* started so far, for a cancelled caller's result */
+    bool delivered;    /* done has been called (or is being called) */
+    bool trial;        /* the breaker admitted it as a trial: never wire-cancelled */
+    uint32_t attempts; /* started so far, for a cancelled caller's result */
 
     /* per attempt */
     rpc_unary_t u;
@@ -54,7 +53,7 @@ struct rs_grpc_async {
     char attempt_num[12];
     char message[SVC_ERRBUF_LEN];
 
-    uint64_t due_ns;          /* backoff timer */
+    uint64_t due_ns; /* backoff timer */
 };
 
 static void unref(rs_grpc_async_t *a)
@@ -202,9 +201,9 @@ static bool start_batch(rs_grpc_async_t *a, uint64_t deadline_ns, uint32_t numbe
         snprintf(a->message, sizeof a->message, "client shut down");
         return false;
     }
-    started = rpc_unary_start(&a->u, rs__channel(a->cl, &a->o), NULL, a->cl->cq, a->method,
-                              grpc_byte_buffer_copy(a->request), a->attempt_md, n, deadline_ns,
-                              false, a);
+    started =
+        rpc_unary_start(&a->u, rs__channel(a->cl, &a->o), NULL, a->cl->cq, a->method,
+                        grpc_byte_buffer_copy(a->request), a->attempt_md, n, deadline_ns, false, a);
     a->in_flight = started;
     a->attempts = number;
     pthread_mutex_unlock(&a->mu);
@@ -250,8 +249,8 @@ static ProtobufCMessage *collect(rs_grpc_async_t *a, rs_outcome_t *o)
     o->err = r.err;
     o->attempt_timer_fired = r.err == SVC_ETIMEDOUT;
     o->dependency_failed = r.dependency_failure;
-    o->pushback_ms = r.has_pushback ? rs_pushback_parse_grpc(r.pushback, strlen(r.pushback))
-                                    : RS_PUSHBACK_NONE;
+    o->pushback_ms =
+        r.has_pushback ? rs_pushback_parse_grpc(r.pushback, strlen(r.pushback)) : RS_PUSHBACK_NONE;
     o->detail = a->message;
     return resp;
 }
@@ -349,8 +348,7 @@ static rs_grpc_async_t *async_new(rs_grpc_client_t *cl, const char *method,
     return a;
 }
 
-svc_err_t rs_grpc_call_async(rs_grpc_client_t *cl, const char *method,
-                             const ProtobufCMessage *req,
+svc_err_t rs_grpc_call_async(rs_grpc_client_t *cl, const char *method, const ProtobufCMessage *req,
                              const ProtobufCMessageDescriptor *resp_desc,
                              const rs_grpc_call_opts_t *o, rs_grpc_done_fn done, void *arg,
                              rs_grpc_async_t **handle, rs_grpc_result_t *res)

@@ -9,7 +9,7 @@
 #include "rs/grpc.h"
 
 #define RS_GRPC_BULKHEAD_RETRY_AFTER_MS 1000 /* "come back soon" for a full bulkhead */
-#define RS__GRPC_LOG_MODULE "resilience"
+#define RS__GRPC_LOG_MODULE             "resilience"
 
 /* The driver's completion-queue tags: an async call (rs_grpc_async_t *) for
  * an attempt, or a lane's address with this bit set for its watch. The
@@ -34,11 +34,11 @@ struct rs_grpc_client {
     rs__driver_t *driver;
     grpc_completion_queue *cq; /* the driver's, shared by every client */
     int watch_ms;
-    pthread_mutex_t mu;       /* guards stopping and on_cq */
-    pthread_cond_t idle;      /* on_cq reached 0 while stopping */
+    pthread_mutex_t mu;  /* guards stopping and on_cq */
+    pthread_cond_t idle; /* on_cq reached 0 while stopping */
     bool stopping;
-    int on_cq;                /* completions still to come: attempts and the watch */
-    rs_grpc_client_t *next;   /* the driver's list */
+    int on_cq;              /* completions still to come: attempts and the watch */
+    rs_grpc_client_t *next; /* the driver's list */
 
     /* Backoff timers of async calls: a binary min-heap on due time. Only
      * the driver thread touches it (retries are decided there), and free
@@ -56,8 +56,7 @@ void rs__result_fill(rs_grpc_client_t *cl, const rs_result_t *r, const char *las
 svc_err_t rs__server_cancel_is_unavailable(svc_err_t err);
 /* Copies o->md into md (RS_GRPC_MAX_MD + 1 entries) and adds
  * grpc-previous-rpc-attempts on retries; num holds its text (12 bytes). */
-size_t rs__md_with_attempt(const rs_grpc_call_opts_t *o, uint32_t attempt, char *num,
-                           rpc_md_t *md);
+size_t rs__md_with_attempt(const rs_grpc_call_opts_t *o, uint32_t attempt, char *num, rpc_md_t *md);
 
 /* A completion of cl is expected (before starting what will complete) /
  * has been handled; false once cl is stopping (then nothing is started). */

@@ -33,9 +33,9 @@
 struct rs__driver {
     grpc_completion_queue *cq;
     pthread_t thread;
-    pthread_mutex_t mu;       /* guards clients */
+    pthread_mutex_t mu; /* guards clients */
     rs_grpc_client_t *clients;
-    int refs;                 /* clients using it; under g_driver_mu */
+    int refs; /* clients using it; under g_driver_mu */
 };
 
 static pthread_mutex_t g_driver_mu = PTHREAD_MUTEX_INITIALIZER;
@@ -75,8 +75,8 @@ static void watch(rs__lane_t *lane)
         cl->on_cq++;
         grpc_channel_watch_connectivity_state(
             lane->ch, st,
-            rpc_deadline_to_timespec(svc_now_ns() + (uint64_t)cl->watch_ms * SVC_NS_PER_MS),
-            cl->cq, (void *)((uintptr_t)lane | RS__WATCH_TAG_BIT));
+            rpc_deadline_to_timespec(svc_now_ns() + (uint64_t)cl->watch_ms * SVC_NS_PER_MS), cl->cq,
+            (void *)((uintptr_t)lane | RS__WATCH_TAG_BIT));
     }
     pthread_mutex_unlock(&cl->mu);
 }
@@ -218,7 +218,8 @@ static svc_err_t open_lanes(rs_grpc_client_t *cl, const rs_grpc_opts_t *o)
     return SVC_OK;
 }
 
-svc_err_t rs_grpc_client_new(const rs_grpc_opts_t *o, rs_grpc_client_t **out, char errbuf[static SVC_ERRBUF_LEN])
+svc_err_t rs_grpc_client_new(const rs_grpc_opts_t *o, rs_grpc_client_t **out,
+                             char errbuf[static SVC_ERRBUF_LEN])
 {
     rs_grpc_client_t *cl;
     svc_err_t err;
@@ -364,8 +365,7 @@ svc_err_t rs__server_cancel_is_unavailable(svc_err_t err)
     return err == SVC_ECANCELLED ? SVC_EUNAVAIL : err;
 }
 
-size_t rs__md_with_attempt(const rs_grpc_call_opts_t *o, uint32_t attempt, char *num,
-                           rpc_md_t *md)
+size_t rs__md_with_attempt(const rs_grpc_call_opts_t *o, uint32_t attempt, char *num, rpc_md_t *md)
 {
     size_t n = o->n_md; /* <= RS_GRPC_MAX_MD: checked by both call styles */
 
@@ -411,8 +411,8 @@ static void blocking_attempt(void *arg, const rs_attempt_t *at, rs_outcome_t *ou
      * the engine itself tells it apart from the caller's overall deadline. */
     out->attempt_timer_fired = r.err == SVC_ETIMEDOUT;
     out->dependency_failed = r.dependency_failure;
-    out->pushback_ms = r.has_pushback ? rs_pushback_parse_grpc(r.pushback, strlen(r.pushback))
-                                      : RS_PUSHBACK_NONE;
+    out->pushback_ms =
+        r.has_pushback ? rs_pushback_parse_grpc(r.pushback, strlen(r.pushback)) : RS_PUSHBACK_NONE;
     out->detail = b->message;
 }
 

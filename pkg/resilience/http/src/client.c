@@ -12,7 +12,7 @@
 
 #include "internal.h"
 
-#define NAME_MAX_LEN 20u
+#define NAME_MAX_LEN    20u
 #define MAX_HOSTS_LIMIT 256u
 
 /* The engine's method rows: which HTTP requests are safe to repeat. The
@@ -93,7 +93,8 @@ static svc_err_t check_template(rs_http_client_t *cl, char errbuf[static SVC_ERR
     return err;
 }
 
-svc_err_t rs_http_client_new(const rs_http_opts_t *o, rs_http_client_t **out, char errbuf[static SVC_ERRBUF_LEN])
+svc_err_t rs_http_client_new(const rs_http_opts_t *o, rs_http_client_t **out,
+                             char errbuf[static SVC_ERRBUF_LEN])
 {
     rs_http_client_t *cl;
     svc_err_t err = check_opts(o, errbuf);
@@ -163,7 +164,8 @@ void rs_http_client_free(rs_http_client_t *cl)
 /* ---- destinations --------------------------------------------------------------- */
 
 /* "scheme://host:port" of url, with the scheme's default port. */
-static svc_err_t dest_key(const char *url, char key[RS_HTTP__KEY_MAX], char errbuf[static SVC_ERRBUF_LEN])
+static svc_err_t dest_key(const char *url, char key[RS_HTTP__KEY_MAX],
+                          char errbuf[static SVC_ERRBUF_LEN])
 {
     CURLU *u = curl_url();
     char *scheme = NULL, *host = NULL, *port = NULL;
@@ -205,7 +207,9 @@ static void dest_name(const char *client, const char *key, char out[RS_NAME_MAX 
             out[n++] = '-';
         } else {
             out[n++] = strchr("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789_.-",
-                              *k) != NULL ? *k : '_';
+                              *k) != NULL
+                           ? *k
+                           : '_';
         }
     }
     out[n] = '\0';
@@ -287,8 +291,8 @@ static svc_err_t job_new(rs_http_client_t *cl, const rs_http_request_t *req, rs_
     rs_http__job_t *j;
     uint64_t now = svc_now_ns();
 
-    if (strlen(method) >= sizeof j->method || strspn(method, "ABCDEFGHIJKLMNOPQRSTUVWXYZ") !=
-                                                  strlen(method) || method[0] == '\0') {
+    if (strlen(method) >= sizeof j->method ||
+        strspn(method, "ABCDEFGHIJKLMNOPQRSTUVWXYZ") != strlen(method) || method[0] == '\0') {
         svc_errbuf_set(errbuf, "rs_http: bad method");
         return SVC_EINVAL;
     }
@@ -348,8 +352,7 @@ svc_err_t rs_http_submit(rs_http_client_t *cl, const rs_http_request_t *req, rs_
             svc_errbuf_set(errbuf, "rs_http: client stopping");
             err = SVC_ECANCELLED;
         } else if (cl->in_flight == cl->o.max_in_flight) {
-            svc_errbuf_set(errbuf, "rs_http: %u requests in flight (max_in_flight)",
-                           cl->in_flight);
+            svc_errbuf_set(errbuf, "rs_http: %u requests in flight (max_in_flight)", cl->in_flight);
             err = SVC_EEXHAUSTED;
         } else {
             err = dest_get(cl, key, true, &j->up, errbuf);
@@ -368,8 +371,9 @@ svc_err_t rs_http_submit(rs_http_client_t *cl, const rs_http_request_t *req, rs_
     }
     if (err != SVC_OK) {
         rs_http__job_free(j);
-        result_fail(res, err, err == SVC_EEXHAUSTED ? RS_REASON_BULKHEAD_FULL
-                                                    : RS_REASON_NOT_RETRYABLE, errbuf);
+        result_fail(res, err,
+                    err == SVC_EEXHAUSTED ? RS_REASON_BULKHEAD_FULL : RS_REASON_NOT_RETRYABLE,
+                    errbuf);
         return err;
     }
     curl_multi_wakeup(cl->multi);

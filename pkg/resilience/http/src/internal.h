@@ -14,7 +14,7 @@
 
 #include "rs/http.h"
 
-#define RS_HTTP__KEY_MAX 300   /* "scheme://host:port" */
+#define RS_HTTP__KEY_MAX    300 /* "scheme://host:port" */
 #define RS_HTTP__DETAIL_MAX 240
 
 typedef struct rs_http__host {
@@ -26,11 +26,11 @@ typedef struct rs_http__host {
  * thread once queued (the queue link and nothing else is touched under the
  * client's lock by submitters). */
 typedef struct rs_http__job {
-    struct rs_http__job *next;    /* the submission queue */
+    struct rs_http__job *next; /* the submission queue */
     rs_http_client_t *cl;
     rs_upstream_t *up;
     char method[16];
-    char rs_path[20];             /* "/POST-keyed": the engine's method row */
+    char rs_path[20]; /* "/POST-keyed": the engine's method row */
     char *url;
     struct curl_slist *headers;
     char *body;
@@ -38,10 +38,10 @@ typedef struct rs_http__job {
     bool want_body, started;
     uint64_t deadline_ns;
     rs_call_t call;
-    CURL *easy;                   /* the attempt on the wire, or NULL */
-    uint64_t wake_ns;             /* a backoff ends then; 0: none */
-    int64_t pushback_ms;          /* of the last attempt */
-    char *resp;                   /* the last response's body (want_body) */
+    CURL *easy;          /* the attempt on the wire, or NULL */
+    uint64_t wake_ns;    /* a backoff ends then; 0: none */
+    int64_t pushback_ms; /* of the last attempt */
+    char *resp;          /* the last response's body (want_body) */
     size_t resp_len;
     bool resp_overflow;
     char curl_err[CURL_ERROR_SIZE];
@@ -55,17 +55,17 @@ struct rs_http_client {
     rs_http_opts_t o;
     char name[32];
     char user_agent[64];
-    rs_upstream_opts_t up_opts;   /* the template, methods set */
+    rs_upstream_opts_t up_opts; /* the template, methods set */
     CURLM *multi;
     pthread_t thread;
     bool thread_started;
-    pthread_mutex_t lock;         /* hosts, queue, in_flight, stop */
+    pthread_mutex_t lock; /* hosts, queue, in_flight, stop */
     rs_http__host_t *hosts;
     size_t n_hosts;
     rs_http__job_t *queue_head, *queue_tail;
     uint32_t in_flight;
     bool stop;
-    rs_http__job_t **active;      /* client thread only: jobs it holds */
+    rs_http__job_t **active; /* client thread only: jobs it holds */
     size_t n_active;
 };
 

@@ -36,8 +36,8 @@ void rs_http__job_free(rs_http__job_t *j)
 static void finish(rs_http__job_t *j, svc_err_t err)
 {
     rs_http_client_t *cl = j->cl;
-    rs_result_t rr = {err, err == SVC_ECANCELLED ? RS_REASON_CANCELLED : RS_REASON_NOT_RETRYABLE,
-                      0, 0};
+    rs_result_t rr = {err, err == SVC_ECANCELLED ? RS_REASON_CANCELLED : RS_REASON_NOT_RETRYABLE, 0,
+                      0};
 
     if (j->started)
         rs_call_finish(&j->call, &rr);
@@ -118,8 +118,7 @@ static svc_err_t easy_setup(rs_http__job_t *j, uint64_t attempt_deadline_ns)
         ok = curl_easy_setopt(e, CURLOPT_NOBODY, 1L) == CURLE_OK;
     else if (ok && (j->body_len > 0 || strcmp(j->method, "POST") == 0))
         ok = curl_easy_setopt(e, CURLOPT_POSTFIELDS, j->body) == CURLE_OK &&
-             curl_easy_setopt(e, CURLOPT_POSTFIELDSIZE_LARGE, (curl_off_t)j->body_len) ==
-                 CURLE_OK;
+             curl_easy_setopt(e, CURLOPT_POSTFIELDSIZE_LARGE, (curl_off_t)j->body_len) == CURLE_OK;
     if (ok && strcmp(j->method, "GET") != 0 && strcmp(j->method, "POST") != 0 &&
         strcmp(j->method, "HEAD") != 0)
         ok = curl_easy_setopt(e, CURLOPT_CUSTOMREQUEST, j->method) == CURLE_OK;
@@ -184,8 +183,9 @@ static rs_outcome_t outcome_of(rs_http__job_t *j, CURLcode rc)
         o.err = rs_http__curl_err(rc);
         o.attempt_timer_fired = rc == CURLE_OPERATION_TIMEDOUT;
         snprintf(j->detail, sizeof j->detail, "%s %.100s: %.100s", j->method, j->url,
-                 j->resp_overflow ? "response body over max_response_bytes"
-                 : j->curl_err[0] != '\0' ? j->curl_err : curl_easy_strerror(rc));
+                 j->resp_overflow         ? "response body over max_response_bytes"
+                 : j->curl_err[0] != '\0' ? j->curl_err
+                                          : curl_easy_strerror(rc));
     } else {
         o.err = rs_http__status_err(status);
         o.pushback_ms = retry_after(j->easy, status);

@@ -19,17 +19,34 @@ svc_err_t rs_http__status_err(long status)
     /* The server (or a proxy before it) is overloaded or down: UNAVAILABLE,
      * a breaker failure. The engine's classification then retries 429 and
      * 503 always, and 500/502/504 because the binding opts in. */
-    case 429: case 500: case 502: case 503: case 504:
+    case 429:
+    case 500:
+    case 502:
+    case 503:
+    case 504:
         return SVC_EUNAVAIL;
-    case 400: case 422: return SVC_EINVAL;
-    case 401: return SVC_EUNAUTH;
-    case 403: return SVC_EPERM;
-    case 404: case 410: return SVC_ENOTFOUND;
-    case 408: return SVC_ETIMEDOUT; /* the server's timer, not ours: never retried */
-    case 409: return SVC_EEXIST;
-    case 412: return SVC_EPRECOND;
-    case 413: case 414: case 431: return SVC_ERANGE;
-    case 501: return SVC_EUNIMPL;
+    case 400:
+    case 422:
+        return SVC_EINVAL;
+    case 401:
+        return SVC_EUNAUTH;
+    case 403:
+        return SVC_EPERM;
+    case 404:
+    case 410:
+        return SVC_ENOTFOUND;
+    case 408:
+        return SVC_ETIMEDOUT; /* the server's timer, not ours: never retried */
+    case 409:
+        return SVC_EEXIST;
+    case 412:
+        return SVC_EPRECOND;
+    case 413:
+    case 414:
+    case 431:
+        return SVC_ERANGE;
+    case 501:
+        return SVC_EUNIMPL;
     default:
         break;
     }

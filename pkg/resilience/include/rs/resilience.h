@@ -45,32 +45,32 @@
  * The retry and breaker numbers are the course's; the budget numbers follow
  * the SRE book (10%) with Finagle's floor (10 retries/s over 10 s).
  * ------------------------------------------------------------------------ */
-#define RS_DEFAULT_ATTEMPT_TIMEOUT_MS 3000u   /* per attempt; the caller's deadline may cut it */
-#define RS_DEFAULT_MAX_ATTEMPTS       3u      /* counts the first attempt: 1 = never retry */
-#define RS_DEFAULT_BACKOFF_BASE_MS    100u    /* window before the first retry */
-#define RS_DEFAULT_BACKOFF_CAP_MS     2000u   /* the window never grows past this */
-#define RS_DEFAULT_MIN_ATTEMPT_MS     5u      /* less time left than this: don't start */
-#define RS_DEFAULT_MAX_PUSHBACK_MS    30000u  /* a server asking for longer: give up */
+#define RS_DEFAULT_ATTEMPT_TIMEOUT_MS 3000u  /* per attempt; the caller's deadline may cut it */
+#define RS_DEFAULT_MAX_ATTEMPTS       3u     /* counts the first attempt: 1 = never retry */
+#define RS_DEFAULT_BACKOFF_BASE_MS    100u   /* window before the first retry */
+#define RS_DEFAULT_BACKOFF_CAP_MS     2000u  /* the window never grows past this */
+#define RS_DEFAULT_MIN_ATTEMPT_MS     5u     /* less time left than this: don't start */
+#define RS_DEFAULT_MAX_PUSHBACK_MS    30000u /* a server asking for longer: give up */
 
-#define RS_DEFAULT_BREAKER_FAILURES   5u      /* consecutive failed calls that open it */
-#define RS_DEFAULT_BREAKER_COOLDOWN_MS 10000u /* open -> half-open */
-#define RS_DEFAULT_BREAKER_TRIALS     1u      /* concurrent trial calls in half-open */
+#define RS_DEFAULT_BREAKER_FAILURES         5u     /* consecutive failed calls that open it */
+#define RS_DEFAULT_BREAKER_COOLDOWN_MS      10000u /* open -> half-open */
+#define RS_DEFAULT_BREAKER_TRIALS           1u     /* concurrent trial calls in half-open */
 #define RS_DEFAULT_BREAKER_TRIAL_TIMEOUT_MS 30000u /* a trial never settled: re-open */
-#define RS_DEFAULT_BREAKER_RATIO_PCT  0u      /* failure-ratio mode; 0 = off */
-#define RS_DEFAULT_BREAKER_RATIO_MIN_CALLS 20u
-#define RS_DEFAULT_BREAKER_RATIO_WINDOW_MS 10000u
+#define RS_DEFAULT_BREAKER_RATIO_PCT        0u     /* failure-ratio mode; 0 = off */
+#define RS_DEFAULT_BREAKER_RATIO_MIN_CALLS  20u
+#define RS_DEFAULT_BREAKER_RATIO_WINDOW_MS  10000u
 
-#define RS_DEFAULT_BUDGET_PERCENT     10u     /* retries <= 10% of original calls ... */
-#define RS_DEFAULT_BUDGET_MIN_PER_SEC 10u     /* ... + 10 per second of window */
-#define RS_DEFAULT_BUDGET_WINDOW_MS   10000u  /* sliding window, in 10 buckets */
+#define RS_DEFAULT_BUDGET_PERCENT     10u    /* retries <= 10% of original calls ... */
+#define RS_DEFAULT_BUDGET_MIN_PER_SEC 10u    /* ... + 10 per second of window */
+#define RS_DEFAULT_BUDGET_WINDOW_MS   10000u /* sliding window, in 10 buckets */
 
-#define RS_DEFAULT_MAX_CONCURRENT     0u      /* bulkhead; 0 = unlimited */
+#define RS_DEFAULT_MAX_CONCURRENT 0u /* bulkhead; 0 = unlimited */
 
 /* Hard limits, checked by rs_upstream_new(). */
-#define RS_MAX_ATTEMPTS_LIMIT 10u  /* gRPC A6 clamps at 5; beyond 10 is a storm */
+#define RS_MAX_ATTEMPTS_LIMIT 10u /* gRPC A6 clamps at 5; beyond 10 is a storm */
 #define RS_MAX_TRIALS_LIMIT   64u
-#define RS_MAX_METHODS        64u  /* bounded metric cardinality */
-#define RS_NAME_MAX           63u  /* upstream names and metric labels */
+#define RS_MAX_METHODS        64u /* bounded metric cardinality */
+#define RS_NAME_MAX           63u /* upstream names and metric labels */
 
 /* rs_policy_t.attempt_timeout_ms: no per-attempt timeout (only the caller's). */
 #define RS_TIMEOUT_NONE UINT32_MAX
@@ -90,20 +90,20 @@ typedef enum rs_jitter {
 
 /* Which outcomes may be retried (rs_policy_t.retry_on). Only transient
  * outcomes exist here by design: a business error is never retried. */
-#define RS_RETRY_UNAVAILABLE    0x1u /* gRPC UNAVAILABLE; HTTP: connection error (no status) */
+#define RS_RETRY_UNAVAILABLE     0x1u /* gRPC UNAVAILABLE; HTTP: connection error (no status) */
 #define RS_RETRY_ATTEMPT_TIMEOUT 0x2u /* the per-attempt timer fired (not the caller's deadline) */
-#define RS_RETRY_HTTP_429       0x4u /* HTTP Too Many Requests */
-#define RS_RETRY_HTTP_503       0x8u /* HTTP Service Unavailable */
+#define RS_RETRY_HTTP_429        0x4u /* HTTP Too Many Requests */
+#define RS_RETRY_HTTP_503        0x8u /* HTTP Service Unavailable */
 /* gRPC RESOURCE_EXHAUSTED that carries a grpc-retry-pushback-ms >= 0: the
  * server shed the call and said when to come back (gRPC's 429 + Retry-After).
  * Without the hint RESOURCE_EXHAUSTED is a quota answer and is not retried. */
-#define RS_RETRY_SHED           0x20u
-#define RS_RETRY_DEFAULT        0x2fu /* all of the above */
+#define RS_RETRY_SHED    0x20u
+#define RS_RETRY_DEFAULT 0x2fu /* all of the above */
 /* HTTP 500, 502 and 504: the server (or a proxy) may have acted on the
  * request, so only for requests safe to repeat; not in RS_RETRY_DEFAULT (the
  * gRPC binding never sees an HTTP status). The HTTP binding sets it. */
-#define RS_RETRY_HTTP_5XX       0x10u
-#define RS_RETRY_ALL            0x3fu /* every bit above */
+#define RS_RETRY_HTTP_5XX 0x10u
+#define RS_RETRY_ALL      0x3fu /* every bit above */
 
 /*
  * Retry and timeout knobs. In the upstream's default policy, a 0 field
@@ -114,9 +114,9 @@ typedef struct rs_policy {
     uint32_t attempt_timeout_ms; /* per attempt, or RS_TIMEOUT_NONE */
     uint32_t max_attempts;       /* 1..RS_MAX_ATTEMPTS_LIMIT, counts the first */
     uint32_t backoff_base_ms;
-    uint32_t backoff_cap_ms;     /* >= backoff_base_ms */
+    uint32_t backoff_cap_ms; /* >= backoff_base_ms */
     rs_jitter_t jitter;
-    uint32_t retry_on;           /* RS_RETRY_* bits */
+    uint32_t retry_on; /* RS_RETRY_* bits */
 } rs_policy_t;
 
 typedef enum rs_idempotency {
@@ -133,10 +133,10 @@ typedef enum rs_idempotency {
  * the metric label "other".
  */
 typedef struct rs_method {
-    const char *path;             /* full gRPC path "/pkg.Service/Method" (or an HTTP route) */
+    const char *path; /* full gRPC path "/pkg.Service/Method" (or an HTTP route) */
     rs_idempotency_t idempotency;
-    rs_policy_t policy;           /* overrides; 0 fields inherit */
-    const char *label;            /* metric label; NULL: the text after the last '/' */
+    rs_policy_t policy; /* overrides; 0 fields inherit */
+    const char *label;  /* metric label; NULL: the text after the last '/' */
 } rs_method_t;
 
 /* ------------------------------------------------------------------------
@@ -158,14 +158,14 @@ typedef enum rs_breaker_state {
  * It trips on whichever rule fires first; both 0 = the breaker never opens.
  */
 typedef struct rs_breaker_opts {
-    uint32_t failures;         /* consecutive failed calls; 0 = rule off */
-    uint32_t cooldown_ms;      /* open -> half-open, > 0 */
+    uint32_t failures;            /* consecutive failed calls; 0 = rule off */
+    uint32_t cooldown_ms;         /* open -> half-open, > 0 */
     uint32_t cooldown_jitter_pct; /* adds uniform [0, pct% of cooldown]: desyncs clients */
-    uint32_t trials;           /* 1..RS_MAX_TRIALS_LIMIT concurrent trials; all must succeed */
-    uint32_t trial_timeout_ms; /* a trial still unsettled after this re-opens; 0 = never */
-    uint32_t ratio_pct;        /* failure-ratio rule (resilience4j): 1..100; 0 = off */
-    uint32_t ratio_min_calls;  /* ... over at least this many calls ... */
-    uint32_t ratio_window_ms;  /* ... in this sliding window (10 buckets) */
+    uint32_t trials;              /* 1..RS_MAX_TRIALS_LIMIT concurrent trials; all must succeed */
+    uint32_t trial_timeout_ms;    /* a trial still unsettled after this re-opens; 0 = never */
+    uint32_t ratio_pct;           /* failure-ratio rule (resilience4j): 1..100; 0 = off */
+    uint32_t ratio_min_calls;     /* ... over at least this many calls ... */
+    uint32_t ratio_window_ms;     /* ... in this sliding window (10 buckets) */
 } rs_breaker_opts_t;
 
 /* Retries in the window <= percent% of original calls in it + min_per_sec x
@@ -199,18 +199,18 @@ typedef struct rs_transition {
 typedef void (*rs_transition_fn)(void *ctx, const rs_transition_t *t);
 
 typedef struct rs_upstream_opts {
-    const char *name;          /* required, copied: [A-Za-z0-9_.-]{1,63} ("catalog") */
-    rs_policy_t policy;        /* every method's defaults */
+    const char *name;           /* required, copied: [A-Za-z0-9_.-]{1,63} ("catalog") */
+    rs_policy_t policy;         /* every method's defaults */
     const rs_method_t *methods; /* copied (strings too); may be NULL */
-    size_t n_methods;          /* <= RS_MAX_METHODS */
+    size_t n_methods;           /* <= RS_MAX_METHODS */
     rs_breaker_opts_t breaker;
     rs_budget_opts_t budget;
-    uint32_t max_concurrent;   /* bulkhead; 0 = unlimited */
-    uint32_t min_attempt_ms;   /* an attempt needs at least this much time left */
-    uint32_t max_pushback_ms;  /* longest server pushback we agree to wait */
-    const svc_clock_t *clock;  /* borrowed, must outlive the upstream; NULL: monotonic */
-    rs_random_t random;        /* next NULL: per-thread xorshift seeded per thread */
-    rs_sleep_fn sleep;         /* NULL: nanosleep */
+    uint32_t max_concurrent;  /* bulkhead; 0 = unlimited */
+    uint32_t min_attempt_ms;  /* an attempt needs at least this much time left */
+    uint32_t max_pushback_ms; /* longest server pushback we agree to wait */
+    const svc_clock_t *clock; /* borrowed, must outlive the upstream; NULL: monotonic */
+    rs_random_t random;       /* next NULL: per-thread xorshift seeded per thread */
+    rs_sleep_fn sleep;        /* NULL: nanosleep */
     void *sleep_ctx;
     rs_transition_fn on_transition; /* NULL: one svc_log line (module "resilience") */
     void *on_transition_ctx;
@@ -301,7 +301,10 @@ typedef struct rs_outcome {
     bool dependency_failed;
 } rs_outcome_t;
 
-#define RS_OUTCOME_INIT {SVC_OK, false, RS_PUSHBACK_NONE, 0, NULL, false}
+#define RS_OUTCOME_INIT                                                                            \
+    {                                                                                              \
+        SVC_OK, false, RS_PUSHBACK_NONE, 0, NULL, false                                            \
+    }
 
 typedef enum rs_action {
     RS_DONE,  /* success: return the response */
@@ -318,9 +321,9 @@ typedef struct rs_decision {
 
 /* What a finished call amounted to. */
 typedef struct rs_result {
-    svc_err_t err;      /* SVC_OK or the error returned to the caller */
+    svc_err_t err; /* SVC_OK or the error returned to the caller */
     rs_reason_t reason;
-    uint32_t attempts;  /* attempts started; 0 when rejected at admission */
+    uint32_t attempts;    /* attempts started; 0 when rejected at admission */
     uint32_t pushback_ms; /* a failed call's last attempt came back with a server
                              pushback of this many ms (> 0), e.g. a shed load's
                              hint; 0: none. Callers pass it on (HTTP Retry-After) */

@@ -82,17 +82,17 @@ typedef struct rpc_method {
     rpc_handler_fn handler;
 } rpc_method_t;
 
-#define RPC_DEFAULT_WORKERS          4
-#define RPC_DEFAULT_DRAIN_MS         10000 /* in-flight time allowed on SIGTERM */
-#define RPC_DEFAULT_MAX_MESSAGE      (4 * 1024 * 1024)
+#define RPC_DEFAULT_WORKERS     4
+#define RPC_DEFAULT_DRAIN_MS    10000 /* in-flight time allowed on SIGTERM */
+#define RPC_DEFAULT_MAX_MESSAGE (4 * 1024 * 1024)
 
 typedef struct rpc_server_opts {
-    const char *listen;       /* "host:port"; port 0 picks a free one (tests)    */
-    int workers;              /* RPC_DEFAULT_WORKERS                              */
-    int drain_ms;             /* RPC_DEFAULT_DRAIN_MS; then in-flight calls are cancelled */
-    int max_message_bytes;    /* RPC_DEFAULT_MAX_MESSAGE, both directions         */
-    const char *log_module;   /* "rpc" when NULL; used for access-log lines       */
-    void *app;                /* borrowed; handed to handlers (rpc_ctx_app)       */
+    const char *listen;     /* "host:port"; port 0 picks a free one (tests)    */
+    int workers;            /* RPC_DEFAULT_WORKERS                              */
+    int drain_ms;           /* RPC_DEFAULT_DRAIN_MS; then in-flight calls are cancelled */
+    int max_message_bytes;  /* RPC_DEFAULT_MAX_MESSAGE, both directions         */
+    const char *log_module; /* "rpc" when NULL; used for access-log lines       */
+    void *app;              /* borrowed; handed to handlers (rpc_ctx_app)       */
     /* Per-worker state, created on the worker thread before it serves a call
      * and destroyed on it after the last (e.g. a database connection).
      * worker_init returning NULL stops start-up with an error. Optional. */
@@ -101,7 +101,7 @@ typedef struct rpc_server_opts {
     /* grpc.health.v1.Health (Check, Watch): is the server able to do its job
      * now? NULL: SERVING whenever the server runs. See "Built-in services". */
     rpc_health_fn health;
-    void *health_ctx;           /* borrowed; passed to health                   */
+    void *health_ctx; /* borrowed; passed to health                   */
     /* A serialized google.protobuf.FileDescriptorSet of the services served
      * (with imports; shopmicro/descriptors.h), for server reflection. Borrowed,
      * must outlive the server. NULL: no reflection service. */
@@ -232,25 +232,25 @@ void rpc_channel_opts_init(rpc_channel_opts_t *o);
 grpc_channel *rpc_channel_new(const char *target, const rpc_channel_opts_t *o);
 
 typedef struct rpc_md {
-    const char *key;   /* lower case, e.g. "x-request-id" */
+    const char *key; /* lower case, e.g. "x-request-id" */
     const char *value;
 } rpc_md_t;
 
 typedef struct rpc_call_opts {
-    uint64_t deadline_ns;     /* monotonic; SVC_DEADLINE_NONE: none (not advised) */
-    rpc_ctx_t *parent;        /* propagate deadline and cancellation from it; NULL: none */
-    const rpc_md_t *md;       /* borrowed */
+    uint64_t deadline_ns; /* monotonic; SVC_DEADLINE_NONE: none (not advised) */
+    rpc_ctx_t *parent;    /* propagate deadline and cancellation from it; NULL: none */
+    const rpc_md_t *md;   /* borrowed */
     size_t n_md;
-    bool wait_for_ready;      /* queue while the channel connects, until the deadline */
+    bool wait_for_ready; /* queue while the channel connects, until the deadline */
 } rpc_call_opts_t;
 
 typedef struct rpc_result {
-    svc_err_t err;                  /* from the gRPC status                   */
-    int grpc_status;                /* 0..16                                  */
-    char message[SVC_ERRBUF_LEN];   /* the status message                     */
-    bool dependency_failure;        /* the server marked it (RPC_DEPENDENCY_FAILURE_MD) */
-    bool has_pushback;              /* a grpc-retry-pushback-ms trailer came back ... */
-    char pushback[24];              /* ... with this raw value (pkg/resilience parses it) */
+    svc_err_t err;                /* from the gRPC status                   */
+    int grpc_status;              /* 0..16                                  */
+    char message[SVC_ERRBUF_LEN]; /* the status message                     */
+    bool dependency_failure;      /* the server marked it (RPC_DEPENDENCY_FAILURE_MD) */
+    bool has_pushback;            /* a grpc-retry-pushback-ms trailer came back ... */
+    char pushback[24];            /* ... with this raw value (pkg/resilience parses it) */
     uint64_t elapsed_ns;
 } rpc_result_t;
 
@@ -273,7 +273,7 @@ svc_err_t rpc_call_unary(grpc_channel *ch, const char *method, const ProtobufCMe
 #define RPC_UNARY_MAX_MD 16
 
 typedef struct rpc_unary {
-    grpc_call *call;               /* valid from start until finish (for cancel) */
+    grpc_call *call; /* valid from start until finish (for cancel) */
     /* private: the batch's buffers */
     grpc_metadata md[RPC_UNARY_MAX_MD];
     grpc_byte_buffer *send, *recv;
@@ -291,10 +291,9 @@ typedef struct rpc_unary {
  * borrowed until the completion. parent NULL: none. Returns false when the
  * batch did not start; then everything is released and no completion comes.
  */
-bool rpc_unary_start(rpc_unary_t *u, grpc_channel *ch, grpc_call *parent,
-                     grpc_completion_queue *cq, const char *method, grpc_byte_buffer *send,
-                     const rpc_md_t *md, size_t n_md, uint64_t deadline_ns, bool wait_for_ready,
-                     void *tag);
+bool rpc_unary_start(rpc_unary_t *u, grpc_channel *ch, grpc_call *parent, grpc_completion_queue *cq,
+                     const char *method, grpc_byte_buffer *send, const rpc_md_t *md, size_t n_md,
+                     uint64_t deadline_ns, bool wait_for_ready, void *tag);
 /*
  * After the completion: fills res (status, message, pushback, elapsed),
  * decodes the reply on OK (NULL and res->err = SVC_EINTERNAL if it does
@@ -322,8 +321,8 @@ bool rpc_md_find(const grpc_metadata_array *md, const char *key, const char **va
 /* rpc_md_find that also says whether the key occurs more than once (md may
  * be NULL: absent). *value and *len are the first entry's, NULL and 0 when
  * absent. */
-rpc_md_presence_t rpc_md_lookup(const grpc_metadata_array *md, const char *key,
-                                const char **value, size_t *len);
+rpc_md_presence_t rpc_md_lookup(const grpc_metadata_array *md, const char *key, const char **value,
+                                size_t *len);
 
 /*
  * A GRPC_CQ_NEXT queue whose waiters never poll, for a server's requests: a

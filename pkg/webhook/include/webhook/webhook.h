@@ -30,7 +30,7 @@
 
 /* The secret the local stack signs and verifies with when none is configured
  * (notification and notify-sink agree on it). Public: never for production. */
-#define WHK_LOCAL_DEV_SECRET "whsec_c2hvcG1pY3JvLWxvY2FsLWRldi1zZWNyZXQh"
+#define WHK_LOCAL_DEV_SECRET    "whsec_c2hvcG1pY3JvLWxvY2FsLWRldi1zZWNyZXQh"
 #define WHK_DEFAULT_TOLERANCE_S 300 /* the spec's libraries use 5 minutes */
 #define WHK_KEY_MAX             64  /* bytes of a decoded secret (HMAC-SHA-256 block size) */
 #define WHK_ID_MAX              255 /* a webhook-id, the Idempotency-Key rule of svc/core.h */
@@ -71,11 +71,11 @@ svc_err_t whk_headers_make(const whk_key_t *key, const char *id, int64_t timesta
 
 /* A receiver's verdict on one delivery. APPEND ONLY (names are in logs). */
 typedef enum whk_verdict {
-    WHK_VALID,             /* "valid" */
-    WHK_MISSING_HEADER,    /* "missing-header": id, timestamp or signature absent */
-    WHK_BAD_TIMESTAMP,     /* "bad-timestamp": not a decimal Unix time */
-    WHK_STALE_TIMESTAMP,   /* "stale-timestamp": outside the tolerance, either way */
-    WHK_BAD_SIGNATURE,     /* "bad-signature": no v1 signature matches */
+    WHK_VALID,           /* "valid" */
+    WHK_MISSING_HEADER,  /* "missing-header": id, timestamp or signature absent */
+    WHK_BAD_TIMESTAMP,   /* "bad-timestamp": not a decimal Unix time */
+    WHK_STALE_TIMESTAMP, /* "stale-timestamp": outside the tolerance, either way */
+    WHK_BAD_SIGNATURE,   /* "bad-signature": no v1 signature matches */
 } whk_verdict_t;
 
 /* "valid", "missing-header", ... Never NULL. */

@@ -35,8 +35,7 @@ static void statuses_for_bad_requests(void **state)
     assert_int_equal(parse("POST /metrics HTTP/1.1\r\n\r\n", &r), 405);
     assert_int_equal(parse("HEAD /healthz HTTP/1.1\r\n\r\n", &r), 405);
     assert_int_equal(parse("GET /healthz HTTP/1.1\r\nContent-Length: 5\r\n\r\n", &r), 413);
-    assert_int_equal(parse("GET /healthz HTTP/1.1\r\ntransfer-encoding: chunked\r\n\r\n", &r),
-                     413);
+    assert_int_equal(parse("GET /healthz HTTP/1.1\r\ntransfer-encoding: chunked\r\n\r\n", &r), 413);
     assert_int_equal(parse("GET /healthz\r\n\r\n", &r), 400);
     assert_int_equal(parse("GET healthz HTTP/1.1\r\n\r\n", &r), 400);
     assert_int_equal(parse("GET /healthz HTTP/2.0\r\n\r\n", &r), 400);
@@ -103,21 +102,16 @@ static void debug_routes(void **state)
     assert_memory_equal(r.body, "latency=5", 9);
     assert_memory_equal(r.method, "PUT", 3);
     /* The body has not all arrived yet: read more. */
-    assert_int_equal(parse_debug("POST /debug/x HTTP/1.1\r\nContent-Length: 9\r\n\r\nlat", &r),
-                     0);
-    assert_int_equal(parse_debug("POST /debug/x HTTP/1.1\r\nContent-Length: 999\r\n\r\n", &r),
-                     413);
-    assert_int_equal(parse_debug("GET /debug/x HTTP/1.1\r\nContent-Length: 2\r\n\r\nab", &r),
-                     413);
+    assert_int_equal(parse_debug("POST /debug/x HTTP/1.1\r\nContent-Length: 9\r\n\r\nlat", &r), 0);
+    assert_int_equal(parse_debug("POST /debug/x HTTP/1.1\r\nContent-Length: 999\r\n\r\n", &r), 413);
+    assert_int_equal(parse_debug("GET /debug/x HTTP/1.1\r\nContent-Length: 2\r\n\r\nab", &r), 413);
     assert_int_equal(parse_debug("DELETE /debug/x HTTP/1.1\r\n\r\n", &r), 405);
-    assert_int_equal(parse_debug("POST /debug/x HTTP/1.1\r\nContent-Length: 2x\r\n\r\n", &r),
-                     400);
+    assert_int_equal(parse_debug("POST /debug/x HTTP/1.1\r\nContent-Length: 2x\r\n\r\n", &r), 400);
     assert_int_equal(parse_debug("POST /debugx HTTP/1.1\r\n\r\n", &r), 405);
     assert_int_equal(parse_debug("GET /debugx HTTP/1.1\r\n\r\n", &r), 404);
     assert_int_equal(parse_debug("GET /metrics HTTP/1.1\r\n\r\n", &r), 200);
     assert_int_equal(r.route, ADMIN__METRICS);
-    assert_int_equal(parse_debug("POST /metrics HTTP/1.1\r\nContent-Length: 1\r\n\r\nx", &r),
-                     413);
+    assert_int_equal(parse_debug("POST /metrics HTTP/1.1\r\nContent-Length: 1\r\n\r\nx", &r), 413);
 }
 
 static void buffer_caps_and_escapes(void **state)
@@ -148,8 +142,9 @@ static void ready_one_and_listen_none(void **state)
     (void)state;
     admin__buf_init(&b, 1000);
     assert_false(admin_ready_one(&b, "saga_consumer", false, "broker \"gone\""));
-    assert_string_equal(b.data, "{\"status\":\"unavailable\",\"checks\":[{\"name\":"
-                                "\"saga_consumer\",\"ok\":false,\"detail\":\"broker \\\"gone\\\"\"}]}");
+    assert_string_equal(b.data,
+                        "{\"status\":\"unavailable\",\"checks\":[{\"name\":"
+                        "\"saga_consumer\",\"ok\":false,\"detail\":\"broker \\\"gone\\\"\"}]}");
     admin__buf_dispose(&b);
     admin__buf_init(&b, 1000);
     assert_true(admin_ready_one(&b, "x", true, NULL));

@@ -66,8 +66,8 @@ static void defaults_apply(void **state)
 
 static void values_parse(void **state)
 {
-    const char *const env[] = {"T_DSN=d", "T_WORKERS=64", "T_VERBOSE=yes", "T_LEVEL=debug",
-                               "T_LISTEN=0.0.0.0:9", NULL};
+    const char *const env[] = {"T_DSN=d",       "T_WORKERS=64",       "T_VERBOSE=yes",
+                               "T_LEVEL=debug", "T_LISTEN=0.0.0.0:9", NULL};
     char err[SVC_ERRBUF_LEN] = "";
     cfg_t c;
 

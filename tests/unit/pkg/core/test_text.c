@@ -18,16 +18,16 @@ static void utf8_counts_characters_not_bytes(void **state)
     assert_int_equal(svc_utf8_chars("Mug"), 3);
     assert_int_equal(svc_utf8_chars("\xe0\xb8\x81\xe0\xb8\x82"), 2); /* Thai: 3 bytes each */
     assert_int_equal(svc_utf8_chars("caf\xc3\xa9"), 4);
-    assert_int_equal(svc_utf8_chars("\xf0\x9f\x98\x80"), 1);         /* 4-byte emoji */
+    assert_int_equal(svc_utf8_chars("\xf0\x9f\x98\x80"), 1); /* 4-byte emoji */
 }
 
 static void utf8_rejects_broken_text(void **state)
 {
     (void)state;
-    assert_int_equal(svc_utf8_chars("a\xff"), -1);          /* never valid */
-    assert_int_equal(svc_utf8_chars("\xe0\xb8"), -1);       /* cut short */
-    assert_int_equal(svc_utf8_chars("\xc3\x28"), -1);       /* bad continuation */
-    assert_int_equal(svc_utf8_chars("\x80"), -1);           /* lone continuation */
+    assert_int_equal(svc_utf8_chars("a\xff"), -1);    /* never valid */
+    assert_int_equal(svc_utf8_chars("\xe0\xb8"), -1); /* cut short */
+    assert_int_equal(svc_utf8_chars("\xc3\x28"), -1); /* bad continuation */
+    assert_int_equal(svc_utf8_chars("\x80"), -1);     /* lone continuation */
 }
 
 static void uuid_shape(void **state)

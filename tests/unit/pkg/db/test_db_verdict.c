@@ -38,8 +38,14 @@
 #include "support/listen.h"
 #include "support/scale.h"
 
-typedef enum after_rows { AFTER_READY, AFTER_CLOSE, AFTER_FATAL, AFTER_OPEN_TX, AFTER_ERROR,
-                          AFTER_STALL } after_rows_t;
+typedef enum after_rows {
+    AFTER_READY,
+    AFTER_CLOSE,
+    AFTER_FATAL,
+    AFTER_OPEN_TX,
+    AFTER_ERROR,
+    AFTER_STALL
+} after_rows_t;
 
 typedef struct fake_pg {
     int listen_fd, port;
@@ -99,8 +105,9 @@ static void send_error(int fd, const char *sev, const char *code, const char *te
 /* One int4 column "n": RowDescription, as Describe (portal) is answered. */
 static void send_row_description(int fd)
 {
-    static const char body[] = {0, 1,  'n', 0, 0, 0, 0, 0, 0, 0,   0, 0, 0,
-                                23, 0, 4, (char)0xff, (char)0xff, (char)0xff, (char)0xff, 0, 0};
+    static const char body[] = {0,          1,          'n',        0,          0, 0,  0, 0,
+                                0,          0,          0,          0,          0, 23, 0, 4,
+                                (char)0xff, (char)0xff, (char)0xff, (char)0xff, 0, 0};
 
     send_msg(fd, 'T', body, sizeof body);
 }
@@ -182,9 +189,15 @@ static void serve(fake_pg_t *f, int fd)
         if (n < 4 || n - 4 > sizeof body || read_full(fd, body, n - 4) != 0)
             return;
         switch (hdr[0]) {
-        case 'P': send_msg(fd, '1', "", 0); break;
-        case 'B': send_msg(fd, '2', "", 0); break;
-        case 'D': send_row_description(fd); break;
+        case 'P':
+            send_msg(fd, '1', "", 0);
+            break;
+        case 'B':
+            send_msg(fd, '2', "", 0);
+            break;
+        case 'D':
+            send_row_description(fd);
+            break;
         case 'E':
             executed = true;
             after = f->after;
@@ -201,8 +214,10 @@ static void serve(fake_pg_t *f, int fd)
                 return;
             executed = false;
             break;
-        case 'X': return;
-        default: return; /* not spoken here */
+        case 'X':
+            return;
+        default:
+            return; /* not spoken here */
         }
     }
 }
@@ -415,8 +430,7 @@ static void the_two_halves_wait_for_ready_too(void **state)
 
     f->after = AFTER_CLOSE;
     assert_int_equal(db_send(c, WRITE, NULL, errbuf), SVC_OK);
-    assert_int_equal(db_receive(c, svc_now_ns() + 2000 * SVC_NS_PER_MS, &r, errbuf),
-                     SVC_EUNAVAIL);
+    assert_int_equal(db_receive(c, svc_now_ns() + 2000 * SVC_NS_PER_MS, &r, errbuf), SVC_EUNAVAIL);
     assert_null(r);
     assert_true(db_outcome_unknown(c));
     db_conn_free(c);

@@ -82,9 +82,9 @@ static void migrate_without_server_is_unavailable(void **state)
     char err[SVC_ERRBUF_LEN] = "";
 
     (void)state;
-    assert_int_equal(db_migrate("host=127.0.0.1 port=1 dbname=x connect_timeout=2", NULL, 0,
-                                "test", err),
-                     SVC_EUNAVAIL);
+    assert_int_equal(
+        db_migrate("host=127.0.0.1 port=1 dbname=x connect_timeout=2", NULL, 0, "test", err),
+        SVC_EUNAVAIL);
     assert_non_null(strstr(err, "database unavailable"));
 }
 

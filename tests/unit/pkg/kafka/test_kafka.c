@@ -24,8 +24,12 @@ static void header_is(const kfk_header_t *h, const char *name, const char *value
 
 static void ce_headers_full_set_in_order(void **state)
 {
-    const kfk_ce_t ce = {"id-1", "shopmicro.order.v1.OrderCreated", "/shopmicro/order",
-                         "2026-12-03T08:00:00.000001Z", NULL, "req-7"};
+    const kfk_ce_t ce = {"id-1",
+                         "shopmicro.order.v1.OrderCreated",
+                         "/shopmicro/order",
+                         "2026-12-03T08:00:00.000001Z",
+                         NULL,
+                         "req-7"};
     kfk_header_t h[KFK_CE_MAX_HEADERS];
     size_t n = 0;
 
@@ -137,8 +141,7 @@ static void error_mapping(void **state)
     assert_int_equal(kfk_err_from_rd(RD_KAFKA_RESP_ERR_UNKNOWN_TOPIC_OR_PART), SVC_ENOTFOUND);
     assert_int_equal(kfk_err_from_rd(RD_KAFKA_RESP_ERR_MSG_SIZE_TOO_LARGE), SVC_EINVAL);
     assert_int_equal(kfk_err_from_rd(RD_KAFKA_RESP_ERR_INVALID_RECORD), SVC_EINVAL);
-    assert_int_equal(kfk_err_from_rd(RD_KAFKA_RESP_ERR_TOPIC_AUTHORIZATION_FAILED),
-                     SVC_EINTERNAL);
+    assert_int_equal(kfk_err_from_rd(RD_KAFKA_RESP_ERR_TOPIC_AUTHORIZATION_FAILED), SVC_EINTERNAL);
 }
 
 typedef struct reports {

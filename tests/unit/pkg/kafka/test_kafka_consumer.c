@@ -67,11 +67,26 @@ static void defaults_are_documented_values(void **state)
 
 typedef void (*mutate_fn)(kfk_consumer_opts_t *o);
 
-static void no_brokers(kfk_consumer_opts_t *o) { o->brokers = ""; }
-static void no_group(kfk_consumer_opts_t *o) { o->group_id = NULL; }
-static void no_client(kfk_consumer_opts_t *o) { o->client_id = ""; }
-static void empty_dlq(kfk_consumer_opts_t *o) { o->dlq_topic = ""; }
-static void no_topics(kfk_consumer_opts_t *o) { o->topics = NULL; }
+static void no_brokers(kfk_consumer_opts_t *o)
+{
+    o->brokers = "";
+}
+static void no_group(kfk_consumer_opts_t *o)
+{
+    o->group_id = NULL;
+}
+static void no_client(kfk_consumer_opts_t *o)
+{
+    o->client_id = "";
+}
+static void empty_dlq(kfk_consumer_opts_t *o)
+{
+    o->dlq_topic = "";
+}
+static void no_topics(kfk_consumer_opts_t *o)
+{
+    o->topics = NULL;
+}
 static void empty_topic(kfk_consumer_opts_t *o)
 {
     static const char *const t[] = {"a", "", NULL};
@@ -79,34 +94,85 @@ static void empty_topic(kfk_consumer_opts_t *o)
 }
 static void many_topics(kfk_consumer_opts_t *o)
 {
-    static const char *const t[] = {"1", "2", "3", "4", "5", "6", "7", "8", "9",
+    static const char *const t[] = {"1",  "2",  "3",  "4",  "5",  "6",  "7",  "8",  "9",
                                     "10", "11", "12", "13", "14", "15", "16", "17", NULL};
     o->topics = t;
 }
-static void dlq_is_consumed(kfk_consumer_opts_t *o) { o->dlq_topic = "shopmicro.orders.v1"; }
-static void short_session(kfk_consumer_opts_t *o) { o->session_timeout_ms = 5999; }
-static void heartbeat_slow(kfk_consumer_opts_t *o) { o->heartbeat_interval_ms = 2001; }
-static void heartbeat_fast(kfk_consumer_opts_t *o) { o->heartbeat_interval_ms = 99; }
-static void instance_empty(kfk_consumer_opts_t *o) { o->group_instance_id = ""; }
-static void instance_space(kfk_consumer_opts_t *o) { o->group_instance_id = "catalog 2"; }
-static void instance_dots(kfk_consumer_opts_t *o) { o->group_instance_id = ".."; }
+static void dlq_is_consumed(kfk_consumer_opts_t *o)
+{
+    o->dlq_topic = "shopmicro.orders.v1";
+}
+static void short_session(kfk_consumer_opts_t *o)
+{
+    o->session_timeout_ms = 5999;
+}
+static void heartbeat_slow(kfk_consumer_opts_t *o)
+{
+    o->heartbeat_interval_ms = 2001;
+}
+static void heartbeat_fast(kfk_consumer_opts_t *o)
+{
+    o->heartbeat_interval_ms = 99;
+}
+static void instance_empty(kfk_consumer_opts_t *o)
+{
+    o->group_instance_id = "";
+}
+static void instance_space(kfk_consumer_opts_t *o)
+{
+    o->group_instance_id = "catalog 2";
+}
+static void instance_dots(kfk_consumer_opts_t *o)
+{
+    o->group_instance_id = "..";
+}
 static void instance_long(kfk_consumer_opts_t *o)
 {
     static char id[KFK_CONSUMER_INSTANCE_ID_MAX + 2];
     memset(id, 'a', sizeof id - 1);
     o->group_instance_id = id;
 }
-static void handler_fast(kfk_consumer_opts_t *o) { o->handler_timeout_ms = 99; }
-static void dlq_slow(kfk_consumer_opts_t *o) { o->dlq_timeout_ms = 300001; }
+static void handler_fast(kfk_consumer_opts_t *o)
+{
+    o->handler_timeout_ms = 99;
+}
+static void dlq_slow(kfk_consumer_opts_t *o)
+{
+    o->dlq_timeout_ms = 300001;
+}
 /* 2 x (30000 + 10000): two handler calls and their dead letters must fit */
-static void poll_too_short(kfk_consumer_opts_t *o) { o->max_poll_interval_ms = 80000; }
-static void base_zero(kfk_consumer_opts_t *o) { o->backoff_base_ms = 0; }
-static void cap_below_base(kfk_consumer_opts_t *o) { o->backoff_cap_ms = 50; }
-static void lag_fast(kfk_consumer_opts_t *o) { o->lag_interval_ms = 10; }
-static void no_handler(kfk_consumer_opts_t *o) { o->handler = NULL; }
-static void batch_zero(kfk_consumer_opts_t *o) { o->batch_max = 0; }
-static void commit_slow(kfk_consumer_opts_t *o) { o->commit_interval_ms = 60001; }
-static void batch_huge(kfk_consumer_opts_t *o) { o->batch_max = KFK_CONSUMER_MAX_BATCH + 1; }
+static void poll_too_short(kfk_consumer_opts_t *o)
+{
+    o->max_poll_interval_ms = 80000;
+}
+static void base_zero(kfk_consumer_opts_t *o)
+{
+    o->backoff_base_ms = 0;
+}
+static void cap_below_base(kfk_consumer_opts_t *o)
+{
+    o->backoff_cap_ms = 50;
+}
+static void lag_fast(kfk_consumer_opts_t *o)
+{
+    o->lag_interval_ms = 10;
+}
+static void no_handler(kfk_consumer_opts_t *o)
+{
+    o->handler = NULL;
+}
+static void batch_zero(kfk_consumer_opts_t *o)
+{
+    o->batch_max = 0;
+}
+static void commit_slow(kfk_consumer_opts_t *o)
+{
+    o->commit_interval_ms = 60001;
+}
+static void batch_huge(kfk_consumer_opts_t *o)
+{
+    o->batch_max = KFK_CONSUMER_MAX_BATCH + 1;
+}
 static void batch_half(kfk_consumer_opts_t *o)
 {
     static const kfk_batch_ops_t half = {NULL, NULL, NULL};
@@ -220,8 +286,12 @@ static void dlq_headers_keep_originals_and_name_the_record(void **state)
     const kfk_header_t orig[] = {{"ce_id", "id-1", 4},
                                  {"dlq-reason", "old", 3}, /* from an earlier dead letter */
                                  {"bin", "\0\1", 2}};
-    kfk_dlq_info_t info = {"undecodable: truncated varint", "shopmicro.orders.v1", 2, 41,
-                           "catalog", 1796294412345}; /* 2026-12-03T10:40:12.345Z */
+    kfk_dlq_info_t info = {"undecodable: truncated varint",
+                           "shopmicro.orders.v1",
+                           2,
+                           41,
+                           "catalog",
+                           1796294412345}; /* 2026-12-03T10:40:12.345Z */
     kfk_dlq_text_t text;
     kfk_header_t h[KFK_MAX_HEADERS];
     size_t n = 0;
@@ -285,7 +355,8 @@ static void consumer_without_broker_stats_metrics_stop(void **state)
 
     need = kfk_consumer_metrics(c, "shop_x", page, sizeof page);
     assert_int_equal(need, strlen(page));
-    assert_non_null(strstr(page, "# TYPE shop_x_consumed_total counter\nshop_x_consumed_total 0\n"));
+    assert_non_null(
+        strstr(page, "# TYPE shop_x_consumed_total counter\nshop_x_consumed_total 0\n"));
     assert_non_null(strstr(page, "shop_x_deduplicated_total 0\n"));
     assert_non_null(strstr(page, "shop_x_dead_lettered_total 0\n"));
     assert_non_null(strstr(page, "shop_x_commit_errors_total 0\n"));

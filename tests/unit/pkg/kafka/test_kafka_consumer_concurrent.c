@@ -21,7 +21,7 @@
 #include "consumer_state.h"
 
 #define SAMPLES 200000
-#define CHUNKS 8
+#define CHUNKS  8
 
 typedef struct {
     kfk_consumer_t *c;
@@ -72,7 +72,7 @@ static void stats_read_while_written(void **state)
     kfk_consumer_stats_t s;
     pthread_t w;
     char page[8192];
-    race_t r = { .c = c };
+    race_t r = {.c = c};
 
     assert_non_null(c);
     kfk__stats_init(&c->st);

@@ -13,10 +13,8 @@
 static void header_as_text(void **state)
 {
     const kfk_header_t h[] = {
-        {"ce_type", "a", 1},
-        {"ce_type", "shopmicro.order.v1.OrderCreated", 31},
-        {"empty", "", 0},
-        {"nul", "a\0b", 3},
+        {"ce_type", "a", 1},        {"ce_type", "shopmicro.order.v1.OrderCreated", 31},
+        {"empty", "", 0},           {"nul", "a\0b", 3},
         {"long", "0123456789", 10},
     };
     kfk_record_t r = {.headers = h, .n_headers = SVC_COUNTOF(h)};

@@ -15,15 +15,15 @@
 #include "types.pb-c.h"
 
 #define CREATE_PRODUCT (&shopmicro__catalog__v1__create_product_request__descriptor)
-#define LIST_PRODUCTS (&shopmicro__catalog__v1__list_products_response__descriptor)
-#define CREATE_ORDER (&shopmicro__order__v1__create_order_request__descriptor)
+#define LIST_PRODUCTS  (&shopmicro__catalog__v1__list_products_response__descriptor)
+#define CREATE_ORDER   (&shopmicro__order__v1__create_order_request__descriptor)
 #define ORDER_RESPONSE (&shopmicro__order__v1__create_order_response__descriptor)
-#define SCALARS (&pbjtest__scalars__descriptor)
-#define REPEATED (&pbjtest__repeated__descriptor)
-#define MAPS (&pbjtest__maps__descriptor)
-#define CHOICE (&pbjtest__choice__descriptor)
-#define INNER (&pbjtest__inner__descriptor)
-#define LEGACY (&pbjtest2__legacy__descriptor)
+#define SCALARS        (&pbjtest__scalars__descriptor)
+#define REPEATED       (&pbjtest__repeated__descriptor)
+#define MAPS           (&pbjtest__maps__descriptor)
+#define CHOICE         (&pbjtest__choice__descriptor)
+#define INNER          (&pbjtest__inner__descriptor)
+#define LEGACY         (&pbjtest2__legacy__descriptor)
 
 typedef Shopmicro__Catalog__V1__CreateProductRequest create_product_t;
 
@@ -458,8 +458,9 @@ static void empty_input_with_flag(void **state)
         pbjt_encodes(m, "{\"name\":\"\",\"description\":\"\",\"priceCents\":\"0\",\"stock\":0}");
         free_msg(m);
     }
-    assert_int_equal(pbj_decode(CREATE_PRODUCT, NULL, 0, PBJ_DECODE_ALLOW_EMPTY, NULL, &m, SVC_ERRBUF_SCRATCH),
-                     SVC_OK);
+    assert_int_equal(
+        pbj_decode(CREATE_PRODUCT, NULL, 0, PBJ_DECODE_ALLOW_EMPTY, NULL, &m, SVC_ERRBUF_SCRATCH),
+        SVC_OK);
     free_msg(m);
 }
 
@@ -481,10 +482,12 @@ static void input_need_not_be_nul_terminated(void **state)
     ProtobufCMessage *m = NULL;
 
     (void)state;
-    assert_int_equal(pbj_decode(CREATE_PRODUCT, json, sizeof(json), 0, NULL, &m, SVC_ERRBUF_SCRATCH), SVC_OK);
+    assert_int_equal(
+        pbj_decode(CREATE_PRODUCT, json, sizeof(json), 0, NULL, &m, SVC_ERRBUF_SCRATCH), SVC_OK);
     free_msg(m);
     m = NULL;
-    assert_int_equal(pbj_decode(CREATE_PRODUCT, num, sizeof(num), 0, NULL, &m, SVC_ERRBUF_SCRATCH), SVC_EINVAL);
+    assert_int_equal(pbj_decode(CREATE_PRODUCT, num, sizeof(num), 0, NULL, &m, SVC_ERRBUF_SCRATCH),
+                     SVC_EINVAL);
     assert_null(m);
 }
 

@@ -139,11 +139,13 @@ static void unknown_and_bound_keys_are_ignored(void **state)
     assert_int_equal(query(f, "colour", "red", NULL), SVC_OK);
     assert_int_equal(query(f, "page_size.x", "1", NULL), SVC_EINVAL);
     assert_string_equal(f->errbuf, "invalid path: \"page_size\" is not a message");
-    assert_int_equal(pbj_set_query_param(f->m, &f->a.base, S("pageSize"), &v, 1, bound, 1, SVC_ERRBUF_SCRATCH),
-                     SVC_OK);
+    assert_int_equal(
+        pbj_set_query_param(f->m, &f->a.base, S("pageSize"), &v, 1, bound, 1, SVC_ERRBUF_SCRATCH),
+        SVC_OK);
     assert_int_equal(r->page_size, 0);
-    assert_int_equal(pbj_set_query_param(f->m, &f->a.base, S("page_token"), &v, 1, bound, 1, SVC_ERRBUF_SCRATCH),
-                     SVC_OK);
+    assert_int_equal(
+        pbj_set_query_param(f->m, &f->a.base, S("page_token"), &v, 1, bound, 1, SVC_ERRBUF_SCRATCH),
+        SVC_OK);
     assert_string_equal(r->page_token, "5");
 }
 

@@ -18,15 +18,15 @@
 #include "rs/resilience.h"
 #include "support/fake_clock.h"
 
-#define GET_PRODUCT "/shopmicro.catalog.v1.CatalogService/GetProduct"
-#define LIST_PRODUCTS "/shopmicro.catalog.v1.CatalogService/ListProducts"
-#define CREATE_PRODUCT "/shopmicro.catalog.v1.CatalogService/CreateProduct"
-#define CREATE_ORDER "/shopmicro.order.v1.OrderService/CreateOrder"
-#define UNDECLARED_GET "/shopmicro.catalog.v1.CatalogService/GetWidget"
+#define GET_PRODUCT       "/shopmicro.catalog.v1.CatalogService/GetProduct"
+#define LIST_PRODUCTS     "/shopmicro.catalog.v1.CatalogService/ListProducts"
+#define CREATE_PRODUCT    "/shopmicro.catalog.v1.CatalogService/CreateProduct"
+#define CREATE_ORDER      "/shopmicro.order.v1.OrderService/CreateOrder"
+#define UNDECLARED_GET    "/shopmicro.catalog.v1.CatalogService/GetWidget"
 #define UNDECLARED_CREATE "/shopmicro.catalog.v1.CatalogService/CreateWidget"
 
-#define MS(x) ((uint64_t)(x) * SVC_NS_PER_MS)
-#define RT_START_NS (1000ull * 1000 * SVC_NS_PER_MS) /* 1000 s: "now - x" never wraps */
+#define MS(x)          ((uint64_t)(x)*SVC_NS_PER_MS)
+#define RT_START_NS    (1000ull * 1000 * SVC_NS_PER_MS) /* 1000 s: "now - x" never wraps */
 #define RT_MAX_RECORDS 64
 
 /* A transport that answers from a script; the last entry repeats. */
@@ -43,7 +43,7 @@ typedef struct rt_script {
 
 typedef struct rt {
     fake_clock_t clock;
-    uint64_t random_value;   /* what the fake random source returns */
+    uint64_t random_value; /* what the fake random source returns */
     uint64_t slept_ns;
     unsigned sleeps;
     uint64_t sleep_end_ns[RT_MAX_RECORDS];

@@ -110,8 +110,8 @@ static void failed_trial_reopens_with_a_new_cooldown(void **state)
 static void business_errors_never_trip_and_reset_the_count(void **state)
 {
     rt_t *t = *state;
-    const svc_err_t business[] = {SVC_ENOTFOUND, SVC_EINVAL, SVC_EEXIST, SVC_EPRECOND,
-                                  SVC_EPERM,     SVC_EUNIMPL};
+    const svc_err_t business[] = {SVC_ENOTFOUND, SVC_EINVAL, SVC_EEXIST,
+                                  SVC_EPRECOND,  SVC_EPERM,  SVC_EUNIMPL};
     rs_result_t res;
 
     rt_start(t);

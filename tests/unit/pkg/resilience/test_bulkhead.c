@@ -15,7 +15,7 @@ static void rejects_immediately_when_full(void **state)
     assert_int_equal(rs_call_begin(t->up, GET_PRODUCT, SVC_DEADLINE_NONE, &b), SVC_OK);
     before = atomic_load(&t->clock.now_ns);
     assert_int_equal(rs_call_begin(t->up, GET_PRODUCT, SVC_DEADLINE_NONE, &c), SVC_EEXHAUSTED);
-    assert_int_equal(atomic_load(&t->clock.now_ns), before); /* no queue, no wait */
+    assert_int_equal(atomic_load(&t->clock.now_ns), before);    /* no queue, no wait */
     assert_int_equal(rs_call_attempt(&c, &dl), SVC_EEXHAUSTED); /* over: no attempt */
     rs_call_finish(&c, &res);
     assert_int_equal(res.reason, RS_REASON_BULKHEAD_FULL);

@@ -12,7 +12,7 @@
 #include "support/worker_check.h"
 
 #define THREADS 8
-#define ROUNDS 200
+#define ROUNDS  200
 
 /* ---- half-open admits exactly one trial ---------------------------------- */
 
@@ -87,7 +87,7 @@ static void half_open_admits_exactly_one_trial(void **state)
 /* ---- a hammer: every path at once, with a real clock ----------------------- */
 
 #define HAMMER_THREADS 4
-#define HAMMER_CALLS 20000
+#define HAMMER_CALLS   20000
 
 typedef struct hammer {
     rs_upstream_t *up;
@@ -134,14 +134,12 @@ static void no_sleep(void *ctx, uint64_t ns)
 static void *hammer_thread(void *arg)
 {
     hammer_t *h = arg;
-    static const char *const methods[] = {GET_PRODUCT, LIST_PRODUCTS, CREATE_ORDER,
-                                          UNDECLARED_GET};
+    static const char *const methods[] = {GET_PRODUCT, LIST_PRODUCTS, CREATE_ORDER, UNDECLARED_GET};
     rs_result_t res;
 
     tls_prng = (uint64_t)(uintptr_t)&res | 1;
     for (int i = 0; i < HAMMER_CALLS; i++)
-        if (rs_call_run(h->up, methods[i % 4], svc_now_ns() + MS(50), random_op, h, &res) ==
-            SVC_OK)
+        if (rs_call_run(h->up, methods[i % 4], svc_now_ns() + MS(50), random_op, h, &res) == SVC_OK)
             atomic_fetch_add(&h->ok, 1);
     return NULL;
 }
@@ -157,7 +155,7 @@ static void *render_thread(void *arg)
     return NULL;
 }
 
-#define CALLS "shopmicro_resilience_calls_total{"
+#define CALLS      "shopmicro_resilience_calls_total{"
 #define REJECTIONS "shopmicro_resilience_rejections_total{"
 
 /* Sums the values of the lines starting with prefix (and containing `with`). */
@@ -194,8 +192,8 @@ static void hammer_keeps_every_invariant(void **state)
     o.name = "catalog";
     o.methods = table;
     o.n_methods = SVC_COUNTOF(table);
-    o.max_concurrent = 3;          /* contended: some calls are turned away */
-    o.breaker.cooldown_ms = 1;     /* cycle through every state, often */
+    o.max_concurrent = 3;      /* contended: some calls are turned away */
+    o.breaker.cooldown_ms = 1; /* cycle through every state, often */
     o.breaker.cooldown_jitter_pct = 50;
     o.sleep = no_sleep;
     assert_int_equal(rs_upstream_new(&o, &h.up, SVC_ERRBUF_SCRATCH), SVC_OK);
@@ -211,16 +209,15 @@ static void hammer_keeps_every_invariant(void **state)
 
     assert_int_equal(rs_upstream_in_flight(h.up), 0);
     assert_int_equal(rs_metrics_render(&h.up, 1, page, sizeof page, &len), SVC_OK);
-    assert_int_equal(sum_series(page, CALLS, NULL),
-                     HAMMER_THREADS * HAMMER_CALLS);
+    assert_int_equal(sum_series(page, CALLS, NULL), HAMMER_THREADS * HAMMER_CALLS);
     assert_int_equal(sum_series(page, "shopmicro_resilience_attempts_total{", NULL),
                      atomic_load(&h.attempts));
     /* Every call that returned SVC_OK was counted as ok or retried. */
     assert_int_equal(sum_series(page, CALLS, "result=\"ok\"") +
                          sum_series(page, CALLS, "result=\"retried\""),
                      atomic_load(&h.ok));
-    print_message("hammer: %d calls, %llu attempts, %llu rejected\n",
-                  HAMMER_THREADS * HAMMER_CALLS, (unsigned long long)atomic_load(&h.attempts),
+    print_message("hammer: %d calls, %llu attempts, %llu rejected\n", HAMMER_THREADS * HAMMER_CALLS,
+                  (unsigned long long)atomic_load(&h.attempts),
                   (unsigned long long)sum_series(page, REJECTIONS, NULL));
     rs_upstream_free(h.up);
 }

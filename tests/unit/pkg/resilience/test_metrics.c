@@ -76,8 +76,8 @@ static void page_after_a_scripted_sequence(void **state)
     has(page, "shopmicro_resilience_bulkhead_limit{" UP "} 0\n");
     has(page, "shopmicro_resilience_breaker_state{" UP ",state=\"open\"} 1\n");
     has(page, "shopmicro_resilience_breaker_state{" UP ",state=\"closed\"} 0\n");
-    has(page, "shopmicro_resilience_breaker_transitions_total{" UP
-              ",from=\"closed\",to=\"open\"} 1\n");
+    has(page,
+        "shopmicro_resilience_breaker_transitions_total{" UP ",from=\"closed\",to=\"open\"} 1\n");
     has(page, "shopmicro_resilience_breaker_transitions_total{" UP
               ",from=\"half-open\",to=\"closed\"} 0\n");
     /* floor 100 + 10% of 9 admitted originals (0) - 1 retry */

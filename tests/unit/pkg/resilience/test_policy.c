@@ -34,29 +34,70 @@ static void defaults_are_the_named_values(void **state)
 
 /* One way to spoil otherwise valid options, per case. */
 typedef enum spoil {
-    BAD_NAME, LONG_NAME, NO_NAME, ATTEMPTS_11, BASE_GT_CAP, BAD_JITTER, BAD_RETRY_ON,
-    TRIALS_0, TRIALS_65, COOLDOWN_0, RATIO_101, BUDGET_101, BUDGET_WINDOW_5, TOO_MANY_METHODS,
+    BAD_NAME,
+    LONG_NAME,
+    NO_NAME,
+    ATTEMPTS_11,
+    BASE_GT_CAP,
+    BAD_JITTER,
+    BAD_RETRY_ON,
+    TRIALS_0,
+    TRIALS_65,
+    COOLDOWN_0,
+    RATIO_101,
+    BUDGET_101,
+    BUDGET_WINDOW_5,
+    TOO_MANY_METHODS,
     SPOIL_COUNT
 } spoil_t;
 
 static void spoil(rs_upstream_opts_t *o, spoil_t how)
 {
     switch (how) {
-    case BAD_NAME: o->name = "cat alog"; break;
-    case LONG_NAME: o->name = NAME_64; break;
-    case NO_NAME: o->name = NULL; break;
-    case ATTEMPTS_11: o->policy.max_attempts = 11; break;
-    case BASE_GT_CAP: o->policy.backoff_base_ms = 5000; break;
-    case BAD_JITTER: o->policy.jitter = (rs_jitter_t)9; break;
-    case BAD_RETRY_ON: o->policy.retry_on = 0x100; break;
-    case TRIALS_0: o->breaker.trials = 0; break;
-    case TRIALS_65: o->breaker.trials = 65; break;
-    case COOLDOWN_0: o->breaker.cooldown_ms = 0; break;
-    case RATIO_101: o->breaker.ratio_pct = 101; break;
-    case BUDGET_101: o->budget.percent = 101; break;
-    case BUDGET_WINDOW_5: o->budget.window_ms = 5; break;
-    case TOO_MANY_METHODS: o->n_methods = RS_MAX_METHODS + 1; break;
-    case SPOIL_COUNT: break;
+    case BAD_NAME:
+        o->name = "cat alog";
+        break;
+    case LONG_NAME:
+        o->name = NAME_64;
+        break;
+    case NO_NAME:
+        o->name = NULL;
+        break;
+    case ATTEMPTS_11:
+        o->policy.max_attempts = 11;
+        break;
+    case BASE_GT_CAP:
+        o->policy.backoff_base_ms = 5000;
+        break;
+    case BAD_JITTER:
+        o->policy.jitter = (rs_jitter_t)9;
+        break;
+    case BAD_RETRY_ON:
+        o->policy.retry_on = 0x100;
+        break;
+    case TRIALS_0:
+        o->breaker.trials = 0;
+        break;
+    case TRIALS_65:
+        o->breaker.trials = 65;
+        break;
+    case COOLDOWN_0:
+        o->breaker.cooldown_ms = 0;
+        break;
+    case RATIO_101:
+        o->breaker.ratio_pct = 101;
+        break;
+    case BUDGET_101:
+        o->budget.percent = 101;
+        break;
+    case BUDGET_WINDOW_5:
+        o->budget.window_ms = 5;
+        break;
+    case TOO_MANY_METHODS:
+        o->n_methods = RS_MAX_METHODS + 1;
+        break;
+    case SPOIL_COUNT:
+        break;
     }
 }
 
@@ -154,7 +195,7 @@ static void rows_inherit_what_they_do_not_set(void **state)
     assert_int_equal(m->policy.backoff_base_ms, RS_DEFAULT_BACKOFF_BASE_MS);
     assert_int_equal(m->policy.backoff_cap_ms, RS_DEFAULT_BACKOFF_CAP_MS);
     assert_int_equal(m->idempotency, RS_IDEMPOTENT); /* by name, resolved at build time */
-    m = rs__method_lookup(t->up, GET_PRODUCT); /* not in this table */
+    m = rs__method_lookup(t->up, GET_PRODUCT);       /* not in this table */
     assert_string_equal(m->label, "other");
     assert_int_equal(m->policy.max_attempts, 4);
     assert_int_equal(m->policy.attempt_timeout_ms, 3000);

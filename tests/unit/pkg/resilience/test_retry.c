@@ -93,8 +93,7 @@ static void dependency_failures_are_not_retried_and_never_trip(void **state)
         s.outcomes[0].err = i % 2 ? SVC_EUNAVAIL : SVC_ETIMEDOUT;
         s.outcomes[0].attempt_timer_fired = i % 2 == 0;
         s.outcomes[0].dependency_failed = true;
-        assert_int_equal(rt_run(t, GET_PRODUCT, SVC_DEADLINE_NONE, &s, &res),
-                         s.outcomes[0].err);
+        assert_int_equal(rt_run(t, GET_PRODUCT, SVC_DEADLINE_NONE, &s, &res), s.outcomes[0].err);
         assert_int_equal(res.reason, RS_REASON_NOT_RETRYABLE);
         assert_int_equal(res.attempts, 1);
     }
@@ -131,8 +130,7 @@ static void only_idempotent_methods_are_retried(void **state)
         {.path = CREATE_ORDER, .idempotency = RS_NOT_IDEMPOTENT},
         /* declared beats the name: a Reserve that is idempotent by design,
          * and a Get with side effects */
-        {.path = "/shopmicro.catalog.v1.CatalogService/ReserveStock",
-         .idempotency = RS_IDEMPOTENT},
+        {.path = "/shopmicro.catalog.v1.CatalogService/ReserveStock", .idempotency = RS_IDEMPOTENT},
         {.path = "/shopmicro.catalog.v1.CatalogService/GetAndIncrement",
          .idempotency = RS_NOT_IDEMPOTENT},
         {.path = "/shopmicro.catalog.v1.CatalogService/ListThings"}, /* by name */
@@ -183,7 +181,8 @@ static void attempts_are_counted_and_capped(void **state)
 static void method_rows_override_the_policy(void **state)
 {
     static const rs_method_t table[] = {
-        {.path = GET_PRODUCT, .idempotency = RS_IDEMPOTENT,
+        {.path = GET_PRODUCT,
+         .idempotency = RS_IDEMPOTENT,
          .policy = {.max_attempts = 5, .retry_on = RS_RETRY_UNAVAILABLE}},
     };
     rt_t *t = *state;
@@ -271,8 +270,8 @@ static void engine_draws_jitter_within_bounds(void **state)
         uint64_t random;
         uint64_t want_ms;
     } draws[] = {
-        {RS_JITTER_FULL, 0, 0},        {RS_JITTER_FULL, UINT64_MAX, 100},
-        {RS_JITTER_EQUAL, 0, 50},      {RS_JITTER_EQUAL, UINT64_MAX, 100},
+        {RS_JITTER_FULL, 0, 0},   {RS_JITTER_FULL, UINT64_MAX, 100},
+        {RS_JITTER_EQUAL, 0, 50}, {RS_JITTER_EQUAL, UINT64_MAX, 100},
         {RS_JITTER_NONE, 0, 100},
     };
     rt_t *t = *state;
@@ -339,8 +338,7 @@ static void deadline_sweep(void **state)
             assert_true(s.start_ns[i] < deadline);
             assert_true(s.deadline_ns[i] <= deadline);
         }
-        assert_true(res.reason == RS_REASON_DEADLINE ||
-                    res.reason == RS_REASON_ATTEMPTS_EXHAUSTED);
+        assert_true(res.reason == RS_REASON_DEADLINE || res.reason == RS_REASON_ATTEMPTS_EXHAUSTED);
         assert_int_equal(res.err, ms < RS_DEFAULT_MIN_ATTEMPT_MS ? SVC_ETIMEDOUT : SVC_EUNAVAIL);
     }
 }
@@ -382,7 +380,7 @@ static void pushback_is_honoured_never_shortened(void **state)
     res = run_with_pushback(t, RS_PUSHBACK_STOP, SVC_DEADLINE_NONE);
     assert_int_equal(res.reason, RS_REASON_PUSHBACK);
     assert_int_equal(res.attempts, 1);
-    assert_int_equal(res.pushback_ms, 0); /* "do not retry" says no when */
+    assert_int_equal(res.pushback_ms, 0);              /* "do not retry" says no when */
     res = run_with_pushback(t, -7, SVC_DEADLINE_NONE); /* any negative but -1 */
     assert_int_equal(res.reason, RS_REASON_PUSHBACK);
     res = run_with_pushback(t, RS_DEFAULT_MAX_PUSHBACK_MS + 1, SVC_DEADLINE_NONE);
@@ -466,8 +464,9 @@ static void one_log_line_per_decision(void **state)
                                 " attempt=1 max_attempts=3 decision=retry reason=unavailable "
                                 "err=UNAVAILABLE\n"));
     assert_non_null(strstr(log, GET_PRODUCT " failed (attempt 2/3), retrying in "));
-    assert_non_null(strstr(log, GET_PRODUCT " failed (attempt 3/3), giving up "
-                                "(attempts-exhausted): UNAVAILABLE connection refused\""));
+    assert_non_null(strstr(log,
+                           GET_PRODUCT " failed (attempt 3/3), giving up "
+                                       "(attempts-exhausted): UNAVAILABLE connection refused\""));
     assert_non_null(strstr(log, "decision=fail reason=attempts-exhausted err=UNAVAILABLE\n"));
     /* Three decisions, three lines. */
     assert_int_equal(strchr(strchr(strchr(log, '\n') + 1, '\n') + 1, '\n')[1], '\0');

@@ -15,9 +15,9 @@
 #include "rs_test.h"
 #include "support/worker_check.h"
 
-#define RECORDERS 2
-#define CALLS 3000        /* each recorder, at least ... */
-#define MIN_RENDERS 50    /* ... and until the renderer has done this many */
+#define RECORDERS        2
+#define CALLS            3000 /* each recorder, at least ... */
+#define MIN_RENDERS      50   /* ... and until the renderer has done this many */
 #define TRANSITION_EVERY 100
 
 typedef struct shared {

@@ -62,10 +62,10 @@ static void caller_deadline_caps_a_later_attempt(void **state)
     s.outcomes[0].attempt_timer_fired = true;
     assert_int_equal(rt_run(t, GET_PRODUCT, t0 + MS(4000), &s, &res), SVC_ETIMEDOUT);
     assert_int_equal(s.calls, 2);
-    assert_int_equal(s.deadline_ns[0], t0 + MS(3000));   /* its own timer, retried */
-    assert_int_equal(s.start_ns[1], t0 + MS(3100));      /* after a 100 ms backoff */
-    assert_int_equal(s.deadline_ns[1], t0 + MS(4000));   /* the caller's, not +3 s */
-    assert_int_equal(res.reason, RS_REASON_DEADLINE);    /* the caller's ran out */
+    assert_int_equal(s.deadline_ns[0], t0 + MS(3000)); /* its own timer, retried */
+    assert_int_equal(s.start_ns[1], t0 + MS(3100));    /* after a 100 ms backoff */
+    assert_int_equal(s.deadline_ns[1], t0 + MS(4000)); /* the caller's, not +3 s */
+    assert_int_equal(res.reason, RS_REASON_DEADLINE);  /* the caller's ran out */
 }
 
 static void worst_case_without_caller_deadline(void **state)

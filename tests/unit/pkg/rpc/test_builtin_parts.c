@@ -63,8 +63,8 @@ static void symbol_lookup(void **state)
         {"grpc.health.v1.HealthCheckResponse.ServingStatus", 1}, /* a nested enum */
         {"grpc.reflection.v1alpha.ServerReflection", 1},
         {"shopmicro.catalog.v1.Nope", 0},
-        {"shopmicro.catalog.v1", 0},   /* a package is not a symbol */
-        {"CatalogService", 0},         /* names are fully qualified */
+        {"shopmicro.catalog.v1", 0}, /* a package is not a symbol */
+        {"CatalogService", 0},       /* names are fully qualified */
     };
     rpc__reflect_t *r = index_catalog();
 
@@ -78,12 +78,14 @@ static void symbol_lookup(void **state)
         q.file_containing_symbol = (char *)cases[i].sym;
         a = ask(r, &q);
         if (cases[i].files == 0) {
-            assert_int_equal(a->message_response_case,
-                             GRPC__REFLECTION__V1ALPHA__SERVER_REFLECTION_RESPONSE__MESSAGE_RESPONSE_ERROR_RESPONSE);
+            assert_int_equal(
+                a->message_response_case,
+                GRPC__REFLECTION__V1ALPHA__SERVER_REFLECTION_RESPONSE__MESSAGE_RESPONSE_ERROR_RESPONSE);
             assert_int_equal(a->error_response->error_code, 5);
         } else {
-            assert_int_equal(a->message_response_case,
-                             GRPC__REFLECTION__V1ALPHA__SERVER_REFLECTION_RESPONSE__MESSAGE_RESPONSE_FILE_DESCRIPTOR_RESPONSE);
+            assert_int_equal(
+                a->message_response_case,
+                GRPC__REFLECTION__V1ALPHA__SERVER_REFLECTION_RESPONSE__MESSAGE_RESPONSE_FILE_DESCRIPTOR_RESPONSE);
             assert_int_equal(a->file_descriptor_response->n_file_descriptor_proto, cases[i].files);
         }
         assert_string_equal(a->original_request->file_containing_symbol, cases[i].sym);
@@ -109,7 +111,8 @@ static void list_services_and_bad_requests(void **state)
     assert_string_equal(a->list_services_response->service[0]->name, services[0]);
     protobuf_c_message_free_unpacked(&a->base, NULL);
 
-    q.message_request_case = GRPC__REFLECTION__V1ALPHA__SERVER_REFLECTION_REQUEST__MESSAGE_REQUEST__NOT_SET;
+    q.message_request_case =
+        GRPC__REFLECTION__V1ALPHA__SERVER_REFLECTION_REQUEST__MESSAGE_REQUEST__NOT_SET;
     a = ask(r, &q);
     assert_int_equal(a->error_response->error_code, 3); /* INVALID_ARGUMENT */
     protobuf_c_message_free_unpacked(&a->base, NULL);
@@ -121,17 +124,17 @@ static void list_services_and_bad_requests(void **state)
 static void broken_sets_are_refused(void **state)
 {
     /* a file importing one the set lacks: field 1 { name "a.proto" dependency "b.proto" } */
-    static const unsigned char missing_import[] = {0x0a, 0x12, 0x0a, 0x07, 'a', '.', 'p', 'r', 'o',
-                                                   't', 'o', 0x1a, 0x07, 'b', '.', 'p', 'r', 'o',
-                                                   't', 'o'};
+    static const unsigned char missing_import[] = {0x0a, 0x12, 0x0a, 0x07, 'a',  '.',  'p',
+                                                   'r',  'o',  't',  'o',  0x1a, 0x07, 'b',
+                                                   '.',  'p',  'r',  'o',  't',  'o'};
     static const unsigned char not_a_set[] = {0x12, 0x00};
     rpc__reflect_t *r = NULL;
     char errbuf[SVC_ERRBUF_LEN] = "";
 
     (void)state;
-    assert_int_equal(rpc__reflect_new(missing_import, sizeof missing_import, services, 2, &r,
-                                      errbuf),
-                     SVC_EINVAL);
+    assert_int_equal(
+        rpc__reflect_new(missing_import, sizeof missing_import, services, 2, &r, errbuf),
+        SVC_EINVAL);
     assert_null(r);
     assert_non_null(strstr(errbuf, "imports b.proto"));
     assert_int_equal(rpc__reflect_new(not_a_set, sizeof not_a_set, services, 2, &r, errbuf),
@@ -153,8 +156,9 @@ static void stats_page(void **state)
     rpc__stats_handled(st, 1, 0, 5, 20 * SVC_NS_PER_MS); /* NOT_FOUND, on the other shard */
     rpc__stats_render(st, 7, &t);
     assert_true(t.len < sizeof buf);
-    assert_non_null(strstr(buf, "grpc_server_started_total{grpc_type=\"unary\",grpc_service=\"pkg.Svc\","
-                                "grpc_method=\"Get\"} 2\n"));
+    assert_non_null(strstr(buf,
+                           "grpc_server_started_total{grpc_type=\"unary\",grpc_service=\"pkg.Svc\","
+                           "grpc_method=\"Get\"} 2\n"));
     assert_non_null(strstr(buf, "grpc_method=\"Get\",grpc_code=\"NotFound\"} 1\n"));
     assert_non_null(strstr(buf, "grpc_method=\"Watch\",grpc_code=\"OK\"} 0\n"));
     assert_null(strstr(buf, "grpc_method=\"Watch\",grpc_code=\"NotFound\""));

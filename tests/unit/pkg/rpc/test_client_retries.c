@@ -31,13 +31,13 @@
 #include "grpc/health/v1/health.pb-c.h"
 #include "rpc/rpc.h"
 
-#define FRAME_HEADERS    0x1
-#define FRAME_SETTINGS   0x4
-#define FRAME_PING       0x6
-#define FRAME_GOAWAY     0x7
-#define FLAG_ACK         0x1
-#define PREFACE_LEN      24 /* "PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n" */
-#define CALLS            3
+#define FRAME_HEADERS  0x1
+#define FRAME_SETTINGS 0x4
+#define FRAME_PING     0x6
+#define FRAME_GOAWAY   0x7
+#define FLAG_ACK       0x1
+#define PREFACE_LEN    24 /* "PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n" */
+#define CALLS          3
 
 typedef struct refuser {
     int listener;
@@ -161,9 +161,9 @@ static void a_call_the_server_did_not_see_reaches_it_once(void **state)
         rpc_call_opts_t o = {.deadline_ns = svc_now_ns() + 5000 * SVC_NS_PER_MS};
         ProtobufCMessage *resp = NULL;
         rpc_result_t res;
-        svc_err_t err = rpc_call_unary(ch, "/grpc.health.v1.Health/Check", &req.base,
-                                       &grpc__health__v1__health_check_response__descriptor,
-                                       &resp, &o, &res);
+        svc_err_t err =
+            rpc_call_unary(ch, "/grpc.health.v1.Health/Check", &req.base,
+                           &grpc__health__v1__health_check_response__descriptor, &resp, &o, &res);
         assert_null(resp);
         assert_int_equal(err, SVC_EUNAVAIL);
         assert_int_equal(res.grpc_status, GRPC_STATUS_UNAVAILABLE);

@@ -45,7 +45,8 @@ static const rpc_method_t methods[] = {
 
 static size_t pack_get(const char *id, uint8_t *buf)
 {
-    Shopmicro__Catalog__V1__GetProductRequest req = SHOPMICRO__CATALOG__V1__GET_PRODUCT_REQUEST__INIT;
+    Shopmicro__Catalog__V1__GetProductRequest req =
+        SHOPMICRO__CATALOG__V1__GET_PRODUCT_REQUEST__INIT;
 
     req.id = (char *)id;
     return shopmicro__catalog__v1__get_product_request__pack(&req, buf);

@@ -95,9 +95,10 @@ static void counts_are_exact(void **state)
     snprintf(want, sizeof want, "grpc_code=\"Unavailable\"} %d\n", THREADS * ROUNDS / 2);
     assert_non_null(strstr(buf, want));
     assert_int_equal(db_metrics_render(buf, sizeof buf, &len), SVC_OK);
-    snprintf(want, sizeof want,
-             "shopmicro_db_queries_total{statement=\"concurrent_probe\",outcome=\"UNAVAILABLE\"} %d\n",
-             THREADS * 20);
+    snprintf(
+        want, sizeof want,
+        "shopmicro_db_queries_total{statement=\"concurrent_probe\",outcome=\"UNAVAILABLE\"} %d\n",
+        THREADS * 20);
     assert_non_null(strstr(buf, want));
     assert_non_null(strstr(buf, "shopmicro_db_connections_open 0\n"));
     for (int i = 0; i < THREADS; i++)

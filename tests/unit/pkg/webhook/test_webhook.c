@@ -15,10 +15,10 @@
  * (standard-webhooks/standard-webhooks, libraries/go/webhook_test.go,
  * TestWebhookSign). */
 #define VEC_SECRET "whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw"
-#define VEC_ID "msg_p5jXN8AQM9LWM0D4loKWxJek"
-#define VEC_TS 1614265330
-#define VEC_BODY "{\"test\": 2432232314}"
-#define VEC_SIG "v1,g0hM9SsE+OTPJTGt/tmIKtSyZlE3uFJELVlNIOLJ1OE="
+#define VEC_ID     "msg_p5jXN8AQM9LWM0D4loKWxJek"
+#define VEC_TS     1614265330
+#define VEC_BODY   "{\"test\": 2432232314}"
+#define VEC_SIG    "v1,g0hM9SsE+OTPJTGt/tmIKtSyZlE3uFJELVlNIOLJ1OE="
 
 static whk_key_t vec_key(void)
 {
@@ -43,7 +43,8 @@ static void the_spec_vector(void **state)
     assert_int_equal(whk_sign(&k, VEC_ID, VEC_TS, VEC_BODY, strlen(VEC_BODY), sig), SVC_OK);
     assert_string_equal(sig, VEC_SIG);
     /* the prefix is optional */
-    assert_int_equal(whk_key_parse(VEC_SECRET + strlen("whsec_"), &bare, SVC_ERRBUF_SCRATCH), SVC_OK);
+    assert_int_equal(whk_key_parse(VEC_SECRET + strlen("whsec_"), &bare, SVC_ERRBUF_SCRATCH),
+                     SVC_OK);
     assert_int_equal(bare.len, k.len);
     assert_memory_equal(bare.bytes, k.bytes, k.len);
     assert_int_equal(verify(&k, VEC_ID, "1614265330", VEC_SIG, VEC_BODY, VEC_TS), WHK_VALID);
@@ -55,8 +56,7 @@ static void headers_are_ready_lines(void **state)
     whk_headers_t h;
 
     (void)state;
-    assert_int_equal(whk_headers_make(&k, VEC_ID, VEC_TS, VEC_BODY, strlen(VEC_BODY), &h),
-                     SVC_OK);
+    assert_int_equal(whk_headers_make(&k, VEC_ID, VEC_TS, VEC_BODY, strlen(VEC_BODY), &h), SVC_OK);
     assert_string_equal(h.id, "webhook-id: " VEC_ID);
     assert_string_equal(h.timestamp, "webhook-timestamp: 1614265330");
     assert_string_equal(h.signature, "webhook-signature: " VEC_SIG);
@@ -72,8 +72,7 @@ static void tampering_is_caught(void **state)
                      WHK_BAD_SIGNATURE);
     assert_int_equal(verify(&k, "msg_other", "1614265330", VEC_SIG, VEC_BODY, now),
                      WHK_BAD_SIGNATURE);
-    assert_int_equal(verify(&k, VEC_ID, "1614265331", VEC_SIG, VEC_BODY, now),
-                     WHK_BAD_SIGNATURE);
+    assert_int_equal(verify(&k, VEC_ID, "1614265331", VEC_SIG, VEC_BODY, now), WHK_BAD_SIGNATURE);
     assert_int_equal(verify(&k, VEC_ID, "1614265330",
                             "v1,g0hM9SsE+OTPJTGt/tmIKtSyZlE3uFJELVlNIOLJ1OF=", VEC_BODY, now),
                      WHK_BAD_SIGNATURE);
@@ -83,8 +82,9 @@ static void tampering_is_caught(void **state)
                      WHK_BAD_SIGNATURE);
     assert_int_equal(verify(&k, VEC_ID, "1614265330", "v1,g0hM9SsE", VEC_BODY, now),
                      WHK_BAD_SIGNATURE);
-    assert_int_equal(whk_key_parse("whsec_c2hvcG1pY3JvLWxvY2FsLWRldi1zZWNyZXQh", &other, SVC_ERRBUF_SCRATCH),
-                     SVC_OK);
+    assert_int_equal(
+        whk_key_parse("whsec_c2hvcG1pY3JvLWxvY2FsLWRldi1zZWNyZXQh", &other, SVC_ERRBUF_SCRATCH),
+        SVC_OK);
     assert_int_equal(verify(&other, VEC_ID, "1614265330", VEC_SIG, VEC_BODY, now),
                      WHK_BAD_SIGNATURE);
 }
@@ -109,8 +109,7 @@ static void timestamps_outside_the_tolerance_are_refused(void **state)
     whk_key_t k = vec_key();
 
     (void)state;
-    assert_int_equal(verify(&k, VEC_ID, "1614265330", VEC_SIG, VEC_BODY, VEC_TS + 300),
-                     WHK_VALID);
+    assert_int_equal(verify(&k, VEC_ID, "1614265330", VEC_SIG, VEC_BODY, VEC_TS + 300), WHK_VALID);
     assert_int_equal(verify(&k, VEC_ID, "1614265330", VEC_SIG, VEC_BODY, VEC_TS + 301),
                      WHK_STALE_TIMESTAMP);
     assert_int_equal(verify(&k, VEC_ID, "1614265330", VEC_SIG, VEC_BODY, VEC_TS - 301),
@@ -128,8 +127,7 @@ static void missing_headers(void **state)
     (void)state;
     assert_int_equal(whk_verify(&k, NULL, "1614265330", VEC_SIG, "", 0, VEC_TS, 300),
                      WHK_MISSING_HEADER);
-    assert_int_equal(whk_verify(&k, VEC_ID, NULL, VEC_SIG, "", 0, VEC_TS, 300),
-                     WHK_MISSING_HEADER);
+    assert_int_equal(whk_verify(&k, VEC_ID, NULL, VEC_SIG, "", 0, VEC_TS, 300), WHK_MISSING_HEADER);
     assert_int_equal(whk_verify(&k, VEC_ID, "1614265330", NULL, "", 0, VEC_TS, 300),
                      WHK_MISSING_HEADER);
     assert_string_equal(whk_verdict_name(WHK_MISSING_HEADER), "missing-header");
@@ -144,8 +142,8 @@ static void bad_secrets_and_ids_are_refused(void **state)
 
     (void)state;
     assert_int_equal(whk_key_parse("whsec_", &k, errbuf), SVC_EINVAL);
-    assert_int_equal(whk_key_parse("whsec_abc", &k, errbuf), SVC_EINVAL);     /* not 4n */
-    assert_int_equal(whk_key_parse("whsec_ab$d", &k, errbuf), SVC_EINVAL);    /* not base64 */
+    assert_int_equal(whk_key_parse("whsec_abc", &k, errbuf), SVC_EINVAL);  /* not 4n */
+    assert_int_equal(whk_key_parse("whsec_ab$d", &k, errbuf), SVC_EINVAL); /* not base64 */
     assert_int_equal(whk_key_parse(NULL, &k, errbuf), SVC_EINVAL);
     assert_non_null(strstr(errbuf, "webhook secret"));
     k = vec_key();

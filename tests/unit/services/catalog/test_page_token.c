@@ -32,8 +32,13 @@ static void round_trips(void **state)
 
 static void rejects_garbage(void **state)
 {
-    const char *bad[] = {"garbage", "abc", "!!!!", "djE6NQ", /* "v1:5" without checksum */
-                         "eHg6NTpkZWFkYmVlZg", "AAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAA"};
+    const char *bad[] = {
+        "garbage",
+        "abc",
+        "!!!!",
+        "djE6NQ", /* "v1:5" without checksum */
+        "eHg6NTpkZWFkYmVlZg",
+        "AAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAA"};
     int64_t v = -1;
 
     (void)state;

@@ -11,12 +11,13 @@
 
 #include "reserve.h"
 
-#define A "0b5f4c1e-1d6a-4c6e-9a52-3f3e0e5f0a01"
-#define B "0b5f4c1e-1d6a-4c6e-9a52-3f3e0e5f0a02"
+#define A     "0b5f4c1e-1d6a-4c6e-9a52-3f3e0e5f0a01"
+#define B     "0b5f4c1e-1d6a-4c6e-9a52-3f3e0e5f0a02"
 #define ORDER "7d1f7a36-0f77-4d83-8a77-0e4a1f1c9b10"
 
-static cat_order_created_t make(Shopmicro__Events__V1__OrderLine *l, Shopmicro__Events__V1__OrderLine **lp,
-                                const char *const *ids, const int32_t *qty, size_t n)
+static cat_order_created_t make(Shopmicro__Events__V1__OrderLine *l,
+                                Shopmicro__Events__V1__OrderLine **lp, const char *const *ids,
+                                const int32_t *qty, size_t n)
 {
     cat_order_created_t ev = SHOPMICRO__EVENTS__V1__ORDER_CREATED__INIT;
 

@@ -83,7 +83,9 @@ static void create_rejects_bad_fields_by_name(void **state)
 static void malformed_ids_are_not_found(void **state)
 {
     Shopmicro__Catalog__V1__GetProductRequest r = SHOPMICRO__CATALOG__V1__GET_PRODUCT_REQUEST__INIT;
-    const char *ids[] = {"does-not-exist", "", "'; DROP TABLE products;--",
+    const char *ids[] = {"does-not-exist",
+                         "",
+                         "'; DROP TABLE products;--",
                          "0000000000000000000000000000000000", /* no dashes */
                          "g0000000-0000-0000-0000-000000000000",
                          "00000000-0000-0000-0000-0000000000000"};

@@ -190,8 +190,9 @@ static void tiers_parse_and_refuse(void **state)
     assert_int_equal(t[2], 60000);
     assert_int_equal(ntf_parse_tiers("5", t, &n, err), SVC_OK);
     assert_int_equal(n, 1);
-    static const char *const bad[] = {"",        "0",     "1000,500", "1000,,2000", "1000,x",
-                                      "1,2,3,4,5,6,7,8,9", "-1", "86400001", "1000,"};
+    static const char *const bad[] = {"",           "0",        "1000,500",
+                                      "1000,,2000", "1000,x",   "1,2,3,4,5,6,7,8,9",
+                                      "-1",         "86400001", "1000,"};
     for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
         err[0] = '\0';
         if (ntf_parse_tiers(bad[i], t, &n, err) != SVC_EINVAL)

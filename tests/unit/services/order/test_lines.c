@@ -325,8 +325,8 @@ static void fingerprint_is_stable_across_builds(void **state)
 
 static void product_ids_become_a_quoted_array_literal(void **state)
 {
-    ord_line_t l[4] = {{"plain", 1, 0}, {"with \"quote\"", 1, 0}, {"back\\slash", 1, 0},
-                       {"{a,b} NULL", 1, 0}};
+    ord_line_t l[4] = {
+        {"plain", 1, 0}, {"with \"quote\"", 1, 0}, {"back\\slash", 1, 0}, {"{a,b} NULL", 1, 0}};
     char *s;
 
     (void)state;

@@ -133,9 +133,8 @@ static void rejected_decodes_to_a_cancel_with_its_reason_and_shortages(void **st
     assert_int_equal(ord_saga_decode(&x.r, &d, reason), KFK_HANDLED);
     assert_false(d.ev.confirm);
     assert_string_equal(d.ev.order_id, ORDER_ID);
-    assert_string_equal(d.ev.reason,
-                        "insufficient stock: product p-1 wanted 3, available 1; "
-                        "unknown product p-2");
+    assert_string_equal(d.ev.reason, "insufficient stock: product p-1 wanted 3, available 1; "
+                                     "unknown product p-2");
     assert_int_equal(d.ev.n_shortages, 2);
     assert_string_equal(d.ev.shortages[1]->product_id, "p-2");
     assert_true(d.ev.shortages[1]->unknown_product);

@@ -64,8 +64,7 @@ static grpc_metadata_array with_caller(grpc_metadata *all, const grpc_metadata_a
  * (SIZE_MAX: all there is), returns the code and the message, and in *used
  * (may be NULL) how much call memory the call took. */
 static svc_err_t call_in(const char *name, const ProtobufCMessage *msg,
-                         const grpc_metadata_array *md, size_t arena_left, size_t *used,
-                         char *err)
+                         const grpc_metadata_array *md, size_t arena_left, size_t *used, char *err)
 {
     uint8_t buf[16384];
     size_t n = protobuf_c_message_pack(msg, buf);
@@ -92,14 +91,14 @@ static svc_err_t call_in(const char *name, const ProtobufCMessage *msg,
     return e;
 }
 
-static svc_err_t call(const char *name, const ProtobufCMessage *msg,
-                      const grpc_metadata_array *md, char *err)
+static svc_err_t call(const char *name, const ProtobufCMessage *msg, const grpc_metadata_array *md,
+                      char *err)
 {
     return call_in(name, msg, md, SIZE_MAX, NULL, err);
 }
 
-static void expect_md(const char *name, const ProtobufCMessage *msg,
-                      const grpc_metadata_array *md, svc_err_t code, const char *needle)
+static void expect_md(const char *name, const ProtobufCMessage *msg, const grpc_metadata_array *md,
+                      svc_err_t code, const char *needle)
 {
     char err[SVC_ERRBUF_LEN];
     svc_err_t e = call(name, msg, md, err);
@@ -159,8 +158,9 @@ static void create_refuses_idempotency_keys_it_cannot_honour(void **state)
     Shopmicro__Order__V1__OrderItem *items[1] = {&it};
     create_req_t r = SHOPMICRO__ORDER__V1__CREATE_ORDER_REQUEST__INIT;
     char long_key[257];
-    const char *bad[] = {"", "key with space", "\xd0\xba\xd0\xbb\xd1\x8e\xd1\x87-6c36ef84",
-                         "tab\tkey", "del\x7f", "nl\n", long_key};
+    const char *bad[] = {"",         "key with space", "\xd0\xba\xd0\xbb\xd1\x8e\xd1\x87-6c36ef84",
+                         "tab\tkey", "del\x7f",        "nl\n",
+                         long_key};
 
     (void)state;
     memset(long_key, 'k', 256);
@@ -312,7 +312,9 @@ static void create_fails_loudly_when_the_key_cannot_be_kept(void **state)
 static void malformed_order_ids_are_not_found(void **state)
 {
     Shopmicro__Order__V1__GetOrderRequest r = SHOPMICRO__ORDER__V1__GET_ORDER_REQUEST__INIT;
-    const char *ids[] = {"does-not-exist", "", "'; DROP TABLE orders;--",
+    const char *ids[] = {"does-not-exist",
+                         "",
+                         "'; DROP TABLE orders;--",
                          "0000000000000000000000000000000000",
                          "g0000000-0000-0000-0000-000000000000",
                          "00000000-0000-0000-0000-0000000000000"};

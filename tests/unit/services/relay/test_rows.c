@@ -27,9 +27,9 @@ static const unsigned char UUID[16] = {0x0f, 0x1e, 0x2d, 0x3c, 0x4b, 0x5a, 0x69,
 
 static PGresult *result(int format)
 {
-    static const char *names[RLY_N_COLS] = {"held",      "shard",      "txid",       "seq",
-                                            "id",        "aggregate_id", "topic",    "ce_type",
-                                            "ce_source", "payload_pb", "request_id", "created_at"};
+    static const char *names[RLY_N_COLS] = {
+        "held",  "shard",   "txid",      "seq",        "id",         "aggregate_id",
+        "topic", "ce_type", "ce_source", "payload_pb", "request_id", "created_at"};
     PGresAttDesc a[RLY_N_COLS];
     PGresult *r = PQmakeEmptyPGresult(NULL, PGRES_TUPLES_OK);
 
@@ -96,8 +96,8 @@ static void every_column_is_decoded(void **state)
 
     (void)state;
     add_row(r, 0, 3, 0x0102030405060708ull, 7);
-    set_text(r, 0, RLY_COL_REQUEST_ID, NULL);        /* NULL: "" */
-    set(r, 0, RLY_COL_PAYLOAD, "", 0);               /* empty, not NULL */
+    set_text(r, 0, RLY_COL_REQUEST_ID, NULL); /* NULL: "" */
+    set(r, 0, RLY_COL_PAYLOAD, "", 0);        /* empty, not NULL */
     assert_int_equal(rly_rows_decode(r, out, 2, &n, &held, errbuf), SVC_OK);
     assert_int_equal(n, 1);
     assert_false(held);
@@ -138,11 +138,17 @@ static void a_payload_keeps_its_zero_bytes(void **state)
  * compare as numbers, not as bytes or text. */
 static void rows_out_of_order_are_sorted(void **state)
 {
-    static const struct { int shard; uint64_t txid; int64_t seq; } in[] = {
-        {2, 5, 1}, {0, 1ull << 33, 1}, {0, 9, 300}, {2, 4, 2}, {0, 9, 2}, {1, 7, 1},
-    }, want[] = {
-        {0, 9, 2}, {0, 9, 300}, {0, 1ull << 33, 1}, {1, 7, 1}, {2, 4, 2}, {2, 5, 1},
-    };
+    static const struct {
+        int shard;
+        uint64_t txid;
+        int64_t seq;
+    } in[] =
+        {
+            {2, 5, 1}, {0, 1ull << 33, 1}, {0, 9, 300}, {2, 4, 2}, {0, 9, 2}, {1, 7, 1},
+        },
+      want[] = {
+          {0, 9, 2}, {0, 9, 300}, {0, 1ull << 33, 1}, {1, 7, 1}, {2, 4, 2}, {2, 5, 1},
+      };
     enum { N = sizeof in / sizeof *in };
     PGresult *r = result(1);
     rly_row_t out[N];

@@ -66,7 +66,8 @@ void rs_grpc_opts_init(rs_grpc_opts_t *o);
 
 /* Creates the channel, the upstream and the client thread. *out is owned by
  * caller. SVC_EINVAL (bad options, named in errbuf) or SVC_ENOMEM. */
-svc_err_t rs_grpc_client_new(const rs_grpc_opts_t *o, rs_grpc_client_t **out, char errbuf[static SVC_ERRBUF_LEN]);
+svc_err_t rs_grpc_client_new(const rs_grpc_opts_t *o, rs_grpc_client_t **out,
+                             char errbuf[static SVC_ERRBUF_LEN]);
 /* Stops the thread and closes the channel. Every async call must have
  * completed (its done callback returned). A breaker trial whose caller
  * cancelled it may still be on the wire: the client waits for it (at most
@@ -83,21 +84,21 @@ const char *rs_grpc_client_connectivity(rs_grpc_client_t *cl);
 #define RS_GRPC_MAX_MD 15 /* metadata entries a caller may send; more is SVC_EINVAL */
 
 typedef struct rs_grpc_call_opts {
-    uint64_t deadline_ns;  /* overall, all attempts included; SVC_DEADLINE_NONE */
-    rpc_ctx_t *parent;     /* blocking calls only: propagate from this server call */
-    const rpc_md_t *md;    /* borrowed during the call; copied by the async call;
-                              at most RS_GRPC_MAX_MD entries */
+    uint64_t deadline_ns; /* overall, all attempts included; SVC_DEADLINE_NONE */
+    rpc_ctx_t *parent;    /* blocking calls only: propagate from this server call */
+    const rpc_md_t *md;   /* borrowed during the call; copied by the async call;
+                             at most RS_GRPC_MAX_MD entries */
     size_t n_md;
-    unsigned lane;         /* the channel: lane % channels (0 with one channel) */
+    unsigned lane; /* the channel: lane % channels (0 with one channel) */
 } rs_grpc_call_opts_t;
 
 typedef struct rs_grpc_result {
-    svc_err_t err;                 /* what the caller should answer with       */
-    char message[SVC_ERRBUF_LEN];  /* the last real status message, or "circuit open" ... */
-    rs_reason_t reason;            /* why the call ended                       */
-    uint32_t attempts;             /* attempts made (0: rejected at admission) */
-    uint32_t retry_after_ms;       /* when to come back: breaker-open (>= 1) / bulkhead-full,
-                                      or a failed call's last grpc-retry-pushback-ms; 0: no hint */
+    svc_err_t err;                /* what the caller should answer with       */
+    char message[SVC_ERRBUF_LEN]; /* the last real status message, or "circuit open" ... */
+    rs_reason_t reason;           /* why the call ended                       */
+    uint32_t attempts;            /* attempts made (0: rejected at admission) */
+    uint32_t retry_after_ms;      /* when to come back: breaker-open (>= 1) / bulkhead-full,
+                                     or a failed call's last grpc-retry-pushback-ms; 0: no hint */
 } rs_grpc_result_t;
 
 /*
@@ -135,8 +136,7 @@ typedef void (*rs_grpc_done_fn)(void *arg, const rs_grpc_result_t *res, Protobuf
  * NOT run, no handle is made, and res says why, so the caller can answer at
  * once (a breaker-open rejection costs microseconds).
  */
-svc_err_t rs_grpc_call_async(rs_grpc_client_t *cl, const char *method,
-                             const ProtobufCMessage *req,
+svc_err_t rs_grpc_call_async(rs_grpc_client_t *cl, const char *method, const ProtobufCMessage *req,
                              const ProtobufCMessageDescriptor *resp_desc,
                              const rs_grpc_call_opts_t *o, rs_grpc_done_fn done, void *arg,
                              rs_grpc_async_t **handle, rs_grpc_result_t *res);

@@ -44,21 +44,21 @@
 #include "rs/resilience.h"
 
 #define RS_HTTP_DEFAULT_MAX_IN_FLIGHT      64u
-#define RS_HTTP_DEFAULT_MAX_HOSTS          32u    /* at most 256 */
+#define RS_HTTP_DEFAULT_MAX_HOSTS          32u /* at most 256 */
 #define RS_HTTP_DEFAULT_MAX_RESPONSE_BYTES (1024u * 1024u)
 #define RS_HTTP_DEFAULT_DEADLINE_MS        30000u /* a request without one */
 #define RS_HTTP_WAIT_GRACE_MS              1000u  /* rs_http_do() past the deadline */
 #define RS_HTTP_MAX_HEADERS                32u    /* caller headers per request */
 
 typedef struct rs_http_opts {
-    const char *name;            /* required, [A-Za-z0-9_.-]{1,20}: "webhook" */
-    rs_upstream_opts_t upstream; /* every destination's policy, breaker, budget,
-                                    bulkhead (name and methods: set by the binding) */
-    uint32_t max_in_flight;      /* RS_HTTP_DEFAULT_MAX_IN_FLIGHT */
-    uint32_t max_hosts;          /* RS_HTTP_DEFAULT_MAX_HOSTS */
-    size_t max_response_bytes;   /* RS_HTTP_DEFAULT_MAX_RESPONSE_BYTES */
+    const char *name;             /* required, [A-Za-z0-9_.-]{1,20}: "webhook" */
+    rs_upstream_opts_t upstream;  /* every destination's policy, breaker, budget,
+                                     bulkhead (name and methods: set by the binding) */
+    uint32_t max_in_flight;       /* RS_HTTP_DEFAULT_MAX_IN_FLIGHT */
+    uint32_t max_hosts;           /* RS_HTTP_DEFAULT_MAX_HOSTS */
+    size_t max_response_bytes;    /* RS_HTTP_DEFAULT_MAX_RESPONSE_BYTES */
     uint32_t default_deadline_ms; /* RS_HTTP_DEFAULT_DEADLINE_MS */
-    const char *user_agent;      /* NULL: "shopmicro-rs-http" */
+    const char *user_agent;       /* NULL: "shopmicro-rs-http" */
 } rs_http_opts_t;
 
 /* rs_upstream_opts_init() plus retry_on = RS_RETRY_ALL (HTTP 5xx included)
@@ -69,7 +69,8 @@ typedef struct rs_http_client rs_http_client_t;
 
 /* Validates (SVC_EINVAL naming the option in errbuf), makes the multi handle
  * and starts the client thread. *out owned by caller. o is copied. */
-svc_err_t rs_http_client_new(const rs_http_opts_t *o, rs_http_client_t **out, char errbuf[static SVC_ERRBUF_LEN]);
+svc_err_t rs_http_client_new(const rs_http_opts_t *o, rs_http_client_t **out,
+                             char errbuf[static SVC_ERRBUF_LEN]);
 
 /* Stops the thread: requests still in flight are answered SVC_ECANCELLED
  * (reason cancelled; their done callbacks run on the client thread before
@@ -78,15 +79,15 @@ svc_err_t rs_http_client_new(const rs_http_opts_t *o, rs_http_client_t **out, ch
 void rs_http_client_free(rs_http_client_t *cl);
 
 typedef struct rs_http_request {
-    const char *method;           /* "GET", "POST", ...; NULL: GET, or POST with a body */
-    const char *url;              /* http:// or https:// */
-    const char *const *headers;   /* "Name: value" lines, at most RS_HTTP_MAX_HEADERS */
+    const char *method;         /* "GET", "POST", ...; NULL: GET, or POST with a body */
+    const char *url;            /* http:// or https:// */
+    const char *const *headers; /* "Name: value" lines, at most RS_HTTP_MAX_HEADERS */
     size_t n_headers;
-    const void *body;             /* body_len bytes, may be NULL */
+    const void *body; /* body_len bytes, may be NULL */
     size_t body_len;
-    uint64_t deadline_ns;         /* absolute monotonic, all attempts; SVC_DEADLINE_NONE:
-                                     now + default_deadline_ms */
-    bool want_body;               /* keep the final response's body in the result */
+    uint64_t deadline_ns; /* absolute monotonic, all attempts; SVC_DEADLINE_NONE:
+                             now + default_deadline_ms */
+    bool want_body;       /* keep the final response's body in the result */
 } rs_http_request_t;
 
 typedef struct rs_http_result {
