@@ -57,6 +57,12 @@ static int setup_limited(void **state)
     return setup_with(state, env);
 }
 
+static int setup_private(void **state)
+{
+    static const char *const env[] = {"GATEWAY_PUBLIC_READS=off", NULL};
+    return setup_with(state, env);
+}
+
 static int teardown(void **state)
 {
     fx_t *f = *state;
@@ -280,6 +286,30 @@ static void a_burst_past_the_limit_is_429_per_subject(void **state)
     free(c2);
 }
 
+/* GATEWAY_PUBLIC_READS=off: the catalog's reads take any valid token and
+ * no request without one; the health routes stay open to probes. */
+static void without_public_reads_every_route_needs_a_token(void **state)
+{
+    fx_t *f = *state;
+    char *none = gw_token("c1", "");
+    gw_res_t r;
+
+    call_as(f, NULL, "GET", "/v1/products?page_size=1", NULL, &r);
+    gw_assert_error(&r, 401, 16, "this route needs a bearer token");
+    assert_challenge(&r, "Bearer realm=\"shopmicro\"");
+    gw_res_free(&r);
+    call_as(f, none, "GET", "/v1/products?page_size=1", NULL, &r);
+    gw_assert_status(&r, 200);
+    gw_res_free(&r);
+    call_as(f, NULL, "GET", "/healthz", NULL, &r);
+    gw_assert_status(&r, 200);
+    gw_res_free(&r);
+    call_as(f, none, "POST", "/v1/products", "{\"name\":\"x\",\"price_cents\":1}", &r);
+    gw_assert_error(&r, 403, 7, "lacks the scope"); /* scoped routes keep their scopes */
+    gw_res_free(&r);
+    free(none);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -291,6 +321,8 @@ int main(void)
                                         setup, teardown),
         cmocka_unit_test_setup_teardown(a_burst_past_the_limit_is_429_per_subject, setup_limited,
                                         teardown),
+        cmocka_unit_test_setup_teardown(without_public_reads_every_route_needs_a_token,
+                                        setup_private, teardown),
     };
     cat_it_global_init();
     int rc = cmocka_run_group_tests_name("gateway_authn", tests, NULL, NULL);
