@@ -4,6 +4,7 @@
 #include <stdarg.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -138,4 +139,17 @@ void tk_opts(gw_jwt_opts_t *o)
     o->leeway_s = 30;
     o->wall_clock = tk_clock();
     tk_clock_set(TK_NOW);
+}
+
+void tk_write_file(const char *path, const char *text)
+{
+    char tmp[512];
+    FILE *f;
+
+    assert_true((size_t)snprintf(tmp, sizeof tmp, "%s.tmp", path) < sizeof tmp);
+    f = fopen(tmp, "w");
+    assert_non_null(f);
+    assert_true(fputs(text, f) >= 0);
+    assert_int_equal(fclose(f), 0);
+    assert_int_equal(rename(tmp, path), 0);
 }

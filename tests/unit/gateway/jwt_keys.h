@@ -29,6 +29,11 @@ char *tk_jwks(const char *first, ...);
 /* The set of a JWKS text (fails the test when it does not parse). */
 gw_jwks_t *tk_set(const char *json);
 
+/* Writes text to path the way a deployment should replace a key set: a new
+ * file renamed over the old (path + ".tmp" first), so that a reader never
+ * sees half of it. */
+void tk_write_file(const char *path, const char *text);
+
 /* A token of header and payload texts as they are; caller frees. */
 char *tk_token(EVP_PKEY *key, gw_jws_alg_t alg, const char *header, const char *payload);
 /* A token with {"alg","typ","kid"} and a payload with iss, aud, sub "c1",

@@ -30,18 +30,9 @@ static struct {
     gw_auth_loop_t *l;
 } fx;
 
-/* Replaces the JWKS file the way a deployment should: a new file renamed over the old. */
 static void write_jwks(const char *json)
 {
-    char tmp[160];
-    FILE *f;
-
-    snprintf(tmp, sizeof(tmp), "%s/jwks.tmp", fx.dir);
-    f = fopen(tmp, "w");
-    assert_non_null(f);
-    fputs(json, f);
-    assert_int_equal(fclose(f), 0);
-    assert_int_equal(rename(tmp, fx.path), 0);
+    tk_write_file(fx.path, json);
 }
 
 static void write_keys(EVP_PKEY *a, const char *kid_a, EVP_PKEY *b, const char *kid_b)

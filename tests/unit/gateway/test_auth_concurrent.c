@@ -59,19 +59,6 @@ static void *loop_thread(void *arg)
     return NULL;
 }
 
-static void write_file(const char *dir, const char *path, const char *json)
-{
-    char tmp[256];
-    FILE *f;
-
-    snprintf(tmp, sizeof(tmp), "%s/jwks.tmp", dir);
-    f = fopen(tmp, "w");
-    assert_non_null(f);
-    fputs(json, f);
-    assert_int_equal(fclose(f), 0);
-    assert_int_equal(rename(tmp, path), 0);
-}
-
 static void loops_verify_while_the_main_thread_reloads(void **state)
 {
     char dir[] = "/tmp/test_auth_concurrent.XXXXXX", path[256], errbuf[SVC_ERRBUF_LEN] = "";
@@ -89,7 +76,7 @@ static void loops_verify_while_the_main_thread_reloads(void **state)
     files[2] = tk_jwks(tk_jwk(k1, "k1", GW_JWS_ES256), tk_jwk(k2, "k2", GW_JWS_ES256), NULL);
     tokens[0] = tk_claims(k1, GW_JWS_ES256, "k1", NULL);
     tokens[1] = tk_claims(k2, GW_JWS_ES256, "k2", NULL);
-    write_file(dir, path, files[0]);
+    tk_write_file(path, files[0]);
     gw_auth_opts_init(&o);
     o.jwks_file = path;
     o.issuer = TK_ISS;
@@ -103,7 +90,7 @@ static void loops_verify_while_the_main_thread_reloads(void **state)
     for (uintptr_t i = 0; i < THREADS; i++)
         assert_int_equal(pthread_create(&th[i], NULL, loop_thread, (void *)i), 0);
     for (int r = 1; r <= RELOADS; r++) {
-        write_file(dir, path, files[r == RELOADS ? 2 : r % 2]);
+        tk_write_file(path, files[r == RELOADS ? 2 : r % 2]);
         reloaded += gw_auth_reload_if_changed(auth) == 1;
         usleep(2000);
     }

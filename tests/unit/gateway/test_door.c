@@ -170,16 +170,12 @@ static void settings_that_cannot_work_are_errors(void **state)
     char errbuf[SVC_ERRBUF_LEN] = "";
     svc_err_t err;
     gw_door_t *d;
-    FILE *f;
 
     (void)state;
     snprintf(dir, sizeof dir, "/tmp/test_door.XXXXXX");
     assert_non_null(mkdtemp(dir));
     snprintf(path, sizeof path, "%s/jwks.json", dir);
-    f = fopen(path, "w");
-    assert_non_null(f);
-    fputs(json, f);
-    assert_int_equal(fclose(f), 0);
+    tk_write_file(path, json);
     free(json);
     EVP_PKEY_free(key);
 

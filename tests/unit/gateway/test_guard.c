@@ -36,7 +36,6 @@ static int setup(void **state)
     gw_rl_opts_t ro;
     gw_rl_spec_t spec;
     char *json;
-    FILE *f;
 
     memset(&fx, 0, sizeof fx);
     snprintf(fx.dir, sizeof fx.dir, "/tmp/test_guard.XXXXXX");
@@ -45,10 +44,7 @@ static int setup(void **state)
     fx.key = tk_ec("P-256");
     fx.other = tk_ec("P-256");
     json = tk_jwks(tk_jwk(fx.key, "k1", GW_JWS_ES256), NULL);
-    f = fopen(fx.path, "w");
-    assert_non_null(f);
-    fputs(json, f);
-    assert_int_equal(fclose(f), 0);
+    tk_write_file(fx.path, json);
     free(json);
     gw_auth_opts_init(&o);
     o.jwks_file = fx.path;
