@@ -57,8 +57,8 @@ GATEWAY_RATE_LIMITS="read=100/s,burst=200;write=1000/s,burst=1000" \
   "$STACK" up >"$SHOPMICRO_RUN_DIR/up.log" 2>&1 || { tail -n 30 "$SHOPMICRO_RUN_DIR/up.log"; exit 1; }
 grep -E '^(catalog|order|relay|notification|gateway)' "$SHOPMICRO_RUN_DIR/up.log" | tail -n 11 | sed 's/^/    /'
 
-# The default token: subject c1, catalog:write orders:write orders:read (deploy/local/auth.sh).
-AUTH=(-H "Authorization: Bearer $("$STACK" token)")
+# Customer c1's token, also allowed to create the test's product (catalog:write).
+AUTH=(-H "Authorization: Bearer $("$STACK" token --scope "catalog:write orders:write orders:read")")
 pid=$(curl -sf "${AUTH[@]}" -XPOST "$GW/v1/products" -d '{"name":"Replica lamp","price_cents":100,"stock":1000}' | json '["id"]')
 body="{\"customer_id\":\"c1\",\"items\":[{\"product_id\":\"$pid\",\"quantity\":1}]}"
 ok=0 failed=0 slowest=0
