@@ -2,7 +2,8 @@
 # SPDX-License-Identifier: Apache-2.0
 """Writes deploy/observability/grafana/shopmicro.json, the Grafana dashboard of ShopMicro.
 
-The panels are the table ROWS below: a title, a unit and one or more PromQL queries with their
+The first row is the alerts of alerts.yml (a Grafana "alertlist" panel, ALERTS_PANEL below); the
+other panels are the table ROWS below: a title, a unit and one or more PromQL queries with their
 legends. Everything else (ids, grid positions, the datasource input that Grafana asks for on
 import) is derived, so the JSON is never edited by hand:
 
@@ -20,6 +21,23 @@ import sys
 OUT = os.path.join(os.path.dirname(os.path.abspath(__file__)), "grafana", "shopmicro.json")
 DS = {"type": "prometheus", "uid": "${DS_PROMETHEUS}"}
 RATE = "[1m]"
+
+# The alert list: Grafana reads the rules and their state from Prometheus's rules API (alerts.yml,
+# loaded by prometheus.yml), for a Prometheus data source with "Manage alerts via Alerting UI" on
+# (Grafana's default). Firing and pending instances, most important first; no data-source filter
+# (the option takes a data source's name, which the import does not fill in).
+ALERTS_ROW = "Alerts (deploy/observability/alerts.yml)"
+ALERTS_PANEL = {
+    "type": "alertlist", "title": "Firing and pending alerts",
+    "options": {
+        "viewMode": "list", "groupMode": "default", "groupBy": [], "maxItems": 50,
+        "sortOrder": 3, "dashboardAlerts": False, "alertName": "", "alertInstanceLabelFilter": "",
+        "datasource": None, "folder": None, "showInactiveAlerts": False,
+        "stateFilter": {"firing": True, "pending": True, "recovering": True, "noData": False,
+                        "normal": False, "error": True},
+    },
+}
+ALERTS_HEIGHT = 8
 
 # (row title, [(panel title, unit, [(expr, legend), ...]), ...])
 ROWS = [
@@ -114,11 +132,17 @@ def panel(pid, title, unit, queries, x, y):
     }
 
 
+def row(pid, title, y):
+    return {"id": pid, "type": "row", "title": title, "collapsed": False,
+            "gridPos": {"h": 1, "w": 24, "x": 0, "y": y}, "panels": []}
+
+
 def dashboard():
-    panels, pid, y = [], 1, 0
+    panels = [row(1, ALERTS_ROW, 0),
+              dict(ALERTS_PANEL, id=2, gridPos={"h": ALERTS_HEIGHT, "w": 24, "x": 0, "y": 1})]
+    pid, y = 3, 1 + ALERTS_HEIGHT
     for row_title, row_panels in ROWS:
-        panels.append({"id": pid, "type": "row", "title": row_title, "collapsed": False,
-                       "gridPos": {"h": 1, "w": 24, "x": 0, "y": y}, "panels": []})
+        panels.append(row(pid, row_title, y))
         pid, y = pid + 1, y + 1
         for i, (title, unit, queries) in enumerate(row_panels):
             panels.append(panel(pid, title, unit, queries, 12 * (i % 2), y + 8 * (i // 2)))
