@@ -30,7 +30,7 @@
 #    (`--scale`), and then one container of catalog and of order killed (`docker kill`) while 100
 #    orders come: none fails (order and the gateway reach them through dns:/// names: round robin,
 #    health-checked)
-# 5. `down -v` (the volumes too), unless --keep
+# 5. `down -v` (the volumes too), unless --keep (which also leaves a dockerd started here running)
 # --clean: also remove the built images and the base image at the end.
 # Exit status 0 when every step held. Needs root (dockerd), docker.io, docker-compose, mmdebstrap,
 # java and mvn (deploy/local/packages.txt has them all but docker.io and mmdebstrap, which only
@@ -74,7 +74,14 @@ cleanup() {
     docker image rm shopmicro:local shopmicro/postgres-standin:15 shopmicro/kafka-standin:4.4.0 \
       shopmicro/rabbitmq-standin:3.10 local/debian:bookworm >/dev/null 2>&1
   fi
-  if [[ -n $DOCKERD_PID ]]; then stop_dockerd || rc=1; fi
+  if [[ -n $DOCKERD_PID ]] && (( KEEP )); then
+    # The stack stays up only as long as its daemon: stopping it is left to the user, and so is
+    # what it leaves behind (the tables before it started are in /tmp/shopmicro-dockerd/).
+    printf '%s\n' "$FW_BEFORE" >/tmp/shopmicro-dockerd/iptables-before
+    say "--keep: dockerd (pid $DOCKERD_PID) left running; 'kill $DOCKERD_PID' stops it, without the host cleanup"
+  elif [[ -n $DOCKERD_PID ]]; then
+    stop_dockerd || rc=1
+  fi
   exit "$rc"
 }
 trap cleanup EXIT
@@ -314,8 +321,8 @@ check "the next order's webhook (${ev5:-?}) recorded once ($n record(s), $times 
 
 if (( ${#SCALE[@]} )); then
   step "replicas: one container of catalog and of order killed under load"
-  check "two containers each of catalog and order" \
-    '[[ $("${COMPOSE[@]}" ps -q catalog | wc -l) == 2 && $("${COMPOSE[@]}" ps -q order | wc -l) == 2 ]]'
+  check "two containers each of catalog, order and notification" \
+    '[[ $("${COMPOSE[@]}" ps -q catalog | wc -l) == 2 && $("${COMPOSE[@]}" ps -q order | wc -l) == 2 && $("${COMPOSE[@]}" ps -q notification | wc -l) == 2 ]]'
   # Paced to under 20 orders a second: the gateway's default write limit per client
   # (write=20/s,burst=40, left on in compose). Back to back, one client's 100 orders would meet
   # 429s, which measure the limiter, not the fail-over.
