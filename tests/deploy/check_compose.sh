@@ -261,6 +261,41 @@ rmq_vols = [v if isinstance(v, dict) else {"source": str(v).split(":")[0], "targ
 check(bool(rmq.get("hostname")) and any(v.get("target") == "/var/lib/rabbitmq" and v.get("source") in (doc.get("volumes") or {})
                                         for v in rmq_vols),
       "rabbitmq: fixed hostname and a named volume on /var/lib/rabbitmq")
+
+# Notifications: notification between Kafka and RabbitMQ, the demo receiver, and the secret.
+ntf, sink = svcs.get("notification"), svcs.get("notify-sink")
+check(ntf is not None and sink is not None, "notification and notify-sink are services")
+if ntf is not None and sink is not None:
+    ndeps = ntf.get("depends_on") or {}
+    ndeps = ndeps if isinstance(ndeps, dict) else {d: {} for d in ndeps}
+    cond = lambda d: (ndeps.get(d) or {}).get("condition")
+    check(cond("rabbitmq") == "service_healthy" and cond("kafka") == "service_healthy"
+          and cond("kafka-init") == "service_completed_successfully",
+          "notification -> rabbitmq, kafka healthy and kafka-init completed")
+    nenv = env_of(ntf)
+    check(nenv.get("NOTIFY_RABBITMQ_HOST") == "rabbitmq" and nenv.get("NOTIFY_KAFKA_BROKERS", "").startswith("kafka:"),
+          f"notification: NOTIFY_RABBITMQ_HOST={nenv.get('NOTIFY_RABBITMQ_HOST')} NOTIFY_KAFKA_BROKERS={nenv.get('NOTIFY_KAFKA_BROKERS')}")
+    secret_path = "/var/lib/shopmicro/webhook/secret"
+    vols = {}
+    for name, s in (("notification", ntf), ("notify-sink", sink)):
+        check("NOTIFY_WEBHOOK_SECRET" not in env_of(s),
+              f"{name}: NOTIFY_WEBHOOK_SECRET has no value in the file (not the binaries' dev default)")
+        ep = " ".join(str(x) for x in s.get("entrypoint") or [])
+        check(secret_path in ep and "NOTIFY_WEBHOOK_SECRET" in ep,
+              f"{name}: the entrypoint reads NOTIFY_WEBHOOK_SECRET from {secret_path}")
+        vols[name] = volume_of(s, secret_path)
+        check(vols[name][0] is not None and vols[name][1],
+              f"{name}: {secret_path} is in a named volume mounted read-only ({vols[name][0]}, read_only={vols[name][1]})")
+    svol = vols["notification"][0]
+    check(svol is not None and vols["notify-sink"][0] == svol, f"notification and notify-sink read one secret ({svol})")
+    swriters = sorted(n for n, v in svcs.items() if any(src == svol and not r for src, _, r in mounts(v)))
+    check(len(swriters) == 1 and one_shot(svcs[swriters[0]]),
+          f"the secret's volume {svol} is written by one one-shot service ({', '.join(swriters) or 'none'})")
+    if len(swriters) == 1:
+        for name, s in (("notification", ntf), ("notify-sink", sink)):
+            d = (s.get("depends_on") or {}).get(swriters[0]) if isinstance(s.get("depends_on"), dict) else None
+            check((d or {}).get("condition") == "service_completed_successfully",
+                  f"{name} -> {swriters[0]}: service_completed_successfully (the secret exists before it starts)")
 sys.exit(1 if fails else 0)
 EOF
   if (( rc != 0 )); then FAILS=$((FAILS + 1)); fi
