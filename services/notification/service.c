@@ -97,6 +97,7 @@ svc_err_t ntf_service_start(const ntf_config_t *cfg, ntf_service_t **out,
                             char errbuf[static SVC_ERRBUF_LEN])
 {
     ntf_service_t *s = calloc(1, sizeof *s);
+    char url[SVC_CFG_STR_MAX];
     svc_err_t err;
 
     if (s == NULL)
@@ -118,9 +119,9 @@ svc_err_t ntf_service_start(const ntf_config_t *cfg, ntf_service_t **out,
         ntf_service_stop(s);
         return err;
     }
+    svc_redact_credentials(cfg->webhook_url, url, sizeof url);
     svc_log_info(LOG, "started workers=%lld webhook=%s queue=%s.work admin_port=%d",
-                 (long long)cfg->workers, cfg->webhook_url, cfg->queue_base,
-                 ntf_service_admin_port(s));
+                 (long long)cfg->workers, url, cfg->queue_base, ntf_service_admin_port(s));
     *out = s;
     return SVC_OK;
 }
