@@ -17,7 +17,8 @@ static const svc_cfg_entry_t table[] = {
     {"NOTIFY_SINK_TOLERANCE_S", SVC_CFG_INT, 0, 86400, "300", OFF(tolerance_s),
      "how far webhook-timestamp may be from the sink's clock, either way"},
     {"NOTIFY_SINK_MAX_RECORDS", SVC_CFG_INT, 1, 1000000, "10000", OFF(max_records),
-     "deliveries kept for GET /received and for dedupe; then the oldest is forgotten"},
+     "deliveries kept for GET /received and for dedupe; the oldest is forgotten once its "
+     "timestamp + tolerance has passed (a new id is 503 until then)"},
     {"NOTIFY_SINK_MAX_BODY_BYTES", SVC_CFG_INT, 0, 67108864, "1048576", OFF(max_body_bytes),
      "largest request body (413 beyond)"},
     {"NOTIFY_SINK_MAX_CONNS", SVC_CFG_INT, 1, 4096, "256", OFF(max_conns),
@@ -38,7 +39,7 @@ void nsk_config_help(FILE *f)
 {
     fprintf(f, "Usage: notify-sink [--help]\n\n"
                "A webhook receiver for tests and demos (docs/notify-sink.md): verifies each\n"
-               "POSTed delivery's Standard Webhooks signature, dedupes by Idempotency-Key,\n"
+               "POSTed delivery's Standard Webhooks signature, dedupes by webhook-id,\n"
                "logs one line per delivery and lists them at GET /received; POST /control\n"
                "makes it fail, throttle, hang or go away. Configured only by environment\n"
                "variables. SIGTERM or SIGINT closes every connection and exits 0.\n\n");

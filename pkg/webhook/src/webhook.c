@@ -18,7 +18,7 @@
 #define B64_MAC_LEN   44u /* base64 of 32 bytes, padding included */
 
 static const char *const verdict_names[] = {
-    "valid", "missing-header", "bad-timestamp", "stale-timestamp", "bad-signature",
+    "valid", "missing-header", "bad-timestamp", "stale-timestamp", "bad-signature", "bad-id",
 };
 
 const char *whk_verdict_name(whk_verdict_t v)
@@ -100,7 +100,8 @@ static svc_err_t mac(const whk_key_t *key, const char *id, const char *ts, const
 
 static bool id_ok(const char *id)
 {
-    return id != NULL && strlen(id) <= WHK_ID_MAX && svc_idempotency_key_valid(id, strlen(id));
+    return id != NULL && strlen(id) <= WHK_ID_MAX && svc_idempotency_key_valid(id, strlen(id)) &&
+           strchr(id, '.') == NULL;
 }
 
 /* The base64 signature (no "v1,") of id and the timestamp text. */
@@ -195,7 +196,9 @@ whk_verdict_t whk_verify(const whk_key_t *key, const char *id, const char *times
         return WHK_BAD_TIMESTAMP;
     if (ts < now_s - tolerance_s || ts > now_s + tolerance_s)
         return WHK_STALE_TIMESTAMP;
-    if (!id_ok(id) || sign_b64(key, id, timestamp, body, body_len, want) != SVC_OK)
+    if (!id_ok(id))
+        return WHK_BAD_ID;
+    if (sign_b64(key, id, timestamp, body, body_len, want) != SVC_OK)
         return WHK_BAD_SIGNATURE;
     return any_v1_matches(signature, want) ? WHK_VALID : WHK_BAD_SIGNATURE;
 }

@@ -52,7 +52,9 @@ svc_err_t whk_key_parse(const char *secret, whk_key_t *key, char errbuf[static S
 /*
  * Writes "v1,<base64 signature>" of id, timestamp and body into out.
  * id: 1..WHK_ID_MAX characters 0x21-0x7E (svc_idempotency_key_valid(): it
- * is also the Idempotency-Key), signed verbatim. SVC_EINVAL for a bad id,
+ * is also the Idempotency-Key) and no '.', signed verbatim. The spec forbids
+ * the '.' because it separates the signed parts: with one in the id, "a.b"
+ * + "1" and "a" + "b.1" would sign the same text. SVC_EINVAL for a bad id,
  * SVC_EINTERNAL if libcrypto fails. Everything borrowed.
  */
 svc_err_t whk_sign(const whk_key_t *key, const char *id, int64_t timestamp, const void *body,
@@ -76,6 +78,7 @@ typedef enum whk_verdict {
     WHK_BAD_TIMESTAMP,   /* "bad-timestamp": not a decimal Unix time */
     WHK_STALE_TIMESTAMP, /* "stale-timestamp": outside the tolerance, either way */
     WHK_BAD_SIGNATURE,   /* "bad-signature": no v1 signature matches */
+    WHK_BAD_ID,          /* "bad-id": not 1..WHK_ID_MAX characters 0x21-0x7E without '.' */
 } whk_verdict_t;
 
 /* "valid", "missing-header", ... Never NULL. */
@@ -87,7 +90,8 @@ const char *whk_verdict_name(whk_verdict_t v);
  * "v<n>,<base64>" entries (key rotation): one matching v1 entry is enough,
  * other versions are skipped. now_s is the receiver's Unix time and
  * tolerance_s how far the timestamp may be from it (WHK_DEFAULT_TOLERANCE_S).
- * The timestamp is checked before the HMAC is computed. Thread-safe.
+ * The timestamp is checked before the HMAC is computed; an id with a '.'
+ * (or otherwise not one whk_sign takes) is WHK_BAD_ID. Thread-safe.
  */
 whk_verdict_t whk_verify(const whk_key_t *key, const char *id, const char *timestamp,
                          const char *signature, const void *body, size_t body_len, int64_t now_s,

@@ -151,6 +151,20 @@ static void bad_secrets_and_ids_are_refused(void **state)
     assert_int_equal(whk_sign(&k, "", 1, "", 0, sig), SVC_EINVAL);
 }
 
+/* The spec: no '.' in a webhook-id, the separator of "<id>.<timestamp>.<body>". */
+static void ids_with_a_dot_are_refused(void **state)
+{
+    char sig[WHK_SIGNATURE_LEN];
+    whk_key_t k = vec_key();
+
+    (void)state;
+    assert_int_equal(whk_sign(&k, "msg.1", 1, "", 0, sig), SVC_EINVAL);
+    assert_int_equal(verify(&k, "msg_p5jXN8AQM9LWM0D4loKWxJek.1614265330", "1614265330", VEC_SIG,
+                            VEC_BODY, VEC_TS),
+                     WHK_BAD_ID);
+    assert_string_equal(whk_verdict_name(WHK_BAD_ID), "bad-id");
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -161,6 +175,7 @@ int main(void)
         cmocka_unit_test(timestamps_outside_the_tolerance_are_refused),
         cmocka_unit_test(missing_headers),
         cmocka_unit_test(bad_secrets_and_ids_are_refused),
+        cmocka_unit_test(ids_with_a_dot_are_refused),
     };
 
     return cmocka_run_group_tests_name("whk", tests, NULL, NULL);
