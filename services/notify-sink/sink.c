@@ -235,8 +235,8 @@ static void deliver(nsk_sink_t *s, const nsk_req_t *req, nsk_resp_t *resp)
 
     if (misbehave(s, req, resp))
         return;
-    v = from_whk(whk_verify(&s->o.key, id, ts, nsk_req_header(req, "webhook-signature"), req->body,
-                            req->body_len, now, s->o.tolerance_s));
+    v = from_whk(whk_verify_any(&s->o.keys, id, ts, nsk_req_header(req, "webhook-signature"),
+                                req->body, req->body_len, now, s->o.tolerance_s));
     /* The signed webhook-id is the dedupe key (the spec: it is the
      * idempotency key). The Idempotency-Key header is not signed: deduping
      * on it would let a captured delivery be replayed with a new one. */

@@ -32,7 +32,7 @@
 #include "webhook/webhook.h"
 
 typedef struct nsk_sink_opts {
-    whk_key_t key;       /* NOTIFY_WEBHOOK_SECRET, parsed */
+    whk_keyset_t keys;   /* NOTIFY_WEBHOOK_SECRET(_FILE), parsed: any verifies */
     int64_t tolerance_s; /* webhook-timestamp vs now */
     size_t max_records;  /* >= 1 */
 } nsk_sink_opts_t;

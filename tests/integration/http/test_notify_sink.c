@@ -344,6 +344,56 @@ static void ids_are_kept_for_the_tolerance(void **state)
     rs_http_client_free(cl);
 }
 
+/* A rotation on the receiving side, configured through a file: a sink that
+ * holds "<new> <old>" in NOTIFY_WEBHOOK_SECRET_FILE accepts a delivery
+ * signed with either and refuses one signed with neither. */
+#define OTHER_SECRET "whsec_cm90YXRpb24tbmV3LWtleS1mb3ItdGhlLXNpbmstaXQ="
+
+static void a_sink_with_two_secrets_accepts_either(void **state)
+{
+    fixture_t *f = *state;
+    char listen[64], url[80], file_env[300], path[256], errbuf[SVC_ERRBUF_LEN] = "";
+    const char *env[] = {listen, file_env, NULL};
+    rs_http_client_t *cl = client_new(1, 5000);
+    spawn_proc_t *p = NULL;
+    rs_http_result_t res;
+    whk_key_t other, wrong;
+    int port = spawn_free_port(), ws = -1;
+    spawn_opts_t so;
+    FILE *fp;
+
+    assert_int_equal(whk_key_parse(OTHER_SECRET, &other, errbuf), SVC_OK);
+    assert_int_equal(
+        whk_key_parse("whsec_d3Jvbmctc2VjcmV0LXdyb25nLXNlY3JldA==", &wrong, SVC_ERRBUF_SCRATCH),
+        SVC_OK);
+    snprintf(path, sizeof path, "%s/sink-secrets-%d", getenv("TMPDIR") ? getenv("TMPDIR") : "/tmp",
+             (int)getpid());
+    fp = fopen(path, "w");
+    assert_non_null(fp);
+    fprintf(fp, "%s\n%s\n", OTHER_SECRET, SECRET);
+    fclose(fp);
+    snprintf(file_env, sizeof file_env, "NOTIFY_WEBHOOK_SECRET_FILE=%s", path);
+    snprintf(listen, sizeof listen, "NOTIFY_SINK_LISTEN=127.0.0.1:%d", port);
+    snprintf(url, sizeof url, "http://127.0.0.1:%d/webhooks", port);
+    spawn_opts_init(&so);
+    so.path = getenv("NOTIFY_SINK_BIN");
+    so.env = env;
+    assert_int_equal(spawn_start(&so, &p, errbuf), SVC_OK);
+    assert_int_equal(spawn_wait_port(p, "127.0.0.1", port, (int)timeouts(10000), errbuf), SVC_OK);
+    assert_int_equal(hit_deliver(cl, &f->key, url, "evt-rot-old", 5000, true, true, &res), SVC_OK);
+    rs_http_result_dispose(&res);
+    assert_int_equal(hit_deliver(cl, &other, url, "evt-rot-new", 5000, true, true, &res), SVC_OK);
+    rs_http_result_dispose(&res);
+    assert_int_equal(hit_deliver(cl, &wrong, url, "evt-rot-wrong", 5000, true, true, &res),
+                     SVC_EUNAUTH);
+    rs_http_result_dispose(&res);
+    spawn_signal(p, SIGTERM);
+    assert_int_equal(spawn_wait_exit(p, (int)timeouts(10000), &ws), SVC_OK);
+    spawn_free(p);
+    unlink(path);
+    rs_http_client_free(cl);
+}
+
 /* ---- misbehaviour, seen from the client ---------------------------------------------------- */
 
 static void three_500s_then_delivered_on_the_4th_attempt(void **state)
@@ -430,6 +480,54 @@ static void help_lists_every_variable(void **state)
     spawn_free(p);
 }
 
+/* The sink's start with env; its exit status (it must not start: 2 s). */
+static int start_fails(const char *const *env, const char *needle)
+{
+    spawn_opts_t so;
+    spawn_proc_t *p = NULL;
+    int ws = -1;
+
+    spawn_opts_init(&so);
+    so.path = getenv("NOTIFY_SINK_BIN");
+    so.env = env;
+    assert_int_equal(spawn_start(&so, &p, SVC_ERRBUF_SCRATCH), SVC_OK);
+    if (spawn_wait_exit(p, (int)timeouts(2000), &ws) != SVC_OK) {
+        spawn_signal(p, SIGKILL);
+        (void)spawn_wait_exit(p, (int)timeouts(5000), &ws);
+        spawn_free(p);
+        fail_msg("notify-sink started with %s", env[1]);
+    }
+    if (!spawn_log_contains(p, needle)) {
+        spawn_log_dump(p, 10);
+        fail_msg("notify-sink's error does not say \"%s\"", needle);
+    }
+    spawn_free(p);
+    return WIFEXITED(ws) ? WEXITSTATUS(ws) : -1;
+}
+
+/* No secret, the old development secret, the old k8s placeholder, a key of
+ * 23 bytes: each a start-up error naming the variable. */
+static void refuses_to_start_without_a_real_secret(void **state)
+{
+    char listen[64];
+    const char *none[] = {listen, "NOTIFY_WEBHOOK_SECRET=", NULL};
+    const char *dev[] = {listen, "NOTIFY_WEBHOOK_SECRET=whsec_c2hvcG1pY3JvLWxvY2FsLWRldi1zZWNyZXQh",
+                         NULL};
+    const char *k8s[] = {
+        listen, "NOTIFY_WEBHOOK_SECRET=whsec_Q0hBTkdFLU1FLW5vdC1hLXJlYWwtc2lnbmluZy1rZXk=", NULL};
+    const char *short_key[] = {
+        listen, "NOTIFY_WEBHOOK_SECRET=whsec_dGVzdC1ub3RpZnktc2luay1zZWNyZXQ=", NULL};
+    const char *missing_file[] = {listen, "NOTIFY_WEBHOOK_SECRET_FILE=/nonexistent/secret", NULL};
+
+    (void)state;
+    snprintf(listen, sizeof listen, "NOTIFY_SINK_LISTEN=127.0.0.1:%d", spawn_free_port());
+    assert_int_not_equal(start_fails(none, "NOTIFY_WEBHOOK_SECRET"), 0);
+    assert_int_not_equal(start_fails(dev, "public development or placeholder"), 0);
+    assert_int_not_equal(start_fails(k8s, "public development or placeholder"), 0);
+    assert_int_not_equal(start_fails(short_key, "at least 24"), 0);
+    assert_int_not_equal(start_fails(missing_file, "NOTIFY_WEBHOOK_SECRET_FILE"), 0);
+}
+
 #define T(f) cmocka_unit_test_setup(f, reset)
 
 int main(void)
@@ -441,11 +539,13 @@ int main(void)
         T(a_replay_with_a_new_idempotency_key_is_a_duplicate),
         T(an_id_with_a_dot_is_refused),
         T(ids_are_kept_for_the_tolerance),
+        T(a_sink_with_two_secrets_accepts_either),
         T(three_500s_then_delivered_on_the_4th_attempt),
         T(retry_after_2_is_waited_out),
         T(a_hang_is_cut_by_the_attempt_timeout),
         T(an_absent_sink_is_reached_when_back),
         T(help_lists_every_variable),
+        T(refuses_to_start_without_a_real_secret),
     };
 
     return svc_test_run_group_tests(tests, group_setup, group_teardown);
