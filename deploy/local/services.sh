@@ -24,7 +24,9 @@
 # service's port and @VAR@ the value of any other variable, e.g.
 # @SHOPMICRO_PG_PORT@ or @SHOPMICRO_CATALOG_PORT@ (every port variable gets its
 # default before any line is read). @AUTH_JWKS@ is the local token issuer's public key set
-# (auth.sh): a line naming it gets the issuer's keys made before it starts. Adding a service is
+# (auth.sh): a line naming it gets the issuer's keys made before it starts. @WEBHOOK_SECRET_FILE@
+# is the run folder's webhook signing secret (secrets.sh), made the same way before a line naming
+# it starts: the notification service and the notify-sink get the same file. Adding a service is
 # one line, e.g.
 #   "order | services/order/order | SHOPMICRO_ORDER_PORT=25052 | ORDER_LISTEN=127.0.0.1:@PORT@; ORDER_DB_DSN=host=127.0.0.1 port=@SHOPMICRO_PG_PORT@ dbname=orders user=postgres; ORDER_CATALOG_ADDR=127.0.0.1:@SHOPMICRO_CATALOG_PORT@"
 SERVICES=(
@@ -32,8 +34,8 @@ SERVICES=(
   "order | services/order/order | SHOPMICRO_ORDER_PORT=25052 | ORDER_LISTEN=127.0.0.1:@PORT@; ORDER_DB_DSN=host=127.0.0.1 port=@SHOPMICRO_PG_PORT@ dbname=orders user=postgres; ORDER_CATALOG_ADDR=127.0.0.1:@SHOPMICRO_CATALOG_PORT@; ORDER_KAFKA_BROKERS=127.0.0.1:@SHOPMICRO_KAFKA_PORT@; ORDER_CONSUMER_INSTANCE_ID=order; ORDER_ADMIN_LISTEN=127.0.0.1:@SHOPMICRO_ORDER_ADMIN_PORT@"
   "relay | services/relay/relay | SHOPMICRO_RELAY_ADMIN_PORT=9464 | RELAY_ADMIN_LISTEN=127.0.0.1:@PORT@; RELAY_DB_DSN=host=127.0.0.1 port=@SHOPMICRO_PG_PORT@ dbname=orders user=postgres; RELAY_KAFKA_BROKERS=127.0.0.1:@SHOPMICRO_KAFKA_PORT@"
   "relay-catalog | services/relay/relay | SHOPMICRO_RELAY_CATALOG_ADMIN_PORT=9465 | RELAY_NAME=relay-catalog; RELAY_ADMIN_LISTEN=127.0.0.1:@PORT@; RELAY_DB_DSN=host=127.0.0.1 port=@SHOPMICRO_PG_PORT@ dbname=catalog user=postgres; RELAY_KAFKA_BROKERS=127.0.0.1:@SHOPMICRO_KAFKA_PORT@"
-  "notify-sink | services/notify-sink/notify-sink | SHOPMICRO_NOTIFY_SINK_PORT=8090 | NOTIFY_SINK_LISTEN=127.0.0.1:@PORT@"
-  "notification | services/notification/notification | SHOPMICRO_NOTIFY_ADMIN_PORT=9468 | NOTIFY_ADMIN_LISTEN=127.0.0.1:@PORT@; NOTIFY_KAFKA_BROKERS=127.0.0.1:@SHOPMICRO_KAFKA_PORT@; NOTIFY_CONSUMER_INSTANCE_ID=notification; NOTIFY_RABBITMQ_PORT=@SHOPMICRO_RABBITMQ_PORT@; NOTIFY_WEBHOOK_URL=http://127.0.0.1:@SHOPMICRO_NOTIFY_SINK_PORT@/webhooks"
+  "notify-sink | services/notify-sink/notify-sink | SHOPMICRO_NOTIFY_SINK_PORT=8090 | NOTIFY_SINK_LISTEN=127.0.0.1:@PORT@; NOTIFY_WEBHOOK_SECRET_FILE=@WEBHOOK_SECRET_FILE@"
+  "notification | services/notification/notification | SHOPMICRO_NOTIFY_ADMIN_PORT=9468 | NOTIFY_ADMIN_LISTEN=127.0.0.1:@PORT@; NOTIFY_KAFKA_BROKERS=127.0.0.1:@SHOPMICRO_KAFKA_PORT@; NOTIFY_CONSUMER_INSTANCE_ID=notification; NOTIFY_RABBITMQ_PORT=@SHOPMICRO_RABBITMQ_PORT@; NOTIFY_WEBHOOK_URL=http://127.0.0.1:@SHOPMICRO_NOTIFY_SINK_PORT@/webhooks; NOTIFY_WEBHOOK_SECRET_FILE=@WEBHOOK_SECRET_FILE@"
   "gateway | gateway/gateway | SHOPMICRO_GATEWAY_PORT=8080 | GATEWAY_LISTEN=127.0.0.1:@PORT@; GATEWAY_CATALOG_ADDR=127.0.0.1:@SHOPMICRO_CATALOG_PORT@; GATEWAY_ORDER_ADDR=127.0.0.1:@SHOPMICRO_ORDER_PORT@; GATEWAY_ADMIN_LISTEN=127.0.0.1:@SHOPMICRO_GATEWAY_ADMIN_PORT@; GATEWAY_JWKS_FILE=@AUTH_JWKS@; GATEWAY_JWT_ISSUER=@AUTH_ISSUER@; GATEWAY_JWT_AUDIENCE=@AUTH_AUDIENCE@"
 )
 SERVICE_START_TIMEOUT=10   # seconds until the port must accept TCP
@@ -117,6 +119,7 @@ fi
 svc_load() {
   local name bin spec envs kv
   auth_paths
+  webhook_secret_paths
   IFS='|' read -r name bin spec envs <<<"$1"
   trim S_NAME "$name"
   trim bin "$bin"
@@ -203,6 +206,7 @@ svc_start() {
     return 0
   fi
   [[ $1 == *@AUTH_JWKS@* ]] && auth_keys_ensure
+  [[ $1 == *@WEBHOOK_SECRET_FILE@* ]] && webhook_secret_ensure
   if port_open "$S_PORT"; then
     die "$S_NAME: port $S_PORT on 127.0.0.1 is in use by another process:
 $(port_owner "$S_PORT")

@@ -41,6 +41,8 @@ source "$ROOT/deploy/local/build.sh"
 source "$ROOT/deploy/local/suites.sh"
 # shellcheck source=SCRIPTDIR/auth.sh
 source "$ROOT/deploy/local/auth.sh"
+# shellcheck source=SCRIPTDIR/secrets.sh
+source "$ROOT/deploy/local/secrets.sh"
 
 set_run_dir "${SHOPMICRO_RUN_DIR:-.run}"
 
@@ -116,7 +118,7 @@ cmd_up() {
     if [[ $COMP_BUILD == build ]] && (( ! built )); then
       section "build"; build_tree "$BUILD_DIR" -DCMAKE_BUILD_TYPE=RelWithDebInfo || die "build failed: no service started"
       built=1
-      section "auth"; auth_keys_ensure
+      section "auth"; auth_keys_ensure; webhook_secret_ensure
     fi
     section "$COMP_NAME"; comp_up
   done
@@ -155,7 +157,8 @@ The whole stack:
   build       configure (once) and build \$SHOPMICRO_BUILD_DIR (default build/) with Ninja
   up          deps + pg-up, Kafka (127.0.0.1:\$SHOPMICRO_KAFKA_PORT, default 19092; the jars are
               fetched once), RabbitMQ (127.0.0.1:\$SHOPMICRO_RABBITMQ_PORT, default 25772), build,
-              auth-keys, then start every built service in the background
+              auth-keys, the webhook secret .run/webhook-secret (mode 0600, made once), then start
+              every built service in the background
   down        stop the services (SIGTERM, SIGKILL after ${SERVICE_STOP_TIMEOUT} s; paused ones are
               continued first), then RabbitMQ, Kafka, then pg-down
   status      show Postgres, Kafka, RabbitMQ and each service: running/paused/stopped, pid, port

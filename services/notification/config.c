@@ -4,7 +4,6 @@
 #include <string.h>
 
 #include "config.h"
-#include "webhook/webhook.h"
 
 #define OFF(f) SVC_CFG_OFF(ntf_config_t, f)
 
@@ -25,8 +24,11 @@ static const svc_cfg_entry_t table[] = {
      "delays of the retry tiers, rising, comma-separated (at most 8)"},
     {"NOTIFY_WEBHOOK_URL", SVC_CFG_STR, 1, 511, "http://127.0.0.1:8090/webhooks", OFF(webhook_url),
      "where every notification is POSTed"},
-    {"NOTIFY_WEBHOOK_SECRET", SVC_CFG_STR, 1, 255, WHK_LOCAL_DEV_SECRET, OFF(webhook_secret),
-     "Standard Webhooks signing secret (whsec_<base64>); the default is the local stack's"},
+    {"NOTIFY_WEBHOOK_SECRET", SVC_CFG_STR, 0, 511, "", OFF(webhook_secret),
+     "Standard Webhooks signing secrets, whsec_<base64> of 24..64 random bytes, space- or "
+     "comma-separated (a rotation: each signs); this or NOTIFY_WEBHOOK_SECRET_FILE is required"},
+    {"NOTIFY_WEBHOOK_SECRET_FILE", SVC_CFG_STR, 0, 511, "", OFF(webhook_secret_file),
+     "a file (mode 0600) holding NOTIFY_WEBHOOK_SECRET's value, read at start; set one of the two"},
     {"NOTIFY_WORKERS", SVC_CFG_INT, 1, 64, "4", OFF(workers),
      "delivery threads, each with its own RabbitMQ consumer"},
     {"NOTIFY_PREFETCH", SVC_CFG_INT, 1, 1000, "4", OFF(prefetch),

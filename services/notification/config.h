@@ -20,6 +20,7 @@ typedef struct ntf_config {
     char retry_tiers_ms[SVC_CFG_STR_MAX]; /* "1000,10000,60000"                 */
     char webhook_url[SVC_CFG_STR_MAX];
     char webhook_secret[SVC_CFG_STR_MAX];
+    char webhook_secret_file[SVC_CFG_STR_MAX];
     int64_t workers;
     int64_t prefetch;
     int64_t job_deadline_ms;

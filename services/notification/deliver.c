@@ -27,7 +27,7 @@ typedef struct worker {
 struct ntf_pool {
     const ntf_config_t *cfg;
     rs_http_client_t *http;
-    const whk_key_t *key;
+    const whk_keyset_t *keys; /* every one signs: rotation */
     ntf_stats_t *stats;
     rmq_topology_t topo;
     atomic_bool stop;
@@ -113,7 +113,7 @@ static void call_webhook(struct ntf_pool *p, const rmq_delivery_t *d, rs_http_re
                              .body_len = len};
 
     memset(res, 0, sizeof *res);
-    if (whk_headers_make(p->key, id, (int64_t)time(NULL), body, len, &wh) != SVC_OK) {
+    if (whk_headers_make_all(p->keys, id, (int64_t)time(NULL), body, len, &wh) != SVC_OK) {
         /* Not a usable webhook-id: the job itself is wrong, for good. */
         res->err = SVC_EINVAL;
         res->status = 400;
@@ -238,7 +238,7 @@ static void *worker_main(void *arg)
     return NULL;
 }
 
-svc_err_t ntf_pool_start(const ntf_config_t *cfg, rs_http_client_t *http, const whk_key_t *key,
+svc_err_t ntf_pool_start(const ntf_config_t *cfg, rs_http_client_t *http, const whk_keyset_t *keys,
                          ntf_stats_t *stats, ntf_pool_t **out, char errbuf[static SVC_ERRBUF_LEN])
 {
     int n = (int)cfg->workers;
@@ -248,7 +248,7 @@ svc_err_t ntf_pool_start(const ntf_config_t *cfg, rs_http_client_t *http, const 
         return SVC_ENOMEM;
     p->cfg = cfg;
     p->http = http;
-    p->key = key;
+    p->keys = keys;
     p->stats = stats;
     ntf_config_topology(cfg, &p->topo);
     atomic_init(&p->stop, false);

@@ -30,10 +30,10 @@
 
 typedef struct ntf_pool ntf_pool_t; /* opaque */
 
-/* Starts cfg->workers threads. cfg, http, key and stats are borrowed and
+/* Starts cfg->workers threads. cfg, http, keys and stats are borrowed and
  * must outlive the pool. SVC_ENOMEM or SVC_EINTERNAL (a thread did not
  * start; none is left running). */
-svc_err_t ntf_pool_start(const ntf_config_t *cfg, rs_http_client_t *http, const whk_key_t *key,
+svc_err_t ntf_pool_start(const ntf_config_t *cfg, rs_http_client_t *http, const whk_keyset_t *keys,
                          ntf_stats_t *stats, ntf_pool_t **out, char errbuf[static SVC_ERRBUF_LEN]);
 /* Stops taking jobs; a delivery in flight finishes (within its deadline)
  * and is settled; joins the threads and frees. NULL-safe. */

@@ -16,7 +16,7 @@
 struct ntf_service {
     const ntf_config_t *cfg;
     ntf_stats_t stats;
-    whk_key_t key;
+    whk_keyset_t keys;
     rs_http_client_t *http;
     ntf_publisher_t *publisher;
     kfk_worker_t *events; /* NULL with NOTIFY_KAFKA_BROKERS=none */
@@ -97,19 +97,21 @@ svc_err_t ntf_service_start(const ntf_config_t *cfg, ntf_service_t **out,
                             char errbuf[static SVC_ERRBUF_LEN])
 {
     ntf_service_t *s = calloc(1, sizeof *s);
+    char url[SVC_CFG_STR_MAX];
     svc_err_t err;
 
     if (s == NULL)
         return SVC_ENOMEM;
     s->cfg = cfg;
     ntf_stats_init(&s->stats, (int)cfg->workers);
-    err = whk_key_parse(cfg->webhook_secret, &s->key, errbuf);
+    err = whk_keyset_load("NOTIFY_WEBHOOK_SECRET", cfg->webhook_secret, cfg->webhook_secret_file,
+                          &s->keys, errbuf);
     if (err == SVC_OK)
         err = http_new(cfg, &s->http, errbuf);
     if (err == SVC_OK)
         err = ntf_publisher_new(cfg, &s->stats, &s->publisher);
     if (err == SVC_OK)
-        err = ntf_pool_start(cfg, s->http, &s->key, &s->stats, &s->pool, errbuf);
+        err = ntf_pool_start(cfg, s->http, &s->keys, &s->stats, &s->pool, errbuf);
     if (err == SVC_OK)
         err = start_events(s, errbuf);
     if (err == SVC_OK)
@@ -118,9 +120,9 @@ svc_err_t ntf_service_start(const ntf_config_t *cfg, ntf_service_t **out,
         ntf_service_stop(s);
         return err;
     }
+    svc_redact_credentials(cfg->webhook_url, url, sizeof url);
     svc_log_info(LOG, "started workers=%lld webhook=%s queue=%s.work admin_port=%d",
-                 (long long)cfg->workers, cfg->webhook_url, cfg->queue_base,
-                 ntf_service_admin_port(s));
+                 (long long)cfg->workers, url, cfg->queue_base, ntf_service_admin_port(s));
     *out = s;
     return SVC_OK;
 }

@@ -10,6 +10,7 @@
 typedef struct nsk_config {
     char listen[SVC_CFG_STR_MAX];
     char secret[SVC_CFG_STR_MAX];
+    char secret_file[SVC_CFG_STR_MAX];
     char log_level[SVC_CFG_STR_MAX];
     int64_t tolerance_s;
     int64_t max_records;

@@ -24,7 +24,7 @@ svc_err_t nsk_server_new(const nsk_config_t *c, nsk_server_t **out,
 
     if (s == NULL)
         return SVC_ENOMEM;
-    err = whk_key_parse(c->secret, &so.key, errbuf);
+    err = whk_keyset_load("NOTIFY_WEBHOOK_SECRET", c->secret, c->secret_file, &so.keys, errbuf);
     if (err == SVC_OK)
         err = nsk_sink_new(&so, &s->sink);
     if (err == SVC_OK) {

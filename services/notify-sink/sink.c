@@ -28,12 +28,15 @@ typedef enum {
     V_INJECTED_FAIL,
     V_INJECTED_THROTTLE,
     V_INJECTED_HANG,
+    V_BAD_ID,
+    V_RECORDS_FULL,
     V__COUNT
 } verdict_t;
 
 static const char *const verdict_names[V__COUNT] = {
-    "accepted",      "duplicate",     "missing-header",    "bad-timestamp", "stale-timestamp",
-    "bad-signature", "injected-fail", "injected-throttle", "injected-hang",
+    "accepted",        "duplicate",     "missing-header", "bad-timestamp",
+    "stale-timestamp", "bad-signature", "injected-fail",  "injected-throttle",
+    "injected-hang",   "bad-id",        "records-full",
 };
 
 typedef enum { M_NONE, M_FAIL, M_THROTTLE, M_HANG } sink_mode_t;
@@ -41,10 +44,11 @@ typedef enum { M_NONE, M_FAIL, M_THROTTLE, M_HANG } sink_mode_t;
 static const char *const mode_names[] = {"none", "fail", "throttle", "hang"};
 
 typedef struct record {
-    char id[KEY_MAX + 1];  /* webhook-id */
-    char key[KEY_MAX + 1]; /* the dedupe key */
-    uint64_t hash;         /* of key: the scan compares this first */
+    char id[KEY_MAX + 1];  /* webhook-id: the dedupe key */
+    char key[KEY_MAX + 1]; /* Idempotency-Key as first sent (shown, not compared) */
+    uint64_t hash;         /* of id: the scan compares this first */
     int64_t received_at;   /* Unix seconds */
+    int64_t keep_until;    /* webhook-timestamp + tolerance: a replay is stale after it */
     size_t bytes;
     uint32_t times; /* 1 + duplicates */
 } record_t;
@@ -115,24 +119,35 @@ static uint64_t fnv1a(const char *s)
     return h;
 }
 
-static record_t *find(nsk_sink_t *s, const char *key)
+static record_t *find(nsk_sink_t *s, const char *id)
 {
-    uint64_t h = fnv1a(key);
+    uint64_t h = fnv1a(id);
 
     for (size_t i = 0; i < s->n_records; i++)
-        if (s->records[i].hash == h && strcmp(s->records[i].key, key) == 0)
+        if (s->records[i].hash == h && strcmp(s->records[i].id, id) == 0)
             return &s->records[i];
     return NULL;
 }
 
-static void add(nsk_sink_t *s, const char *id, const char *key, size_t bytes)
+/* Seconds until the record add() would overwrite may go: 0 when there is
+ * room or it is past its keep_until. Forgetting an id earlier would let a
+ * captured delivery be replayed as new while its timestamp still passes. */
+static int64_t full_for(const nsk_sink_t *s, int64_t now)
+{
+    const record_t *r = &s->records[s->next];
+
+    return s->n_records < s->o.max_records || r->keep_until < now ? 0 : r->keep_until - now + 1;
+}
+
+static void add(nsk_sink_t *s, const char *id, const char *key, int64_t keep_until, size_t bytes)
 {
     record_t *r = &s->records[s->next];
 
     snprintf(r->id, sizeof r->id, "%s", id);
     snprintf(r->key, sizeof r->key, "%s", key);
-    r->hash = fnv1a(key);
+    r->hash = fnv1a(id);
     r->received_at = (int64_t)time(NULL);
+    r->keep_until = keep_until;
     r->bytes = bytes;
     r->times = 1;
     s->next = (s->next + 1) % s->o.max_records;
@@ -200,6 +215,8 @@ static verdict_t from_whk(whk_verdict_t w)
         return V_BAD_TIMESTAMP;
     case WHK_STALE_TIMESTAMP:
         return V_STALE_TIMESTAMP;
+    case WHK_BAD_ID:
+        return V_BAD_ID;
     case WHK_BAD_SIGNATURE:
         break;
     }
@@ -209,40 +226,51 @@ static verdict_t from_whk(whk_verdict_t w)
 static void deliver(nsk_sink_t *s, const nsk_req_t *req, nsk_resp_t *resp)
 {
     const char *id = nsk_req_header(req, "webhook-id");
+    const char *ts = nsk_req_header(req, "webhook-timestamp");
     const char *key = nsk_req_header(req, "Idempotency-Key");
+    int64_t now = (int64_t)time(NULL), wait_s;
     verdict_t v;
     record_t *r;
     int status;
 
     if (misbehave(s, req, resp))
         return;
-    v = from_whk(whk_verify(&s->o.key, id, nsk_req_header(req, "webhook-timestamp"),
-                            nsk_req_header(req, "webhook-signature"), req->body, req->body_len,
-                            (int64_t)time(NULL), s->o.tolerance_s));
-    if (key == NULL)
-        key = id; /* the spec: webhook-id is the idempotency key */
-    if (v == V_ACCEPTED && strcmp(printable(key), "-") == 0)
-        v = V_MISSING_HEADER; /* a key we cannot store byte for byte */
+    v = from_whk(whk_verify_any(&s->o.keys, id, ts, nsk_req_header(req, "webhook-signature"),
+                                req->body, req->body_len, now, s->o.tolerance_s));
+    /* The signed webhook-id is the dedupe key (the spec: it is the
+     * idempotency key). The Idempotency-Key header is not signed: deduping
+     * on it would let a captured delivery be replayed with a new one. */
+    if (key == NULL || strcmp(printable(key), "-") == 0)
+        key = id;
     out_reset(s);
     if (v != V_ACCEPTED) {
-        status = v == V_MISSING_HEADER ? 400 : 401;
+        status = v == V_MISSING_HEADER || v == V_BAD_ID ? 400 : 401;
         s->counts[v]++;
         out_printf(s, "{\"error\":\"%s\"}\n", verdict_names[v]);
         answer(s, resp, status, "application/json");
         log_delivery(req, v, status, printable(key));
         return;
     }
-    r = find(s, key);
+    r = find(s, id);
     if (r != NULL) {
         r->times++;
         v = V_DUPLICATE;
+    } else if ((wait_s = full_for(s, now)) > 0) {
+        /* Every slot holds an id that could still be replayed: refuse for
+         * now (the sender retries a 503) instead of forgetting one. */
+        s->counts[V_RECORDS_FULL]++;
+        snprintf(resp->extra, sizeof resp->extra, "Retry-After: %lld", (long long)wait_s);
+        out_printf(s, "{\"error\":\"%s\"}\n", verdict_names[V_RECORDS_FULL]);
+        answer(s, resp, 503, "application/json");
+        log_delivery(req, V_RECORDS_FULL, 503, printable(key));
+        return;
     } else {
-        add(s, id, key, req->body_len);
+        add(s, id, key, strtoll(ts, NULL, 10) + s->o.tolerance_s, req->body_len);
     }
     s->counts[v]++;
     out_printf(s, "{\"duplicate\":%s}\n", v == V_DUPLICATE ? "true" : "false");
     answer(s, resp, 200, "application/json");
-    log_delivery(req, v, 200, key);
+    log_delivery(req, v, 200, printable(key));
 }
 
 /* ---- the control endpoint ------------------------------------------------------------ */

@@ -147,11 +147,10 @@ static bool ends_with(const char *s, const char *suffix)
     return n > k && strcmp(s + n - k, suffix) == 0;
 }
 
-/* A password or a secret is never logged; a DSN only when it holds one. */
-static bool is_secret(const char *env, const char *value)
+/* A password or a secret is never logged, not even in part. */
+static bool is_secret(const char *env)
 {
-    return ends_with(env, "_PASSWORD") || ends_with(env, "_SECRET") ||
-           (ends_with(env, "_DSN") && strstr(value, "password") != NULL);
+    return ends_with(env, "_PASSWORD") || ends_with(env, "_SECRET");
 }
 
 void svc_cfg_log(const char *module, const svc_cfg_entry_t *table, size_t n, const void *cfg)
@@ -159,14 +158,20 @@ void svc_cfg_log(const char *module, const svc_cfg_entry_t *table, size_t n, con
     for (size_t i = 0; i < n; i++) {
         const svc_cfg_entry_t *e = &table[i];
         const char *field = (const char *)cfg + e->offset;
+        char shown[SVC_CFG_STR_MAX + 64];
         int64_t iv;
         bool bv;
 
         switch (e->type) {
         case SVC_CFG_STR:
         case SVC_CFG_LOG_LEVEL:
-            svc_log_info(module, "config %s=%s", e->env,
-                         is_secret(e->env, field) ? "(redacted)" : field);
+            /* Any string may be a DSN or a URL with credentials in it,
+             * whatever its variable is called. */
+            if (is_secret(e->env))
+                snprintf(shown, sizeof shown, "(redacted)");
+            else
+                svc_redact_credentials(field, shown, sizeof shown);
+            svc_log_info(module, "config %s=%s", e->env, shown);
             break;
         case SVC_CFG_INT:
             memcpy(&iv, field, sizeof iv);

@@ -25,7 +25,7 @@
 #include "support/spawn.h"
 #include "webhook/webhook.h"
 
-#define SECRET "whsec_c2hvcG1pY3JvLWxvY2FsLWRldi1zZWNyZXQh"
+#define SECRET "whsec_dGVzdC1ycy1odHRwLWNsaWVudC13ZWJob29rLWtleSE="
 
 typedef struct sink {
     nsk_server_t *srv;

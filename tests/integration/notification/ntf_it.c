@@ -29,7 +29,7 @@ static char *env_or_die(const char *name)
 static int start_sink(ntf_it_t *w)
 {
     char listen[64], errbuf[SVC_ERRBUF_LEN] = "";
-    const char *env[] = {listen, NULL};
+    const char *env[] = {listen, "NOTIFY_WEBHOOK_SECRET=" NTF_IT_SECRET, NULL};
     spawn_opts_t o;
 
     w->sink_port = spawn_free_port();
@@ -65,6 +65,7 @@ void ntf_it_svc_start(ntf_it_t *w)
                          "NOTIFY_JOB_DEADLINE_MS=5000",
                          "NOTIFY_WEBHOOK_BREAKER_COOLDOWN_MS=1500",
                          "NOTIFY_LOG_LEVEL=info",
+                         "NOTIFY_WEBHOOK_SECRET=" NTF_IT_SECRET_NEW " " NTF_IT_SECRET,
                          NULL};
     spawn_opts_t o;
 

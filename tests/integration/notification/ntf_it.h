@@ -17,6 +17,11 @@
 #include "support/spawn.h"
 
 #define NTF_IT_BASE "it.notifications"
+/* A rotation in progress: the service signs with the new key and the one
+ * being retired; the sink still knows only the old one, so every delivery
+ * it accepts shows that the service signed with each of its keys. */
+#define NTF_IT_SECRET     "whsec_bnRmLWl0LXdlYmhvb2sta2V5LWJlaW5nLXJldGlyZWQ="
+#define NTF_IT_SECRET_NEW "whsec_bnRmLWl0LXdlYmhvb2sta2V5LXRoZS1uZXctb25lISE="
 
 typedef struct ntf_it {
     rly_it_kafka_t kafka;

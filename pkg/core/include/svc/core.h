@@ -296,9 +296,23 @@ svc_err_t svc_cfg_load(const svc_cfg_entry_t *table, size_t n, void *out,
 /* Prints the table as an aligned "VARIABLE  default  help" list. */
 void svc_cfg_print_help(FILE *f, const svc_cfg_entry_t *table, size_t n);
 /* Logs the effective configuration once at start-up. The values of
- * variables whose name ends in _PASSWORD or _SECRET, and of a _DSN that holds
- * a password, are printed as "(redacted)". */
+ * variables whose name ends in _PASSWORD or _SECRET are printed as
+ * "(redacted)"; every other string goes through svc_redact_credentials. */
 void svc_cfg_log(const char *module, const svc_cfg_entry_t *table, size_t n, const void *cfg);
+
+/*
+ * Copies value into out (cap bytes; always NUL-terminated, cut when longer)
+ * with each credential replaced by "(redacted)":
+ *   - a URL's password: scheme://user:PASSWORD@host/... (postgresql://,
+ *     postgres://, https:// alike; the user name is kept);
+ *   - a URL query's password, sslpassword, passwd, token, access_token,
+ *     secret, api_key, apikey, key, sig and signature values;
+ *   - in a libpq key=value string, the value of password= and sslpassword=
+ *     (quoted or not, with spaces around '=' or not).
+ * Everything else is copied as it is, so a log line still names the host
+ * and the database. value NULL is "". Thread-safe; value borrowed.
+ */
+void svc_redact_credentials(const char *value, char *out, size_t cap);
 
 /* ------------------------------------------------------------------------
  * A program's start: the same command line and the same signals for all

@@ -169,6 +169,7 @@ static svc_err_t dest_key(const char *url, char key[RS_HTTP__KEY_MAX],
 {
     CURLU *u = curl_url();
     char *scheme = NULL, *host = NULL, *port = NULL;
+    char shown[256];
     svc_err_t err = SVC_EINVAL;
 
     if (u == NULL)
@@ -177,7 +178,9 @@ static svc_err_t dest_key(const char *url, char key[RS_HTTP__KEY_MAX],
         curl_url_get(u, CURLUPART_SCHEME, &scheme, 0) != CURLUE_OK ||
         curl_url_get(u, CURLUPART_HOST, &host, 0) != CURLUE_OK ||
         curl_url_get(u, CURLUPART_PORT, &port, CURLU_DEFAULT_PORT) != CURLUE_OK) {
-        svc_errbuf_set(errbuf, "rs_http: not a URL: %.200s", url);
+        /* The text ends up in a log line: no password in it. */
+        svc_redact_credentials(url, shown, sizeof shown);
+        svc_errbuf_set(errbuf, "rs_http: not a URL: %.200s", shown);
     } else if (strcmp(scheme, "http") != 0 && strcmp(scheme, "https") != 0) {
         svc_errbuf_set(errbuf, "rs_http: scheme %.20s: only http and https", scheme);
     } else if ((size_t)snprintf(key, RS_HTTP__KEY_MAX, "%s://%s:%s", scheme, host, port) >=

@@ -162,11 +162,43 @@ static void secrets_are_redacted_in_the_config_log(void **state)
     tcap_begin();
     svc_cfg_log("t", secret_table, SVC_COUNTOF(secret_table), &c);
     out = tcap_end();
-    assert_non_null(strstr(out, "T_DSN=(redacted)"));
+    assert_non_null(strstr(out, "T_DSN=host=h password=(redacted)"));
     assert_non_null(strstr(out, "T_PASSWORD=(redacted)"));
     assert_non_null(strstr(out, "T_PLAIN_DSN=host=plainhost"));
     assert_null(strstr(out, "pw1"));
     assert_null(strstr(out, "hunter2"));
+}
+
+/* Every DSN form and a URL with credentials: the password goes, the rest stays readable. */
+static const svc_cfg_entry_t uri_table[] = {
+    {"T_URI_DSN", SVC_CFG_STR, 0, 0, "postgresql://app:pw2@db.internal:5432/orders", OFF(listen),
+     "URI DSN"},
+    {"T_SHORT_DSN", SVC_CFG_STR, 0, 0, "postgres://app:pw3@db/catalog?sslmode=verify-full",
+     OFF(dsn), "postgres:// DSN"},
+    {"T_WEBHOOK_URL", SVC_CFG_STR, 0, 0, "https://hook:pw4@hooks.example.com/in", OFF(level),
+     "webhook URL"},
+};
+
+static void uri_credentials_are_redacted_in_the_config_log(void **state)
+{
+    static const char *const env[] = {NULL};
+    char err[SVC_ERRBUF_LEN] = "";
+    cfg_t c;
+    const char *out;
+
+    (void)state;
+    fake_env = env;
+    memset(&c, 0, sizeof c);
+    assert_int_equal(svc_cfg_load(uri_table, SVC_COUNTOF(uri_table), &c, fake_getenv, err), SVC_OK);
+    tcap_begin();
+    svc_cfg_log("t", uri_table, SVC_COUNTOF(uri_table), &c);
+    out = tcap_end();
+    assert_null(strstr(out, "pw2"));
+    assert_null(strstr(out, "pw3"));
+    assert_null(strstr(out, "pw4"));
+    assert_non_null(strstr(out, "T_URI_DSN=postgresql://app:(redacted)@db.internal:5432/orders"));
+    assert_non_null(strstr(out, "T_SHORT_DSN=postgres://app:(redacted)@db/catalog?sslmode="));
+    assert_non_null(strstr(out, "T_WEBHOOK_URL=https://hook:(redacted)@hooks.example.com/in"));
 }
 
 int main(void)
@@ -179,6 +211,7 @@ int main(void)
         cmocka_unit_test(empty_value_means_default),
         cmocka_unit_test(help_lists_every_variable),
         cmocka_unit_test(secrets_are_redacted_in_the_config_log),
+        cmocka_unit_test(uri_credentials_are_redacted_in_the_config_log),
     };
     return cmocka_run_group_tests_name("svc_cfg", tests, NULL, NULL);
 }

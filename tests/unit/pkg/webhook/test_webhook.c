@@ -5,7 +5,9 @@
 #include <stddef.h>
 #include <stdint.h>
 #include <setjmp.h>
+#include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include <cmocka.h>
 
@@ -83,7 +85,7 @@ static void tampering_is_caught(void **state)
     assert_int_equal(verify(&k, VEC_ID, "1614265330", "v1,g0hM9SsE", VEC_BODY, now),
                      WHK_BAD_SIGNATURE);
     assert_int_equal(
-        whk_key_parse("whsec_c2hvcG1pY3JvLWxvY2FsLWRldi1zZWNyZXQh", &other, SVC_ERRBUF_SCRATCH),
+        whk_key_parse("whsec_d3Jvbmctc2VjcmV0LXdyb25nLXNlY3JldA==", &other, SVC_ERRBUF_SCRATCH),
         SVC_OK);
     assert_int_equal(verify(&other, VEC_ID, "1614265330", VEC_SIG, VEC_BODY, now),
                      WHK_BAD_SIGNATURE);
@@ -151,6 +153,151 @@ static void bad_secrets_and_ids_are_refused(void **state)
     assert_int_equal(whk_sign(&k, "", 1, "", 0, sig), SVC_EINVAL);
 }
 
+/* The spec: no '.' in a webhook-id, the separator of "<id>.<timestamp>.<body>". */
+static void ids_with_a_dot_are_refused(void **state)
+{
+    char sig[WHK_SIGNATURE_LEN];
+    whk_key_t k = vec_key();
+
+    (void)state;
+    assert_int_equal(whk_sign(&k, "msg.1", 1, "", 0, sig), SVC_EINVAL);
+    assert_int_equal(verify(&k, "msg_p5jXN8AQM9LWM0D4loKWxJek.1614265330", "1614265330", VEC_SIG,
+                            VEC_BODY, VEC_TS),
+                     WHK_BAD_ID);
+    assert_string_equal(whk_verdict_name(WHK_BAD_ID), "bad-id");
+}
+
+/* The spec's minimum is 24 bytes: 23 is refused, 24 taken; so is 64, not 65. */
+static void keys_of_24_to_64_bytes(void **state)
+{
+    char errbuf[SVC_ERRBUF_LEN] = "";
+    whk_key_t k;
+
+    (void)state;
+    /* base64 of 23, 24, 65 and 64 bytes of 'A' */
+    assert_int_equal(whk_key_parse("whsec_QUFBQUFBQUFBQUFBQUFBQUFBQUFBQUE=", &k, errbuf),
+                     SVC_EINVAL);
+    assert_non_null(strstr(errbuf, "23 bytes, at least 24"));
+    assert_int_equal(whk_key_parse("whsec_QUFBQUFBQUFBQUFBQUFBQUFBQUFBQUFB", &k, errbuf), SVC_OK);
+    assert_int_equal(k.len, 24);
+    assert_int_equal(whk_key_parse("QUFBQUFBQUFBQUFBQUFBQUFBQUFBQUFBQUFBQUFBQUFBQUFB"
+                                   "QUFBQUFBQUFBQUFBQUFBQUFBQUFBQUFBQUFBQUE=",
+                                   &k, errbuf),
+                     SVC_EINVAL);
+    assert_int_equal(whk_key_parse("QUFBQUFBQUFBQUFBQUFBQUFBQUFBQUFBQUFBQUFBQUFBQUFB"
+                                   "QUFBQUFBQUFBQUFBQUFBQUFBQUFBQUFBQUFBQQ==",
+                                   &k, errbuf),
+                     SVC_OK);
+    assert_int_equal(k.len, 64);
+}
+
+/* The development secret the services defaulted to and the k8s placeholder
+ * that decoded to a key: public, so refused, with or without the prefix. */
+static void public_keys_are_refused(void **state)
+{
+    char errbuf[SVC_ERRBUF_LEN] = "";
+    whk_key_t k;
+
+    (void)state;
+    assert_int_equal(whk_key_parse("whsec_c2hvcG1pY3JvLWxvY2FsLWRldi1zZWNyZXQh", &k, errbuf),
+                     SVC_EINVAL);
+    assert_non_null(strstr(errbuf, "public"));
+    assert_int_equal(whk_key_parse("c2hvcG1pY3JvLWxvY2FsLWRldi1zZWNyZXQh", &k, errbuf), SVC_EINVAL);
+    assert_int_equal(
+        whk_key_parse("whsec_Q0hBTkdFLU1FLW5vdC1hLXJlYWwtc2lnbmluZy1rZXk=", &k, errbuf),
+        SVC_EINVAL);
+    /* today's k8s placeholder is not base64 at all */
+    assert_int_equal(whk_key_parse("whsec_CHANGE-ME-make-a-random-one", &k, errbuf), SVC_EINVAL);
+}
+
+#define OLD_SECRET VEC_SECRET
+#define NEW_SECRET "whsec_cm90YXRpb24tbmV3LWtleS1mb3ItdGhlLXNpbmstaXQ="
+
+static void key_sets_parse_and_refuse(void **state)
+{
+    char errbuf[SVC_ERRBUF_LEN] = "";
+    whk_keyset_t ks;
+
+    (void)state;
+    assert_int_equal(whk_keyset_parse(NEW_SECRET " " OLD_SECRET, &ks, errbuf), SVC_OK);
+    assert_int_equal(ks.n, 2);
+    assert_int_equal(whk_keyset_parse(" " NEW_SECRET ",\n" OLD_SECRET "\n", &ks, errbuf), SVC_OK);
+    assert_int_equal(ks.n, 2);
+    assert_int_equal(whk_keyset_parse(OLD_SECRET, &ks, errbuf), SVC_OK);
+    assert_int_equal(ks.n, 1);
+    assert_int_equal(whk_keyset_parse(" , ", &ks, errbuf), SVC_EINVAL);
+    assert_non_null(strstr(errbuf, "not set"));
+    assert_int_equal(whk_keyset_parse(NEW_SECRET " whsec_QUFBQQ==", &ks, errbuf), SVC_EINVAL);
+    assert_non_null(strstr(errbuf, "webhook secret 2: 4 bytes"));
+    assert_null(strstr(errbuf, "QUFBQQ")); /* the value is never in the message */
+    assert_int_equal(whk_keyset_parse(OLD_SECRET " " OLD_SECRET, &ks, errbuf), SVC_EINVAL);
+    assert_non_null(strstr(errbuf, "the same as secret 1"));
+    assert_int_equal(whk_keyset_parse(NEW_SECRET " " OLD_SECRET " " NEW_SECRET "x", &ks, errbuf),
+                     SVC_EINVAL);
+}
+
+static void key_sets_load_from_a_value_or_a_file(void **state)
+{
+    char errbuf[SVC_ERRBUF_LEN] = "", path[] = "/tmp/test_webhook_XXXXXX";
+    whk_keyset_t ks;
+    int fd;
+
+    (void)state;
+    assert_int_equal(whk_keyset_load("X_SECRET", "", "", &ks, errbuf), SVC_EINVAL);
+    assert_non_null(strstr(errbuf, "X_SECRET (or X_SECRET_FILE, a file holding it) is required"));
+    assert_int_equal(whk_keyset_load("X_SECRET", OLD_SECRET, "/x", &ks, errbuf), SVC_EINVAL);
+    assert_non_null(strstr(errbuf, "both set"));
+    assert_int_equal(whk_keyset_load("X_SECRET", NULL, "/nonexistent/x", &ks, errbuf),
+                     SVC_EUNAVAIL);
+    assert_non_null(strstr(errbuf, "X_SECRET_FILE=/nonexistent/x: cannot read it"));
+    assert_int_equal(whk_keyset_load("X_SECRET", "whsec_QUFBQQ==", NULL, &ks, errbuf), SVC_EINVAL);
+    assert_non_null(strstr(errbuf, "X_SECRET: webhook secret 1: 4 bytes"));
+    fd = mkstemp(path);
+    assert_true(fd >= 0);
+    assert_true(write(fd, NEW_SECRET "\n" OLD_SECRET "\n", strlen(NEW_SECRET OLD_SECRET) + 2) > 0);
+    close(fd);
+    assert_int_equal(whk_keyset_load("X_SECRET", "", path, &ks, errbuf), SVC_OK);
+    assert_int_equal(ks.n, 2);
+    unlink(path);
+}
+
+/* The sender signs with every key; the receiver accepts any match. */
+static void rotation_signs_with_all_and_verifies_with_any(void **state)
+{
+    whk_keyset_t both, old_only, new_only;
+    whk_headers_t h;
+    const char *sig;
+
+    (void)state;
+    assert_int_equal(whk_keyset_parse(NEW_SECRET " " OLD_SECRET, &both, SVC_ERRBUF_SCRATCH),
+                     SVC_OK);
+    assert_int_equal(whk_keyset_parse(OLD_SECRET, &old_only, SVC_ERRBUF_SCRATCH), SVC_OK);
+    assert_int_equal(whk_keyset_parse(NEW_SECRET, &new_only, SVC_ERRBUF_SCRATCH), SVC_OK);
+    assert_int_equal(whk_headers_make_all(&both, VEC_ID, VEC_TS, VEC_BODY, strlen(VEC_BODY), &h),
+                     SVC_OK);
+    sig = h.signature + strlen("webhook-signature: ");
+    /* two v1 entries, the old key's the spec vector's */
+    assert_non_null(strstr(sig, " " VEC_SIG));
+    assert_int_equal(strncmp(sig, "v1,", 3), 0);
+    assert_int_equal(strlen(sig), 2 * (WHK_SIGNATURE_LEN - 1) + 1);
+    assert_int_equal(whk_verify_any(&old_only, VEC_ID, "1614265330", sig, VEC_BODY,
+                                    strlen(VEC_BODY), VEC_TS, 300),
+                     WHK_VALID);
+    assert_int_equal(whk_verify_any(&new_only, VEC_ID, "1614265330", sig, VEC_BODY,
+                                    strlen(VEC_BODY), VEC_TS, 300),
+                     WHK_VALID);
+    /* a receiver with both keys takes a delivery signed with the old one only */
+    assert_int_equal(whk_verify_any(&both, VEC_ID, "1614265330", VEC_SIG, VEC_BODY,
+                                    strlen(VEC_BODY), VEC_TS, 300),
+                     WHK_VALID);
+    assert_int_equal(
+        whk_headers_make_all(&new_only, VEC_ID, VEC_TS, VEC_BODY, strlen(VEC_BODY), &h), SVC_OK);
+    assert_int_equal(whk_verify_any(&old_only, VEC_ID, "1614265330",
+                                    h.signature + strlen("webhook-signature: "), VEC_BODY,
+                                    strlen(VEC_BODY), VEC_TS, 300),
+                     WHK_BAD_SIGNATURE);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -161,6 +308,12 @@ int main(void)
         cmocka_unit_test(timestamps_outside_the_tolerance_are_refused),
         cmocka_unit_test(missing_headers),
         cmocka_unit_test(bad_secrets_and_ids_are_refused),
+        cmocka_unit_test(ids_with_a_dot_are_refused),
+        cmocka_unit_test(keys_of_24_to_64_bytes),
+        cmocka_unit_test(public_keys_are_refused),
+        cmocka_unit_test(key_sets_parse_and_refuse),
+        cmocka_unit_test(key_sets_load_from_a_value_or_a_file),
+        cmocka_unit_test(rotation_signs_with_all_and_verifies_with_any),
     };
 
     return cmocka_run_group_tests_name("whk", tests, NULL, NULL);
