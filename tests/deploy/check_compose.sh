@@ -279,10 +279,9 @@ if ntf is not None and sink is not None:
     vols = {}
     for name, s in (("notification", ntf), ("notify-sink", sink)):
         check("NOTIFY_WEBHOOK_SECRET" not in env_of(s),
-              f"{name}: NOTIFY_WEBHOOK_SECRET has no value in the file (not the binaries' dev default)")
-        ep = " ".join(str(x) for x in s.get("entrypoint") or [])
-        check(secret_path in ep and "NOTIFY_WEBHOOK_SECRET" in ep,
-              f"{name}: the entrypoint reads NOTIFY_WEBHOOK_SECRET from {secret_path}")
+              f"{name}: NOTIFY_WEBHOOK_SECRET has no value in the file (the secret is only in the volume)")
+        check(env_of(s).get("NOTIFY_WEBHOOK_SECRET_FILE") == secret_path,
+              f"{name}: NOTIFY_WEBHOOK_SECRET_FILE={env_of(s).get('NOTIFY_WEBHOOK_SECRET_FILE')} (want {secret_path})")
         vols[name] = volume_of(s, secret_path)
         check(vols[name][0] is not None and vols[name][1],
               f"{name}: {secret_path} is in a named volume mounted read-only ({vols[name][0]}, read_only={vols[name][1]})")
