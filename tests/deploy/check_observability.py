@@ -16,6 +16,7 @@ Exit status 0: all checks passed; 1: a check failed (each is printed).
 """
 
 import argparse
+import base64
 import json
 import os
 import re
@@ -201,7 +202,9 @@ def up(st):
                                        "RELAY_ADMIN_LISTEN": "127.0.0.1:0"})
     urls["notification"] = st.start("notification", {
         "NOTIFY_KAFKA_BROKERS": nowhere, "NOTIFY_RABBITMQ_HOST": "127.0.0.1",
-        "NOTIFY_RABBITMQ_PORT": "1", "NOTIFY_ADMIN_LISTEN": "127.0.0.1:0"})
+        "NOTIFY_RABBITMQ_PORT": "1", "NOTIFY_ADMIN_LISTEN": "127.0.0.1:0",
+        # a secret of the run's own: the service refuses to start without one
+        "NOTIFY_WEBHOOK_SECRET": "whsec_" + base64.b64encode(os.urandom(32)).decode()})
     return {k: "http://127.0.0.1:%d/metrics" % v for k, v in urls.items()}
 
 
