@@ -75,7 +75,8 @@ void gw_auth_free(gw_auth_t *a);
  * bad is not logged every second.
  */
 int gw_auth_reload_if_changed(gw_auth_t *a);
-/* Bumped by every reload that made a new set current (starts at 1). */
+/* Bumped by every reload that made a new set current (starts at 1). Any
+ * thread (an atomic). */
 uint64_t gw_auth_generation(const gw_auth_t *a);
 /* The opts a holder verifies with (issuer, audience, leeway, clock). */
 const gw_jwt_opts_t *gw_auth_jwt_opts(const gw_auth_t *a);

@@ -16,7 +16,7 @@ struct gw_door {
     gw_guard_rule_t *rules; /* one per route */
     _Atomic uint64_t tokens[GW_JWT__ERR_LAST];
     _Atomic uint64_t refused_401, refused_403;
-    _Atomic uint64_t generation, reload_failures;
+    _Atomic uint64_t reload_failures;
 };
 
 static svc_err_t make_auth(gw_door_t *d, const gw_config_t *cfg, char errbuf[static SVC_ERRBUF_LEN])
@@ -41,7 +41,6 @@ static svc_err_t make_auth(gw_door_t *d, const gw_config_t *cfg, char errbuf[sta
     o.cache_entries = (size_t)cfg->jwt_cache_entries;
     if (gw_auth_new(&o, &d->auth, errbuf) != SVC_OK)
         return SVC_EINVAL;
-    atomic_store(&d->generation, gw_auth_generation(d->auth));
     svc_log_info(LOG_MOD, "bearer tokens of issuer %s for audience %s, keys from %s",
                  cfg->jwt_issuer, cfg->jwt_audience, cfg->jwks_file);
     return SVC_OK;
@@ -138,8 +137,6 @@ void gw_door_tick(gw_door_t *d)
     rc = gw_auth_reload_if_changed(d->auth);
     if (rc < 0)
         atomic_fetch_add_explicit(&d->reload_failures, 1, memory_order_relaxed);
-    else if (rc > 0)
-        atomic_store(&d->generation, gw_auth_generation(d->auth));
 }
 
 svc_err_t gw_door_loop_new(gw_door_t *d, gw_auth_loop_t **out)
@@ -217,7 +214,8 @@ svc_err_t gw_door_render(const void *arg, char *buf, size_t cap, size_t *len)
                     "key set file that failed (the previous set stays in use).\n"
                     "# TYPE gateway_auth_keyset_reload_failures_total counter\n"
                     "gateway_auth_keyset_reload_failures_total %llu\n",
-                    (unsigned long long)load(&d->generation),
+                    /* the holder's own atomic: any thread */
+                    (unsigned long long)(d->auth != NULL ? gw_auth_generation(d->auth) : 0),
                     (unsigned long long)load(&d->reload_failures));
     return svc_text_end(&t, len);
 }
