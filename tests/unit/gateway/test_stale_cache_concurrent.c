@@ -49,10 +49,15 @@ static size_t body_of(int k, uint32_t v, char *out, size_t cap)
 
 static bool body_ok(int k, const char *b, size_t len)
 {
-    char want[1024];
+    char want[1024], head[32];
     unsigned kk, v;
 
-    if (sscanf(b, "k=%u v=%u ", &kk, &v) != 2 || (int)kk != k)
+    /* A cached body is len bytes, not a C string: sscanf gets a
+     * NUL-terminated copy of its head (it read past the end before). */
+    if (len == 0 || len >= sizeof want)
+        return false;
+    snprintf(head, sizeof head, "%.*s", (int)(len < sizeof head - 1 ? len : sizeof head - 1), b);
+    if (sscanf(head, "k=%u v=%u ", &kk, &v) != 2 || (int)kk != k)
         return false;
     return body_of(k, v, want, sizeof want) == len && memcmp(want, b, len) == 0;
 }
