@@ -7,23 +7,10 @@
 #include "headers.h"
 #include "http.h"
 
-static void add(h2o_req_t *req, const h2o_token_t *name, const char *display, const char *value)
-{
-    h2o_iovec_t v = h2o_strdup(&req->pool, value, SIZE_MAX);
-
-    h2o_add_header(&req->pool, &req->res.headers, name, display, v.base, v.len);
-}
-
 static void add_ratelimit(h2o_req_t *req, const gw_rl_headers_t *rl)
 {
-    /* h2o 2.2.5 has no tokens for these: by name, lower case for HTTP/2's sake. */
-    h2o_iovec_t p = h2o_strdup(&req->pool, rl->policy, SIZE_MAX);
-    h2o_iovec_t r = h2o_strdup(&req->pool, rl->ratelimit, SIZE_MAX);
-
-    h2o_add_header_by_str(&req->pool, &req->res.headers, H2O_STRLIT("ratelimit-policy"), 0,
-                          "RateLimit-Policy", p.base, p.len);
-    h2o_add_header_by_str(&req->pool, &req->res.headers, H2O_STRLIT("ratelimit"), 0, "RateLimit",
-                          r.base, r.len);
+    gw_http_add_header(req, "ratelimit-policy", "RateLimit-Policy", rl->policy, strlen(rl->policy));
+    gw_http_add_header(req, "ratelimit", "RateLimit", rl->ratelimit, strlen(rl->ratelimit));
 }
 
 static void describe(gw_guard_request_t *rq, h2o_req_t *req, struct sockaddr_storage *ss)
@@ -63,7 +50,8 @@ bool gw_admit(gw_loop_t *l, h2o_req_t *req, gw_access_t *e, gw_principal_t *who,
     if (v.status == 0)
         return true;
     if (v.challenge[0] != '\0')
-        add(req, H2O_TOKEN_WWW_AUTHENTICATE, "WWW-Authenticate", v.challenge);
+        gw_http_add_header(req, "www-authenticate", "WWW-Authenticate", v.challenge,
+                           strlen(v.challenge));
     refused = *e;
     refused.grpc_code = v.grpc_code;
     gw_access_end(&refused, v.status);

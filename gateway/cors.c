@@ -98,14 +98,6 @@ bool gw_cors_allowed(const char *spec, const char *origin, size_t len)
     }
 }
 
-static void add(h2o_req_t *req, const char *lower, const char *name, const char *v, size_t len)
-{
-    h2o_iovec_t copy = h2o_strdup(&req->pool, v, len);
-
-    h2o_add_header_by_str(&req->pool, &req->res.headers, lower, strlen(lower), 1, name, copy.base,
-                          copy.len);
-}
-
 /* 204 with the path's methods; false when no route has the path (the
  * OPTIONS then goes on to its 404). */
 static bool answer_preflight(h2o_req_t *req, const gw_access_t *e)
@@ -118,11 +110,12 @@ static bool answer_preflight(h2o_req_t *req, const gw_access_t *e)
         GW_MATCH_WRONG_METHOD)
         return false;
     n = gw_route_allow_text(m.allow, methods, sizeof methods);
-    add(req, "access-control-allow-methods", "Access-Control-Allow-Methods", methods,
-        n < sizeof methods ? n : sizeof methods - 1);
-    add(req, "access-control-allow-headers", "Access-Control-Allow-Headers",
-        H2O_STRLIT(GW_CORS_ALLOW_HEADERS));
-    add(req, "access-control-max-age", "Access-Control-Max-Age", H2O_STRLIT(GW_CORS_MAX_AGE_S));
+    gw_http_add_header(req, "access-control-allow-methods", "Access-Control-Allow-Methods", methods,
+                       n < sizeof methods ? n : sizeof methods - 1);
+    gw_http_add_header(req, "access-control-allow-headers", "Access-Control-Allow-Headers",
+                       H2O_STRLIT(GW_CORS_ALLOW_HEADERS));
+    gw_http_add_header(req, "access-control-max-age", "Access-Control-Max-Age",
+                       H2O_STRLIT(GW_CORS_MAX_AGE_S));
     gw_access_end(e, 204);
     req->res.status = 204;
     req->res.reason = gw_http_reason(204);
@@ -137,16 +130,16 @@ bool gw_cors_handle(h2o_req_t *req, const gw_access_t *e, const char *spec)
 
     if (!gw_cors_enabled(spec))
         return false;
-    add(req, "vary", "Vary", H2O_STRLIT("Origin"));
+    gw_http_add_header(req, "vary", "Vary", H2O_STRLIT("Origin"));
     origin = gw_find_header(req, H2O_STRLIT("origin"));
     if (origin == NULL || !gw_cors_allowed(spec, origin->value.base, origin->value.len))
         return false;
-    add(req, "access-control-allow-origin", "Access-Control-Allow-Origin", origin->value.base,
-        origin->value.len);
+    gw_http_add_header(req, "access-control-allow-origin", "Access-Control-Allow-Origin",
+                       origin->value.base, origin->value.len);
     if (h2o_memis(req->method.base, req->method.len, H2O_STRLIT("OPTIONS")) &&
         gw_find_header(req, H2O_STRLIT("access-control-request-method")) != NULL)
         return answer_preflight(req, e);
-    add(req, "access-control-expose-headers", "Access-Control-Expose-Headers",
-        H2O_STRLIT(GW_CORS_EXPOSE_HEADERS));
+    gw_http_add_header(req, "access-control-expose-headers", "Access-Control-Expose-Headers",
+                       H2O_STRLIT(GW_CORS_EXPOSE_HEADERS));
     return false;
 }

@@ -197,16 +197,6 @@ static void answer_upstream_error(const gw_access_t *e, h2o_req_t *req, const rs
  * Stale reads (docs/gateway.md, "Stale reads")
  * ------------------------------------------------------------------------ */
 
-static void add_header(h2o_req_t *req, const char *lower, const char *name, const char *value,
-                       size_t len)
-{
-    /* h2o keeps pointers to both: the value goes into the request's pool. */
-    h2o_iovec_t v = h2o_strdup(&req->pool, value, len);
-
-    h2o_add_header_by_str(&req->pool, &req->res.headers, lower, strlen(lower), 1, name, v.base,
-                          v.len);
-}
-
 /* One warn line per stale answer, through the repeated-line limiter: the
  * first of each route and reason at once, then one a second with the count
  * of those left out (svc/core.h, "Repeated lines"). */
@@ -264,15 +254,15 @@ static bool answer_stale(const gw_access_t *e, h2o_req_t *req, const rs_grpc_res
         return false;
     }
     code = failure_code(res);
-    add_header(req, "grpc-metadata-content-type", "Grpc-Metadata-Content-Type",
-               H2O_STRLIT("application/grpc"));
+    gw_http_add_header(req, "grpc-metadata-content-type", "Grpc-Metadata-Content-Type",
+                       H2O_STRLIT("application/grpc"));
     n = snprintf(v, sizeof v, "%llu", (unsigned long long)(hit.age_ms / 1000));
-    add_header(req, "age", "Age", v, (size_t)n);
+    gw_http_add_header(req, "age", "Age", v, (size_t)n);
     n = snprintf(v, sizeof v, "shopmicro-gateway; fwd=stale; fwd-status=%d; detail=%s",
                  gw_http_status_from_grpc(code), rs_reason_name(res->reason));
-    add_header(req, "cache-status", "Cache-Status", v, (size_t)n);
-    add_header(req, "warning", "Warning", H2O_STRLIT("110 - \"Response is Stale\""));
-    add_header(req, "x-shopmicro-stale", "X-Shopmicro-Stale", H2O_STRLIT("true"));
+    gw_http_add_header(req, "cache-status", "Cache-Status", v, (size_t)n);
+    gw_http_add_header(req, "warning", "Warning", H2O_STRLIT("110 - \"Response is Stale\""));
+    gw_http_add_header(req, "x-shopmicro-stale", "X-Shopmicro-Stale", H2O_STRLIT("true"));
     with_stale.res = res;
     with_stale.grpc_code = code; /* the access line says what the upstream did */
     with_stale.stale = true;
@@ -577,7 +567,7 @@ static void answer_wrong_method(const gw_access_t *e, h2o_req_t *req, unsigned a
     char v[64];
     size_t n = gw_route_allow_text(allow, v, sizeof v);
 
-    add_header(req, "allow", "Allow", v, n < sizeof v ? n : sizeof v - 1);
+    gw_http_add_header(req, "allow", "Allow", v, n < sizeof v ? n : sizeof v - 1);
     answer_error(e, req, 405, 12, "Method Not Allowed", 0);
 }
 

@@ -469,6 +469,15 @@ void gw_http_send(h2o_req_t *req, int status, const char *content_type, const ch
     h2o_send_inline(req, body, len);
 }
 
+void gw_http_add_header(h2o_req_t *req, const char *lower, const char *name, const char *value,
+                        size_t len)
+{
+    h2o_iovec_t v = h2o_strdup(&req->pool, value, len);
+
+    h2o_add_header_by_str(&req->pool, &req->res.headers, lower, strlen(lower), 1, name, v.base,
+                          v.len);
+}
+
 void gw_http_send_error(h2o_req_t *req, int status, int code, const char *msg,
                         uint32_t retry_after_s)
 {

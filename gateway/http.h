@@ -120,6 +120,12 @@ struct st_h2o_req_t;
 void gw_http_send(struct st_h2o_req_t *req, int status, const char *content_type, const char *body,
                   size_t len);
 
+/* Adds the response header name (lower: its lower-case form) with value's
+ * len bytes, copied into the request's pool, since h2o keeps pointers to
+ * both until the response is sent. Loop thread only. */
+void gw_http_add_header(struct st_h2o_req_t *req, const char *lower, const char *name,
+                        const char *value, size_t len);
+
 /*
  * Sends an error body for gRPC code `code` with message msg. status 0 means
  * gw_http_status_from_grpc(code). Adds WWW-Authenticate: <msg> for
