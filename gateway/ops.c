@@ -1,5 +1,5 @@
 /* SPDX-License-Identifier: Apache-2.0 */
-/* ops.c - the public /healthz and /readyz, and readiness (see ops.h). */
+/* ops.c - the public /healthz, /readyz and /openapi.json, and readiness (see ops.h). */
 #include <stdio.h>
 #include <string.h>
 
@@ -53,4 +53,14 @@ void gw_ops_readyz(struct gw_app *app, h2o_mem_pool_t *pool, gw_reply_t *out)
     int n = snprintf(body, sizeof body, "{\"status\":\"%s\"}", gw_ops_status_word(app, ready));
 
     reply_text(pool, out, ready ? 200 : 503, "application/json", body, (size_t)n);
+}
+
+void gw_ops_openapi(struct gw_app *app, h2o_mem_pool_t *pool, gw_reply_t *out)
+{
+    (void)app;
+    (void)pool;
+    out->status = 200;
+    out->content_type = "application/json";
+    out->body = (const char *)gw_openapi_json; /* static: outlives the pool */
+    out->len = gw_openapi_json_len;
 }

@@ -9,6 +9,9 @@
  *             transient failure, or the gateway is draining. Nothing more:
  *             the upstreams' names, targets and states are on the admin
  *             port's /readyz (adminport.h).
+ *   /openapi.json  200, the OpenAPI 3.1 document of the public port, made
+ *             at build time from the route table and the proto descriptors
+ *             (gateway/tools/openapi_gen.c) and embedded as gw_openapi_json.
  *
  * The routes run on a loop thread and only read atomics: none blocks.
  */
@@ -22,6 +25,17 @@
 
 void gw_ops_healthz(struct gw_app *app, struct st_h2o_mem_pool_t *pool, gw_reply_t *out);
 void gw_ops_readyz(struct gw_app *app, struct st_h2o_mem_pool_t *pool, gw_reply_t *out);
+void gw_ops_openapi(struct gw_app *app, struct st_h2o_mem_pool_t *pool, gw_reply_t *out);
+
+/* The body of /healthz and /readyz as a JSON Schema (the route table's
+ * local_schema). */
+#define GW_OPS_STATUS_SCHEMA                                                                       \
+    "{\"type\":\"object\",\"required\":[\"status\"],\"properties\":{\"status\":{\"type\":"         \
+    "\"string\",\"enum\":[\"ok\",\"unavailable\",\"draining\"]}}}"
+
+/* The document /openapi.json serves (generated, embedded at build time). */
+extern const unsigned char gw_openapi_json[];
+extern const size_t gw_openapi_json_len;
 
 /* One upstream as readiness sees it. connectivity is static. */
 typedef struct gw_upstream_health {

@@ -21,15 +21,17 @@
 #define ORDERS_WRITE    PR_SCOPE_ORDERS_WRITE
 #define ORDERS_READ     (PR_SCOPE_ORDERS_READ | PR_SCOPE_ORDERS_ADMIN)
 const gw_route_t gw_routes[] = {
-    /* method  template              upstream + rpc          request                                   response                                      body         retries            served stale    callers        rate class */
-    {"POST", "/v1/products",      CATALOG(CreateProduct), MSG(catalog, create_product_request), MSG(catalog, product),                GW_BODY_ALL,  RS_NOT_IDEMPOTENT, GW_STALE_NEVER, CATALOG_WRITE, "write", NULL},
-    {"GET",  "/v1/products",      CATALOG(ListProducts),  MSG(catalog, list_products_request),  MSG(catalog, list_products_response), GW_BODY_NONE, RS_IDEMPOTENT,     GW_STALE_OK,    PUBLIC,        "read",  NULL},
-    {"GET",  "/v1/products/{id}", CATALOG(GetProduct),    MSG(catalog, get_product_request),    MSG(catalog, product),                GW_BODY_NONE, RS_IDEMPOTENT,     GW_STALE_OK,    PUBLIC,        "read",  NULL},
-    {"POST", "/v1/orders",        ORDER(CreateOrder),     MSG(order, create_order_request),     MSG(order, create_order_response),    GW_BODY_ALL,  RS_NOT_IDEMPOTENT, GW_STALE_NEVER, ORDERS_WRITE,  "write", NULL},
-    {"GET",  "/v1/orders/{id}",   ORDER(GetOrder),        MSG(order, get_order_request),        MSG(order, order),                    GW_BODY_NONE, RS_IDEMPOTENT,     GW_STALE_NEVER, ORDERS_READ,   "read",  NULL},
+    /* method  template              upstream + rpc          request                                   response                                      body         retries            served stale    callers        rate class      local  schema */
+    {"POST", "/v1/products",      CATALOG(CreateProduct), MSG(catalog, create_product_request), MSG(catalog, product),                GW_BODY_ALL,  RS_NOT_IDEMPOTENT, GW_STALE_NEVER, CATALOG_WRITE, "write", NULL, NULL},
+    {"GET",  "/v1/products",      CATALOG(ListProducts),  MSG(catalog, list_products_request),  MSG(catalog, list_products_response), GW_BODY_NONE, RS_IDEMPOTENT,     GW_STALE_OK,    PUBLIC,        "read",  NULL, NULL},
+    {"GET",  "/v1/products/{id}", CATALOG(GetProduct),    MSG(catalog, get_product_request),    MSG(catalog, product),                GW_BODY_NONE, RS_IDEMPOTENT,     GW_STALE_OK,    PUBLIC,        "read",  NULL, NULL},
+    {"POST", "/v1/orders",        ORDER(CreateOrder),     MSG(order, create_order_request),     MSG(order, create_order_response),    GW_BODY_ALL,  RS_NOT_IDEMPOTENT, GW_STALE_NEVER, ORDERS_WRITE,  "write", NULL, NULL},
+    {"GET",  "/v1/orders/{id}",   ORDER(GetOrder),        MSG(order, get_order_request),        MSG(order, order),                    GW_BODY_NONE, RS_IDEMPOTENT,     GW_STALE_NEVER, ORDERS_READ,   "read",  NULL, NULL},
     /* operations endpoints (local); the rest is on the admin port (adminport.h) */
-    {"GET",  "/healthz", .local = gw_ops_healthz},
-    {"GET",  "/readyz",  .local = gw_ops_readyz},
+    {"GET",  "/healthz",      .local = gw_ops_healthz, .local_schema = GW_OPS_STATUS_SCHEMA},
+    {"GET",  "/readyz",       .local = gw_ops_readyz,  .local_schema = GW_OPS_STATUS_SCHEMA},
+    /* the API's description (gateway/tools/openapi_gen.c makes it from this table) */
+    {"GET",  "/openapi.json", .local = gw_ops_openapi, .local_schema = "{\"type\":\"object\"}"},
 };
 /* clang-format on */
 const size_t gw_n_routes = SVC_COUNTOF(gw_routes);
@@ -75,6 +77,11 @@ const char *gw_upstream_name(gw_upstream_id_t id)
 }
 
 bool gw_upstream_reads_caller(gw_upstream_id_t id)
+{
+    return id == GW_UPSTREAM_ORDER;
+}
+
+bool gw_upstream_keeps_keys(gw_upstream_id_t id)
 {
     return id == GW_UPSTREAM_ORDER;
 }

@@ -82,6 +82,9 @@ typedef struct gw_route {
     const char *rate_class; /* its GATEWAY_RATE_LIMITS class; NULL: not limited */
     /* local routes (rpc == NULL) */
     gw_local_fn local;
+    /* the JSON Schema of a local route's 200 body, for the OpenAPI document
+     * (gateway/tools/openapi_gen.c); NULL: any JSON */
+    const char *local_schema;
 } gw_route_t;
 
 /* The table (routes.c). Rows registered later win when patterns overlap,
@@ -161,5 +164,12 @@ const char *gw_upstream_name(gw_upstream_id_t id);
  * of its own: order does (a customer's own orders); the catalog has no such
  * rule and is not told who asks. */
 bool gw_upstream_reads_caller(gw_upstream_id_t id);
+
+/* Whether the upstream keeps the Idempotency-Key of its non-idempotent
+ * calls (a replay returns the first answer; the key reused with another
+ * request is ALREADY_EXISTS, HTTP 409): order does (docs/order.md); the
+ * catalog keeps no keys. The OpenAPI document declares the header and the
+ * 409 from this. */
+bool gw_upstream_keeps_keys(gw_upstream_id_t id);
 
 #endif

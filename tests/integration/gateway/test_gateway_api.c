@@ -576,6 +576,41 @@ static void order_errors(void **state)
 
 /* ---- operations endpoints ---------------------------------------------- */
 
+/* GET /openapi.json serves the document the build generated (GW_OPENAPI_JSON,
+ * build/gateway/openapi.json), byte for byte, public and not rate limited. */
+static void openapi_json_is_the_generated_document(void **state)
+{
+    api_t *a = *state;
+    const char *file = getenv("GW_OPENAPI_JSON");
+    char ct[128], *want;
+    long n;
+    FILE *f;
+    gw_res_t r;
+
+    assert_non_null(file);
+    f = fopen(file, "rb");
+    assert_non_null(f);
+    assert_int_equal(fseek(f, 0, SEEK_END), 0);
+    n = ftell(f);
+    assert_true(n > 0);
+    rewind(f);
+    want = malloc((size_t)n);
+    assert_non_null(want);
+    assert_int_equal(fread(want, 1, (size_t)n, f), (size_t)n);
+    fclose(f);
+
+    gw_call(a->h, a->t, "GET", "/openapi.json", NULL, NULL, &r);
+    gw_assert_status(&r, 200);
+    assert_true(gw_res_header(&r, "Content-Type", ct, sizeof ct));
+    assert_string_equal(ct, "application/json");
+    assert_false(gw_res_header(&r, "RateLimit-Policy", ct, sizeof ct));
+    assert_int_equal(r.body_len, (size_t)n);
+    assert_memory_equal(r.body, want, (size_t)n);
+    assert_non_null(strstr(r.body, "\"/v1/orders/{id}\""));
+    gw_res_free(&r);
+    free(want);
+}
+
 static void healthz_readyz_metrics(void **state)
 {
     api_t *a = *state;
@@ -666,6 +701,7 @@ int main(void)
         cmocka_unit_test(orders_round_trip),
         cmocka_unit_test(order_errors),
         cmocka_unit_test(healthz_readyz_metrics),
+        cmocka_unit_test(openapi_json_is_the_generated_document),
         cmocka_unit_test(internals_only_on_the_admin_port),
     };
     int rc;

@@ -206,24 +206,30 @@ static void expect_invalid(const gw_route_t *row, const char *part)
 
 static void validation_rejects_bad_rows(void **state)
 {
-    static const gw_route_t no_slash = {"GET",         "v1/x",         GET_PRODUCT,   GW_BODY_NONE,
-                                        RS_IDEMPOTENT, GW_STALE_NEVER, GW_ROUTE_OPEN, NULL};
+    static const gw_route_t no_slash = {"GET",         "v1/x",        GET_PRODUCT,
+                                        GW_BODY_NONE,  RS_IDEMPOTENT, GW_STALE_NEVER,
+                                        GW_ROUTE_OPEN, NULL,          NULL};
     static const gw_route_t open_brace = {"GET",         "/v1/{id",     GET_PRODUCT,
                                           GW_BODY_NONE,  RS_IDEMPOTENT, GW_STALE_NEVER,
-                                          GW_ROUTE_OPEN, NULL};
-    static const gw_route_t empty_var = {"GET",         "/v1/{}",       GET_PRODUCT,   GW_BODY_NONE,
-                                         RS_IDEMPOTENT, GW_STALE_NEVER, GW_ROUTE_OPEN, NULL};
-    static const gw_route_t deep_var = {"GET",         "/v1/{id=**}",  GET_PRODUCT,   GW_BODY_NONE,
-                                        RS_IDEMPOTENT, GW_STALE_NEVER, GW_ROUTE_OPEN, NULL};
-    static const gw_route_t empty_seg = {"GET",         "/v1//x",       GET_PRODUCT,   GW_BODY_NONE,
-                                         RS_IDEMPOTENT, GW_STALE_NEVER, GW_ROUTE_OPEN, NULL};
-    static const gw_route_t mixed = {"GET",         "/v1/x{id}",    GET_PRODUCT,   GW_BODY_NONE,
-                                     RS_IDEMPOTENT, GW_STALE_NEVER, GW_ROUTE_OPEN, NULL};
-    static const gw_route_t no_field = {"GET",         "/v1/{sku}",    GET_PRODUCT,   GW_BODY_NONE,
-                                        RS_IDEMPOTENT, GW_STALE_NEVER, GW_ROUTE_OPEN, NULL};
+                                          GW_ROUTE_OPEN, NULL,          NULL};
+    static const gw_route_t empty_var = {"GET",         "/v1/{}",      GET_PRODUCT,
+                                         GW_BODY_NONE,  RS_IDEMPOTENT, GW_STALE_NEVER,
+                                         GW_ROUTE_OPEN, NULL,          NULL};
+    static const gw_route_t deep_var = {"GET",         "/v1/{id=**}", GET_PRODUCT,
+                                        GW_BODY_NONE,  RS_IDEMPOTENT, GW_STALE_NEVER,
+                                        GW_ROUTE_OPEN, NULL,          NULL};
+    static const gw_route_t empty_seg = {"GET",         "/v1//x",      GET_PRODUCT,
+                                         GW_BODY_NONE,  RS_IDEMPOTENT, GW_STALE_NEVER,
+                                         GW_ROUTE_OPEN, NULL,          NULL};
+    static const gw_route_t mixed = {"GET",         "/v1/x{id}",   GET_PRODUCT,
+                                     GW_BODY_NONE,  RS_IDEMPOTENT, GW_STALE_NEVER,
+                                     GW_ROUTE_OPEN, NULL,          NULL};
+    static const gw_route_t no_field = {"GET",         "/v1/{sku}",   GET_PRODUCT,
+                                        GW_BODY_NONE,  RS_IDEMPOTENT, GW_STALE_NEVER,
+                                        GW_ROUTE_OPEN, NULL,          NULL};
     static const gw_route_t undeclared = {
         "GET",          "/v1/{id}",    GET_PRODUCT, GW_BODY_NONE, RS_IDEMPOTENCY_BY_NAME,
-        GW_STALE_NEVER, GW_ROUTE_OPEN, NULL};
+        GW_STALE_NEVER, GW_ROUTE_OPEN, NULL,        NULL};
     static const gw_route_t no_handler = {"GET", "/x", .local = NULL};
     static const gw_route_t no_method = {"", "/x", .local = (gw_local_fn)1};
     static const gw_route_t local_var = {"GET", "/x/{id}", .local = (gw_local_fn)1};
@@ -250,17 +256,20 @@ static void validation_limits_stale_to_reads(void **state)
 {
     static const gw_route_t post = {
         "POST",      "/v1/{id}",    GET_PRODUCT, GW_BODY_ALL, RS_NOT_IDEMPOTENT,
-        GW_STALE_OK, GW_ROUTE_OPEN, NULL};
-    static const gw_route_t body = {"GET",         "/v1/{id}",  GET_PRODUCT,   GW_BODY_ALL,
-                                    RS_IDEMPOTENT, GW_STALE_OK, GW_ROUTE_OPEN, NULL};
+        GW_STALE_OK, GW_ROUTE_OPEN, NULL,        NULL};
+    static const gw_route_t body = {"GET",         "/v1/{id}",    GET_PRODUCT,
+                                    GW_BODY_ALL,   RS_IDEMPOTENT, GW_STALE_OK,
+                                    GW_ROUTE_OPEN, NULL,          NULL};
     static const gw_route_t not_idem = {
         "GET",       "/v1/{id}",    GET_PRODUCT, GW_BODY_NONE, RS_NOT_IDEMPOTENT,
-        GW_STALE_OK, GW_ROUTE_OPEN, NULL};
+        GW_STALE_OK, GW_ROUTE_OPEN, NULL,        NULL};
     static const gw_route_t local = {"GET", "/x", .stale = GW_STALE_OK, .local = (gw_local_fn)1};
-    static const gw_route_t bad_value = {"GET",         "/v1/{id}",    GET_PRODUCT,   GW_BODY_NONE,
-                                         RS_IDEMPOTENT, (gw_stale_t)7, GW_ROUTE_OPEN, NULL};
-    static const gw_route_t ok = {"GET",         "/v1/{id}",  GET_PRODUCT,   GW_BODY_NONE,
-                                  RS_IDEMPOTENT, GW_STALE_OK, GW_ROUTE_OPEN, NULL};
+    static const gw_route_t bad_value = {"GET",         "/v1/{id}",    GET_PRODUCT,
+                                         GW_BODY_NONE,  RS_IDEMPOTENT, (gw_stale_t)7,
+                                         GW_ROUTE_OPEN, NULL,          NULL};
+    static const gw_route_t ok = {"GET",         "/v1/{id}",    GET_PRODUCT,
+                                  GW_BODY_NONE,  RS_IDEMPOTENT, GW_STALE_OK,
+                                  GW_ROUTE_OPEN, NULL,          NULL};
     char errbuf[SVC_ERRBUF_LEN] = "";
 
     (void)state;
@@ -322,7 +331,7 @@ static void validation_keeps_stale_and_local_routes_public(void **state)
 {
     static const gw_route_t scoped_stale = {
         "GET",       "/v1/{id}",           GET_PRODUCT, GW_BODY_NONE, RS_IDEMPOTENT,
-        GW_STALE_OK, PR_SCOPE_ORDERS_READ, "read",      NULL};
+        GW_STALE_OK, PR_SCOPE_ORDERS_READ, "read",      NULL,         NULL};
     static const gw_route_t local_scoped = {"GET", "/x", .scopes = PR_SCOPE_ORDERS_READ,
                                             .local = (gw_local_fn)1};
     static const gw_route_t local_limited = {"GET", "/x", .rate_class = "read",
@@ -338,15 +347,15 @@ static void validation_rejects_duplicates(void **state)
 {
     static const gw_route_t t[] = {
         {"GET", "/v1/{id}", GET_PRODUCT, GW_BODY_NONE, RS_IDEMPOTENT, GW_STALE_NEVER, GW_ROUTE_OPEN,
-         NULL},
+         NULL, NULL},
         {"GET", "/v1/{id}", GET_PRODUCT, GW_BODY_NONE, RS_IDEMPOTENT, GW_STALE_NEVER, GW_ROUTE_OPEN,
-         NULL},
+         NULL, NULL},
     };
     static const gw_route_t ok[] = {
         {"GET", "/v1/{id=*}", GET_PRODUCT, GW_BODY_NONE, RS_IDEMPOTENT, GW_STALE_NEVER,
-         GW_ROUTE_OPEN, NULL},
+         GW_ROUTE_OPEN, NULL, NULL},
         {"POST", "/v1/{id}", GET_PRODUCT, GW_BODY_ALL, RS_NOT_IDEMPOTENT, GW_STALE_NEVER,
-         GW_ROUTE_OPEN, NULL},
+         GW_ROUTE_OPEN, NULL, NULL},
     };
     char errbuf[SVC_ERRBUF_LEN] = "";
 
