@@ -188,11 +188,11 @@ cmd_test() {
   section "postgres"
   test_env_up
 
-  # One copy of the Kafka jars for every tree (the plain tree's kafka-lib/).
-  local jars="-DSHOPMICRO_KAFKA_LIB_CACHE=$BUILD_DIR/kafka-lib"
-  run_suite normal "$BUILD_DIR" -DCMAKE_BUILD_TYPE=RelWithDebInfo "$jars" || failed=1
+  # One copy of the Kafka jars and one venv of Python tools for every tree (the plain tree's).
+  local -a shared=("-DSHOPMICRO_KAFKA_LIB_CACHE=$BUILD_DIR/kafka-lib" "-DSHOPMICRO_PY_VENV=$BUILD_DIR/venv-tools")
+  run_suite normal "$BUILD_DIR" -DCMAKE_BUILD_TYPE=RelWithDebInfo "${shared[@]}" || failed=1
   ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1 \
-    run_suite asan "$ASAN_BUILD_DIR" -DSVC_SANITIZE=address -DCMAKE_BUILD_TYPE=Debug "$jars" || failed=1
+    run_suite asan "$ASAN_BUILD_DIR" -DSVC_SANITIZE=address -DCMAKE_BUILD_TYPE=Debug "${shared[@]}" || failed=1
   run_tsan_suite || failed=1
 
   section "test summary ($((SECONDS - t0)) s)"

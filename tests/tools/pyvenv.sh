@@ -1,0 +1,28 @@
+#!/bin/sh
+# SPDX-License-Identifier: Apache-2.0
+# pyvenv.sh VENV TOOL [ARGS...]: runs TOOL (a program of the venv's bin/) from the venv at VENV,
+# made first when it is missing or was made from another tests/tools/requirements.txt (the
+# file's SHA-256 is kept in VENV/.requirements). Tests running at once (ctest -j) wait for
+# each other on VENV.lock rather than install twice. Needs PyPI only when the venv is made.
+set -eu
+venv=$1
+tool=$2
+shift 2
+req="$(dirname "$0")/requirements.txt"
+want=$(sha256sum "$req" | cut -d' ' -f1)
+
+ensure() {
+    [ "$(cat "$venv/.requirements" 2>/dev/null || true)" = "$want" ] && return 0
+    echo "pyvenv: making $venv from $req (PyPI)" >&2
+    rm -rf "$venv"
+    python3 -m venv "$venv"
+    "$venv/bin/python" -m pip install --quiet --disable-pip-version-check -r "$req"
+    echo "$want" >"$venv/.requirements"
+}
+
+mkdir -p "$(dirname "$venv")"
+exec 9>"$venv.lock"
+flock 9
+ensure
+flock -u 9
+exec "$venv/bin/$tool" "$@"
