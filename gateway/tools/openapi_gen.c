@@ -32,6 +32,7 @@
 
 #include "ops.h"
 #include "routes.h"
+#include "shopmicro/limits.h"
 
 /* The route table links the /openapi.json route, which serves the embedded
  * document this program makes; the program itself serves nothing, so it
@@ -100,16 +101,65 @@ static json_t *ref_to(const char *name)
     return json_pack("{s:s}", "$ref", ref);
 }
 
-static json_t *int64_schema(bool is_unsigned, const char *format, direction_t dir)
+/* The decimal digits below which every number fits an integer field of
+ * this type (int32: 9, as 999999999 < 2^31), so that a pattern of at most
+ * that many digits names only numbers the field holds. */
+static int safe_digits(ProtobufCType t)
 {
-    const char *pattern = is_unsigned ? "^\\+?[0-9]+$" : "^[+-]?[0-9]+$";
+    switch (t) {
+    case PROTOBUF_C_TYPE_INT64:
+    case PROTOBUF_C_TYPE_SINT64:
+    case PROTOBUF_C_TYPE_SFIXED64:
+        return 18;
+    case PROTOBUF_C_TYPE_UINT64:
+    case PROTOBUF_C_TYPE_FIXED64:
+        return 19;
+    default:
+        return 9;
+    }
+}
 
-    if (dir == DIR_OUT)
+/* A decimal string of at most `digits` digits, no leading zero: a JSON
+ * number's integer form, the way protojson reads a quoted integer. */
+static json_t *digits_pattern(int digits, bool negative)
+{
+    char p[64];
+
+    snprintf(p, sizeof p, "^%s(0|[1-9][0-9]{0,%d})$", negative ? "-?" : "", digits - 1);
+    return json_string(p);
+}
+
+static bool is_unsigned(ProtobufCType t)
+{
+    return t == PROTOBUF_C_TYPE_UINT32 || t == PROTOBUF_C_TYPE_FIXED32 ||
+           t == PROTOBUF_C_TYPE_UINT64 || t == PROTOBUF_C_TYPE_FIXED64;
+}
+
+/* An integer field. pbj_encode writes 64-bit ones as decimal strings and
+ * the others as numbers. pbj_decode reads a number or a string holding a
+ * JSON number of integral value ("5", "1e2", "1.0") for any of them; the
+ * input schema names the plain form, with few enough digits to fit, so
+ * that every string it allows is read (a narrower schema than the reader,
+ * never a wider one). */
+static json_t *integer_schema(ProtobufCType t, direction_t dir)
+{
+    bool wide = safe_digits(t) > 9, uns = is_unsigned(t);
+    const char *format = wide ? (uns ? "uint64" : "int64") : (uns ? "uint32" : "int32");
+    json_t *s;
+
+    if (dir == DIR_OUT && wide)
         return json_pack("{s:s, s:s, s:s}", "type", "string", "format", format, "pattern",
-                         is_unsigned ? "^[0-9]+$" : "^-?[0-9]+$");
-    /* pbj_decode takes a JSON number or a decimal string */
-    return json_pack("{s:[s,s], s:s, s:s}", "type", "string", "integer", "format", format,
-                     "pattern", pattern);
+                         uns ? "^[0-9]+$" : "^-?[0-9]+$");
+    if (dir == DIR_OUT)
+        s = json_pack("{s:s, s:s}", "type", "integer", "format", format);
+    else
+        s = json_pack("{s:[s,s], s:s, s:o}", "type", "integer", "string", "format", format,
+                      "pattern", digits_pattern(safe_digits(t), !uns));
+    if (uns)
+        set(s, "minimum", json_integer(0));
+    if (uns && !wide)
+        set(s, "maximum", json_integer(4294967295LL));
+    return s;
 }
 
 static json_t *enum_schema(const ProtobufCEnumDescriptor *e, direction_t dir)
@@ -139,18 +189,14 @@ static json_t *value_schema(json_t *schemas, const ProtobufCFieldDescriptor *f, 
     case PROTOBUF_C_TYPE_INT32:
     case PROTOBUF_C_TYPE_SINT32:
     case PROTOBUF_C_TYPE_SFIXED32:
-        return json_pack("{s:s, s:s}", "type", "integer", "format", "int32");
     case PROTOBUF_C_TYPE_UINT32:
     case PROTOBUF_C_TYPE_FIXED32:
-        return json_pack("{s:s, s:i, s:I}", "type", "integer", "minimum", 0, "maximum",
-                         (json_int_t)4294967295LL);
     case PROTOBUF_C_TYPE_INT64:
     case PROTOBUF_C_TYPE_SINT64:
     case PROTOBUF_C_TYPE_SFIXED64:
-        return int64_schema(false, "int64", dir);
     case PROTOBUF_C_TYPE_UINT64:
     case PROTOBUF_C_TYPE_FIXED64:
-        return int64_schema(true, "uint64", dir);
+        return integer_schema(f->type, dir);
     case PROTOBUF_C_TYPE_FLOAT:
     case PROTOBUF_C_TYPE_DOUBLE:
         /* protojson writes the non-finite values as strings */
@@ -159,6 +205,9 @@ static json_t *value_schema(json_t *schemas, const ProtobufCFieldDescriptor *f, 
     case PROTOBUF_C_TYPE_BOOL:
         return json_pack("{s:s}", "type", "boolean");
     case PROTOBUF_C_TYPE_STRING:
+        /* protobuf-c keeps strings NUL-terminated: pbj_decode refuses U+0000 */
+        if (dir == DIR_IN)
+            return json_pack("{s:s, s:s}", "type", "string", "pattern", "^[^\\u0000]*$");
         return json_pack("{s:s}", "type", "string");
     case PROTOBUF_C_TYPE_BYTES:
         return json_pack("{s:s, s:s}", "type", "string", "contentEncoding", "base64");
@@ -199,11 +248,130 @@ static json_t *field_schema(json_t *schemas, const ProtobufCFieldDescriptor *f, 
     return value_schema(schemas, f, dir);
 }
 
+/* The bounds of shopmicro/limits.h on field f of message d, on its schema s
+ * (f's own for CHARS and VALUE, the array's for ITEMS; the items' schema
+ * for CHARS and VALUE of a repeated field). Input schemas only: they say
+ * what the services accept, and what the gateway writes is theirs. */
+/* The string form of integer schema v under bound l (add_limits). */
+static void limit_digits(json_t *v, const shopmicro_limit_t *l, int digits)
+{
+    int64_t top = 1;
+
+    for (int i = 0; i < digits; i++)
+        top *= 10;
+    top -= 1; /* the largest number of the pattern */
+    if (l->max < top || l->min > -top) {
+        if (l->min >= 0 && l->max >= top) {
+            set(v, "pattern", digits_pattern(digits, false));
+            return;
+        }
+        set(v, "type", json_string("integer"));
+        json_object_del(v, "pattern");
+    }
+}
+
+#define MAX_LIMITS 128
+static bool limit_used[MAX_LIMITS]; /* main fails on a row that named no field it met */
+
+static void add_limits(json_t *s, const ProtobufCMessageDescriptor *d,
+                       const ProtobufCFieldDescriptor *f)
+{
+    for (const shopmicro_limit_t *l = shopmicro_limits; l->message != NULL; l++) {
+        json_t *v = s;
+
+        if (strcmp(l->message, d->name) != 0 || strcmp(l->field, f->name) != 0)
+            continue;
+        if (l - shopmicro_limits < MAX_LIMITS)
+            limit_used[l - shopmicro_limits] = true;
+        if (l->kind == SHOPMICRO_LIMIT_ITEMS) {
+            set(s, "minItems", json_integer(l->min));
+            set(s, "maxItems", json_integer(l->max));
+            continue;
+        }
+        if (f->label == PROTOBUF_C_LABEL_REPEATED)
+            v = json_object_get(s, "items");
+        if (l->kind == SHOPMICRO_LIMIT_CHARS) {
+            set(v, "minLength", json_integer(l->min));
+            set(v, "maxLength", json_integer(l->max));
+            continue;
+        }
+        /* minimum and maximum bound the number; the string form stays
+         * when every string of its pattern is in bounds (a sign-free one
+         * when the bounds are >= 0), and is dropped when not */
+        set(v, "minimum", json_integer(l->min));
+        set(v, "maximum", json_integer(l->max));
+        if (json_object_get(v, "pattern") != NULL)
+            limit_digits(v, l, safe_digits(f->type));
+    }
+}
+
+/* The schema of field f of message d in a request: field_schema's, with
+ * the field's bounds. */
+static json_t *input_schema(json_t *schemas, const ProtobufCMessageDescriptor *d,
+                            const ProtobufCFieldDescriptor *f)
+{
+    json_t *s = field_schema(schemas, f, DIR_IN);
+
+    add_limits(s, d, f);
+    return s;
+}
+
+/* A query parameter's schema: the text of an integer is its number (a
+ * query has no JSON strings), so the string form of integer_schema goes. */
+static json_t *query_schema(json_t *s)
+{
+    json_t *v = json_object_get(s, "items") != NULL ? json_object_get(s, "items") : s;
+
+    if (json_is_array(json_object_get(v, "type")) && json_object_get(v, "pattern") != NULL &&
+        json_object_get(v, "format") != NULL) {
+        set(v, "type", json_string("integer"));
+        json_object_del(v, "pattern");
+    }
+    return s;
+}
+
+/* Whether a request must have field f of message d: its default is out of
+ * one of its bounds (an empty name, no items, a quantity of 0). */
+static bool is_needed(const ProtobufCMessageDescriptor *d, const ProtobufCFieldDescriptor *f)
+{
+    for (const shopmicro_limit_t *l = shopmicro_limits; l->message != NULL; l++)
+        if (strcmp(l->message, d->name) == 0 && strcmp(l->field, f->name) == 0 &&
+            shopmicro_limit_needs_field(l))
+            return true;
+    return false;
+}
+
+static bool has_needed(const ProtobufCMessageDescriptor *d)
+{
+    for (unsigned i = 0; i < d->n_fields; i++)
+        if (is_needed(d, &d->fields[i]))
+            return true;
+    return false;
+}
+
+/* s, or null: protojson reads a null member as the field's default. */
+static json_t *or_null(json_t *s)
+{
+    json_t *type = json_object_get(s, "type"), *e = json_object_get(s, "enum");
+
+    if (json_is_string(type)) {
+        set(s, "type", json_pack("[s,s]", json_string_value(type), "null"));
+    } else if (json_is_array(type)) {
+        push(type, json_string("null"));
+    } else if (json_is_array(e)) {
+        push(e, json_null());
+    } else {
+        return json_pack("{s:[o,{s:s}]}", "anyOf", s, "type", "null");
+    }
+    return s;
+}
+
 /* Adds components/schemas[message] (and the messages it holds) once. The
  * fields in declaration order (pbj_encode's order; protobuf-c keeps them by
  * number, but pbjson writes them as declared and these protos declare them
  * in number order). What the gateway writes has every field (protojson
- * with EmitUnpopulated); what it reads may lack any. */
+ * with EmitUnpopulated); what it reads may lack any field, or have it null,
+ * unless the field's default is out of its bounds (is_needed). */
 static void add_message(json_t *schemas, const ProtobufCMessageDescriptor *d, direction_t dir)
 {
     char name[MAX_NAME], jname[MAX_NAME];
@@ -220,11 +388,18 @@ static void add_message(json_t *schemas, const ProtobufCMessageDescriptor *d, di
         const ProtobufCFieldDescriptor *f = &d->fields[i];
 
         json_name(f->name, jname);
-        set(props, jname, field_schema(schemas, f, dir));
-        push(required, json_string(jname));
+        if (dir == DIR_OUT) {
+            set(props, jname, field_schema(schemas, f, dir));
+            push(required, json_string(jname));
+        } else if (is_needed(d, f)) {
+            set(props, jname, input_schema(schemas, d, f));
+            push(required, json_string(jname));
+        } else {
+            set(props, jname, or_null(input_schema(schemas, d, f)));
+        }
     }
     set(s, "properties", props);
-    if (dir == DIR_OUT)
+    if (json_array_size(required) > 0)
         set(s, "required", required);
     else
         json_decref(required);
@@ -253,9 +428,11 @@ static size_t openapi_path(const char *pattern, char *out, size_t cap,
     return n_vars;
 }
 
-/* The field a dotted proto-name path names (gw_routes_validate checked it). */
+/* The field a dotted proto-name path names (gw_routes_validate checked it),
+ * and the message that holds it in *owner. */
 static const ProtobufCFieldDescriptor *field_at(const ProtobufCMessageDescriptor *d,
-                                                const char *path)
+                                                const char *path,
+                                                const ProtobufCMessageDescriptor **owner)
 {
     char part[GW_MAX_FIELD_PATH + 1];
     const ProtobufCFieldDescriptor *f = NULL;
@@ -263,6 +440,7 @@ static const ProtobufCFieldDescriptor *field_at(const ProtobufCMessageDescriptor
     while (d != NULL) {
         size_t len = strcspn(path, ".");
         snprintf(part, sizeof part, "%.*s", (int)len, path);
+        *owner = d;
         f = protobuf_c_message_descriptor_get_field_by_name(d, part);
         if (f == NULL || path[len] == '\0')
             return f;
@@ -310,7 +488,7 @@ static void add_query_params(json_t *params, json_t *schemas, const ProtobufCMes
             continue;
         }
         push(params, json_pack("{s:s, s:s, s:b, s:o}", "name", jpath, "in", "query", "required", 0,
-                               "schema", field_schema(schemas, f, DIR_IN)));
+                               "schema", query_schema(input_schema(schemas, d, f))));
         if (f->label == PROTOBUF_C_LABEL_REPEATED) {
             json_t *p = json_array_get(params, json_array_size(params) - 1);
             set(p, "style", json_string("form"));
@@ -486,9 +664,10 @@ static json_t *operation(json_t *schemas, const gw_route_t *r)
         set(op, "description", json_string(desc));
     }
     for (size_t i = 0; i < n_vars; i++) {
-        const ProtobufCFieldDescriptor *f = field_at(r->request, vars[i]);
+        const ProtobufCMessageDescriptor *owner = r->request;
+        const ProtobufCFieldDescriptor *f = field_at(r->request, vars[i], &owner);
         push(params, json_pack("{s:s, s:s, s:b, s:o}", "name", vars[i], "in", "path", "required", 1,
-                               "schema", field_schema(schemas, f, DIR_IN)));
+                               "schema", input_schema(schemas, owner, f)));
     }
     if (r->rpc != NULL && r->body == GW_BODY_NONE)
         add_query_params(params, schemas, r->request, "", "", 0, vars, n_vars);
@@ -507,10 +686,11 @@ static json_t *operation(json_t *schemas, const gw_route_t *r)
         char name[MAX_NAME];
         add_message(schemas, r->request, DIR_IN);
         schema_name(r->request, DIR_IN, name);
-        /* an empty body is the default request (PBJ_DECODE_ALLOW_EMPTY) */
+        /* an empty body is the default request (PBJ_DECODE_ALLOW_EMPTY),
+         * which will do unless a field must be given */
         set(op, "requestBody",
-            json_pack("{s:b, s:{s:{s:o}}}", "required", 0, "content", "application/json", "schema",
-                      ref_to(name)));
+            json_pack("{s:b, s:{s:{s:o}}}", "required", has_needed(r->request), "content",
+                      "application/json", "schema", ref_to(name)));
     }
     set(op, "responses", responses(schemas, r, n_vars));
     set(op, "security", security(r));
@@ -575,6 +755,14 @@ int main(int argc, char **argv)
             *p = (char)(*p >= 'A' && *p <= 'Z' ? *p - 'A' + 'a' : *p);
         set(item, method, operation(schemas, r));
     }
+    for (size_t i = 0; shopmicro_limits[i].message != NULL; i++)
+        if (i >= MAX_LIMITS || !limit_used[i]) {
+            fprintf(stderr,
+                    "openapi_gen: shopmicro_limits: %s.%s is no field of a request of the public "
+                    "port\n",
+                    shopmicro_limits[i].message, shopmicro_limits[i].field);
+            return 1;
+        }
     doc = json_pack("{s:s, s:{s:s, s:s, s:s}, s:o, s:o}", "openapi", "3.1.0", "info", "title",
                     "ShopMicro API", "version", "v1", "description",
                     "The REST gateway's public port, generated from its route table and the "

@@ -7,12 +7,13 @@
 
 #include "catalog.h"
 #include "page_token.h"
+#include "shopmicro/limits.h" /* the bounds checked here are the OpenAPI document's */
 #include "store.h"
 
-#define NAME_MAX_CHARS        200
-#define DESCRIPTION_MAX_CHARS 2000
-#define PAGE_SIZE_DEFAULT     50
-#define PAGE_SIZE_MAX         200
+#define NAME_MAX_CHARS        SHOPMICRO_PRODUCT_NAME_MAX_CHARS
+#define DESCRIPTION_MAX_CHARS SHOPMICRO_PRODUCT_DESCRIPTION_MAX_CHARS
+#define PAGE_SIZE_DEFAULT     SHOPMICRO_PAGE_SIZE_DEFAULT
+#define PAGE_SIZE_MAX         SHOPMICRO_PAGE_SIZE_MAX
 
 typedef Shopmicro__Catalog__V1__CreateProductRequest create_req_t;
 typedef Shopmicro__Catalog__V1__GetProductRequest get_req_t;

@@ -21,13 +21,14 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "shopmicro/limits.h" /* the bounds checked here are the OpenAPI document's */
 #include "shopmicro/order/v1/order.pb-c.h"
 #include "svc/core.h"
 
-#define ORD_CUSTOMER_ID_MAX_CHARS 100
-#define ORD_PRODUCT_ID_MAX_CHARS  100
-#define ORD_MAX_ITEMS             100 /* <= BatchGetProducts' 100 ids (catalog.proto) */
-#define ORD_QUANTITY_MAX          1000
+#define ORD_CUSTOMER_ID_MAX_CHARS SHOPMICRO_CUSTOMER_ID_MAX_CHARS
+#define ORD_PRODUCT_ID_MAX_CHARS  SHOPMICRO_PRODUCT_ID_MAX_CHARS
+#define ORD_MAX_ITEMS             SHOPMICRO_ORDER_ITEMS_MAX /* <= BatchGetProducts' 100 ids (catalog.proto) */
+#define ORD_QUANTITY_MAX          SHOPMICRO_QUANTITY_MAX
 #define ORD_FINGERPRINT_LEN       65 /* 64 lower-case hex digits + NUL */
 
 typedef Shopmicro__Order__V1__OrderItem ord_item_t;

@@ -5,6 +5,7 @@
  * parameters, bodies, security and statuses; no operation is not a row. */
 #include <setjmp.h>
 #include <stdarg.h>
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -16,6 +17,7 @@
 #include "ops.h"
 #include "principal/principal.h"
 #include "routes.h"
+#include "shopmicro/limits.h"
 
 static json_t *doc;
 
@@ -180,8 +182,79 @@ static void schemas_follow_protojson(void **state)
     assert_string_equal(json_string_value(json_array_get(json_object_get(status, "enum"), 1)),
                         "ORDER_STATUS_PENDING");
     assert_int_equal(json_array_size(json_object_get(order, "required")), json_object_size(props));
-    assert_null(json_object_get(json_object_get(schemas, "shopmicro.order.v1.OrderItem-input"),
-                                "required"));
+}
+
+/* "price_cents" -> "priceCents" */
+static void camel(const char *proto, char out[64])
+{
+    size_t n = 0;
+
+    for (bool up = false; *proto != '\0' && n < 63; proto++) {
+        if (*proto == '_') {
+            up = true;
+            continue;
+        }
+        out[n++] = up && *proto >= 'a' && *proto <= 'z' ? (char)(*proto - 'a' + 'A') : *proto;
+        up = false;
+    }
+    out[n] = '\0';
+}
+
+/* The query parameter `name` of any operation, or NULL. */
+static json_t *query_param(const char *name)
+{
+    for (size_t i = 0; i < gw_n_routes; i++) {
+        json_t *params = json_object_get(op_of(&gw_routes[i]), "parameters"), *p;
+        size_t k;
+        json_array_foreach(params, k, p) if (strcmp(json_string_value(json_object_get(p, "name")),
+                                                    name) == 0) return json_object_get(p, "schema");
+    }
+    return NULL;
+}
+
+static bool has_string(json_t *arr, const char *s)
+{
+    json_t *v;
+    size_t k;
+
+    json_array_foreach(arr, k, v) if (json_is_string(v) &&
+                                      strcmp(json_string_value(v), s) == 0) return true;
+    return false;
+}
+
+/* Each bound of shopmicro/limits.h is on its field in the request's input
+ * schema (or query parameter): the keywords with the table's numbers; the
+ * field required exactly when its default is out of bounds, and null
+ * allowed exactly when it is not required. */
+static void input_schemas_carry_the_limits(void **state)
+{
+    json_t *schemas = json_object_get(json_object_get(doc, "components"), "schemas");
+
+    (void)state;
+    for (const shopmicro_limit_t *l = shopmicro_limits; l->message != NULL; l++) {
+        static const char *const keys[][2] = {[SHOPMICRO_LIMIT_CHARS] = {"minLength", "maxLength"},
+                                              [SHOPMICRO_LIMIT_VALUE] = {"minimum", "maximum"},
+                                              [SHOPMICRO_LIMIT_ITEMS] = {"minItems", "maxItems"}};
+        char name[256], field[64];
+        json_t *msg, *f, *type;
+
+        snprintf(name, sizeof name, "%s-input", l->message);
+        camel(l->field, field);
+        msg = json_object_get(schemas, name);
+        f = msg != NULL ? json_object_get(json_object_get(msg, "properties"), field)
+                        : query_param(field);
+        if (f == NULL)
+            fail_msg("limit %s.%s: no such field in the document", l->message, l->field);
+        assert_int_equal(json_integer_value(json_object_get(f, keys[l->kind][0])), l->min);
+        assert_int_equal(json_integer_value(json_object_get(f, keys[l->kind][1])), l->max);
+        if (msg == NULL)
+            continue;
+        type = json_object_get(f, "type");
+        assert_int_equal(has_string(json_object_get(msg, "required"), field),
+                         shopmicro_limit_needs_field(l));
+        assert_int_equal(json_is_array(type) && has_string(type, "null"),
+                         !shopmicro_limit_needs_field(l));
+    }
 }
 
 int main(void)
@@ -193,6 +266,7 @@ int main(void)
         cmocka_unit_test(operations_follow_their_rows),
         cmocka_unit_test(parameters_follow_the_request),
         cmocka_unit_test(schemas_follow_protojson),
+        cmocka_unit_test(input_schemas_carry_the_limits),
     };
     json_error_t err;
     int rc;
