@@ -1,14 +1,19 @@
 #!/bin/sh
 # SPDX-License-Identifier: Apache-2.0
-# pyvenv.sh VENV TOOL [ARGS...]: runs TOOL (a program of the venv's bin/) from the venv at VENV,
-# made first when it is missing or was made from another tests/tools/requirements.txt (the
-# file's SHA-256 is kept in VENV/.requirements). Tests running at once (ctest -j) wait for
-# each other on VENV.lock rather than install twice. Needs PyPI only when the venv is made.
+# pyvenv.sh [-r REQUIREMENTS] VENV TOOL [ARGS...]: runs TOOL (a program of the venv's bin/, e.g.
+# schemathesis or python) from the venv at VENV, made first when it is missing or was made from
+# another REQUIREMENTS (default: tests/tools/requirements.txt, the test suite's tools; its SHA-256
+# is kept in VENV/.requirements). Callers running at once (ctest -j) wait for each other on
+# VENV.lock rather than install twice. Needs PyPI only when the venv is made.
 set -eu
+req="$(dirname "$0")/requirements.txt"
+if [ "${1:-}" = "-r" ]; then
+    req=$2
+    shift 2
+fi
 venv=$1
 tool=$2
 shift 2
-req="$(dirname "$0")/requirements.txt"
 want=$(sha256sum "$req" | cut -d' ' -f1)
 
 ensure() {

@@ -12,16 +12,16 @@ import http.client
 import json
 import os
 import re
-import shutil
 import signal
 import subprocess
 import sys
-import tempfile
 import time
 
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "lib"))
+from isolated_stack import IsolatedStack  # noqa: E402
+
 ARGS = None
-ENV = None
-RUN_DIR = None
+ST = None  # the IsolatedStack
 GW_PORT = None
 GW_ADMIN_PORT = None
 TOKEN = None  # the local issuer's bearer token (stack.sh token), sent to the gateway's API port
@@ -53,22 +53,8 @@ def require(cond, what):
         raise SystemExit(1)
 
 
-def free_ports(n):
-    # stack.sh's own picker (the script does nothing else when sourced): random free ports below the
-    # kernel's ephemeral range, so no client connection can take one while the stack restarts.
-    out = subprocess.run(["bash", "-c", 'source "$1" && free_ports "$2"', "walkthrough", ARGS.stack, str(n)],
-                         stdout=subprocess.PIPE, text=True, check=True).stdout.split()
-    if len(out) != n:
-        raise RuntimeError(f"stack.sh free_ports {n} gave {out}")
-    return [int(p) for p in out]
-
-
 def stack(*args, check_rc=True):
-    cmd = [ARGS.stack, *args]
-    p = subprocess.run(cmd, env=ENV, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
-    out = p.stdout.strip()
-    if out:
-        print("\n".join("    | " + l for l in out.splitlines()), flush=True)
+    p = ST.run(*args)
     if check_rc and p.returncode != 0:
         require(False, f"stack.sh {' '.join(args)} exited {p.returncode}")
     return p
@@ -100,7 +86,7 @@ def req(method, path, body=None, headers=None, timeout=30, port=None):
 
 def psql(db, sql):
     pg_bin = os.environ.get("SHOPMICRO_PG_BIN", "/usr/lib/postgresql/15/bin")
-    p = subprocess.run([f"{pg_bin}/psql", "-X", "-qtA", "-h", "127.0.0.1", "-p", ENV["SHOPMICRO_PG_PORT"],
+    p = subprocess.run([f"{pg_bin}/psql", "-X", "-qtA", "-h", "127.0.0.1", "-p", str(ST.port("postgres")),
                         "-U", "postgres", "-d", db, "-c", sql],
                        stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
     if p.returncode != 0:
@@ -113,11 +99,7 @@ def counts():
 
 
 def read_log(svc):
-    try:
-        with open(os.path.join(RUN_DIR, "logs", f"{svc}.log"), errors="replace") as f:
-            return f.read()
-    except OSError:
-        return ""
+    return ST.read_log(svc)
 
 
 def wait_for(pred, seconds, step=0.1):
@@ -159,8 +141,7 @@ def walkthrough():
     st, hdrs, _, _ = req("POST", "/v1/orders", {})
     check(st == 401 and hdrs.get("WWW-Authenticate") == 'Bearer realm="shopmicro"',
           f"POST /v1/orders without a token -> 401 with a Bearer challenge ({st} {hdrs.get('WWW-Authenticate')})")
-    TOKEN = subprocess.run([ARGS.stack, "token", "--scope", "catalog:write orders:write orders:read"], env=ENV, stdout=subprocess.PIPE, text=True,
-                           check=True).stdout.strip()
+    TOKEN = ST.token("catalog:write orders:write orders:read")
     require(TOKEN.count(".") == 2, "stack.sh token prints a JWT")
 
     # 1. create two products, list them, place a 2-item order (the headline scenario covers an
@@ -298,7 +279,7 @@ def walkthrough():
 
 
 def main():
-    global ARGS, ENV, RUN_DIR, GW_PORT, GW_ADMIN_PORT
+    global ARGS, ST, GW_PORT, GW_ADMIN_PORT
     ap = argparse.ArgumentParser()
     ap.add_argument("--stack", required=True)
     ap.add_argument("--build-dir", required=True)
@@ -311,30 +292,16 @@ def main():
         if not (path and os.access(path, os.X_OK)):
             log(f"FAIL binary {name} not built: {path!r}")
             return 1
-    RUN_DIR = tempfile.mkdtemp(prefix="shopmicro-walkthrough.")
-    os.chmod(RUN_DIR, 0o755)
-    # Kafka's ports too: the broker it starts is its own, never a user's at the default 19092.
-    # RabbitMQ's too: `down` stops the epmd on SHOPMICRO_RABBITMQ_EPMD_PORT, which must not be the one
-    # of a user's stack.
-    (pg, cat, order, GW_PORT, kafka, kafka_ctl, relay, relay_cat, cat_admin, ord_admin,
-     rmq, rmq_dist, rmq_epmd, GW_ADMIN_PORT) = free_ports(14)
-    ENV = dict(os.environ,
-               SHOPMICRO_RUN_DIR=RUN_DIR, SHOPMICRO_BUILD_DIR=os.path.abspath(ARGS.build_dir),
-               SHOPMICRO_PG_PORT=str(pg), SHOPMICRO_CATALOG_PORT=str(cat),
-               SHOPMICRO_ORDER_PORT=str(order), SHOPMICRO_GATEWAY_PORT=str(GW_PORT),
-               SHOPMICRO_GATEWAY_ADMIN_PORT=str(GW_ADMIN_PORT),
-               SHOPMICRO_KAFKA_PORT=str(kafka), SHOPMICRO_KAFKA_CONTROLLER_PORT=str(kafka_ctl),
-               SHOPMICRO_RELAY_ADMIN_PORT=str(relay), SHOPMICRO_RELAY_CATALOG_ADMIN_PORT=str(relay_cat),
-               SHOPMICRO_CATALOG_ADMIN_PORT=str(cat_admin), SHOPMICRO_ORDER_ADMIN_PORT=str(ord_admin),
-               SHOPMICRO_RABBITMQ_PORT=str(rmq), SHOPMICRO_RABBITMQ_DIST_PORT=str(rmq_dist),
-               SHOPMICRO_RABBITMQ_EPMD_PORT=str(rmq_epmd),
-               SHOPMICRO_STOP_TIMEOUT="5", SHOPMICRO_PG_FAST="1")
+    ST = IsolatedStack(ARGS.stack, ARGS.build_dir, "shopmicro-walkthrough.",
+                       echo=lambda text: print(text, flush=True))
+    GW_PORT, GW_ADMIN_PORT = ST.port("gateway"), ST.port("gateway-admin")
     def on_signal(sig, _frame):  # ctest's timeout or Ctrl-C: still tear the stack down
         FAILURES.append(f"killed by signal {sig}")
         raise SystemExit(1)
     signal.signal(signal.SIGTERM, on_signal)
     signal.signal(signal.SIGINT, on_signal)
-    log(f"run dir {RUN_DIR}; ports pg {pg} catalog {cat} order {order} gateway {GW_PORT}")
+    log(f"run dir {ST.run_dir}; ports pg {ST.port('postgres')} catalog {ST.port('catalog')} "
+        f"order {ST.port('order')} gateway {GW_PORT}")
     crashed = None
     try:
         walkthrough()
@@ -345,18 +312,14 @@ def main():
         FAILURES.append(f"exception: {e!r}")
     finally:
         log("teardown: stack.sh down")
-        p = stack("down", check_rc=False)
-        if p.returncode != 0:
-            FAILURES.append(f"stack.sh down exited {p.returncode}")
+        if not ST.down():
+            FAILURES.append("stack.sh down failed")
         if FAILURES:
-            for svc in ("catalog", "order", "gateway"):
-                text = read_log(svc).splitlines()
-                print(f"---- last lines of {svc}.log ----")
-                print("\n".join(l[:300] for l in text[-25:]))
+            ST.tail_logs(("catalog", "order", "gateway"))
         if FAILURES or ARGS.keep:
-            log(f"kept {RUN_DIR}")
+            log(f"kept {ST.run_dir}")
         else:
-            shutil.rmtree(RUN_DIR, ignore_errors=True)
+            ST.remove()
     if crashed:
         raise crashed
     if FAILURES:

@@ -1,0 +1,103 @@
+#!/usr/bin/python3
+"""The contract test: Schemathesis (PyPI, tests/tools/requirements.txt) against a live gateway,
+with the gateway's own OpenAPI document (GET /openapi.json) as the contract. An isolated stack
+(tests/lib/isolated_stack.py: own run folder, Postgres and ports) runs catalog, order and the
+gateway on a build tree's binaries; Schemathesis runs every operation through its phases
+(coverage, fuzzing, stateful: positive and negative cases) with every check it has, for a
+bounded time, as a caller holding every scope. Passes when Schemathesis reports no failure and
+every service is still running afterwards. docs/gateway.md, "The OpenAPI document".
+
+usage: run_schemathesis.py --stack deploy/local/stack.sh --build-dir BUILD --pyvenv PYVENV_SH
+                           --venv VENV [--max-time SECONDS] [--keep]
+"""
+import argparse
+import os
+import subprocess
+import sys
+import time
+import urllib.request
+
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "lib"))
+from isolated_stack import IsolatedStack  # noqa: E402
+
+SERVICES = ("catalog", "order", "gateway")
+CONFIG = os.path.join(os.path.dirname(os.path.abspath(__file__)), "schemathesis.toml")
+
+
+def log(msg):
+    print(f"contract: {msg}", flush=True)
+
+
+def wait_ready(url, seconds):
+    end = time.monotonic() + seconds
+    while time.monotonic() < end:
+        try:
+            with urllib.request.urlopen(url, timeout=2) as r:
+                if r.status == 200:
+                    return True
+        except OSError:
+            pass
+        time.sleep(0.2)
+    return False
+
+
+def contract(st, args):
+    for step in (("pg-up",), ("start", *SERVICES)):
+        if st.run(*step).returncode != 0:
+            return f"stack.sh {' '.join(step)} failed"
+    base = f"http://127.0.0.1:{st.port('gateway')}"
+    if not wait_ready(base + "/readyz", 30):
+        return "the gateway was not ready within 30 s"
+    token = st.token("catalog:write orders:write orders:read")
+    cmd = [args.pyvenv, args.venv, "schemathesis", "--config-file", CONFIG, "run",
+           base + "/openapi.json", "--url", base, "--header", f"Authorization: Bearer {token}",
+           "--checks", "all", "--max-time", str(args.max_time), "--workers", "2", "--no-color"]
+    log(f"schemathesis for {args.max_time} s against {base} (config {os.path.relpath(CONFIG)})")
+    rc = subprocess.run(cmd, env=st.env).returncode
+    if rc != 0:
+        return f"schemathesis exited {rc}: see its FAILURES above"
+    status = st.run("status").stdout
+    for svc in SERVICES:
+        line = next((l for l in status.splitlines() if l.split()[:1] == [svc]), "")
+        if "running" not in line:
+            return f"{svc} is not running after the run: {line.strip() or 'no status line'}"
+    return None
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--stack", required=True)
+    ap.add_argument("--build-dir", required=True)
+    ap.add_argument("--pyvenv", required=True, help="tests/tools/pyvenv.sh")
+    ap.add_argument("--venv", required=True)
+    ap.add_argument("--max-time", type=int, default=60)
+    ap.add_argument("--keep", action="store_true")
+    args = ap.parse_args()
+    # The API's own answers are under test, not the rate limiter's (test_gateway_authn has those):
+    # unlimited, so that two workers reach every operation's logic.
+    os.environ["GATEWAY_RATE_LIMITS"] = "off"
+    st = IsolatedStack(args.stack, args.build_dir, "shopmicro-contract.", echo=lambda t: print(t, flush=True))
+    log(f"run dir {st.run_dir}, gateway port {st.port('gateway')}")
+    failure = None
+    try:
+        failure = contract(st, args)
+    except Exception as e:  # a broken step must still tear the stack down
+        failure = f"exception: {e!r}"
+    finally:
+        if not st.down() and failure is None:
+            failure = "stack.sh down failed"
+        if failure:
+            st.tail_logs(SERVICES)
+        if failure or args.keep:
+            log(f"kept {st.run_dir}")
+        else:
+            st.remove()
+    if failure:
+        log(f"FAIL {failure}")
+        return 1
+    log("passed: no failure, every service still running")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
