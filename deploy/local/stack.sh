@@ -43,6 +43,8 @@ source "$ROOT/deploy/local/suites.sh"
 source "$ROOT/deploy/local/auth.sh"
 # shellcheck source=SCRIPTDIR/secrets.sh
 source "$ROOT/deploy/local/secrets.sh"
+# shellcheck source=SCRIPTDIR/apidocs.sh
+source "$ROOT/deploy/local/apidocs.sh"
 
 set_run_dir "${SHOPMICRO_RUN_DIR:-.run}"
 
@@ -57,7 +59,7 @@ SERVICE_STOP_TIMEOUT="${SHOPMICRO_STOP_TIMEOUT:-15}"
 # Ports that no SERVICES line's own port field names: admin ports of services whose main port is
 # gRPC (they appear as @VAR@ in the table's environment).
 set_port_vars "SHOPMICRO_PG_PORT=25432" "${KAFKA_PORT_SPECS[@]}" "${RABBITMQ_PORT_SPECS[@]}" \
-  "${ADMIN_PORT_SPECS[@]}" ${REPLICA_PORT_SPECS[@]+"${REPLICA_PORT_SPECS[@]}"} "${SERVICES[@]}"
+  "${ADMIN_PORT_SPECS[@]}" "${API_DOCS_PORT_SPECS[@]}" ${REPLICA_PORT_SPECS[@]+"${REPLICA_PORT_SPECS[@]}"} "${SERVICES[@]}"
 PG_PORT=$SHOPMICRO_PG_PORT
 
 # The components, in start order: `up` starts them in this order (building first when the next
@@ -172,6 +174,11 @@ The whole stack:
               print a bearer token signed with that key on stdout (iss $AUTH_ISSUER, aud
               $AUTH_AUDIENCE; defaults: --sub $AUTH_DEFAULT_SUB --scope "$AUTH_DEFAULT_SCOPE"
               --ttl $AUTH_DEFAULT_TTL; --scope catalog:write for an admin). Needs the build
+  api-docs [--no-serve]
+              browse the gateway's OpenAPI document: Swagger UI (PyPI swagger-ui-py, installed once in
+              the run folder's venv-apidocs/) and the build's build/gateway/openapi.json, written to
+              the run folder's api-docs/ and served on http://127.0.0.1:$SHOPMICRO_API_DOCS_PORT/ until
+              Ctrl-C ("Try it out" calls this stack's gateway); --no-serve: only write the page
 
 One service or more (services: $(service_names)):
   start       start it (it must be built; postgres: pg-up; kafka, rabbitmq: as in up)
@@ -205,6 +212,7 @@ main() {
     test-env)     cmd_test_env "$@" ;;
     auth-keys)    cmd_auth_keys ;;
     token)        cmd_token "$@" ;;
+    api-docs)     cmd_api_docs "$@" ;;
     start|stop|restart|kill|pause|resume) cmd_service "$cmd" "$@" ;;
     logs)         cmd_logs "$@" ;;
     -h|--help|help) usage ;;

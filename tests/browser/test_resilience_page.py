@@ -53,10 +53,8 @@ import uuid
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, os.path.join(HERE, "..", "interop"))
 import test_catalog_interop as base  # noqa: E402  pylint: disable=wrong-import-position
-
-SKIP = 77
-CHROMIUM = "/usr/bin/chromium"
-CHROMEDRIVER = "/usr/bin/chromedriver"
+sys.path.insert(0, os.path.join(HERE, "..", "lib"))
+from browser import open_browser, skip_without_chromium  # noqa: E402  pylint: disable=wrong-import-position
 COOLDOWN_MS = 3000       # both breakers' cooldown: the recovery is quick to watch
 OPEN_WITHIN_MS = 2000    # the page must show a trip this soon
 LISTENING = re.compile(r'msg="listening on (\S+)')
@@ -71,17 +69,6 @@ def scaled(seconds):
 
 def say(msg):
     print("[%s] %s" % (time.strftime("%H:%M:%S"), msg), flush=True)
-
-
-def skip_without_chromium():
-    if os.access(CHROMIUM, os.X_OK):
-        return
-    bar = "#" * 78
-    print("%s\n# SKIPPED: %s is not installed, so the live resilience page was NOT\n"
-          "# tested in a browser. Install Debian's packages to run it:\n"
-          "#   apt-get install -y chromium chromium-driver python3-selenium\n%s"
-          % (bar, CHROMIUM, bar), flush=True)
-    sys.exit(SKIP)
 
 
 def free_port():
@@ -241,26 +228,6 @@ class Stack:
 
 
 # ---- the browser ---------------------------------------------------------------------
-
-def open_browser(tmp):
-    try:
-        # pylint: disable-next=import-outside-toplevel
-        from selenium import webdriver
-        from selenium.webdriver.chrome.service import Service  # pylint: disable=import-outside-toplevel
-    except ImportError:
-        sys.exit("python3-selenium is missing (chromium is installed): "
-                 "apt-get install -y chromium-driver python3-selenium")
-    opts = webdriver.ChromeOptions()
-    opts.binary_location = CHROMIUM
-    # As root on a machine without a network: polyglot.md's flags, and a fresh profile.
-    for a in ("--headless=new", "--no-sandbox", "--disable-gpu", "--disable-quic",
-              "--disable-background-networking", "--disable-component-update",
-              "--disable-sync", "--no-first-run", "--window-size=1400,1300",
-              "--user-data-dir=" + os.path.join(tmp, "chromium-profile")):
-        opts.add_argument(a)
-    service = Service(CHROMEDRIVER, log_path=os.path.join(tmp, "chromedriver.log"))
-    return webdriver.Chrome(service=service, options=opts)
-
 
 # Records, in the page, when each card first showed each state (Date.now(), ms).
 WATCH_JS = """
@@ -427,7 +394,7 @@ def main():
     args = ap.parse_args()
     if not args.jwt_tool:
         args.jwt_tool = os.path.join(os.path.dirname(os.path.abspath(args.gateway)), "shopmicro-jwt")
-    skip_without_chromium()
+    skip_without_chromium("the live resilience page")
     tmp = tempfile.mkdtemp(prefix="resilience-page-")
     stack = Stack(args, tmp)
     driver = None
