@@ -18,23 +18,12 @@ import time
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, os.path.join(HERE, "..", "lib"))
-from browser import open_browser, skip_without_chromium  # noqa: E402
+from browser import open_browser, skip_without_chromium, wait_for  # noqa: E402
 from isolated_stack import IsolatedStack  # noqa: E402
 
 
 def say(msg):
     print("[%s] api-docs: %s" % (time.strftime("%H:%M:%S"), msg), flush=True)
-
-
-def wait_for(what, fn, timeout):
-    until = time.monotonic() + timeout
-    while True:
-        v = fn()
-        if v:
-            return v
-        if time.monotonic() >= until:
-            raise AssertionError("timed out after %.0f s waiting for %s" % (timeout, what))
-        time.sleep(0.1)
 
 
 def serve(directory, port):

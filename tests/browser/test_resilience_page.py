@@ -54,6 +54,7 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, os.path.join(HERE, "..", "interop"))
 import test_catalog_interop as base  # noqa: E402  pylint: disable=wrong-import-position
 sys.path.insert(0, os.path.join(HERE, "..", "lib"))
+import browser  # noqa: E402  pylint: disable=wrong-import-position
 from browser import open_browser, skip_without_chromium  # noqa: E402  pylint: disable=wrong-import-position
 COOLDOWN_MS = 3000       # both breakers' cooldown: the recovery is quick to watch
 OPEN_WITHIN_MS = 2000    # the page must show a trip this soon
@@ -255,14 +256,7 @@ return {state: a.dataset.state,
 
 
 def wait_for(what, fn, timeout):
-    until = time.monotonic() + scaled(timeout)
-    while True:
-        v = fn()
-        if v:
-            return v
-        if time.monotonic() >= until:
-            raise AssertionError("timed out after %.1f s waiting for %s" % (timeout, what))
-        time.sleep(0.05)
+    return browser.wait_for(what, fn, scaled(timeout))
 
 
 def card(driver, key):

@@ -2,6 +2,7 @@
 python3-selenium (packages chromium, chromium-driver, python3-selenium)."""
 import os
 import sys
+import time
 
 SKIP = 77  # ctest's SKIP_RETURN_CODE of the browser tests
 CHROMIUM = "/usr/bin/chromium"
@@ -39,3 +40,15 @@ def open_browser(tmp, size="1400,1300"):
         opts.add_argument(a)
     service = Service(CHROMEDRIVER, log_path=os.path.join(tmp, "chromedriver.log"))
     return webdriver.Chrome(service=service, options=opts)
+
+
+def wait_for(what, fn, timeout, poll=0.05):
+    """fn()'s first truthy value, polled every `poll` s; AssertionError after `timeout` s."""
+    until = time.monotonic() + timeout
+    while True:
+        v = fn()
+        if v:
+            return v
+        if time.monotonic() >= until:
+            raise AssertionError("timed out after %.1f s waiting for %s" % (timeout, what))
+        time.sleep(poll)

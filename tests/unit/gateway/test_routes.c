@@ -204,29 +204,22 @@ static void expect_invalid(const gw_route_t *row, const char *part)
         &shopmicro__catalog__v1__get_product_request__descriptor,                                  \
         &shopmicro__catalog__v1__product__descriptor
 
+/* A public GET row of GetProduct with this path template. */
+#define GET_ROW(pattern)                                                                           \
+    {                                                                                              \
+        "GET", pattern, GET_PRODUCT, GW_BODY_NONE, RS_IDEMPOTENT, GW_STALE_NEVER, GW_ROUTE_OPEN,   \
+            NULL, NULL                                                                             \
+    }
+
 static void validation_rejects_bad_rows(void **state)
 {
-    static const gw_route_t no_slash = {"GET",         "v1/x",        GET_PRODUCT,
-                                        GW_BODY_NONE,  RS_IDEMPOTENT, GW_STALE_NEVER,
-                                        GW_ROUTE_OPEN, NULL,          NULL};
-    static const gw_route_t open_brace = {"GET",         "/v1/{id",     GET_PRODUCT,
-                                          GW_BODY_NONE,  RS_IDEMPOTENT, GW_STALE_NEVER,
-                                          GW_ROUTE_OPEN, NULL,          NULL};
-    static const gw_route_t empty_var = {"GET",         "/v1/{}",      GET_PRODUCT,
-                                         GW_BODY_NONE,  RS_IDEMPOTENT, GW_STALE_NEVER,
-                                         GW_ROUTE_OPEN, NULL,          NULL};
-    static const gw_route_t deep_var = {"GET",         "/v1/{id=**}", GET_PRODUCT,
-                                        GW_BODY_NONE,  RS_IDEMPOTENT, GW_STALE_NEVER,
-                                        GW_ROUTE_OPEN, NULL,          NULL};
-    static const gw_route_t empty_seg = {"GET",         "/v1//x",      GET_PRODUCT,
-                                         GW_BODY_NONE,  RS_IDEMPOTENT, GW_STALE_NEVER,
-                                         GW_ROUTE_OPEN, NULL,          NULL};
-    static const gw_route_t mixed = {"GET",         "/v1/x{id}",   GET_PRODUCT,
-                                     GW_BODY_NONE,  RS_IDEMPOTENT, GW_STALE_NEVER,
-                                     GW_ROUTE_OPEN, NULL,          NULL};
-    static const gw_route_t no_field = {"GET",         "/v1/{sku}",   GET_PRODUCT,
-                                        GW_BODY_NONE,  RS_IDEMPOTENT, GW_STALE_NEVER,
-                                        GW_ROUTE_OPEN, NULL,          NULL};
+    static const gw_route_t no_slash = GET_ROW("v1/x");
+    static const gw_route_t open_brace = GET_ROW("/v1/{id");
+    static const gw_route_t empty_var = GET_ROW("/v1/{}");
+    static const gw_route_t deep_var = GET_ROW("/v1/{id=**}");
+    static const gw_route_t empty_seg = GET_ROW("/v1//x");
+    static const gw_route_t mixed = GET_ROW("/v1/x{id}");
+    static const gw_route_t no_field = GET_ROW("/v1/{sku}");
     static const gw_route_t undeclared = {
         "GET",          "/v1/{id}",    GET_PRODUCT, GW_BODY_NONE, RS_IDEMPOTENCY_BY_NAME,
         GW_STALE_NEVER, GW_ROUTE_OPEN, NULL,        NULL};
