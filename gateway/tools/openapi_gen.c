@@ -46,8 +46,9 @@ const size_t gw_openapi_json_len = 0;
 #define MAX_NESTING 8
 
 typedef enum direction {
-    DIR_OUT, /* what pbj_encode writes: every field, int64 as a string */
-    DIR_IN,  /* what pbj_decode accepts: any field may be missing, int64 as a number too */
+    DIR_OUT,   /* what pbj_encode writes: every field, int64 as a string */
+    DIR_IN,    /* what pbj_decode accepts: any field may be missing, int64 as a number too */
+    DIR_QUERY, /* a query parameter: as DIR_IN, but an integer is its text, never a JSON string */
 } direction_t;
 
 /* Adds v under key, taking the reference; aborts on allocation failure
@@ -90,7 +91,7 @@ static void json_name(const char *proto, char out[static MAX_NAME])
 static void schema_name(const ProtobufCMessageDescriptor *d, direction_t dir,
                         char out[static MAX_NAME])
 {
-    snprintf(out, MAX_NAME, "%s%s", d->name, dir == DIR_IN ? "-input" : "");
+    snprintf(out, MAX_NAME, "%s%s", d->name, dir != DIR_OUT ? "-input" : "");
 }
 
 static json_t *ref_to(const char *name)
@@ -140,7 +141,7 @@ static bool is_unsigned(ProtobufCType t)
  * JSON number of integral value ("5", "1e2", "1.0") for any of them; the
  * input schema names the plain form, with few enough digits to fit, so
  * that every string it allows is read (a narrower schema than the reader,
- * never a wider one). */
+ * never a wider one). A query parameter's text is the number itself. */
 static json_t *integer_schema(ProtobufCType t, direction_t dir)
 {
     bool wide = safe_digits(t) > 9, uns = is_unsigned(t);
@@ -150,7 +151,7 @@ static json_t *integer_schema(ProtobufCType t, direction_t dir)
     if (dir == DIR_OUT && wide)
         return json_pack("{s:s, s:s, s:s}", "type", "string", "format", format, "pattern",
                          uns ? "^[0-9]+$" : "^-?[0-9]+$");
-    if (dir == DIR_OUT)
+    if (dir != DIR_IN)
         s = json_pack("{s:s, s:s}", "type", "integer", "format", format);
     else
         s = json_pack("{s:[s,s], s:s, s:o}", "type", "integer", "string", "format", format,
@@ -168,7 +169,7 @@ static json_t *enum_schema(const ProtobufCEnumDescriptor *e, direction_t dir)
 
     for (unsigned i = 0; i < e->n_values; i++)
         push(names, json_string(e->values[i].name));
-    if (dir == DIR_IN) /* a defined value's number is accepted too */
+    if (dir != DIR_OUT) /* a defined value's number is accepted too */
         for (unsigned i = 0; i < e->n_values; i++)
             push(names, json_integer(e->values[i].value));
     s = json_pack("{s:o}", "enum", names);
@@ -206,7 +207,7 @@ static json_t *value_schema(json_t *schemas, const ProtobufCFieldDescriptor *f, 
         return json_pack("{s:s}", "type", "boolean");
     case PROTOBUF_C_TYPE_STRING:
         /* protobuf-c keeps strings NUL-terminated: pbj_decode refuses U+0000 */
-        if (dir == DIR_IN)
+        if (dir != DIR_OUT)
             return json_pack("{s:s, s:s}", "type", "string", "pattern", "^[^\\u0000]*$");
         return json_pack("{s:s}", "type", "string");
     case PROTOBUF_C_TYPE_BYTES:
@@ -248,10 +249,6 @@ static json_t *field_schema(json_t *schemas, const ProtobufCFieldDescriptor *f, 
     return value_schema(schemas, f, dir);
 }
 
-/* The bounds of shopmicro/limits.h on field f of message d, on its schema s
- * (f's own for CHARS and VALUE, the array's for ITEMS; the items' schema
- * for CHARS and VALUE of a repeated field). Input schemas only: they say
- * what the services accept, and what the gateway writes is theirs. */
 /* The string form of integer schema v under bound l (add_limits). */
 static void limit_digits(json_t *v, const shopmicro_limit_t *l, int digits)
 {
@@ -273,14 +270,29 @@ static void limit_digits(json_t *v, const shopmicro_limit_t *l, int digits)
 #define MAX_LIMITS 128
 static bool limit_used[MAX_LIMITS]; /* main fails on a row that named no field it met */
 
+/* The first row of shopmicro_limits from l on that bounds field f of
+ * message d, or the table's end (message NULL). */
+static const shopmicro_limit_t *next_limit(const shopmicro_limit_t *l,
+                                           const ProtobufCMessageDescriptor *d,
+                                           const ProtobufCFieldDescriptor *f)
+{
+    while (l->message != NULL &&
+           (strcmp(l->message, d->name) != 0 || strcmp(l->field, f->name) != 0))
+        l++;
+    return l;
+}
+
+/* The bounds of shopmicro/limits.h on field f of message d, on its schema s
+ * (f's own for CHARS and VALUE, the array's for ITEMS; the items' schema
+ * for CHARS and VALUE of a repeated field). Request schemas only: they say
+ * what the services accept, and what the gateway writes is theirs. */
 static void add_limits(json_t *s, const ProtobufCMessageDescriptor *d,
                        const ProtobufCFieldDescriptor *f)
 {
-    for (const shopmicro_limit_t *l = shopmicro_limits; l->message != NULL; l++) {
+    for (const shopmicro_limit_t *l = next_limit(shopmicro_limits, d, f); l->message != NULL;
+         l = next_limit(l + 1, d, f)) {
         json_t *v = s;
 
-        if (strcmp(l->message, d->name) != 0 || strcmp(l->field, f->name) != 0)
-            continue;
         if (l - shopmicro_limits < MAX_LIMITS)
             limit_used[l - shopmicro_limits] = true;
         if (l->kind == SHOPMICRO_LIMIT_ITEMS) {
@@ -305,28 +317,14 @@ static void add_limits(json_t *s, const ProtobufCMessageDescriptor *d,
     }
 }
 
-/* The schema of field f of message d in a request: field_schema's, with
- * the field's bounds. */
+/* The schema of field f of message d in a request (dir DIR_IN or
+ * DIR_QUERY): field_schema's, with the field's bounds. */
 static json_t *input_schema(json_t *schemas, const ProtobufCMessageDescriptor *d,
-                            const ProtobufCFieldDescriptor *f)
+                            const ProtobufCFieldDescriptor *f, direction_t dir)
 {
-    json_t *s = field_schema(schemas, f, DIR_IN);
+    json_t *s = field_schema(schemas, f, dir);
 
     add_limits(s, d, f);
-    return s;
-}
-
-/* A query parameter's schema: the text of an integer is its number (a
- * query has no JSON strings), so the string form of integer_schema goes. */
-static json_t *query_schema(json_t *s)
-{
-    json_t *v = json_object_get(s, "items") != NULL ? json_object_get(s, "items") : s;
-
-    if (json_is_array(json_object_get(v, "type")) && json_object_get(v, "pattern") != NULL &&
-        json_object_get(v, "format") != NULL) {
-        set(v, "type", json_string("integer"));
-        json_object_del(v, "pattern");
-    }
     return s;
 }
 
@@ -334,9 +332,9 @@ static json_t *query_schema(json_t *s)
  * one of its bounds (an empty name, no items, a quantity of 0). */
 static bool is_needed(const ProtobufCMessageDescriptor *d, const ProtobufCFieldDescriptor *f)
 {
-    for (const shopmicro_limit_t *l = shopmicro_limits; l->message != NULL; l++)
-        if (strcmp(l->message, d->name) == 0 && strcmp(l->field, f->name) == 0 &&
-            shopmicro_limit_needs_field(l))
+    for (const shopmicro_limit_t *l = next_limit(shopmicro_limits, d, f); l->message != NULL;
+         l = next_limit(l + 1, d, f))
+        if (shopmicro_limit_needs_field(l))
             return true;
     return false;
 }
@@ -392,10 +390,10 @@ static void add_message(json_t *schemas, const ProtobufCMessageDescriptor *d, di
             set(props, jname, field_schema(schemas, f, dir));
             push(required, json_string(jname));
         } else if (is_needed(d, f)) {
-            set(props, jname, input_schema(schemas, d, f));
+            set(props, jname, input_schema(schemas, d, f, DIR_IN));
             push(required, json_string(jname));
         } else {
-            set(props, jname, or_null(input_schema(schemas, d, f)));
+            set(props, jname, or_null(input_schema(schemas, d, f, DIR_IN)));
         }
     }
     set(s, "properties", props);
@@ -488,7 +486,7 @@ static void add_query_params(json_t *params, json_t *schemas, const ProtobufCMes
             continue;
         }
         push(params, json_pack("{s:s, s:s, s:b, s:o}", "name", jpath, "in", "query", "required", 0,
-                               "schema", query_schema(input_schema(schemas, d, f))));
+                               "schema", input_schema(schemas, d, f, DIR_QUERY)));
         if (f->label == PROTOBUF_C_LABEL_REPEATED) {
             json_t *p = json_array_get(params, json_array_size(params) - 1);
             set(p, "style", json_string("form"));
@@ -667,7 +665,7 @@ static json_t *operation(json_t *schemas, const gw_route_t *r)
         const ProtobufCMessageDescriptor *owner = r->request;
         const ProtobufCFieldDescriptor *f = field_at(r->request, vars[i], &owner);
         push(params, json_pack("{s:s, s:s, s:b, s:o}", "name", vars[i], "in", "path", "required", 1,
-                               "schema", input_schema(schemas, owner, f)));
+                               "schema", input_schema(schemas, owner, f, DIR_IN)));
     }
     if (r->rpc != NULL && r->body == GW_BODY_NONE)
         add_query_params(params, schemas, r->request, "", "", 0, vars, n_vars);
