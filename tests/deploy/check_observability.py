@@ -148,21 +148,23 @@ class Stack:
             self.procs[name] = subprocess.Popen(  # pylint: disable=consider-using-with
                 [self.bins[name]], env=dict(os.environ, **env), stdout=out,
                 stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL)
+        return self.log_port(name, ready)
+
+    def log_port(self, name, pattern):
+        """The port in the first match of pattern in name's log (None when the pattern has no
+        group), waiting up to 20 s for the line: a service writes its lines in its own order."""
+        log = os.path.join(self.tmp, name + ".log")
         until = time.monotonic() + 20
         while time.monotonic() < until:
             with open(log, encoding="utf-8", errors="replace") as f:
-                m = re.search(ready, f.read())
+                m = re.search(pattern, f.read())
             if m:
                 return int(m.group(1)) if m.groups() else None
             if self.procs[name].poll() is not None:
                 break
             time.sleep(0.05)
         with open(log, encoding="utf-8", errors="replace") as f:
-            raise RuntimeError("%s did not start:\n%s" % (name, f.read()[-3000:]))
-
-    def log_port(self, name, pattern):
-        with open(os.path.join(self.tmp, name + ".log"), encoding="utf-8") as f:
-            return int(re.search(pattern, f.read()).group(1))
+            raise RuntimeError("%s did not log %r:\n%s" % (name, pattern, f.read()[-3000:]))
 
     def close(self):
         for p in self.procs.values():
