@@ -55,6 +55,10 @@ bool gw_admit(gw_loop_t *l, h2o_req_t *req, gw_access_t *e, gw_principal_t *who,
     refused = *e;
     refused.grpc_code = v.grpc_code;
     gw_access_end(&refused, v.status);
-    gw_http_send_error(req, v.status, v.grpc_code, v.message, v.retry_after_s);
+    gw_http_send_error(req, &(gw_error_t){.status = v.status,
+                                          .code = v.grpc_code,
+                                          .message = v.message,
+                                          .reason = v.error_reason,
+                                          .retry_after_s = v.retry_after_s});
     return false;
 }

@@ -104,14 +104,20 @@ static void copy_cut(char *out, size_t cap, const char *s, size_t len)
     out[len] = '\0';
 }
 
-static void answer_error(const gw_access_t *e, h2o_req_t *req, int status, int code,
-                         const char *msg, uint32_t retry_after_s)
+static void answer(const gw_access_t *e, h2o_req_t *req, const gw_error_t *err)
 {
     gw_access_t with_code = *e;
 
-    with_code.grpc_code = code;
-    gw_access_end(&with_code, status != 0 ? status : gw_http_status_from_grpc(code));
-    gw_http_send_error(req, status, code, msg, retry_after_s);
+    with_code.grpc_code = err->code;
+    gw_access_end(&with_code, err->status != 0 ? err->status : gw_http_status_from_grpc(err->code));
+    gw_http_send_error(req, err);
+}
+
+/* An answer the gateway decides alone, for reason (status.h). */
+static void answer_error(const gw_access_t *e, h2o_req_t *req, int status, int code,
+                         const char *msg, const char *reason)
+{
+    answer(e, req, &(gw_error_t){.status = status, .code = code, .message = msg, .reason = reason});
 }
 
 /*
@@ -162,14 +168,34 @@ static const char *client_message(const gw_access_t *e, const rs_grpc_result_t *
     return buf;
 }
 
+/*
+ * The ErrorInfo reason of a failed upstream call when the gateway decided
+ * the answer (status.h): the drain, an outcome it cannot know, or the
+ * resilience chain's own verdict (no attempt, or none with a status of the
+ * upstream's: a deadline, a budget, a breaker before a retry). NULL: the
+ * upstream's verdict, whose ErrorInfo the body carries.
+ */
+static const char *failure_reason(const rs_grpc_result_t *res, bool drain_cancelled, bool unknown)
+{
+    if (drain_cancelled)
+        return "SHUTTING_DOWN";
+    if (unknown)
+        return "OUTCOME_UNKNOWN";
+    if (res->details.len > 0 || res->reason == RS_REASON_NOT_RETRYABLE ||
+        res->reason == RS_REASON_ATTEMPTS_EXHAUSTED || res->reason == RS_REASON_NOT_IDEMPOTENT)
+        return NULL;
+    return rs_reason_constant(res->reason);
+}
+
 /* An upstream call that failed, synchronously (breaker open, bulkhead
  * full, deadline too short) or after its attempts. */
 static void answer_upstream_error(const gw_access_t *e, h2o_req_t *req, const rs_grpc_result_t *res,
                                   bool drain_cancelled)
 {
     int code = failure_code(res), status;
+    bool unknown = outcome_unknown(e->route, res, drain_cancelled);
     const char *msg = res->message[0] != '\0' ? res->message : svc_strerror(res->err);
-    const char *unknown = gw_upstream_unknown_outcome(e->route->upstream);
+    const char *unknown_note = gw_upstream_unknown_outcome(e->route->upstream);
     uint32_t retry_after_s = 0;
     char text[2 * SVC_ERRBUF_LEN], note[3 * SVC_ERRBUF_LEN];
 
@@ -179,8 +205,8 @@ static void answer_upstream_error(const gw_access_t *e, h2o_req_t *req, const rs
         msg = client_message(e, res, code, drain_cancelled, text, sizeof text);
     /* The order service says it itself when its database left the outcome
      * unknown: once is enough. */
-    if (outcome_unknown(e->route, res, drain_cancelled) && strstr(msg, unknown) == NULL) {
-        snprintf(note, sizeof note, "%s; %s", msg, unknown);
+    if (unknown && strstr(msg, unknown_note) == NULL) {
+        snprintf(note, sizeof note, "%s; %s", msg, unknown_note);
         msg = note;
     }
     status = gw_http_status_from_grpc(code);
@@ -190,7 +216,14 @@ static void answer_upstream_error(const gw_access_t *e, h2o_req_t *req, const rs
      * that answered 503 without a hint. */
     if ((status == 503 || status == 429) && res->retry_after_ms > 0)
         retry_after_s = gw_retry_after_seconds(res->retry_after_ms);
-    answer_error(e, req, status, code, msg, retry_after_s);
+    answer(e, req,
+           &(gw_error_t){.status = status,
+                         .code = code,
+                         .message = msg,
+                         .reason = failure_reason(res, drain_cancelled, unknown),
+                         .upstream = gw_upstream_name(e->route->upstream),
+                         .retry_after_s = retry_after_s,
+                         .details = &res->details});
 }
 
 /* ------------------------------------------------------------------------
@@ -286,7 +319,8 @@ static void answer_ok(const gw_access_t *e, h2o_req_t *req, const ProtobufCMessa
         /* ForwardResponseMessage: a marshalling error goes through the
          * error handler as UNKNOWN. */
         svc_log_error(LOG_MOD, "cannot encode %s as JSON: %s", resp->descriptor->name, errbuf);
-        answer_error(e, req, 0, 2, errbuf[0] != '\0' ? errbuf : svc_strerror(err), 0);
+        answer_error(e, req, 0, 2, errbuf[0] != '\0' ? errbuf : svc_strerror(err),
+                     "RESPONSE_NOT_ENCODABLE");
         return;
     }
     /* grpc-go reports the server's content-type as header metadata, which
@@ -357,7 +391,7 @@ static void abandon(gw_pending_t *p)
     e.res = NULL;
     req->http1_is_persistent = 0;
     svc_log_set_request_id(p->id);
-    answer_error(&e, req, 0, 1, "context canceled", 0);
+    answer_error(&e, req, 0, 1, "context canceled", "CLIENT_CANCELLED");
     svc_log_set_request_id(NULL);
 }
 
@@ -459,14 +493,14 @@ static void forward(gw_loop_t *l, h2o_req_t *req, const gw_match_t *m, const gw_
     o.lane = l->lane;
     code = deadline_of(l, req, e->start_ns, &o.deadline_ns, errbuf);
     if (code != 0) {
-        answer_error(e, req, 0, code, errbuf, 0);
+        answer_error(e, req, 0, code, errbuf, code == 4 ? "DEADLINE" : "INVALID_TIMEOUT");
         return;
     }
     if (req->entity.base != NULL && req->entity.len > (size_t)l->app->cfg->max_body_bytes) {
         /* h2o refuses these before reading them; this is the backstop. */
         snprintf(errbuf, sizeof errbuf, "request body exceeds %lld bytes",
                  (long long)l->app->cfg->max_body_bytes);
-        answer_error(e, req, 413, 8, errbuf, 0);
+        answer_error(e, req, 413, 8, errbuf, "BODY_TOO_LARGE");
         return;
     }
     /* Headers before the body: they are cheaper to check, and a request
@@ -474,7 +508,8 @@ static void forward(gw_loop_t *l, h2o_req_t *req, const gw_match_t *m, const gw_
     md = h2o_mem_alloc_pool(&req->pool, GW_MAX_MD * sizeof *md);
     status = gw_build_metadata(req, l->app->cfg, id, who, md, &o.n_md, errbuf);
     if (status != 0) {
-        answer_error(e, req, status, 3, errbuf, 0);
+        answer_error(e, req, status, 3, errbuf,
+                     status == 431 ? "HEADERS_TOO_LARGE" : "INVALID_HEADER");
         return;
     }
     o.md = md;
@@ -488,7 +523,8 @@ static void forward(gw_loop_t *l, h2o_req_t *req, const gw_match_t *m, const gw_
             svc_log_error(LOG_MOD, "%s %s: cannot build the request: %s", r->method, r->pattern,
                           errbuf);
         answer_error(e, req, 0, err == SVC_EINVAL ? 3 : 13,
-                     err == SVC_EINVAL ? errbuf : svc_strerror(err), 0);
+                     err == SVC_EINVAL ? errbuf : svc_strerror(err),
+                     err == SVC_EINVAL ? "INVALID_REQUEST" : "INTERNAL");
         return;
     }
     /* The key is made of the request as received, before the call: its
@@ -499,7 +535,7 @@ static void forward(gw_loop_t *l, h2o_req_t *req, const gw_match_t *m, const gw_
     p = calloc(1, sizeof *p + key_len + 1);
     if (p == NULL) {
         pbj_message_free(msg, NULL);
-        answer_error(e, req, 0, 13, "out of memory", 0);
+        answer_error(e, req, 0, 13, "out of memory", "INTERNAL");
         return;
     }
     p->call.rx = &l->done_rx;
@@ -544,7 +580,7 @@ static bool framing_ok(h2o_req_t *req, const gw_access_t *e)
     if (code == 0)
         return true;
     req->http1_is_persistent = 0;
-    answer_error(e, req, 0, code, errbuf, 0);
+    answer_error(e, req, 0, code, errbuf, "MALFORMED_REQUEST");
     return false;
 }
 
@@ -568,7 +604,7 @@ static void answer_wrong_method(const gw_access_t *e, h2o_req_t *req, unsigned a
     size_t n = gw_route_allow_text(allow, v, sizeof v);
 
     gw_http_add_header(req, "allow", "Allow", v, n < sizeof v ? n : sizeof v - 1);
-    answer_error(e, req, 405, 12, "Method Not Allowed", 0);
+    answer_error(e, req, 405, 12, "Method Not Allowed", "METHOD_NOT_ALLOWED");
 }
 
 static void route(gw_loop_t *l, h2o_req_t *req, gw_access_t *e, const char *id)
@@ -590,13 +626,13 @@ static void route(gw_loop_t *l, h2o_req_t *req, gw_access_t *e, const char *id)
                     authenticated && gw_upstream_reads_caller(m.route->upstream) ? &who : NULL);
         break;
     case GW_MATCH_NOT_FOUND:
-        answer_error(e, req, 0, 5, "Not Found", 0);
+        answer_error(e, req, 0, 5, "Not Found", "ROUTE_NOT_FOUND");
         break;
     case GW_MATCH_WRONG_METHOD:
         answer_wrong_method(e, req, m.allow);
         break;
     case GW_MATCH_BAD_PATH:
-        answer_error(e, req, 0, 3, "Bad Request", 0);
+        answer_error(e, req, 0, 3, "Bad Request", "INVALID_PATH");
         break;
     }
 }
@@ -626,7 +662,8 @@ static int on_req(h2o_handler_t *self, h2o_req_t *req)
 typedef struct gw_errostream {
     h2o_ostream_t super;
     int code;
-    const char *msg; /* NULL: h2o's own text is the message */
+    const char *msg;    /* NULL: h2o's own text is the message */
+    const char *reason; /* ErrorInfo.reason (status.h) */
 } gw_errostream_t;
 
 /* h2o's text body is replaced by ours. h2o's text says what was wrong
@@ -638,6 +675,7 @@ static void errostream_send(h2o_ostream_t *self_, h2o_req_t *req, h2o_iovec_t *b
 {
     gw_errostream_t *self = (gw_errostream_t *)self_;
     char msg[SVC_ERRBUF_LEN];
+    gw_error_t err = {.code = self->code, .reason = self->reason};
     h2o_iovec_t body;
     size_t need;
 
@@ -647,9 +685,10 @@ static void errostream_send(h2o_ostream_t *self_, h2o_req_t *req, h2o_iovec_t *b
         snprintf(msg, sizeof msg, "%.*s", (int)bufs[0].len, bufs[0].base);
     else
         snprintf(msg, sizeof msg, "%s", req->res.reason != NULL ? req->res.reason : "error");
-    need = gw_error_body(NULL, 0, self->code, msg);
+    err.message = msg;
+    need = gw_error_body(NULL, 0, &err);
     body.base = h2o_mem_alloc_pool(&req->pool, need + 1);
-    body.len = gw_error_body(body.base, need + 1, self->code, msg);
+    body.len = gw_error_body(body.base, need + 1, &err);
     req->res.content_length = body.len;
     if (bufcnt > 0 && state == H2O_SEND_STATE_FINAL)
         h2o_ostream_send_next(&self->super, req, &body, 1, state);
@@ -684,7 +723,9 @@ static void errfilter_setup(h2o_filter_t *self_, h2o_req_t *req, h2o_ostream_t *
     os = (gw_errostream_t *)h2o_add_ostream(req, sizeof *os, slot);
     os->super.do_send = errostream_send;
     os->msg = NULL;
+    os->reason = req->res.status < 500 ? "MALFORMED_REQUEST" : "INTERNAL";
     if (req->res.status == 413) {
+        os->reason = "BODY_TOO_LARGE";
         char *msg = h2o_mem_alloc_pool(&req->pool, 64);
         e.grpc_code = 8; /* RESOURCE_EXHAUSTED, as gRPC itself says of an oversized message */
         snprintf(msg, 64, "request body exceeds %lld bytes",

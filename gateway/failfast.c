@@ -25,6 +25,7 @@ typedef struct slot {
     uint64_t probe_until_ns;   /* a probe is out until then; 0: none */
     uint64_t epoch;            /* bumped by every refusal; a probe's ticket is epoch + 1 */
     char message[SVC_ERRBUF_LEN];
+    rpc_status_details_t details;       /* the refusal's google.rpc.Status: its answers carry it */
     _Atomic uint64_t count[N_COUNTERS]; /* rendered as counters[] says */
 } slot_t;
 
@@ -108,6 +109,8 @@ static void refuse_locked(slot_t *s, uint64_t now_ns, rs_grpc_result_t *res)
     res->retry_after_ms = s->hint_until_ns > now_ns ? ceil_ms(s->hint_until_ns - now_ns)
                                                     : GW_FAILFAST_PROBE_RETRY_AFTER_MS;
     memcpy(res->message, s->message, sizeof res->message);
+    res->details.len = s->details.len;
+    memcpy(res->details.bytes, s->details.bytes, s->details.len);
 }
 
 /* Refuses the call if the window or a probe's lease holds at now_ns.
@@ -168,6 +171,8 @@ static void open_locked(gw_failfast_t *ff, slot_t *s, const rs_grpc_result_t *re
     s->probe_until_ns = 0;
     s->epoch++;
     snprintf(s->message, sizeof s->message, "%s", res->message);
+    s->details.len = res->details.len;
+    memcpy(s->details.bytes, res->details.bytes, res->details.len);
     atomic_store_explicit(&s->until_ns, now_ns + window, memory_order_release);
 }
 

@@ -7,10 +7,12 @@
 
 #define REALM "shopmicro"
 
-static void refuse(gw_guard_verdict_t *v, int status, int code, const char *message)
+static void refuse(gw_guard_verdict_t *v, int status, int code, const char *error_reason,
+                   const char *message)
 {
     v->status = status;
     v->grpc_code = code;
+    v->error_reason = error_reason;
     v->message = message;
 }
 
@@ -33,7 +35,7 @@ static bool authenticate(gw_auth_loop_t *auth, const gw_guard_request_t *rq, gw_
     }
     v->reason = gw_jwt_reason(e);
     if (e == GW_JWT_INTERNAL) {
-        refuse(v, 500, 13, "the token could not be checked");
+        refuse(v, 500, 13, "TOKEN_CHECK_FAILED", "the token could not be checked");
         return false;
     }
     if (e == GW_JWT_MISSING) { /* another scheme: as if no token came */
@@ -42,7 +44,7 @@ static bool authenticate(gw_auth_loop_t *auth, const gw_guard_request_t *rq, gw_
     }
     snprintf(v->challenge, sizeof v->challenge, "Bearer realm=\"" REALM "\", error=\"%s\"",
              gw_jwt_rfc6750_error(e));
-    refuse(v, 401, 16, "the bearer token is not valid");
+    refuse(v, 401, 16, "TOKEN_INVALID", "the bearer token is not valid");
     return false;
 }
 
@@ -55,7 +57,7 @@ static bool authorize(const gw_guard_rule_t *rule, gw_guard_verdict_t *v)
         return true;
     if (!v->authenticated) {
         snprintf(v->challenge, sizeof v->challenge, "Bearer realm=\"" REALM "\"");
-        refuse(v, 401, 16, "this route needs a bearer token");
+        refuse(v, 401, 16, "TOKEN_MISSING", "this route needs a bearer token");
         return false;
     }
     if ((v->principal.scopes & rule->scopes) != 0)
@@ -63,7 +65,7 @@ static bool authorize(const gw_guard_rule_t *rule, gw_guard_verdict_t *v)
     pr_scopes_format(rule->scopes, need, sizeof need);
     snprintf(v->challenge, sizeof v->challenge,
              "Bearer realm=\"" REALM "\", error=\"insufficient_scope\", scope=\"%s\"", need);
-    refuse(v, 403, 7, "the token lacks the scope this route needs");
+    refuse(v, 403, 7, "SCOPE_MISSING", "the token lacks the scope this route needs");
     return false;
 }
 
@@ -90,7 +92,7 @@ static void limit(gw_rl_t *rl, const gw_guard_rule_t *rule, const gw_guard_reque
     }
     if (!d.allowed) {
         v->retry_after_s = d.retry_after_s > UINT32_MAX ? UINT32_MAX : (uint32_t)d.retry_after_s;
-        refuse(v, 429, 8, "too many requests: retry after the time in Retry-After");
+        refuse(v, 429, 8, "RATE_LIMITED", "too many requests: retry after the time in Retry-After");
     }
 }
 

@@ -51,13 +51,15 @@ typedef struct gw_guard_request {
 } gw_guard_request_t;
 
 typedef struct gw_guard_verdict {
-    int status;          /* 0: admitted; else 401, 403, 429 or 500 */
-    int grpc_code;       /* the google.rpc.Status code of a refusal: 16, 7, 8, 13 */
-    const char *message; /* the client's text of a refusal; static */
-    char challenge[160]; /* WWW-Authenticate of a 401 or 403; "" none */
-    const char *reason;  /* for the log: why a token was refused; static, "" none */
-    gw_jwt_err_t token;  /* the token's check: GW_JWT_MISSING when none (or another scheme) came */
-    bool authenticated;  /* principal is set */
+    int status;               /* 0: admitted; else 401, 403, 429 or 500 */
+    int grpc_code;            /* the google.rpc.Status code of a refusal: 16, 7, 8, 13 */
+    const char *message;      /* the client's text of a refusal; static */
+    const char *error_reason; /* its ErrorInfo.reason (status.h): TOKEN_INVALID, TOKEN_MISSING,
+                                 SCOPE_MISSING, RATE_LIMITED, TOKEN_CHECK_FAILED; static */
+    char challenge[160];      /* WWW-Authenticate of a 401 or 403; "" none */
+    const char *reason;       /* for the log: why a token was refused; static, "" none */
+    gw_jwt_err_t token; /* the token's check: GW_JWT_MISSING when none (or another scheme) came */
+    bool authenticated; /* principal is set */
     gw_principal_t principal;
     bool has_rl; /* rl holds the RateLimit headers to send */
     gw_rl_headers_t rl;

@@ -1,7 +1,7 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /*
- * http.c - gRPC status -> HTTP status, error bodies, Grpc-Timeout, request
- * ids, and sending a response.
+ * http.c - gRPC status -> HTTP status, Grpc-Timeout, request ids, and
+ * sending a response (an error's body is status.c's).
  *
  * The status table and the body follow grpc-gateway v2 (runtime/errors.go,
  * DefaultHTTPErrorHandler) so that clients written against the Go gateway
@@ -82,114 +82,6 @@ const char *gw_http_reason(int status)
         return "Gateway Timeout";
     }
     return "Unknown";
-}
-
-/* Copies len bytes at buf + pos if they fit below cap - 1; returns the new
- * logical position either way (snprintf semantics). */
-static size_t put(char *buf, size_t cap, size_t pos, const char *s, size_t len)
-{
-    if (cap > 0 && pos < cap - 1) {
-        size_t room = cap - 1 - pos, n = len < room ? len : room;
-        memcpy(buf + pos, s, n);
-        buf[pos + n] = '\0';
-    }
-    return pos + len;
-}
-
-/* Length of the valid UTF-8 sequence at s (n bytes available), 0 if none. */
-static size_t utf8_len(const unsigned char *s, size_t n)
-{
-    unsigned char c = s[0];
-    size_t need;
-    unsigned char lo = 0x80, hi = 0xbf;
-
-    if (c < 0x80)
-        return 1;
-    if (c >= 0xc2 && c <= 0xdf)
-        need = 2;
-    else if (c >= 0xe0 && c <= 0xef) {
-        need = 3;
-        if (c == 0xe0)
-            lo = 0xa0;
-        else if (c == 0xed)
-            hi = 0x9f; /* no surrogates */
-    } else if (c >= 0xf0 && c <= 0xf4) {
-        need = 4;
-        if (c == 0xf0)
-            lo = 0x90;
-        else if (c == 0xf4)
-            hi = 0x8f;
-    } else
-        return 0;
-    if (n < need || s[1] < lo || s[1] > hi)
-        return 0;
-    for (size_t i = 2; i < need; i++)
-        if (s[i] < 0x80 || s[i] > 0xbf)
-            return 0;
-    return need;
-}
-
-size_t gw_json_escape(char *buf, size_t cap, size_t pos, const char *s, size_t len)
-{
-    const unsigned char *p = (const unsigned char *)s;
-    size_t i = 0;
-
-    while (i < len) {
-        unsigned char c = p[i];
-        size_t run = i;
-        char esc[8];
-
-        /* Copy a run of bytes that need no escaping in one go. */
-        while (run < len && p[run] >= 0x20 && p[run] != '"' && p[run] != '\\' && p[run] < 0x80)
-            run++;
-        if (run > i) {
-            pos = put(buf, cap, pos, s + i, run - i);
-            i = run;
-            continue;
-        }
-        c = p[i];
-        if (c == '"' || c == '\\') {
-            esc[0] = '\\';
-            esc[1] = (char)c;
-            pos = put(buf, cap, pos, esc, 2);
-            i++;
-        } else if (c < 0x20) {
-            static const char short_esc[] = {
-                ['\b'] = 'b', ['\f'] = 'f', ['\n'] = 'n', ['\r'] = 'r', ['\t'] = 't'};
-            if (c < sizeof short_esc && short_esc[c] != 0) {
-                esc[0] = '\\';
-                esc[1] = short_esc[c];
-                pos = put(buf, cap, pos, esc, 2);
-            } else {
-                snprintf(esc, sizeof esc, "\\u%04x", c);
-                pos = put(buf, cap, pos, esc, 6);
-            }
-            i++;
-        } else {
-            size_t n = utf8_len(p + i, len - i);
-            if (n == 0) {
-                pos = put(buf, cap, pos, "\xef\xbf\xbd", 3); /* U+FFFD, as Go writes it */
-                i++;
-            } else {
-                pos = put(buf, cap, pos, s + i, n);
-                i += n;
-            }
-        }
-    }
-    return pos;
-}
-
-size_t gw_error_body(char *buf, size_t cap, int code, const char *msg)
-{
-    char head[32];
-    size_t pos;
-
-    if (cap > 0)
-        buf[0] = '\0';
-    snprintf(head, sizeof head, "{\"code\":%d,\"message\":\"", code);
-    pos = put(buf, cap, 0, head, strlen(head));
-    pos = gw_json_escape(buf, cap, pos, msg, strlen(msg));
-    return put(buf, cap, pos, "\",\"details\":[]}", 15);
 }
 
 bool gw_grpc_timeout_parse(const char *s, size_t len, int64_t *out_ns)
@@ -478,26 +370,25 @@ void gw_http_add_header(h2o_req_t *req, const char *lower, const char *name, con
                           v.len);
 }
 
-void gw_http_send_error(h2o_req_t *req, int status, int code, const char *msg,
-                        uint32_t retry_after_s)
+void gw_http_send_error(h2o_req_t *req, const gw_error_t *e)
 {
-    size_t need = gw_error_body(NULL, 0, code, msg);
+    size_t need = gw_error_body(NULL, 0, e);
     char *body = h2o_mem_alloc_pool(&req->pool, need + 1);
 
-    gw_error_body(body, need + 1, code, msg);
-    if (code == 16 && h2o_find_header(&req->res.headers, H2O_TOKEN_WWW_AUTHENTICATE, -1) == -1) {
+    gw_error_body(body, need + 1, e);
+    if (e->code == 16 && h2o_find_header(&req->res.headers, H2O_TOKEN_WWW_AUTHENTICATE, -1) == -1) {
         /* errors.go: the status message goes into WWW-Authenticate (unless
          * the gateway's own token check has put its challenge there). */
-        h2o_iovec_t v = h2o_strdup(&req->pool, msg, SIZE_MAX);
+        h2o_iovec_t v = h2o_strdup(&req->pool, e->message, SIZE_MAX);
         h2o_add_header(&req->pool, &req->res.headers, H2O_TOKEN_WWW_AUTHENTICATE,
                        "WWW-Authenticate", v.base, v.len);
     }
-    if (retry_after_s > 0) {
+    if (e->retry_after_s > 0) {
         char *v = h2o_mem_alloc_pool(&req->pool, 12);
-        int n = snprintf(v, 12, "%u", retry_after_s);
+        int n = snprintf(v, 12, "%u", e->retry_after_s);
         h2o_add_header(&req->pool, &req->res.headers, H2O_TOKEN_RETRY_AFTER, "Retry-After", v,
                        (size_t)n);
     }
-    gw_http_send(req, status != 0 ? status : gw_http_status_from_grpc(code), "application/json",
-                 body, need);
+    gw_http_send(req, e->status != 0 ? e->status : gw_http_status_from_grpc(e->code),
+                 "application/json", body, need);
 }

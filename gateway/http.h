@@ -2,7 +2,7 @@
 /*
  * http.h - the HTTP side of the gateway's vocabulary: the one table from
  * gRPC status codes to HTTP statuses (grpc-gateway's HTTPStatusFromCode),
- * the error body writer, the Grpc-Timeout parser, request ids, and the two
+ * the Grpc-Timeout parser, request ids, and the two
  * functions every response goes through.
  *
  * Every response gets a Content-Length. Without one h2o 2.2.5 answers
@@ -16,6 +16,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "status.h"
 #include "svc/core.h"
 
 /* HTTP status for a gRPC code 0..16 (runtime/errors.go); 500 for any other. */
@@ -23,22 +24,6 @@ int gw_http_status_from_grpc(int code);
 /* Reason phrase for the statuses the gateway sends ("Not Found"); "Unknown"
  * for others. Never NULL. */
 const char *gw_http_reason(int status);
-
-/*
- * Writes {"code":N,"message":"...","details":[]} (compact, google.rpc.Status
- * in protojson with EmitUnpopulated) into buf, like snprintf: at most cap
- * bytes including a NUL, and returns the length the whole body needs.
- * msg (NUL-terminated, borrowed) is JSON-escaped as protojson does; bytes
- * that are not valid UTF-8 become U+FFFD, so the body is always valid JSON.
- */
-size_t gw_error_body(char *buf, size_t cap, int code, const char *msg);
-
-/*
- * Appends s (len bytes) JSON-escaped, without quotes, at buf + pos, like
- * gw_error_body: writes what fits below cap - 1, keeps buf NUL-terminated
- * when cap > 0, and returns pos + the escaped length.
- */
-size_t gw_json_escape(char *buf, size_t cap, size_t pos, const char *s, size_t len);
 
 /*
  * Parses a Grpc-Timeout value "<int><unit>", unit one of H M S m u n, the
@@ -127,12 +112,11 @@ void gw_http_add_header(struct st_h2o_req_t *req, const char *lower, const char 
                         const char *value, size_t len);
 
 /*
- * Sends an error body for gRPC code `code` with message msg. status 0 means
- * gw_http_status_from_grpc(code). Adds WWW-Authenticate: <msg> for
- * UNAUTHENTICATED when the response has no WWW-Authenticate yet, and,
- * when retry_after_s > 0, Retry-After. Loop thread only.
+ * Sends the error body of e (status.h) with its HTTP status. Adds
+ * WWW-Authenticate: <message> for UNAUTHENTICATED when the response has no
+ * WWW-Authenticate yet, and, when e->retry_after_s > 0, Retry-After. Loop
+ * thread only.
  */
-void gw_http_send_error(struct st_h2o_req_t *req, int status, int code, const char *msg,
-                        uint32_t retry_after_s);
+void gw_http_send_error(struct st_h2o_req_t *req, const gw_error_t *e);
 
 #endif

@@ -13,7 +13,7 @@
 --   STATUS <code> <count>            responses by HTTP status
 --   CHECK retry_after <count>        responses with a Retry-After header
 --   CHECK status_body <count>        bodies that are a google.rpc.Status
---                                    ({"code":N,"message":"...","details":[]})
+--                                    ({"code":N,"message":"...","details":[...]})
 
 local dir = debug.getinfo(1, "S").source:match("^@(.*/)") or "./"
 local result = dofile(dir .. "result.lua")
@@ -41,7 +41,7 @@ function response(status, headers, body)
   if headers["Retry-After"] ~= nil or headers["retry-after"] ~= nil then
     checks.retry_after = checks.retry_after + 1
   end
-  if body:find('^{"code":%d+,"message":".*","details":%[%]}$') then
+  if body:find('^{"code":%d+,"message":".*","details":%[.*%]}$') then
     checks.status_body = checks.status_body + 1
   end
 end

@@ -695,15 +695,44 @@ static json_t *operation(json_t *schemas, const gw_route_t *r)
     return op;
 }
 
+/* The error body and its details (gateway/status.h, docs/gateway.md "Errors"): fixed shapes,
+ * written as the JSON Schema they are. */
+static const char error_schemas[] =
+    "{\"google.rpc.Status\":{\"type\":\"object\",\"title\":\"google.rpc.Status\","
+    "\"required\":[\"code\",\"message\",\"details\"],\"properties\":{"
+    "\"code\":{\"type\":\"integer\",\"format\":\"int32\"},\"message\":{\"type\":\"string\"},"
+    "\"details\":{\"type\":\"array\",\"items\":{\"oneOf\":["
+    "{\"$ref\":\"#/components/schemas/google.rpc.ErrorInfo\"},"
+    "{\"$ref\":\"#/components/schemas/google.rpc.RetryInfo\"},"
+    "{\"$ref\":\"#/components/schemas/google.rpc.BadRequest\"}]}}}},"
+    "\"google.rpc.ErrorInfo\":{\"type\":\"object\",\"description\":\"Why: a reason constant "
+    "within the domain that decided (every error has exactly one).\","
+    "\"required\":[\"@type\",\"reason\",\"domain\",\"metadata\"],\"properties\":{"
+    "\"@type\":{\"const\":\"type.googleapis.com/google.rpc.ErrorInfo\"},"
+    "\"reason\":{\"type\":\"string\"},\"domain\":{\"type\":\"string\"},"
+    "\"metadata\":{\"type\":\"object\",\"additionalProperties\":{\"type\":\"string\"}}}},"
+    "\"google.rpc.RetryInfo\":{\"type\":\"object\",\"description\":\"When to try again: "
+    "the same wait as Retry-After.\",\"required\":[\"@type\",\"retryDelay\"],\"properties\":{"
+    "\"@type\":{\"const\":\"type.googleapis.com/google.rpc.RetryInfo\"},"
+    "\"retryDelay\":{\"type\":\"string\",\"pattern\":\"^[0-9]+(\\\\.[0-9]{1,9})?s$\"}}},"
+    "\"google.rpc.BadRequest\":{\"type\":\"object\",\"description\":\"Which request fields "
+    "were refused (proto field paths), and why.\",\"required\":[\"@type\",\"fieldViolations\"],"
+    "\"properties\":{\"@type\":{\"const\":\"type.googleapis.com/google.rpc.BadRequest\"},"
+    "\"fieldViolations\":{\"type\":\"array\",\"items\":{\"type\":\"object\","
+    "\"required\":[\"field\",\"description\"],\"properties\":{"
+    "\"field\":{\"type\":\"string\"},\"description\":{\"type\":\"string\"}}}}}}}";
+
 static json_t *components(json_t *schemas)
 {
-    set(schemas, "google.rpc.Status",
-        json_pack("{s:s, s:s, s:[s,s,s], s:{s:{s:s,s:s}, s:{s:s}, s:{s:s, s:{s:s, s:{s:{s:s}}, "
-                  "s:b}}}}",
-                  "type", "object", "title", "google.rpc.Status", "required", "code", "message",
-                  "details", "properties", "code", "type", "integer", "format", "int32", "message",
-                  "type", "string", "details", "type", "array", "items", "type", "object",
-                  "properties", "@type", "type", "string", "additionalProperties", 1));
+    json_error_t jerr;
+    json_t *errors = json_loads(error_schemas, 0, &jerr);
+
+    if (errors == NULL) {
+        fprintf(stderr, "openapi_gen: error_schemas: %s (column %d)\n", jerr.text, jerr.column);
+        exit(1);
+    }
+    json_object_update(schemas, errors);
+    json_decref(errors);
     return json_pack(
         "{s:o, s:{s:{s:s, s:s, s:s, s:s}}, s:{s:{s:s, s:{s:s}}, s:{s:s, s:{s:s}}, "
         "s:{s:s, s:{s:s, s:i}}, s:{s:s, s:{s:s}}, s:{s:s, s:{s:s}}}}",

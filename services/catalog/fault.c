@@ -182,8 +182,10 @@ static svc_err_t reject(cat_fault_t *f, rpc_ctx_t *ctx, uint32_t slots,
     uint32_t pb = atomic_load(&f->pushback_ms);
 
     atomic_fetch_add(&f->rejected, 1);
-    if (ctx != NULL)
+    if (ctx != NULL) {
         rpc_ctx_set_pushback_ms(ctx, pb);
+        rpc_ctx_set_error_reason(ctx, "OVERLOADED");
+    }
     svc_errbuf_set(errbuf, "catalog overloaded: all %u slots busy (fault knob), retry in %u ms",
                    slots, pb);
     return SVC_EEXHAUSTED;
@@ -213,6 +215,8 @@ svc_err_t cat_fault_enter(cat_fault_t *f, rpc_ctx_t *ctx, cat_fault_pass_t *pass
     if (pct > 0 && roll_pct(f) < pct) {
         atomic_fetch_add(&f->errors, 1);
         svc_errbuf_set(errbuf, "injected error (fault knob error_pct=%u)", pct);
+        if (ctx != NULL)
+            rpc_ctx_set_error_reason(ctx, "INJECTED_FAULT");
         return SVC_EUNAVAIL;
     }
     return SVC_OK;

@@ -33,19 +33,23 @@ static svc_err_t create_product(rpc_ctx_t *ctx, const ProtobufCMessage *in, Prot
 
     if (name_len < 1 || name_len > NAME_MAX_CHARS) {
         svc_errbuf_set(errbuf, "name must be 1-%d characters of UTF-8 text", NAME_MAX_CHARS);
+        rpc_ctx_set_bad_field(ctx, "name");
         return SVC_EINVAL;
     }
     if (desc_len < 0 || desc_len > DESCRIPTION_MAX_CHARS) {
         svc_errbuf_set(errbuf, "description must be at most %d characters of UTF-8 text",
                        DESCRIPTION_MAX_CHARS);
+        rpc_ctx_set_bad_field(ctx, "description");
         return SVC_EINVAL;
     }
     if (req->price_cents < 0) {
         svc_errbuf_set(errbuf, "price_cents must be >= 0");
+        rpc_ctx_set_bad_field(ctx, "price_cents");
         return SVC_EINVAL;
     }
     if (req->stock < 0) {
         svc_errbuf_set(errbuf, "stock must be >= 0");
+        rpc_ctx_set_bad_field(ctx, "stock");
         return SVC_EINVAL;
     }
     err = cat_store_create(rpc_ctx_worker(ctx), req->name, req->description, req->price_cents,
@@ -64,11 +68,14 @@ static svc_err_t get_product(rpc_ctx_t *ctx, const ProtobufCMessage *in, Protobu
 
     if (!svc_is_uuid(req->id)) {
         svc_errbuf_set(errbuf, "product not found");
+        rpc_ctx_set_error_reason(ctx, "PRODUCT_NOT_FOUND");
         return SVC_ENOTFOUND;
     }
     err = cat_store_get(rpc_ctx_worker(ctx), req->id, rpc_ctx_deadline(ctx), &a, &p, errbuf);
-    if (err == SVC_ENOTFOUND)
+    if (err == SVC_ENOTFOUND) {
         svc_errbuf_set(errbuf, "product not found");
+        rpc_ctx_set_error_reason(ctx, "PRODUCT_NOT_FOUND");
+    }
     *out = (ProtobufCMessage *)p;
     return err;
 }
@@ -86,11 +93,13 @@ static svc_err_t list_products(rpc_ctx_t *ctx, const ProtobufCMessage *in, Proto
 
     if (size < 0) {
         svc_errbuf_set(errbuf, "page_size must not be negative");
+        rpc_ctx_set_bad_field(ctx, "page_size");
         return SVC_EINVAL;
     }
     size = size == 0 ? PAGE_SIZE_DEFAULT : size > PAGE_SIZE_MAX ? PAGE_SIZE_MAX : size;
     if (req->page_token[0] != '\0' && cat_page_token_decode(req->page_token, &after) != SVC_OK) {
         svc_errbuf_set(errbuf, "page_token is invalid");
+        rpc_ctx_set_bad_field(ctx, "page_token");
         return SVC_EINVAL;
     }
     resp = rpc_ctx_alloc(ctx, sizeof *resp + CAT_PAGE_TOKEN_MAX);
@@ -121,6 +130,7 @@ static svc_err_t batch_get_products(rpc_ctx_t *ctx, const ProtobufCMessage *in,
 
     if (req->n_ids < 1 || req->n_ids > CAT_BATCH_MAX) {
         svc_errbuf_set(errbuf, "ids must have 1-%d entries (got %zu)", CAT_BATCH_MAX, req->n_ids);
+        rpc_ctx_set_bad_field(ctx, "ids");
         return SVC_EINVAL;
     }
     resp = rpc_ctx_alloc(ctx, sizeof *resp + req->n_ids * sizeof *resp->products);

@@ -1,6 +1,7 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /* lines.c - validation, merging, total and fingerprint of an order (lines.h). */
 #include <inttypes.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -10,17 +11,20 @@
 
 svc_err_t ord_lines_build(const char *customer_id, ord_item_t *const *items, size_t n_items,
                           ord_line_t lines[ORD_MAX_ITEMS], size_t *n_lines,
-                          char errbuf[static SVC_ERRBUF_LEN])
+                          char field[static ORD_FIELD_PATH_LEN], char errbuf[static SVC_ERRBUF_LEN])
 {
     long len = svc_utf8_chars(customer_id);
     size_t n = 0;
 
+    field[0] = '\0';
     if (len < 1 || len > ORD_CUSTOMER_ID_MAX_CHARS) {
+        snprintf(field, ORD_FIELD_PATH_LEN, "customer_id");
         svc_errbuf_set(errbuf, "customer_id must be 1-%d characters of UTF-8 text",
                        ORD_CUSTOMER_ID_MAX_CHARS);
         return SVC_EINVAL;
     }
     if (n_items < 1 || n_items > ORD_MAX_ITEMS) {
+        snprintf(field, ORD_FIELD_PATH_LEN, "items");
         svc_errbuf_set(errbuf, "items must have 1-%d entries (got %zu)", ORD_MAX_ITEMS, n_items);
         return SVC_EINVAL;
     }
@@ -30,11 +34,13 @@ svc_err_t ord_lines_build(const char *customer_id, ord_item_t *const *items, siz
 
         len = svc_utf8_chars(it->product_id);
         if (len < 1 || len > ORD_PRODUCT_ID_MAX_CHARS) {
+            snprintf(field, ORD_FIELD_PATH_LEN, "items[%zu].product_id", i);
             svc_errbuf_set(errbuf, "items[%zu].product_id must be 1-%d characters of UTF-8 text", i,
                            ORD_PRODUCT_ID_MAX_CHARS);
             return SVC_EINVAL;
         }
         if (it->quantity < 1 || it->quantity > ORD_QUANTITY_MAX) {
+            snprintf(field, ORD_FIELD_PATH_LEN, "items[%zu].quantity", i);
             svc_errbuf_set(errbuf, "items[%zu].quantity must be 1-%d", i, ORD_QUANTITY_MAX);
             return SVC_EINVAL;
         }
@@ -46,6 +52,7 @@ svc_err_t ord_lines_build(const char *customer_id, ord_item_t *const *items, siz
             continue;
         }
         if (lines[j].quantity + it->quantity > ORD_QUANTITY_MAX) {
+            snprintf(field, ORD_FIELD_PATH_LEN, "items[%zu].quantity", i);
             svc_errbuf_set(errbuf,
                            "items[%zu].quantity brings product %s to %" PRId32
                            "; at most %d per product (items of one product are added up)",

@@ -44,10 +44,13 @@ typedef struct ord_line {
  * Validates a CreateOrder request and merges its items into lines, in order
  * of first appearance. items borrowed (the lines point into them). On
  * SVC_OK *n_lines (>= 1) lines are filled; SVC_EINVAL names the first bad
- * field in errbuf.
+ * field in errbuf, whose text starts with it, and puts its path in field
+ * ("customer_id", "items", "items[2].quantity": BadRequest's field).
  */
+#define ORD_FIELD_PATH_LEN 48
 svc_err_t ord_lines_build(const char *customer_id, ord_item_t *const *items, size_t n_items,
                           ord_line_t lines[ORD_MAX_ITEMS], size_t *n_lines,
+                          char field[static ORD_FIELD_PATH_LEN],
                           char errbuf[static SVC_ERRBUF_LEN]);
 
 /* Sum of quantity x unit_price_cents. SVC_ERANGE when it does not fit in

@@ -65,8 +65,12 @@ static const char *client_text(const rs_grpc_result_t *res)
  * services disagree (a request it refuses; a catalog older than
  * BatchGetProducts): INTERNAL, not a 503 to wait out. The texts of the
  * other two are written for the order's clients (rpc.c marks them so). */
-static svc_err_t describe(const rs_grpc_result_t *res, char errbuf[static SVC_ERRBUF_LEN])
+static svc_err_t describe(const rs_grpc_result_t *res, ord_price_fault_t *fault,
+                          char errbuf[static SVC_ERRBUF_LEN])
 {
+    fault->retry_after_ms = res->retry_after_ms;
+    fault->reason = rs_reason_constant(res->reason);
+    fault->dependency = res->err != SVC_EINVAL && res->err != SVC_EUNIMPL;
     switch (res->err) {
     case SVC_ETIMEDOUT:
         svc_errbuf_set(errbuf, "pricing: deadline exceeded: %s (reason=%s attempts=%u)",
@@ -76,6 +80,7 @@ static svc_err_t describe(const rs_grpc_result_t *res, char errbuf[static SVC_ER
     case SVC_EUNIMPL:
         svc_errbuf_set(errbuf, "pricing: the catalog refused BatchGetProducts: %s %s",
                        svc_err_name(res->err), res->message);
+        fault->reason = "CATALOG_MISMATCH";
         return SVC_EINTERNAL;
     default:
         svc_errbuf_set(errbuf, "pricing: catalog unavailable: %s (reason=%s attempts=%u)",
@@ -86,11 +91,12 @@ static svc_err_t describe(const rs_grpc_result_t *res, char errbuf[static SVC_ER
 
 /* products[i] answers lines[i]; an empty id means no such product. */
 static svc_err_t apply_prices(ord_line_t *lines, size_t n, const batch_resp_t *r,
-                              char errbuf[static SVC_ERRBUF_LEN])
+                              ord_price_fault_t *fault, char errbuf[static SVC_ERRBUF_LEN])
 {
     if (r->n_products != n) {
         svc_errbuf_set(errbuf, "pricing: catalog answered %zu products for %zu ids", r->n_products,
                        n);
+        fault->reason = "CATALOG_MISMATCH";
         return SVC_EINTERNAL;
     }
     for (size_t i = 0; i < n; i++) {
@@ -98,11 +104,14 @@ static svc_err_t apply_prices(ord_line_t *lines, size_t n, const batch_resp_t *r
 
         if (p->id[0] == '\0') {
             svc_errbuf_set(errbuf, "unknown product %s", lines[i].product_id);
+            fault->reason = "PRODUCT_NOT_FOUND";
+            fault->line = (int)i;
             return SVC_EINVAL;
         }
         if (p->price_cents < 0) {
             svc_errbuf_set(errbuf, "catalog returned price %lld for product %s",
                            (long long)p->price_cents, lines[i].product_id);
+            fault->reason = "CATALOG_MISMATCH";
             return SVC_EINTERNAL;
         }
         lines[i].unit_price_cents = p->price_cents;
@@ -111,7 +120,7 @@ static svc_err_t apply_prices(ord_line_t *lines, size_t n, const batch_resp_t *r
 }
 
 svc_err_t ord_price_lines(rs_grpc_client_t *cl, ord_line_t *lines, size_t n, uint64_t deadline_ns,
-                          uint32_t *retry_after_ms, char errbuf[static SVC_ERRBUF_LEN])
+                          ord_price_fault_t *fault, char errbuf[static SVC_ERRBUF_LEN])
 {
     const char *ids[ORD_MAX_ITEMS];
     batch_req_t req = SHOPMICRO__CATALOG__V1__BATCH_GET_PRODUCTS_REQUEST__INIT;
@@ -122,7 +131,7 @@ svc_err_t ord_price_lines(rs_grpc_client_t *cl, ord_line_t *lines, size_t n, uin
     rs_grpc_result_t res;
     svc_err_t err;
 
-    *retry_after_ms = 0;
+    *fault = (ord_price_fault_t){.reason = NULL, .line = -1};
     if (n < 1 || n > ORD_MAX_ITEMS) {
         svc_errbuf_set(errbuf, "pricing: %zu lines, 1-%d", n, ORD_MAX_ITEMS);
         return SVC_EINTERNAL;
@@ -134,10 +143,9 @@ svc_err_t ord_price_lines(rs_grpc_client_t *cl, ord_line_t *lines, size_t n, uin
     if (rs_grpc_call(cl, ORD_CATALOG_BATCH_GET, &req.base,
                      &shopmicro__catalog__v1__batch_get_products_response__descriptor, &resp, &o,
                      &res) != SVC_OK) {
-        *retry_after_ms = res.retry_after_ms;
-        return describe(&res, errbuf);
+        return describe(&res, fault, errbuf);
     }
-    err = apply_prices(lines, n, (const batch_resp_t *)resp, errbuf);
+    err = apply_prices(lines, n, (const batch_resp_t *)resp, fault, errbuf);
     protobuf_c_message_free_unpacked(resp, NULL);
     return err;
 }

@@ -42,11 +42,22 @@ svc_err_t ord_catalog_new(const ord_config_t *cfg, rs_grpc_client_t **out,
  *                  UNIMPLEMENTED: a catalog older than BatchGetProducts)
  *
  * with a message naming the product, or the resilience reason and the
- * number of attempts, in errbuf, and in *retry_after_ms when to come back
- * (our breaker's cooldown, a full bulkhead, catalog's own pushback), or 0.
- * lines borrowed. Thread-safe.
+ * number of attempts, in errbuf, and what the answer's details say in
+ * *fault. lines borrowed. Thread-safe.
  */
+typedef struct ord_price_fault {
+    /* When to come back (our breaker's cooldown, a full bulkhead, catalog's
+     * own pushback), or 0. */
+    uint32_t retry_after_ms;
+    /* ErrorInfo.reason (rpc.h, "Error details"), static: PRODUCT_NOT_FOUND,
+     * CATALOG_MISMATCH (INTERNAL), or the catalog call's resilience verdict
+     * (BREAKER_OPEN, DEADLINE, ATTEMPTS_EXHAUSTED, ...: rs_reason_constant). */
+    const char *reason;
+    bool dependency; /* the failure is the catalog's (UNAVAILABLE, DEADLINE_EXCEEDED) */
+    int line;        /* PRODUCT_NOT_FOUND: the line whose product is unknown; else -1 */
+} ord_price_fault_t;
+
 svc_err_t ord_price_lines(rs_grpc_client_t *cl, ord_line_t *lines, size_t n, uint64_t deadline_ns,
-                          uint32_t *retry_after_ms, char errbuf[static SVC_ERRBUF_LEN]);
+                          ord_price_fault_t *fault, char errbuf[static SVC_ERRBUF_LEN]);
 
 #endif

@@ -72,6 +72,7 @@ static svc_err_t idempotency_key(rpc_ctx_t *ctx, const char **out,
         return SVC_OK;
     case RPC_MD_REPEATED:
         svc_errbuf_set(errbuf, IDEMPOTENCY_KEY " must be given once, not in several entries");
+        rpc_ctx_set_error_reason(ctx, "INVALID_IDEMPOTENCY_KEY");
         return SVC_EINVAL;
     case RPC_MD_ONE:
         break;
@@ -81,6 +82,7 @@ static svc_err_t idempotency_key(rpc_ctx_t *ctx, const char **out,
                        IDEMPOTENCY_KEY " must be %d-%d printable ASCII characters (0x%02X-0x%02X)",
                        SVC_IDEMPOTENCY_KEY_MIN, SVC_IDEMPOTENCY_KEY_MAX, SVC_IDEMPOTENCY_KEY_FIRST,
                        SVC_IDEMPOTENCY_KEY_LAST);
+        rpc_ctx_set_error_reason(ctx, "INVALID_IDEMPOTENCY_KEY");
         return SVC_EINVAL;
     }
     /* The store takes a C string. INTERNAL, not RESOURCE_EXHAUSTED: the
@@ -102,14 +104,16 @@ static svc_err_t idempotency_key(rpc_ctx_t *ctx, const char **out,
 
 /* The stored answer for key: SVC_OK (same request: replay it), SVC_EEXIST
  * (another request used the key), SVC_ENOTFOUND (unused), or a db error. */
-static svc_err_t replay(ord_store_t *st, const char *key, const char *hash, uint64_t deadline_ns,
-                        ord_created_t *out, char errbuf[static SVC_ERRBUF_LEN])
+static svc_err_t replay(rpc_ctx_t *ctx, ord_store_t *st, const char *key, const char *hash,
+                        uint64_t deadline_ns, ord_created_t *out,
+                        char errbuf[static SVC_ERRBUF_LEN])
 {
     char stored[ORD_FINGERPRINT_LEN] = "";
     svc_err_t err = ord_store_key_get(st, key, deadline_ns, stored, out, errbuf);
 
     if (err == SVC_OK && strcmp(stored, hash) != 0) {
         svc_errbuf_set(errbuf, "idempotency key reused with a different request");
+        rpc_ctx_set_error_reason(ctx, "IDEMPOTENCY_KEY_REUSED");
         return SVC_EEXIST;
     }
     return err;
@@ -132,6 +136,45 @@ static svc_err_t respond(rpc_ctx_t *ctx, const ord_created_t *created, ProtobufC
     return SVC_OK;
 }
 
+/* The index of the first item of the request with this product. */
+static size_t first_item_of(const create_req_t *req, const char *product_id)
+{
+    size_t i = 0;
+
+    while (i + 1 < req->n_items && strcmp(req->items[i]->product_id, product_id) != 0)
+        i++;
+    return i;
+}
+
+/* What the answer says when pricing failed (pricing.h, ord_price_fault_t);
+ * returns err. pricing.c writes its texts for the client. */
+static svc_err_t pricing_failed(rpc_ctx_t *ctx, const create_req_t *req, const ord_line_t *lines,
+                                svc_err_t err, const ord_price_fault_t *fault)
+{
+    char field[ORD_FIELD_PATH_LEN];
+
+    rpc_ctx_set_message_public(ctx);
+    if (fault->reason != NULL)
+        rpc_ctx_set_error_reason(ctx, fault->reason);
+    if (fault->line >= 0) {
+        snprintf(field, sizeof field, "items[%zu].product_id",
+                 first_item_of(req, lines[fault->line].product_id));
+        rpc_ctx_set_bad_field(ctx, field);
+    }
+    if (fault->dependency) {
+        /* Our catalog client has already retried and may have opened its
+         * breaker; this service is fine. Saying so keeps the gateway from
+         * retrying again or opening its breaker for the order service; the
+         * pushback tells it (and its client: HTTP Retry-After) when our
+         * breaker lets the catalog be tried again. */
+        rpc_ctx_add_error_metadata(ctx, "dependency", "catalog");
+        rpc_ctx_mark_dependency_failure(ctx);
+        if (fault->retry_after_ms > 0)
+            rpc_ctx_set_pushback_ms(ctx, fault->retry_after_ms);
+    }
+    return err;
+}
+
 static svc_err_t create_order(rpc_ctx_t *ctx, const ProtobufCMessage *in, ProtobufCMessage **out,
                               char errbuf[static SVC_ERRBUF_LEN])
 {
@@ -145,7 +188,8 @@ static svc_err_t create_order(rpc_ctx_t *ctx, const ProtobufCMessage *in, Protob
     ord_worker_t *w;
     ord_app_t *app;
     bool taken = false;
-    uint32_t retry_after_ms = 0;
+    ord_price_fault_t fault;
+    char field[ORD_FIELD_PATH_LEN];
     size_t n = 0;
     svc_err_t err;
 
@@ -157,9 +201,11 @@ static svc_err_t create_order(rpc_ctx_t *ctx, const ProtobufCMessage *in, Protob
         err = ord_caller_customer(&caller, req->customer_id, &customer, errbuf);
     if (err != SVC_OK)
         return err;
-    err = ord_lines_build(customer, req->items, req->n_items, lines, &n, errbuf);
-    if (err != SVC_OK)
+    err = ord_lines_build(customer, req->items, req->n_items, lines, &n, field, errbuf);
+    if (err != SVC_OK) {
+        rpc_ctx_set_bad_field(ctx, field);
         return err;
+    }
     err = idempotency_key(ctx, &key, errbuf);
     if (err != SVC_OK)
         return err;
@@ -176,27 +222,15 @@ static svc_err_t create_order(rpc_ctx_t *ctx, const ProtobufCMessage *in, Protob
                                    "written)");
             return SVC_EINTERNAL; /* as for the key's copy: a retry would meet the same */
         }
-        err = replay(w->store, key, hash, deadline, &created, errbuf);
+        err = replay(ctx, w->store, key, hash, deadline, &created, errbuf);
         if (err != SVC_ENOTFOUND)
             return err == SVC_OK ? respond(ctx, &created, out) : err;
     }
     /* Every price is known before the transaction begins, so a pricing
      * failure leaves nothing behind: no order, no item, no outbox row. */
-    err = ord_price_lines(app->catalog, lines, n, deadline, &retry_after_ms, errbuf);
+    err = ord_price_lines(app->catalog, lines, n, deadline, &fault, errbuf);
     if (err != SVC_OK)
-        rpc_ctx_set_message_public(ctx); /* pricing.c writes its texts for the client */
-    if (err == SVC_EUNAVAIL || err == SVC_ETIMEDOUT) {
-        /* Our catalog client has already retried and may have opened its
-         * breaker; this service is fine. Saying so keeps the gateway from
-         * retrying again or opening its breaker for the order service; the
-         * pushback tells it (and its client: HTTP Retry-After) when our
-         * breaker lets the catalog be tried again. */
-        rpc_ctx_mark_dependency_failure(ctx);
-        if (retry_after_ms > 0)
-            rpc_ctx_set_pushback_ms(ctx, retry_after_ms);
-    }
-    if (err != SVC_OK)
-        return err;
+        return pricing_failed(ctx, req, lines, err, &fault);
     o = (ord_new_order_t){customer, lines, n, 0, key, hash};
     err = ord_lines_total(lines, n, &o.total_cents, errbuf);
     if (err != SVC_OK)
@@ -209,14 +243,16 @@ static svc_err_t create_order(rpc_ctx_t *ctx, const ProtobufCMessage *in, Protob
                      key != NULL ? "with a" : "without a", errbuf);
         svc_errbuf_set(errbuf, "the database did not confirm the order: " ORD_UNKNOWN_NOTE);
         rpc_ctx_set_message_public(ctx);
+        rpc_ctx_set_error_reason(ctx, "OUTCOME_UNKNOWN");
     }
     if (err == SVC_OK && taken) {
         /* Another call with this key committed while we priced; our
          * transaction waited for it and wrote nothing. Its answer is ours. */
         svc_log_info(LOG_MOD, "idempotency key race lost: answering with the winner's order");
-        err = replay(w->store, key, hash, deadline, &created, errbuf);
+        err = replay(ctx, w->store, key, hash, deadline, &created, errbuf);
         if (err == SVC_ENOTFOUND) {
             svc_errbuf_set(errbuf, "idempotency key expired during the call; retry");
+            rpc_ctx_set_error_reason(ctx, "IDEMPOTENCY_KEY_EXPIRED");
             err = SVC_EABORTED;
         }
     }
@@ -238,6 +274,7 @@ static svc_err_t get_order(rpc_ctx_t *ctx, const ProtobufCMessage *in, ProtobufC
         return err;
     if (!svc_is_uuid(req->id)) {
         svc_errbuf_set(errbuf, "order not found");
+        rpc_ctx_set_error_reason(ctx, "ORDER_NOT_FOUND");
         return SVC_ENOTFOUND;
     }
     w = rpc_ctx_worker(ctx);
@@ -246,8 +283,10 @@ static svc_err_t get_order(rpc_ctx_t *ctx, const ProtobufCMessage *in, ProtobufC
         o = NULL; /* in the call's arena: nothing to free */
         err = SVC_ENOTFOUND;
     }
-    if (err == SVC_ENOTFOUND)
+    if (err == SVC_ENOTFOUND) {
         svc_errbuf_set(errbuf, "order not found");
+        rpc_ctx_set_error_reason(ctx, "ORDER_NOT_FOUND");
+    }
     *out = (ProtobufCMessage *)o;
     return err;
 }

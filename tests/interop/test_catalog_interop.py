@@ -72,6 +72,8 @@ class Fixture:
         self.stub = None
         self.pb = None
         self.pb_grpc = None
+        self.status_pb = None   # google.rpc.Status and its details, when generated
+        self.details_pb = None
         self.exit_status = None
 
     # -- protobuf stubs ------------------------------------------------------
@@ -91,6 +93,11 @@ class Fixture:
         from shopmicro.catalog.v1 import catalog_pb2, catalog_pb2_grpc
         self.pb = catalog_pb2
         self.pb_grpc = catalog_pb2_grpc
+        if extra_protos:
+            # pylint: disable-next=import-outside-toplevel,import-error
+            from google.rpc import error_details_pb2, status_pb2
+            self.status_pb = status_pb2
+            self.details_pb = error_details_pb2
 
     # -- database ------------------------------------------------------------
     def psql(self, sql, db="postgres", check=True):
@@ -209,7 +216,7 @@ def start_fixture(extra_env=None, prepare=None):
     any step fails, the catalog's log is printed and everything is cleaned up."""
     fx = Fixture(ARGS.catalog, ARGS.proto_dir, extra_env)
     try:
-        fx.generate_stubs()
+        fx.generate_stubs(("google/rpc/status.proto", "google/rpc/error_details.proto"))
         if prepare is not None:
             prepare(fx)
         fx.create_db()
@@ -340,6 +347,48 @@ class CatalogInterop(unittest.TestCase):
             with self.subTest(what):
                 self.assert_status(lambda kw=kw: self.create(**kw),
                                    grpc.StatusCode.INVALID_ARGUMENT, details_re=rx)
+
+    # -- error details (google.rpc.Status in grpc-status-details-bin) ----------
+    def status_of(self, err):
+        """The google.rpc.Status of a failed call, from its trailing metadata, and its
+        ErrorInfo (exactly one) and BadRequest (None when absent)."""
+        packed = [v for k, v in (err.trailing_metadata() or ()) if k == "grpc-status-details-bin"]
+        self.assertEqual(len(packed), 1, "trailers: %r" % (err.trailing_metadata(),))
+        st = G.status_pb.Status.FromString(packed[0])
+        self.assertEqual(st.code, err.code().value[0])
+        self.assertEqual(st.message, err.details())
+        infos, bad = [], None
+        for d in st.details:
+            if d.Is(G.details_pb.ErrorInfo.DESCRIPTOR):
+                info = G.details_pb.ErrorInfo()
+                d.Unpack(info)
+                infos.append(info)
+            elif d.Is(G.details_pb.BadRequest.DESCRIPTOR):
+                bad = G.details_pb.BadRequest()
+                d.Unpack(bad)
+        self.assertEqual(len(infos), 1, "details: %r" % (st.details,))
+        return infos[0], bad
+
+    def test_error_details(self):
+        err = self.assert_status(lambda: self.create(name=""), grpc.StatusCode.INVALID_ARGUMENT)
+        info, bad = self.status_of(err)
+        self.assertEqual((info.reason, info.domain), ("INVALID_ARGUMENT", "catalog.shopmicro"))
+        self.assertIsNotNone(bad, "no BadRequest")
+        self.assertEqual([(v.field, v.description) for v in bad.field_violations],
+                         [("name", err.details())])
+        err = self.assert_status(
+            lambda: G.stub.GetProduct(G.pb.GetProductRequest(id=str(uuid.uuid4())),
+                                      timeout=scaled(self.CALL_TIMEOUT)),
+            grpc.StatusCode.NOT_FOUND)
+        info, bad = self.status_of(err)
+        self.assertEqual((info.reason, info.domain), ("PRODUCT_NOT_FOUND", "catalog.shopmicro"))
+        self.assertIsNone(bad)
+        err = self.assert_status(
+            lambda: G.stub.ListProducts(G.pb.ListProductsRequest(page_token="x"),
+                                        timeout=scaled(self.CALL_TIMEOUT)),
+            grpc.StatusCode.INVALID_ARGUMENT)
+        _, bad = self.status_of(err)
+        self.assertEqual([v.field for v in bad.field_violations], ["page_token"])
 
     def test_invalid_list_arguments(self):
         for size in (-1, -200, -2**31):

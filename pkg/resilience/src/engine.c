@@ -43,6 +43,12 @@ static const char *const reason_names[RS__REASON_COUNT] = {
     "cancelled",
 };
 
+static const char *const reason_constants[RS__REASON_COUNT] = {
+    "OK",        "RETRIED",          "NOT_RETRYABLE", "NOT_IDEMPOTENT", "ATTEMPTS_EXHAUSTED",
+    "DEADLINE",  "BUDGET_EXHAUSTED", "BREAKER_OPEN",  "BULKHEAD_FULL",  "PUSHBACK",
+    "CANCELLED",
+};
+
 static const char *const reason_texts[RS__REASON_COUNT] = {
     "ok",
     "ok after retries",
@@ -62,6 +68,11 @@ static const char *const state_names[] = {"closed", "open", "half-open"};
 const char *rs_reason_name(rs_reason_t r)
 {
     return (unsigned)r < RS__REASON_COUNT ? reason_names[r] : "unknown";
+}
+
+const char *rs_reason_constant(rs_reason_t r)
+{
+    return (unsigned)r < RS__REASON_COUNT ? reason_constants[r] : "UNKNOWN";
 }
 
 const char *rs_reason_text(rs_reason_t r)

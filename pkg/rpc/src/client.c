@@ -132,6 +132,20 @@ static void keep_pushback(const grpc_metadata_array *trailers, rpc_result_t *res
     res->pushback[n] = '\0';
 }
 
+/* The google.rpc.Status a failed call's server sent, as received; one too
+ * long for the buffer is left out (rpc.h). */
+static void keep_status_details(const grpc_metadata_array *trailers, rpc_result_t *res)
+{
+    const char *v;
+    size_t n;
+
+    if (res->err == SVC_OK || !rpc_md_find(trailers, RPC_STATUS_DETAILS_MD, &v, &n) ||
+        n > sizeof res->details.bytes)
+        return;
+    memcpy(res->details.bytes, v, n);
+    res->details.len = n;
+}
+
 static void result_set(rpc_result_t *res, grpc_status_code st, grpc_slice details,
                        const char *error_string)
 {
@@ -207,6 +221,7 @@ ProtobufCMessage *rpc_unary_finish(rpc_unary_t *u, const ProtobufCMessageDescrip
 
         result_set(res, u->status, u->details, u->error_string);
         keep_pushback(&u->trailers, res);
+        keep_status_details(&u->trailers, res);
         res->dependency_failure =
             res->err != SVC_OK && rpc_md_find(&u->trailers, RPC_DEPENDENCY_FAILURE_MD, &v, &n);
         if (res->err == SVC_OK) {

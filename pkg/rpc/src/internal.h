@@ -33,8 +33,26 @@ struct rpc_ctx {
     bool public_message; /* rpc_ctx_set_message_public() was called */
     bool has_pushback;   /* rpc_ctx_set_pushback_ms() was called ... */
     char pushback[12];   /* ... with this value, in decimal          */
+    /* The error details the handler set (rpc.h, "Error details"): reason a
+     * constant, the other strings in the arena; NULL: not set. */
+    const char *reason;
+    const char *meta_key[RPC_ERROR_METADATA_MAX], *meta_value[RPC_ERROR_METADATA_MAX];
+    size_t n_meta;
+    const char *bad_field;
     rpc__arena_t arena;
 };
+
+/* Clears what a handler may set about its reply (the fields above). */
+void rpc__ctx_reset_reply(rpc_ctx_t *c);
+
+/*
+ * The packed google.rpc.Status of a failed reply (rpc.h, "Error details"):
+ * code and message as sent, domain for its ErrorInfo, the rest from ctx.
+ * An empty slice when it cannot be built (out of memory), and the reply
+ * goes without. Owned by caller (grpc_slice_unref).
+ */
+grpc_slice rpc__status_details(const rpc_ctx_t *ctx, int code, const char *message,
+                               const char *domain);
 
 /*
  * The transport-free half of serving a call: refuse an expired deadline,

@@ -54,7 +54,8 @@ typedef struct slot {
     svc_err_t err;
     uint64_t started_ns;
     char request_id[40];
-    grpc_metadata trailers[2]; /* of a failed reply; live until the batch completes */
+    grpc_metadata trailers[3]; /* of a failed reply; live until the batch completes */
+    grpc_slice status_details; /* the packed google.rpc.Status of a failed reply */
     rpc_ctx_t ctx;
 } slot_t;
 
@@ -78,6 +79,7 @@ struct rpc_server {
     worker_t *workers;
     int n_workers;
     const char *mod;
+    char error_domain[64]; /* ErrorInfo.domain of failed replies */
 
     /* Start-up handshake: workers report their init result. */
     pthread_mutex_t mu;
@@ -235,8 +237,9 @@ static grpc_metadata dependency_failure_md;
 static const rpc_method_t unknown_method = {"(unknown method)", NULL, NULL};
 
 /* The trailers of a failed reply: the dependency-failure mark and the
- * pushback hint, as the handler asked. The pushback value lives in the
- * slot's ctx, which is not reused before the reply batch completes. */
+ * pushback hint, as the handler asked, and the error details. The pushback
+ * value lives in the slot's ctx and the details in the slot, neither reused
+ * before the reply batch completes. */
 static size_t failure_trailers(slot_t *s)
 {
     size_t n = 0;
@@ -249,6 +252,11 @@ static size_t failure_trailers(slot_t *s)
         memset(&s->trailers[n], 0, sizeof s->trailers[n]);
         s->trailers[n].key = grpc_slice_from_static_string("grpc-retry-pushback-ms");
         s->trailers[n++].value = grpc_slice_from_static_string(s->ctx.pushback);
+    }
+    if (!GRPC_SLICE_IS_EMPTY(s->status_details)) {
+        memset(&s->trailers[n], 0, sizeof s->trailers[n]);
+        s->trailers[n].key = grpc_slice_from_static_string(RPC_STATUS_DETAILS_MD);
+        s->trailers[n++].value = s->status_details;
     }
     return n;
 }
@@ -291,9 +299,7 @@ static void serve(slot_t *s, bool received)
     s->ctx.app = s->w->srv->o.app;
     s->ctx.call = s->call;
     s->ctx.md = &s->md;
-    s->ctx.dependency_failure = false;
-    s->ctx.public_message = false;
-    s->ctx.has_pushback = false;
+    rpc__ctx_reset_reply(&s->ctx);
     take_request_id(s);
     svc_log_set_request_id(s->request_id);
 
@@ -325,6 +331,10 @@ static void serve(slot_t *s, bool received)
     }
     snprintf(s->detail, sizeof s->detail, "%s", errbuf[0] ? errbuf : svc_strerror(s->err));
     s->details = grpc_slice_from_copied_string(client_details(s));
+    s->status_details = s->err == SVC_OK
+                            ? grpc_empty_slice()
+                            : rpc__status_details(&s->ctx, svc_err_to_grpc(s->err),
+                                                  client_details(s), s->w->srv->error_domain);
 
     memset(ops, 0, sizeof ops);
     ops[n++].op = GRPC_OP_SEND_INITIAL_METADATA;
@@ -388,6 +398,7 @@ static void finish(slot_t *s)
                        svc_now_ns() - s->started_ns);
     log_access(s);
     grpc_slice_unref(s->details);
+    grpc_slice_unref(s->status_details);
     grpc_byte_buffer_destroy(s->reply);
     grpc_byte_buffer_destroy(s->payload);
     grpc_metadata_array_destroy(&s->md);
@@ -563,6 +574,9 @@ svc_err_t rpc_server_new(const rpc_server_opts_t *o, const rpc_method_t *methods
     s->methods = methods;
     s->n_methods = n;
     s->mod = o->log_module != NULL ? o->log_module : "rpc";
+    snprintf(s->error_domain, sizeof s->error_domain, "%s%s",
+             o->error_domain != NULL ? o->error_domain : s->mod,
+             o->error_domain != NULL ? "" : ".shopmicro");
     dependency_failure_md.key = grpc_slice_from_static_string(RPC_DEPENDENCY_FAILURE_MD);
     dependency_failure_md.value = grpc_slice_from_static_string("1");
     pthread_mutex_init(&s->mu, NULL);

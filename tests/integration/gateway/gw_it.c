@@ -467,6 +467,31 @@ void gw_assert_body(const gw_res_t *r, long status, const char *body)
         fail_msg("body\n  %s\nwant\n  %s", r->body, body);
 }
 
+/* Where every error body's details begin (gateway/status.h). */
+#define ERROR_INFO "\",\"details\":[{\"@type\":\"type.googleapis.com/google.rpc.ErrorInfo\","
+
+void gw_assert_error_info(const gw_res_t *r, const char *reason, const char *domain)
+{
+    char want[160];
+
+    snprintf(want, sizeof want, ERROR_INFO "\"reason\":\"%s\",\"domain\":\"%s\"", reason, domain);
+    if (strstr(r->body, want) == NULL)
+        fail_msg("body %s has no ErrorInfo with reason %s in domain %s", r->body, reason, domain);
+}
+
+void gw_assert_retry_info(const gw_res_t *r)
+{
+    char v[16], want[96];
+
+    if (!gw_res_header(r, "Retry-After", v, sizeof v))
+        fail_msg("no Retry-After with body %s", r->body);
+    snprintf(want, sizeof want,
+             "{\"@type\":\"type.googleapis.com/google.rpc.RetryInfo\",\"retryDelay\":\"%ss\"}]}",
+             v);
+    if (r->body_len < strlen(want) || strcmp(r->body + r->body_len - strlen(want), want) != 0)
+        fail_msg("body %s does not end with a RetryInfo of Retry-After: %s", r->body, v);
+}
+
 void gw_assert_error(const gw_res_t *r, long status, int code, const char *part)
 {
     char head[32], msg[512];
@@ -474,9 +499,9 @@ void gw_assert_error(const gw_res_t *r, long status, int code, const char *part)
     gw_assert_status(r, status);
     assert_json(r);
     snprintf(head, sizeof head, "{\"code\":%d,\"message\":\"", code);
-    if (strncmp(r->body, head, strlen(head)) != 0 ||
-        strcmp(r->body + r->body_len - 15, "\",\"details\":[]}") != 0)
-        fail_msg("body %s is not an error body with code %d", r->body, code);
+    if (strncmp(r->body, head, strlen(head)) != 0 || strstr(r->body, ERROR_INFO) == NULL ||
+        strcmp(r->body + r->body_len - 2, "]}") != 0)
+        fail_msg("body %s is not an error body with code %d and an ErrorInfo", r->body, code);
     if (!gw_json_str(r->body, "message", msg, sizeof msg) || strstr(r->body, part) == NULL)
         fail_msg("message of %s does not mention \"%s\"", r->body, part);
 }

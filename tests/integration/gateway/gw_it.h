@@ -126,6 +126,16 @@ void gw_assert_body(const gw_res_t *r, long status, const char *body);
 /* Status, an error body {"code":code,"message":"...",...} whose message
  * contains part, and Content-Type application/json. */
 void gw_assert_error(const gw_res_t *r, long status, int code, const char *part);
+/* The rest of an error body after its message, for an answer the gateway
+ * decided for reason without naming an upstream (gateway/status.h). */
+#define GW_INFO(reason)                                                                            \
+    ",\"details\":[{\"@type\":\"type.googleapis.com/google.rpc.ErrorInfo\",\"reason\":\"" reason   \
+    "\",\"domain\":\"gateway.shopmicro\",\"metadata\":{}}]}"
+/* The error body's ErrorInfo has this reason and domain. */
+void gw_assert_error_info(const gw_res_t *r, const char *reason, const char *domain);
+/* The error body has a RetryInfo of exactly the Retry-After header's
+ * seconds, and there is one. */
+void gw_assert_retry_info(const gw_res_t *r);
 
 /* Creates a product through the gateway; its id into id (37 bytes). */
 void gw_it_product(CURL *h, const gw_it_t *t, const char *name, int64_t price_cents, int32_t stock,

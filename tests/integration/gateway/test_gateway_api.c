@@ -167,7 +167,7 @@ static void list_products_bad_query_is_400(void **state)
     gw_call(a->h, a->t, "GET", "/v1/products?page_size=abc", NULL, NULL, &r);
     gw_assert_body(&r, 400,
                    "{\"code\":3,\"message\":\"parsing field \\\"page_size\\\": strconv.ParseInt: "
-                   "parsing \\\"abc\\\": invalid syntax\",\"details\":[]}");
+                   "parsing \\\"abc\\\": invalid syntax\"" GW_INFO("INVALID_REQUEST"));
     gw_res_free(&r);
     gw_call(a->h, a->t, "GET", "/v1/products?page_size=-1", NULL, NULL, &r);
     gw_assert_error(&r, 400, 3, "page_size");
@@ -190,6 +190,7 @@ static void missing_product_is_404(void **state)
     snprintf(path, sizeof path, "/v1/products/%s", uuid);
     gw_call(a->h, a->t, "GET", path, NULL, NULL, &r);
     gw_assert_error(&r, 404, 5, "not found");
+    gw_assert_error_info(&r, "PRODUCT_NOT_FOUND", "catalog.shopmicro"); /* catalog's, passed on */
     gw_res_free(&r);
     /* a malformed id is "not found", not a 400 or 500 */
     gw_call(a->h, a->t, "GET", "/v1/products/does-not-exist", NULL, NULL, &r);
@@ -208,12 +209,19 @@ static void validation_and_bad_json_are_400(void **state)
 
     gw_call(a->h, a->t, "POST", "/v1/products", "{\"name\":\"\"}", NULL, &r);
     gw_assert_error(&r, 400, 3, "name");
+    /* catalog's details, as grpc-gateway renders them: which field, and why */
+    gw_assert_error_info(&r, "INVALID_ARGUMENT", "catalog.shopmicro");
+    assert_non_null(strstr(r.body, ",{\"@type\":\"type.googleapis.com/google.rpc.BadRequest\","
+                                   "\"fieldViolations\":[{\"field\":\"name\",\"description\":"
+                                   "\"name must be 1-200 characters of UTF-8 text\"}]}]}"));
     gw_res_free(&r);
     gw_call(a->h, a->t, "POST", "/v1/products", "{\"name\":\"x\",\"price_cents\":-1}", NULL, &r);
     gw_assert_error(&r, 400, 3, "price");
+    assert_non_null(strstr(r.body, "\"fieldViolations\":[{\"field\":\"price_cents\""));
     gw_res_free(&r);
     gw_call(a->h, a->t, "POST", "/v1/products", "{bad", NULL, &r);
     gw_assert_error(&r, 400, 3, "");
+    gw_assert_error_info(&r, "INVALID_REQUEST", "gateway.shopmicro"); /* never reached catalog */
     gw_res_free(&r);
     gw_call(a->h, a->t, "POST", "/v1/products", "{\"name\":\"x\",\"price_cents\":\"abc\"}", NULL,
             &r);
@@ -244,7 +252,8 @@ static void wrong_method(api_t *a, const char *method, const char *path, const c
     gw_res_t r;
 
     gw_call(a->h, a->t, method, path, strcmp(method, "POST") == 0 ? "{}" : NULL, NULL, &r);
-    gw_assert_body(&r, 405, "{\"code\":12,\"message\":\"Method Not Allowed\",\"details\":[]}");
+    gw_assert_body(&r, 405,
+                   "{\"code\":12,\"message\":\"Method Not Allowed\"" GW_INFO("METHOD_NOT_ALLOWED"));
     if (!gw_res_header(&r, "Allow", v, sizeof v))
         fail_msg("%s %s: 405 without Allow", method, path);
     assert_string_equal(v, allow);
@@ -257,10 +266,10 @@ static void unknown_path_and_wrong_method(void **state)
     gw_res_t r;
 
     gw_call(a->h, a->t, "GET", "/nope", NULL, NULL, &r);
-    gw_assert_body(&r, 404, "{\"code\":5,\"message\":\"Not Found\",\"details\":[]}");
+    gw_assert_body(&r, 404, "{\"code\":5,\"message\":\"Not Found\"" GW_INFO("ROUTE_NOT_FOUND"));
     gw_res_free(&r);
     gw_call(a->h, a->t, "GET", "/v1/products/a/b", NULL, NULL, &r);
-    gw_assert_body(&r, 404, "{\"code\":5,\"message\":\"Not Found\",\"details\":[]}");
+    gw_assert_body(&r, 404, "{\"code\":5,\"message\":\"Not Found\"" GW_INFO("ROUTE_NOT_FOUND"));
     gw_res_free(&r);
     /* A known path under another method: 405 with the methods it has
      * (RFC 9110 §15.5.6), grpc-gateway's body code UNIMPLEMENTED. */
@@ -283,11 +292,13 @@ static void grpc_timeout_is_validated(void **state)
     gw_res_t r;
 
     gw_call(a->h, a->t, "GET", "/v1/products?page_size=1", NULL, bad, &r);
-    gw_assert_body(&r, 400, "{\"code\":3,\"message\":\"invalid grpc-timeout: 5x\",\"details\":[]}");
+    gw_assert_body(
+        &r, 400, "{\"code\":3,\"message\":\"invalid grpc-timeout: 5x\"" GW_INFO("INVALID_TIMEOUT"));
     gw_res_free(&r);
     gw_call(a->h, a->t, "GET", "/v1/products?page_size=1", NULL, no_unit, &r);
-    gw_assert_body(&r, 400,
-                   "{\"code\":3,\"message\":\"invalid grpc-timeout: 100\",\"details\":[]}");
+    gw_assert_body(
+        &r, 400,
+        "{\"code\":3,\"message\":\"invalid grpc-timeout: 100\"" GW_INFO("INVALID_TIMEOUT"));
     gw_res_free(&r);
     gw_call(a->h, a->t, "GET", "/v1/products?page_size=1", NULL, good, &r);
     gw_assert_status(&r, 200);
@@ -315,7 +326,11 @@ static long long catalog_calls(const api_t *a)
  * deadline (want_fresh false) or a fresh 200 (true). */
 static bool timeout_row_ok(const api_t *a, const char *path, const char *value, bool want_fresh)
 {
-    static const char expired[] = "{\"code\":4,\"message\":\"deadline exceeded\",\"details\":[]}";
+    /* Expired on arrival or during the call to the catalog: the gateway's
+     * DEADLINE either way (the latter says which upstream). */
+    static const char expired[] = "{\"code\":4,\"message\":\"deadline exceeded\",\"details\":["
+                                  "{\"@type\":\"type.googleapis.com/google.rpc.ErrorInfo\","
+                                  "\"reason\":\"DEADLINE\",\"domain\":\"gateway.shopmicro\"";
     char line[96], stale[16];
     const char *headers[] = {line, NULL};
     bool ok, is_stale;
@@ -327,8 +342,8 @@ static bool timeout_row_ok(const api_t *a, const char *path, const char *value, 
         snprintf(line, sizeof line, "Grpc-Timeout;"); /* curl's spelling of an empty value */
     gw_call(a->h, a->t, "GET", path, NULL, headers, &r);
     is_stale = gw_res_header(&r, "X-Shopmicro-Stale", stale, sizeof stale);
-    ok = r.status == (want_fresh ? 200 : 504) && (want_fresh || strcmp(r.body, expired) == 0) &&
-         !is_stale;
+    ok = r.status == (want_fresh ? 200 : 504) &&
+         (want_fresh || strncmp(r.body, expired, sizeof expired - 1) == 0) && !is_stale;
     if (!ok)
         print_error("Grpc-Timeout: %s: %ld%s %s, want %s\n", value != NULL ? value : "(empty)",
                     r.status, is_stale ? " stale" : "", r.body,
@@ -459,8 +474,9 @@ static void body_over_64_kib_is_413(void **state)
 
     /* Refused from the Content-Length, before the body is read. */
     gw_do(h, a->t, &rq, &r);
-    gw_assert_body(&r, 413,
-                   "{\"code\":8,\"message\":\"request body exceeds 65536 bytes\",\"details\":[]}");
+    gw_assert_body(
+        &r, 413,
+        "{\"code\":8,\"message\":\"request body exceeds 65536 bytes\"" GW_INFO("BODY_TOO_LARGE"));
     /* The unread body cannot stay on the connection: this one answer
      * closes it (h2o, and curl itself, which stops sending mid-body). */
     assert_true(gw_res_header(&r, "Connection", v, sizeof v));
@@ -571,6 +587,8 @@ static void order_errors(void **state)
              "{\"customer_id\":\"c1\",\"items\":[{\"product_id\":\"%s\",\"quantity\":1}]}", uuid);
     gw_call(a->h, a->t, "POST", "/v1/orders", body, NULL, &r);
     gw_assert_error(&r, 400, 3, "unknown product");
+    gw_assert_error_info(&r, "PRODUCT_NOT_FOUND", "order.shopmicro");
+    assert_non_null(strstr(r.body, "\"fieldViolations\":[{\"field\":\"items[0].product_id\""));
     gw_res_free(&r);
 }
 

@@ -113,6 +113,7 @@ static void writes_need_a_token_with_their_scope(void **state)
 
     call_as(f, NULL, "POST", "/v1/products", product, &r);
     gw_assert_error(&r, 401, 16, "this route needs a bearer token");
+    gw_assert_error_info(&r, "TOKEN_MISSING", "gateway.shopmicro");
     assert_challenge(&r, "Bearer realm=\"shopmicro\"");
     gw_res_free(&r);
     call_as(f, reader, "POST", "/v1/products", product, &r);
@@ -274,6 +275,8 @@ static void a_burst_past_the_limit_is_429_per_subject(void **state)
     }
     call_as(f, c1, "GET", "/v1/products", NULL, &r);
     gw_assert_error(&r, 429, 8, "too many requests");
+    gw_assert_error_info(&r, "RATE_LIMITED", "gateway.shopmicro");
+    gw_assert_retry_info(&r);
     assert_true(gw_res_header(&r, "Retry-After", v, sizeof v));
     assert_true(atoi(v) >= 1 && atoi(v) <= 60);
     assert_true(gw_res_header(&r, "RateLimit", v, sizeof v));

@@ -141,6 +141,9 @@ static void catalog_down_then_breaker_open(void **state)
         gw_assert_error(&r, 503, 14, "circuit open");
         assert_true(gw_res_header(&r, "Retry-After", v, sizeof v));
         assert_true(atoi(v) >= 1 && atoi(v) <= 10);
+        gw_assert_error_info(&r, "BREAKER_OPEN", "gateway.shopmicro");
+        assert_non_null(strstr(r.body, "\"metadata\":{\"upstream\":\"catalog\"}}"));
+        gw_assert_retry_info(&r);
         if (r.ms >= (double)it_ms(10))
             fail_msg("breaker-open answer took %.2f ms", r.ms);
         assert_int_equal(r.connects, 0);
@@ -193,6 +196,11 @@ static void catalog_down_does_not_open_the_gateways_order_breaker(void **state)
      * gateway passes that on as Retry-After. */
     gw_call(h, t, "POST", "/v1/orders", body, NULL, &r);
     gw_assert_error(&r, 503, 14, "circuit open");
+    /* order's own verdict (its breaker for its dependency), passed on; the
+     * RetryInfo is the gateway's Retry-After */
+    gw_assert_error_info(&r, "BREAKER_OPEN", "order.shopmicro");
+    assert_non_null(strstr(r.body, "\"metadata\":{\"dependency\":\"catalog\"}}"));
+    gw_assert_retry_info(&r);
     {
         char v[64];
         assert_true(gw_res_header(&r, "Retry-After", v, sizeof v));

@@ -33,7 +33,10 @@ static const char refusal_text[] =
  * retryable (a dependency failure), with its breaker's cooldown. */
 static rs_grpc_result_t refusal(uint32_t hint_ms)
 {
-    rs_grpc_result_t r = {SVC_EUNAVAIL, "", RS_REASON_NOT_RETRYABLE, 1, hint_ms};
+    rs_grpc_result_t r = {.err = SVC_EUNAVAIL,
+                          .reason = RS_REASON_NOT_RETRYABLE,
+                          .attempts = 1,
+                          .retry_after_ms = hint_ms};
 
     snprintf(r.message, sizeof r.message, "%s", refusal_text);
     return r;
@@ -41,7 +44,7 @@ static rs_grpc_result_t refusal(uint32_t hint_ms)
 
 static rs_grpc_result_t outcome(svc_err_t err, rs_reason_t reason, uint32_t attempts)
 {
-    rs_grpc_result_t r = {err, "", reason, attempts, 0};
+    rs_grpc_result_t r = {.err = err, .reason = reason, .attempts = attempts};
     return r;
 }
 

@@ -40,8 +40,11 @@ typedef struct shared {
 
 static rs_grpc_result_t refusal(void)
 {
-    rs_grpc_result_t r = {SVC_EUNAVAIL, "catalog unavailable: circuit open",
-                          RS_REASON_NOT_RETRYABLE, 1, 50};
+    rs_grpc_result_t r = {.err = SVC_EUNAVAIL,
+                          .message = "catalog unavailable: circuit open",
+                          .reason = RS_REASON_NOT_RETRYABLE,
+                          .attempts = 1,
+                          .retry_after_ms = 50};
     return r;
 }
 
@@ -49,7 +52,8 @@ static rs_grpc_result_t refusal(void)
 static void *loop_main(void *arg)
 {
     shared_t *s = arg;
-    rs_grpc_result_t res, ok = {SVC_OK, "", RS_REASON_OK, 1, 0}, no = refusal();
+    rs_grpc_result_t res, ok = {.err = SVC_OK, .reason = RS_REASON_OK, .attempts = 1},
+                          no = refusal();
 
     for (int i = 0; i < ADMITS; i++) {
         uint64_t ticket, now = atomic_fetch_add(&s->now, MS); /* time goes by per call */

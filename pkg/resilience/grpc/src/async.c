@@ -52,9 +52,18 @@ struct rs_grpc_async {
     rpc_md_t attempt_md[RS_GRPC_MAX_MD + 1];
     char attempt_num[12];
     char message[SVC_ERRBUF_LEN];
+    rpc_status_details_t details; /* that came with message; len 0: message is ours */
 
     uint64_t due_ns; /* backoff timer */
 };
+
+/* The call's last message is one of ours (text, a string literal): no
+ * server's details go with it. */
+static void say(rs_grpc_async_t *a, const char *text)
+{
+    snprintf(a->message, sizeof a->message, "%s", text);
+    a->details.len = 0;
+}
 
 static void unref(rs_grpc_async_t *a)
 {
@@ -91,7 +100,7 @@ static void complete(rs_grpc_async_t *a, ProtobufCMessage *resp)
         resp = NULL;
     }
     if (claim_delivery(a)) {
-        rs__result_fill(a->cl, &r, a->message, &res);
+        rs__result_fill(a->cl, &r, a->message, &a->details, &res);
         a->done(a->arg, &res, resp);
     } else if (resp != NULL) {
         protobuf_c_message_free_unpacked(resp, NULL);
@@ -174,7 +183,7 @@ void rs__timers_dispose(rs_grpc_client_t *cl)
      * cancelled, so their callers hear back. */
     while (cl->n_heap > 0) {
         rs_grpc_async_t *a = timer_pop(cl);
-        snprintf(a->message, sizeof a->message, "client shut down");
+        say(a, "client shut down");
         complete(a, NULL);
     }
     free(cl->heap);
@@ -192,13 +201,13 @@ static bool start_batch(rs_grpc_async_t *a, uint64_t deadline_ns, uint32_t numbe
     pthread_mutex_lock(&a->mu);
     if (a->cancelled) {
         pthread_mutex_unlock(&a->mu);
-        snprintf(a->message, sizeof a->message, "cancelled by the caller");
+        say(a, "cancelled by the caller");
         return false;
     }
     /* A retry due after the client began to go away: its channel is gone. */
     if (!rs__on_cq_add(a->cl)) {
         pthread_mutex_unlock(&a->mu);
-        snprintf(a->message, sizeof a->message, "client shut down");
+        say(a, "client shut down");
         return false;
     }
     started =
@@ -209,7 +218,7 @@ static bool start_batch(rs_grpc_async_t *a, uint64_t deadline_ns, uint32_t numbe
     pthread_mutex_unlock(&a->mu);
     if (!started) {
         rs__on_cq_done(a->cl);
-        snprintf(a->message, sizeof a->message, "cannot start the call");
+        say(a, "cannot start the call");
     }
     return started;
 }
@@ -227,7 +236,7 @@ static void start_attempt(rs_grpc_async_t *a)
     cancelled = a->cancelled;
     pthread_mutex_unlock(&a->mu);
     if (cancelled) {
-        snprintf(a->message, sizeof a->message, "cancelled by the caller");
+        say(a, "cancelled by the caller");
         complete(a, NULL);
         return;
     }
@@ -246,6 +255,8 @@ static ProtobufCMessage *collect(rs_grpc_async_t *a, rs_outcome_t *o)
     ProtobufCMessage *resp = rpc_unary_finish(&a->u, a->resp_desc, &r);
 
     memcpy(a->message, r.message, sizeof a->message);
+    a->details.len = r.details.len;
+    memcpy(a->details.bytes, r.details.bytes, r.details.len);
     o->err = r.err;
     o->attempt_timer_fired = r.err == SVC_ETIMEDOUT;
     o->dependency_failed = r.dependency_failure;
@@ -271,7 +282,7 @@ static rs_grpc_client_t *attempt_done(rs_grpc_async_t *a)
     pthread_mutex_unlock(&a->mu);
     resp = collect(a, &o);
     if (cancelled && !a->trial) {
-        snprintf(a->message, sizeof a->message, "cancelled by the caller");
+        say(a, "cancelled by the caller");
         complete(a, resp); /* finish before a verdict: reason cancelled */
         return cl;
     }
@@ -283,7 +294,7 @@ static rs_grpc_client_t *attempt_done(rs_grpc_async_t *a)
         a->due_ns = svc_now_ns() + (uint64_t)d.delay_ms * SVC_NS_PER_MS;
         if (timer_add(cl, a))
             return cl;
-        snprintf(a->message, sizeof a->message, "out of memory scheduling a retry");
+        say(a, "out of memory scheduling a retry");
     }
     complete(a, d.action == RS_DONE ? resp : NULL);
     if (d.action != RS_DONE && resp != NULL)
@@ -394,7 +405,7 @@ svc_err_t rs_grpc_call_async(rs_grpc_client_t *cl, const char *method, const Pro
     /* Rejected before anything is in flight: answer synchronously and never
      * call done (the libuv rule). */
     rs_call_finish(&a->rc, &r);
-    rs__result_fill(cl, &r, a->message, res);
+    rs__result_fill(cl, &r, a->message, &a->details, res);
     if (res->err == SVC_OK)
         res->err = err;
     atomic_store(&a->refs, 1);

@@ -329,8 +329,13 @@ grpc_channel *rs__channel(const rs_grpc_client_t *cl, const rs_grpc_call_opts_t 
 }
 
 void rs__result_fill(rs_grpc_client_t *cl, const rs_result_t *r, const char *last_message,
-                     rs_grpc_result_t *res)
+                     const rpc_status_details_t *last_details, rs_grpc_result_t *res)
 {
+    res->details.len = 0;
+    if (r->err != SVC_OK && r->attempts > 0 && last_details != NULL && last_details->len > 0) {
+        res->details.len = last_details->len;
+        memcpy(res->details.bytes, last_details->bytes, last_details->len);
+    }
     res->err = r->err;
     res->reason = r->reason;
     res->attempts = r->attempts;
@@ -392,6 +397,7 @@ typedef struct blocking {
     const rs_grpc_call_opts_t *o;
     ProtobufCMessage *resp;
     char message[SVC_ERRBUF_LEN];
+    rpc_status_details_t details; /* that came with message */
 } blocking_t;
 
 static void blocking_attempt(void *arg, const rs_attempt_t *at, rs_outcome_t *out)
@@ -405,6 +411,8 @@ static void blocking_attempt(void *arg, const rs_attempt_t *at, rs_outcome_t *ou
     co.n_md = rs__md_with_attempt(b->o, at->number, num, md);
     rpc_call_unary(rs__channel(b->cl, b->o), b->method, b->req, b->resp_desc, &b->resp, &co, &r);
     memcpy(b->message, r.message, sizeof b->message);
+    b->details.len = r.details.len;
+    memcpy(b->details.bytes, r.details.bytes, r.details.len);
     out->err = rs__server_cancel_is_unavailable(r.err);
     /* rpc_call_unary only ever sees our attempt deadline (a parent's earlier
      * deadline is part of it), so DEADLINE_EXCEEDED is "our timer fired";
@@ -420,7 +428,7 @@ svc_err_t rs_grpc_call(rs_grpc_client_t *cl, const char *method, const ProtobufC
                        const ProtobufCMessageDescriptor *resp_desc, ProtobufCMessage **resp,
                        const rs_grpc_call_opts_t *o, rs_grpc_result_t *res)
 {
-    blocking_t b = {cl, method, req, resp_desc, o, NULL, ""};
+    blocking_t b = {.cl = cl, .method = method, .req = req, .resp_desc = resp_desc, .o = o};
     uint64_t deadline = o->deadline_ns;
     rs_result_t r;
     svc_err_t err;
@@ -437,7 +445,7 @@ svc_err_t rs_grpc_call(rs_grpc_client_t *cl, const char *method, const ProtobufC
     if (o->parent != NULL && rpc_ctx_deadline(o->parent) < deadline)
         deadline = rpc_ctx_deadline(o->parent);
     err = rs_call_run(cl->up, method, deadline, blocking_attempt, &b, &r);
-    rs__result_fill(cl, &r, b.message, res);
+    rs__result_fill(cl, &r, b.message, &b.details, res);
     if (err != SVC_OK && b.resp != NULL) {
         protobuf_c_message_free_unpacked(b.resp, NULL);
         b.resp = NULL;

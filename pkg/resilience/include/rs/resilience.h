@@ -270,6 +270,10 @@ typedef enum rs_reason {
 
 /* "ok", "retried", "not-retryable", ... (logs, metric labels). Never NULL. */
 const char *rs_reason_name(rs_reason_t r);
+/* The same name as an error reason constant (google.rpc.ErrorInfo.reason of
+ * a call that ended for it): "BREAKER_OPEN", "BUDGET_EXHAUSTED", "DEADLINE",
+ * ... Never NULL. */
+const char *rs_reason_constant(rs_reason_t r);
 /* A phrase for a status message: "circuit open", "retry budget exhausted"...
  * Never NULL. */
 const char *rs_reason_text(rs_reason_t r);

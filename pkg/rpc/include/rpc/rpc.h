@@ -107,6 +107,9 @@ typedef struct rpc_server_opts {
      * must outlive the server. NULL: no reflection service. */
     const unsigned char *descriptor_set;
     size_t descriptor_set_len;
+    /* ErrorInfo.domain of every failed reply ("Error details"): who decided,
+     * e.g. "catalog.shopmicro". NULL: "<log_module>.shopmicro". Borrowed. */
+    const char *error_domain;
 } rpc_server_opts_t;
 
 void rpc_server_opts_init(rpc_server_opts_t *o);
@@ -198,6 +201,35 @@ void rpc_ctx_set_message_public(rpc_ctx_t *c);
  * wins. A load-shedding server answers SVC_EEXHAUSTED with it. */
 void rpc_ctx_set_pushback_ms(rpc_ctx_t *c, uint32_t ms);
 
+/*
+ * Error details. Every failed reply carries a google.rpc.Status
+ * (proto/google/rpc) in trailer RPC_STATUS_DETAILS_MD, as gRPC's richer
+ * error model has it, with the call's code and client message and:
+ *   - ErrorInfo {reason, domain, metadata}: reason as the handler set it,
+ *     else the code's name ("NOT_FOUND"); domain the server's error_domain;
+ *   - RetryInfo {retry_delay}: when the handler asked for a pushback, the
+ *     same wait;
+ *   - BadRequest {field_violations: [{field, description}]}: on
+ *     INVALID_ARGUMENT when the handler named the field; the description is
+ *     the status message.
+ * The reason is a string constant (borrowed for good); the other setters
+ * copy their strings into the call's arena (a copy that does not fit is
+ * dropped: the reply then says less, never something else). They matter
+ * only when the handler returns an error.
+ */
+#define RPC_STATUS_DETAILS_MD "grpc-status-details-bin"
+/* The type URL of a detail is this prefix and the message's full name. */
+#define RPC_TYPE_URL_PREFIX "type.googleapis.com/"
+/* An ErrorInfo reason: UPPER_SNAKE_CASE, at most 63 characters (AIP-193). */
+#define RPC_ERROR_REASON_MAX 63
+/* How many ErrorInfo metadata entries a reply carries; more are dropped. */
+#define RPC_ERROR_METADATA_MAX 4
+void rpc_ctx_set_error_reason(rpc_ctx_t *c, const char *reason);
+void rpc_ctx_add_error_metadata(rpc_ctx_t *c, const char *key, const char *value);
+/* The request field an INVALID_ARGUMENT is about, as a path of proto field
+ * names ("items[2].quantity"). */
+void rpc_ctx_set_bad_field(rpc_ctx_t *c, const char *field);
+
 /* The underlying server call, for deadline/cancellation propagation to
  * outgoing calls (rpc_call_opts_t.parent). Valid until the handler returns. */
 grpc_call *rpc_ctx_call(rpc_ctx_t *c);
@@ -244,6 +276,15 @@ typedef struct rpc_call_opts {
     bool wait_for_ready; /* queue while the channel connects, until the deadline */
 } rpc_call_opts_t;
 
+/* A packed google.rpc.Status from trailer RPC_STATUS_DETAILS_MD (len 0:
+ * none, or one longer than RPC_STATUS_DETAILS_MAX, which is dropped; ours
+ * are a few hundred bytes). Not decoded: who renders it decodes it. */
+#define RPC_STATUS_DETAILS_MAX 2048
+typedef struct rpc_status_details {
+    size_t len;
+    uint8_t bytes[RPC_STATUS_DETAILS_MAX];
+} rpc_status_details_t;
+
 typedef struct rpc_result {
     svc_err_t err;                /* from the gRPC status                   */
     int grpc_status;              /* 0..16                                  */
@@ -251,6 +292,7 @@ typedef struct rpc_result {
     bool dependency_failure;      /* the server marked it (RPC_DEPENDENCY_FAILURE_MD) */
     bool has_pushback;            /* a grpc-retry-pushback-ms trailer came back ... */
     char pushback[24];            /* ... with this raw value (pkg/resilience parses it) */
+    rpc_status_details_t details; /* trailer RPC_STATUS_DETAILS_MD, as received */
     uint64_t elapsed_ns;
 } rpc_result_t;
 

@@ -36,21 +36,28 @@ static void add(req_t *r, const char *product_id, int32_t quantity)
     r->n++;
 }
 
+static char last_field[ORD_FIELD_PATH_LEN];
+
 static svc_err_t build(const char *customer, req_t *r, ord_line_t *lines, size_t *n, char *err)
 {
     err[0] = '\0';
-    return ord_lines_build(customer, r->ptrs, r->n, lines, n, err);
+    return ord_lines_build(customer, r->ptrs, r->n, lines, n, last_field, err);
 }
 
+/* The message contains needle and starts with the field it names (the
+ * BadRequest field the answer carries). */
 static void expect_invalid(const char *customer, req_t *r, const char *needle)
 {
     ord_line_t lines[ORD_MAX_ITEMS];
     char err[SVC_ERRBUF_LEN];
-    size_t n = 0;
+    size_t n = 0, flen;
 
     assert_int_equal(build(customer, r, lines, &n, err), SVC_EINVAL);
     if (strstr(err, needle) == NULL)
         fail_msg("message \"%s\" does not contain \"%s\"", err, needle);
+    flen = strlen(last_field);
+    if (flen == 0 || strncmp(err, last_field, flen) != 0 || err[flen] != ' ')
+        fail_msg("message \"%s\" does not start with its field \"%s\"", err, last_field);
 }
 
 static void fingerprint_of(const char *customer, req_t *r, char out[ORD_FINGERPRINT_LEN])

@@ -99,6 +99,8 @@ typedef struct rs_grpc_result {
     uint32_t attempts;            /* attempts made (0: rejected at admission) */
     uint32_t retry_after_ms;      /* when to come back: breaker-open (>= 1) / bulkhead-full,
                                      or a failed call's last grpc-retry-pushback-ms; 0: no hint */
+    rpc_status_details_t details; /* the google.rpc.Status that came with message (rpc.h,
+                                     "Error details"); len 0: none, or message is ours */
 } rs_grpc_result_t;
 
 /*
