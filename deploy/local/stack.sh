@@ -16,7 +16,7 @@
 # SHOPMICRO_PG_EXTRA_CONF (postgres.sh);
 # SHOPMICRO_KAFKA_LIB_CACHE, SHOPMICRO_KAFKA_START_TIMEOUT, SHOPMICRO_KAFKA_HEAP (kafka.sh);
 # SHOPMICRO_RABBITMQ_START_TIMEOUT (rabbitmq.sh); the token issuer's constants are in auth.sh;
-# SHOPMICRO_TEST_KEEP (suites.sh).
+# SHOPMICRO_TEST_KEEP (suites.sh); SHOPMICRO_SHOP_VENV (shop.sh).
 set -euo pipefail
 
 ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd -P)
@@ -45,6 +45,8 @@ source "$ROOT/deploy/local/auth.sh"
 source "$ROOT/deploy/local/secrets.sh"
 # shellcheck source=SCRIPTDIR/apidocs.sh
 source "$ROOT/deploy/local/apidocs.sh"
+# shellcheck source=SCRIPTDIR/shop.sh
+source "$ROOT/deploy/local/shop.sh"
 
 set_run_dir "${SHOPMICRO_RUN_DIR:-.run}"
 
@@ -179,6 +181,11 @@ The whole stack:
               the run folder's venv-apidocs/) and the build's build/gateway/openapi.json, written to
               the run folder's api-docs/ and served on http://127.0.0.1:$SHOPMICRO_API_DOCS_PORT/ until
               Ctrl-C ("Try it out" calls this stack's gateway); --no-serve: only write the page
+  shop [--rate R] [--duration S] [--users N]
+              shoppers for this stack (Locust, PyPI, installed once in the run folder's
+              venv-shopper/): browse, order with an Idempotency-Key, replay it, read the order, at
+              about R requests/s (default 2) in all, headless, printing Locust's statistics, for S
+              seconds or until Ctrl-C; the last run's statistics in the run folder's shop/
 
 One service or more (services: $(service_names)):
   start       start it (it must be built; postgres: pg-up; kafka, rabbitmq: as in up)
@@ -213,6 +220,7 @@ main() {
     auth-keys)    cmd_auth_keys ;;
     token)        cmd_token "$@" ;;
     api-docs)     cmd_api_docs "$@" ;;
+    shop)         cmd_shop "$@" ;;
     start|stop|restart|kill|pause|resume) cmd_service "$cmd" "$@" ;;
     logs)         cmd_logs "$@" ;;
     -h|--help|help) usage ;;

@@ -22,7 +22,14 @@
 #    - the gateway publishes its API port 8080, on 127.0.0.1 by default, and nothing else (no
 #      other service publishes a port); every *_DB_DSN names host=postgres;
 #    - rabbitmq runs the official management image with a rabbitmq-diagnostics healthcheck, a fixed
-#      hostname and a named volume on /var/lib/rabbitmq.
+#      hostname and a named volume on /var/lib/rabbitmq;
+#    - the shopper load generator (built from deploy/compose/shopper/Dockerfile, the one image
+#      besides the project's) and its token signer are in the profile "shop" only, so a plain `up`
+#      starts neither; the shopper waits for the gateway (healthy) and the signer (completed),
+#      calls the gateway's API port, runs at a gentle rate (SHOPPER_RATE at most 5 by default), has
+#      cpus and mem_limit, its healthcheck runs its alive.py, and its tokens are files of a named
+#      volume mounted read-only that the one-shot signer alone writes (no SHOPPER_*TOKEN value in
+#      the file).
 # 3. For each NAME=BINARY (catalog, order, relay, gateway from the build tree), every environment variable
 #    of the compose service whose command is NAME is one that `BINARY --help` documents. A typo
 #    would otherwise be ignored without a word. An empty or unbuilt BINARY is reported as skipped.
@@ -129,7 +136,12 @@ for line in os.environ.get("HELP_VARS", "").splitlines():
         name, names = line.split("=", 1)
         help_vars[name] = set(names.split())
 
+SHOPPER_DOCKERFILE = "deploy/compose/shopper/Dockerfile"
+def is_shopper(s):
+    return str((s.get("build") or {}).get("dockerfile", "")) == SHOPPER_DOCKERFILE
+
 images = {}
+shoppers = []
 for name, s in sorted(svcs.items()):
     if one_shot(s):
         check(not s.get("ports"), f"{name}: one-shot service (restart: no) publishes no port")
@@ -150,7 +162,9 @@ for name, s in sorted(svcs.items()):
             check(one_shot(target), f"{name} -> {dep}: service_completed_successfully on a one-shot service")
         else:
             check(False, f"{name} -> {dep}: condition is {cond}, expected service_healthy or service_completed_successfully")
-    if "build" in s:  # ours: the healthcheck asks the service, it does not test a connect
+    if "build" in s and is_shopper(s):  # the load generator: its own rules, below
+        shoppers.append(name)
+    elif "build" in s:  # ours: the healthcheck asks the service, it does not test a connect
         if not one_shot(s):
             hc = " ".join(str(x) for x in (s.get("healthcheck") or {}).get("test") or [])
             check(hc.startswith("CMD healthcheck grpc ") or hc.startswith("CMD healthcheck http "),
@@ -295,6 +309,42 @@ if ntf is not None and sink is not None:
             d = (s.get("depends_on") or {}).get(swriters[0]) if isinstance(s.get("depends_on"), dict) else None
             check((d or {}).get("condition") == "service_completed_successfully",
                   f"{name} -> {swriters[0]}: service_completed_successfully (the secret exists before it starts)")
+
+# The shopper (profile "shop"): a gentle load generator, off by default, with its tokens from a
+# one-shot signer's volume.
+check(shoppers == ["shopper"], f"one service runs the shopper image ({', '.join(shoppers) or 'none'})")
+shop = svcs.get("shopper")
+if shop is not None:
+    senv = env_of(shop)
+    sdeps = shop.get("depends_on") if isinstance(shop.get("depends_on"), dict) else {}
+    cond = lambda d: (sdeps.get(d) or {}).get("condition")
+    check(cond("gateway") == "service_healthy", "shopper -> gateway: service_healthy")
+    check(senv.get("LOCUST_HOST") == "http://gateway:8080", f"shopper: LOCUST_HOST={senv.get('LOCUST_HOST')} (the gateway's API port)")
+    try:
+        rate = float(senv.get("SHOPPER_RATE", "2"))
+    except ValueError:
+        rate = -1
+    check(0 < rate <= 5, f"shopper: a gentle rate by default (SHOPPER_RATE={senv.get('SHOPPER_RATE', '2 (unset)')}, at most 5)")
+    check(bool(shop.get("cpus")) and bool(shop.get("mem_limit")),
+          f"shopper: cpus ({shop.get('cpus')}) and mem_limit ({shop.get('mem_limit')}) are set")
+    hc = " ".join(str(x) for x in (shop.get("healthcheck") or {}).get("test") or [])
+    check(hc.startswith("CMD python3 /opt/shopper/alive.py"), f"shopper: healthcheck runs its alive.py ({hc})")
+    check(not any(k in senv for k in ("SHOPPER_TOKENS", "SHOPPER_ADMIN_TOKEN")),
+          "shopper: no token value in the file (SHOPPER_TOKENS, SHOPPER_ADMIN_TOKEN unset)")
+    signers = set()
+    for var in ("SHOPPER_TOKENS_FILE", "SHOPPER_ADMIN_TOKEN_FILE"):
+        path = senv.get(var, "")
+        tvol, tro = volume_of(shop, path)
+        check(tvol is not None and tro, f"shopper: {var}={path or '(unset)'} is in a named volume mounted read-only ({tvol}, read_only={tro})")
+        w = sorted(n for n, v in svcs.items() if n != "shopper" and any(src == tvol and not r for src, _, r in mounts(v)))
+        check(len(w) == 1 and one_shot(svcs[w[0]]), f"the volume {tvol} is written by one one-shot service ({', '.join(w) or 'none'})")
+        signers.update(w)
+    for sg in sorted(signers):
+        check(cond(sg) == "service_completed_successfully", f"shopper -> {sg}: service_completed_successfully")
+    for name in ["shopper", *sorted(signers)]:
+        check(list(svcs[name].get("profiles") or []) == ["shop"], f"{name}: in the profile shop only ({svcs[name].get('profiles')})")
+others = sorted(n for n, v in svcs.items() if v.get("profiles") and n not in ("shopper", "shopper-tokens"))
+check(not others, "no other service is behind a profile" + (f" ({', '.join(others)})" if others else ""))
 sys.exit(1 if fails else 0)
 EOF
   if (( rc != 0 )); then FAILS=$((FAILS + 1)); fi
