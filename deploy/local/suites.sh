@@ -188,8 +188,10 @@ cmd_test() {
   section "postgres"
   test_env_up
 
-  # One copy of the Kafka jars and one venv of Python tools for every tree (the plain tree's).
-  local -a shared=("-DSHOPMICRO_KAFKA_LIB_CACHE=$BUILD_DIR/kafka-lib" "-DSHOPMICRO_PY_VENV=$BUILD_DIR/venv-tools")
+  # One copy of the Kafka jars, one venv of Python tools and one set of Go tools for every tree
+  # (the plain tree's).
+  local -a shared=("-DSHOPMICRO_KAFKA_LIB_CACHE=$BUILD_DIR/kafka-lib" "-DSHOPMICRO_PY_VENV=$BUILD_DIR/venv-tools"
+                   "-DSHOPMICRO_GO_TOOLS=$BUILD_DIR/go-tools")
   run_suite normal "$BUILD_DIR" -DCMAKE_BUILD_TYPE=RelWithDebInfo "${shared[@]}" || failed=1
   ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1 \
     run_suite asan "$ASAN_BUILD_DIR" -DSVC_SANITIZE=address -DCMAKE_BUILD_TYPE=Debug "${shared[@]}" || failed=1
