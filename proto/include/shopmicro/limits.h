@@ -3,7 +3,7 @@
  * limits.h - the bounds the services put on the fields of the public requests, in one place:
  * catalog (services/catalog/rpc.c) and order (services/order/lines.c) enforce them with
  * INVALID_ARGUMENT, and the gateway's OpenAPI document declares them (gateway/tools/
- * openapi_gen.c: minLength, maximum, minItems, ...), so that what a client may send is
+ * openapi_schema.c: minLength, maximum, minItems, ...), so that what a client may send is
  * written down once and a property-based test (Schemathesis) can tell a valid request from an
  * invalid one. Lengths count characters (Unicode code points), as svc_utf8_chars does and JSON
  * Schema's minLength/maxLength do.
