@@ -216,6 +216,7 @@ static void answer_upstream_error(const gw_access_t *e, h2o_req_t *req, const rs
      * that answered 503 without a hint. */
     if ((status == 503 || status == 429) && res->retry_after_ms > 0)
         retry_after_s = gw_retry_after_seconds(res->retry_after_ms);
+    gw_add_response_metadata(req, &res->headers);
     answer(e, req,
            &(gw_error_t){.status = status,
                          .code = code,
@@ -327,6 +328,7 @@ static void answer_ok(const gw_access_t *e, h2o_req_t *req, const ProtobufCMessa
      * grpc-gateway forwards; clients may look for it. */
     h2o_add_header_by_str(&req->pool, &req->res.headers, H2O_STRLIT("grpc-metadata-content-type"),
                           0, "Grpc-Metadata-Content-Type", H2O_STRLIT("application/grpc"));
+    gw_add_response_metadata(req, &e->res->headers);
     /* Kept for an outage: the body exactly as it is sent now. */
     if (key_len > 0 && e->loop->app->stale != NULL)
         (void)gw_cache_put(e->loop->app->stale, key, key_len, json, len);

@@ -350,3 +350,33 @@ int gw_build_metadata(h2o_req_t *req, const gw_config_t *cfg, const char *id,
     *n = b.n;
     return b.too_large ? 431 : 0;
 }
+
+/* ------------------------------------------------------------------------
+ * The other way: reply metadata to response headers
+ * ------------------------------------------------------------------------ */
+
+#define MD_PREFIX "Grpc-Metadata-"
+
+void gw_add_response_metadata(h2o_req_t *req, const rpc_header_md_t *h)
+{
+    const char *key, *value;
+    size_t pos = 0;
+
+    while (rpc_header_md_next(h, &pos, &key, &value)) {
+        size_t kl = strlen(key), n = sizeof MD_PREFIX - 1 + kl;
+        char *lower = h2o_mem_alloc_pool(&req->pool, n + 1);
+        char *name = h2o_mem_alloc_pool(&req->pool, n + 1);
+        bool up = true;
+
+        /* gRPC keys are [0-9a-z_.-]: lower is the key as it came, name the
+         * form Go's textproto.CanonicalMIMEHeaderKey gives it. */
+        snprintf(lower, n + 1, "grpc-metadata-%s", key);
+        snprintf(name, n + 1, MD_PREFIX "%s", key);
+        for (size_t i = sizeof MD_PREFIX - 1; i < n; i++) {
+            if (up && name[i] >= 'a' && name[i] <= 'z')
+                name[i] = (char)(name[i] - 'a' + 'A');
+            up = name[i] == '-';
+        }
+        gw_http_add_header(req, lower, name, value, strlen(value));
+    }
+}

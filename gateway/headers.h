@@ -8,7 +8,10 @@
  *     as received, which h2o does not keep in req->headers;
  *   - the gRPC metadata its headers become (grpc-gateway's
  *     runtime/context.go annotateContext): Idempotency-Key validated,
- *     Grpc-Metadata-* forwarded, the total bounded as gRPC counts it.
+ *     Grpc-Metadata-* forwarded, the total bounded as gRPC counts it;
+ *
+ * and, the other way, the response headers an upstream's reply metadata
+ * becomes (runtime/handler.go handleForwardResponseServerMetadata).
  *
  * Loop thread only: everything here reads the request and allocates from
  * its pool.
@@ -58,5 +61,14 @@ int gw_framing_verdict(h2o_req_t *req, char errbuf[static SVC_ERRBUF_LEN]);
 int gw_build_metadata(h2o_req_t *req, const gw_config_t *cfg, const char *id,
                       const gw_principal_t *who, rpc_md_t *md, size_t *n,
                       char errbuf[static SVC_ERRBUF_LEN]);
+
+/*
+ * Adds Grpc-Metadata-<Key> for each entry of the upstream reply's header
+ * metadata h, to a success and to an error alike (grpc-gateway's default
+ * outgoing header matcher; Key canonicalised as Go's net/http writes it:
+ * "idempotent-replayed" becomes "Grpc-Metadata-Idempotent-Replayed"). gRPC's
+ * own entries are not in h (rpc.h). Copies into the request's pool.
+ */
+void gw_add_response_metadata(h2o_req_t *req, const rpc_header_md_t *h);
 
 #endif

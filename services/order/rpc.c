@@ -14,6 +14,8 @@
 
 #define LOG_MOD         "order"
 #define IDEMPOTENCY_KEY "idempotency-key" /* gRPC metadata; HTTP Idempotency-Key */
+/* Header metadata of a replayed CreateOrder answer (respond_replayed). */
+#define ORD_REPLAYED_MD "idempotent-replayed"
 #define EXPIRE_BATCH    1000
 #define EXPIRE_MS       200 /* at most this much of a call goes to housekeeping */
 
@@ -136,6 +138,17 @@ static svc_err_t respond(rpc_ctx_t *ctx, const ord_created_t *created, ProtobufC
     return SVC_OK;
 }
 
+/* The answer of an earlier call with the same Idempotency-Key. It says so
+ * in header metadata, as Stripe's API does in its Idempotent-Replayed
+ * header (the gateway shows it as Grpc-Metadata-Idempotent-Replayed), so a
+ * client can tell a replay from a new order. */
+static svc_err_t respond_replayed(rpc_ctx_t *ctx, const ord_created_t *created,
+                                  ProtobufCMessage **out)
+{
+    rpc_ctx_add_header_md(ctx, ORD_REPLAYED_MD, "true");
+    return respond(ctx, created, out);
+}
+
 /* The index of the first item of the request with this product. */
 static size_t first_item_of(const create_req_t *req, const char *product_id)
 {
@@ -224,7 +237,7 @@ static svc_err_t create_order(rpc_ctx_t *ctx, const ProtobufCMessage *in, Protob
         }
         err = replay(ctx, w->store, key, hash, deadline, &created, errbuf);
         if (err != SVC_ENOTFOUND)
-            return err == SVC_OK ? respond(ctx, &created, out) : err;
+            return err == SVC_OK ? respond_replayed(ctx, &created, out) : err;
     }
     /* Every price is known before the transaction begins, so a pricing
      * failure leaves nothing behind: no order, no item, no outbox row. */
@@ -255,6 +268,7 @@ static svc_err_t create_order(rpc_ctx_t *ctx, const ProtobufCMessage *in, Protob
             rpc_ctx_set_error_reason(ctx, "IDEMPOTENCY_KEY_EXPIRED");
             err = SVC_EABORTED;
         }
+        return err == SVC_OK ? respond_replayed(ctx, &created, out) : err;
     }
     return err == SVC_OK ? respond(ctx, &created, out) : err;
 }

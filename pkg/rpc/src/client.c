@@ -146,6 +146,40 @@ static void keep_status_details(const grpc_metadata_array *trailers, rpc_result_
     res->details.len = n;
 }
 
+/* The reply's header metadata that fits, but gRPC's own and binary (-bin)
+ * entries. */
+static void keep_header_md(const grpc_metadata_array *md, rpc_header_md_t *h)
+{
+    for (size_t i = 0; i < md->count; i++) {
+        grpc_slice k = md->metadata[i].key, v = md->metadata[i].value;
+        size_t kl = GRPC_SLICE_LENGTH(k), vl = GRPC_SLICE_LENGTH(v);
+        const char *key = (const char *)GRPC_SLICE_START_PTR(k);
+
+        if ((kl >= 5 && memcmp(key, "grpc-", 5) == 0) ||
+            (kl == 12 && memcmp(key, "content-type", 12) == 0) ||
+            (kl >= 4 && memcmp(key + kl - 4, "-bin", 4) == 0) ||
+            memchr(GRPC_SLICE_START_PTR(v), '\0', vl) != NULL ||
+            h->len + kl + vl + 2 > sizeof h->bytes)
+            continue;
+        memcpy(h->bytes + h->len, key, kl);
+        h->bytes[h->len + kl] = '\0';
+        memcpy(h->bytes + h->len + kl + 1, GRPC_SLICE_START_PTR(v), vl);
+        h->bytes[h->len + kl + 1 + vl] = '\0';
+        h->len += kl + vl + 2;
+        h->n++;
+    }
+}
+
+bool rpc_header_md_next(const rpc_header_md_t *h, size_t *pos, const char **key, const char **value)
+{
+    if (*pos >= h->len)
+        return false;
+    *key = h->bytes + *pos;
+    *value = *key + strlen(*key) + 1;
+    *pos += strlen(*key) + strlen(*value) + 2;
+    return true;
+}
+
 static void result_set(rpc_result_t *res, grpc_status_code st, grpc_slice details,
                        const char *error_string)
 {
@@ -222,6 +256,7 @@ ProtobufCMessage *rpc_unary_finish(rpc_unary_t *u, const ProtobufCMessageDescrip
         result_set(res, u->status, u->details, u->error_string);
         keep_pushback(&u->trailers, res);
         keep_status_details(&u->trailers, res);
+        keep_header_md(&u->initial_md, &res->headers);
         res->dependency_failure =
             res->err != SVC_OK && rpc_md_find(&u->trailers, RPC_DEPENDENCY_FAILURE_MD, &v, &n);
         if (res->err == SVC_OK) {

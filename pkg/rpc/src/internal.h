@@ -39,6 +39,9 @@ struct rpc_ctx {
     const char *meta_key[RPC_ERROR_METADATA_MAX], *meta_value[RPC_ERROR_METADATA_MAX];
     size_t n_meta;
     const char *bad_field;
+    /* Header metadata the handler added (rpc_ctx_add_header_md), in the arena. */
+    grpc_metadata header_md[RPC_HEADER_MD_MAX];
+    size_t n_header_md;
     rpc__arena_t arena;
 };
 

@@ -337,7 +337,9 @@ static void serve(slot_t *s, bool received)
                                                   client_details(s), s->w->srv->error_domain);
 
     memset(ops, 0, sizeof ops);
-    ops[n++].op = GRPC_OP_SEND_INITIAL_METADATA;
+    ops[n].op = GRPC_OP_SEND_INITIAL_METADATA;
+    ops[n].data.send_initial_metadata.count = s->ctx.n_header_md;
+    ops[n++].data.send_initial_metadata.metadata = s->ctx.header_md;
     if (s->err == SVC_OK) {
         ops[n].op = GRPC_OP_SEND_MESSAGE;
         ops[n++].data.send_message.send_message = s->reply;

@@ -1,8 +1,9 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /*
- * status.c - the error details of a failed reply (rpc.h, "Error details"):
- * what a handler says about its failure, and the google.rpc.Status packed
- * from it for trailer grpc-status-details-bin.
+ * status.c - what a handler says about its reply beyond the message: the
+ * error details of a failure (rpc.h, "Error details"), with the
+ * google.rpc.Status packed from them for trailer grpc-status-details-bin,
+ * and the header metadata of any reply (rpc_ctx_add_header_md).
  */
 #include <stdio.h>
 #include <stdlib.h>
@@ -20,6 +21,23 @@ void rpc__ctx_reset_reply(rpc_ctx_t *c)
     c->reason = NULL;
     c->n_meta = 0;
     c->bad_field = NULL;
+    c->n_header_md = 0;
+}
+
+void rpc_ctx_add_header_md(rpc_ctx_t *c, const char *key, const char *value)
+{
+    const char *k, *v;
+
+    if (c->n_header_md == RPC_HEADER_MD_MAX)
+        return;
+    k = rpc_ctx_strdup(c, key);
+    v = rpc_ctx_strdup(c, value);
+    if (k == NULL || v == NULL)
+        return;
+    /* Static slices: the strings live in the arena until the reply is sent. */
+    memset(&c->header_md[c->n_header_md], 0, sizeof c->header_md[0]);
+    c->header_md[c->n_header_md].key = grpc_slice_from_static_string(k);
+    c->header_md[c->n_header_md++].value = grpc_slice_from_static_string(v);
 }
 
 void rpc_ctx_set_error_reason(rpc_ctx_t *c, const char *reason)

@@ -509,7 +509,7 @@ static void orders_round_trip(void **state)
 {
     api_t *a = *state;
     char pid[37], oid[64], body[512], path[128], want[256], key[96], uuid[37];
-    char md_first[64], md_again[64];
+    char md_first[64], md_again[64], v[16];
     const char *idem[] = {key, NULL};
     gw_res_t r;
 
@@ -525,13 +525,20 @@ static void orders_round_trip(void **state)
     snprintf(want, sizeof want,
              "{\"id\":\"%s\",\"status\":\"ORDER_STATUS_PENDING\",\"totalCents\":\"2598\"}", oid);
     gw_assert_body(&r, 200, want);
+    assert_false(gw_res_header(&r, "Grpc-Metadata-Idempotent-Replayed", v, sizeof v));
     gw_res_free(&r);
 
-    /* the same key and request (camelCase this time): the first answer again */
+    /* the same key and request (camelCase this time): the first answer again,
+     * and order's reply metadata says it is a replay (Grpc-Metadata-*) */
     snprintf(body, sizeof body,
              "{\"customerId\":\"c1\",\"items\":[{\"productId\":\"%s\",\"quantity\":\"2\"}]}", pid);
     gw_call(a->h, a->t, "POST", "/v1/orders", body, idem, &r);
     gw_assert_body(&r, 200, want);
+    if (!gw_res_header(&r, "Grpc-Metadata-Idempotent-Replayed", v, sizeof v))
+        fail_msg("a replay without Grpc-Metadata-Idempotent-Replayed:\n%s", r.head);
+    assert_string_equal(v, "true");
+    assert_non_null(
+        strstr(r.head, "\r\nGrpc-Metadata-Idempotent-Replayed: true\r\n")); /* as Go writes it */
     gw_res_free(&r);
     /* the same key with another request: ALREADY_EXISTS -> 409 */
     snprintf(body, sizeof body,

@@ -53,6 +53,7 @@ struct rs_grpc_async {
     char attempt_num[12];
     char message[SVC_ERRBUF_LEN];
     rpc_status_details_t details; /* that came with message; len 0: message is ours */
+    rpc_header_md_t headers;      /* of the last attempt's reply; n 0: none */
 
     uint64_t due_ns; /* backoff timer */
 };
@@ -63,6 +64,7 @@ static void say(rs_grpc_async_t *a, const char *text)
 {
     snprintf(a->message, sizeof a->message, "%s", text);
     a->details.len = 0;
+    a->headers.n = a->headers.len = 0;
 }
 
 static void unref(rs_grpc_async_t *a)
@@ -100,7 +102,7 @@ static void complete(rs_grpc_async_t *a, ProtobufCMessage *resp)
         resp = NULL;
     }
     if (claim_delivery(a)) {
-        rs__result_fill(a->cl, &r, a->message, &a->details, &res);
+        rs__result_fill(a->cl, &r, a->message, &a->details, &a->headers, &res);
         a->done(a->arg, &res, resp);
     } else if (resp != NULL) {
         protobuf_c_message_free_unpacked(resp, NULL);
@@ -257,6 +259,9 @@ static ProtobufCMessage *collect(rs_grpc_async_t *a, rs_outcome_t *o)
     memcpy(a->message, r.message, sizeof a->message);
     a->details.len = r.details.len;
     memcpy(a->details.bytes, r.details.bytes, r.details.len);
+    a->headers.n = r.headers.n;
+    a->headers.len = r.headers.len;
+    memcpy(a->headers.bytes, r.headers.bytes, r.headers.len);
     o->err = r.err;
     o->attempt_timer_fired = r.err == SVC_ETIMEDOUT;
     o->dependency_failed = r.dependency_failure;
@@ -405,7 +410,7 @@ svc_err_t rs_grpc_call_async(rs_grpc_client_t *cl, const char *method, const Pro
     /* Rejected before anything is in flight: answer synchronously and never
      * call done (the libuv rule). */
     rs_call_finish(&a->rc, &r);
-    rs__result_fill(cl, &r, a->message, &a->details, res);
+    rs__result_fill(cl, &r, a->message, &a->details, &a->headers, res);
     if (res->err == SVC_OK)
         res->err = err;
     atomic_store(&a->refs, 1);

@@ -51,7 +51,8 @@ struct rs_grpc_client {
 /* The channel a call with these options uses. */
 grpc_channel *rs__channel(const rs_grpc_client_t *cl, const rs_grpc_call_opts_t *o);
 void rs__result_fill(rs_grpc_client_t *cl, const rs_result_t *r, const char *last_message,
-                     const rpc_status_details_t *last_details, rs_grpc_result_t *res);
+                     const rpc_status_details_t *last_details, const rpc_header_md_t *last_headers,
+                     rs_grpc_result_t *res);
 /* A CANCELLED the caller did not ask for is UNAVAILABLE (see client.c). */
 svc_err_t rs__server_cancel_is_unavailable(svc_err_t err);
 /* Copies o->md into md (RS_GRPC_MAX_MD + 1 entries) and adds

@@ -329,8 +329,15 @@ grpc_channel *rs__channel(const rs_grpc_client_t *cl, const rs_grpc_call_opts_t 
 }
 
 void rs__result_fill(rs_grpc_client_t *cl, const rs_result_t *r, const char *last_message,
-                     const rpc_status_details_t *last_details, rs_grpc_result_t *res)
+                     const rpc_status_details_t *last_details, const rpc_header_md_t *last_headers,
+                     rs_grpc_result_t *res)
 {
+    res->headers.n = res->headers.len = 0;
+    if (r->attempts > 0 && last_headers != NULL && last_headers->n > 0) {
+        res->headers.n = last_headers->n;
+        res->headers.len = last_headers->len;
+        memcpy(res->headers.bytes, last_headers->bytes, last_headers->len);
+    }
     res->details.len = 0;
     if (r->err != SVC_OK && r->attempts > 0 && last_details != NULL && last_details->len > 0) {
         res->details.len = last_details->len;
@@ -398,6 +405,7 @@ typedef struct blocking {
     ProtobufCMessage *resp;
     char message[SVC_ERRBUF_LEN];
     rpc_status_details_t details; /* that came with message */
+    rpc_header_md_t headers;      /* of the last attempt's reply */
 } blocking_t;
 
 static void blocking_attempt(void *arg, const rs_attempt_t *at, rs_outcome_t *out)
@@ -413,6 +421,7 @@ static void blocking_attempt(void *arg, const rs_attempt_t *at, rs_outcome_t *ou
     memcpy(b->message, r.message, sizeof b->message);
     b->details.len = r.details.len;
     memcpy(b->details.bytes, r.details.bytes, r.details.len);
+    b->headers = r.headers;
     out->err = rs__server_cancel_is_unavailable(r.err);
     /* rpc_call_unary only ever sees our attempt deadline (a parent's earlier
      * deadline is part of it), so DEADLINE_EXCEEDED is "our timer fired";
@@ -445,7 +454,7 @@ svc_err_t rs_grpc_call(rs_grpc_client_t *cl, const char *method, const ProtobufC
     if (o->parent != NULL && rpc_ctx_deadline(o->parent) < deadline)
         deadline = rpc_ctx_deadline(o->parent);
     err = rs_call_run(cl->up, method, deadline, blocking_attempt, &b, &r);
-    rs__result_fill(cl, &r, b.message, &b.details, res);
+    rs__result_fill(cl, &r, b.message, &b.details, &b.headers, res);
     if (err != SVC_OK && b.resp != NULL) {
         protobuf_c_message_free_unpacked(b.resp, NULL);
         b.resp = NULL;

@@ -230,6 +230,14 @@ void rpc_ctx_add_error_metadata(rpc_ctx_t *c, const char *key, const char *value
  * names ("items[2].quantity"). */
 void rpc_ctx_set_bad_field(rpc_ctx_t *c, const char *field);
 
+/* Adds response header metadata key (lower case, not "grpc-...") with value
+ * (printable ASCII) to the reply, whatever its status: what the client reads
+ * before the message (a gateway in front shows it as Grpc-Metadata-<Key>).
+ * Both copied into the call's arena; at most RPC_HEADER_MD_MAX entries, more
+ * are dropped. */
+#define RPC_HEADER_MD_MAX 4
+void rpc_ctx_add_header_md(rpc_ctx_t *c, const char *key, const char *value);
+
 /* The underlying server call, for deadline/cancellation propagation to
  * outgoing calls (rpc_call_opts_t.parent). Valid until the handler returns. */
 grpc_call *rpc_ctx_call(rpc_ctx_t *c);
@@ -285,6 +293,22 @@ typedef struct rpc_status_details {
     uint8_t bytes[RPC_STATUS_DETAILS_MAX];
 } rpc_status_details_t;
 
+/* A reply's header metadata, as received: the entries that fit, each key
+ * and value NUL-terminated one after the other ("key\0value\0...").
+ * gRPC's own (content-type, grpc-*) and binary ones (-bin) are not kept.
+ * rpc_header_md_next walks it. */
+#define RPC_HEADER_MD_BYTES 1024
+typedef struct rpc_header_md {
+    size_t n;   /* entries */
+    size_t len; /* bytes used */
+    char bytes[RPC_HEADER_MD_BYTES];
+} rpc_header_md_t;
+
+/* The next entry of h from *pos (0 to begin): sets *key and *value (NUL-
+ * terminated, borrowed from h) and advances *pos; false at the end. */
+bool rpc_header_md_next(const rpc_header_md_t *h, size_t *pos, const char **key,
+                        const char **value);
+
 typedef struct rpc_result {
     svc_err_t err;                /* from the gRPC status                   */
     int grpc_status;              /* 0..16                                  */
@@ -293,6 +317,7 @@ typedef struct rpc_result {
     bool has_pushback;            /* a grpc-retry-pushback-ms trailer came back ... */
     char pushback[24];            /* ... with this raw value (pkg/resilience parses it) */
     rpc_status_details_t details; /* trailer RPC_STATUS_DETAILS_MD, as received */
+    rpc_header_md_t headers;      /* the reply's header metadata, success or not */
     uint64_t elapsed_ns;
 } rpc_result_t;
 

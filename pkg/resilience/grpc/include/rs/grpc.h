@@ -101,6 +101,7 @@ typedef struct rs_grpc_result {
                                      or a failed call's last grpc-retry-pushback-ms; 0: no hint */
     rpc_status_details_t details; /* the google.rpc.Status that came with message (rpc.h,
                                      "Error details"); len 0: none, or message is ours */
+    rpc_header_md_t headers;      /* the last attempt's reply header metadata (n 0: none) */
 } rs_grpc_result_t;
 
 /*
