@@ -15,11 +15,9 @@ import argparse
 import json
 import os
 import sys
-import time
-import urllib.request
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "lib"))
-from isolated_stack import IsolatedStack  # noqa: E402
+from isolated_stack import IsolatedStack, wait_http_ok  # noqa: E402
 
 SERVICES = ("catalog", "order", "gateway")
 # Every request the shopper makes, by its name in Locust's statistics.
@@ -29,19 +27,6 @@ NAMES = ("GET /v1/products", "GET /v1/products?page_token", "GET /v1/products/{i
 
 def log(msg):
     print(f"shopper-test: {msg}", flush=True)
-
-
-def wait_ready(url, seconds):
-    end = time.monotonic() + seconds
-    while time.monotonic() < end:
-        try:
-            with urllib.request.urlopen(url, timeout=2) as r:
-                if r.status == 200:
-                    return True
-        except OSError:
-            pass
-        time.sleep(0.2)
-    return False
 
 
 def check_stats(path, rate, duration):
@@ -80,7 +65,7 @@ def run(st, args):
     for step in (("pg-up",), ("start", *SERVICES)):
         if st.run(*step).returncode != 0:
             return [f"stack.sh {' '.join(step)} failed"]
-    if not wait_ready(f"http://127.0.0.1:{st.port('gateway')}/readyz", 30):
+    if not wait_http_ok(f"http://127.0.0.1:{st.port('gateway')}/readyz", 30):
         return ["the gateway was not ready within 30 s"]
     st.env["SHOPMICRO_SHOP_VENV"] = os.path.abspath(args.venv)
     log(f"stack.sh shop --rate {args.rate} --duration {args.duration}")

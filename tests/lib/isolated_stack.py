@@ -1,7 +1,8 @@
 """A stack started by deploy/local/stack.sh apart from a user's: its own run folder under $TMPDIR,
 its own Postgres cluster, Kafka broker and RabbitMQ node, and a free port for every listener, on
 a build tree's binaries. The tests that drive a whole stack (tests/walkthrough/walkthrough.py,
-tests/contract/run_schemathesis.py) start theirs with it. Standard library only.
+tests/contract/run_schemathesis.py, tests/deploy/test_shopper.py) start theirs with it, and wait
+for a listener with wait_http_ok. Standard library only.
 
     st = IsolatedStack(stack_sh, build_dir, "shopmicro-walkthrough.")
     st.run("pg-up"); st.run("start", "catalog", "order", "gateway")
@@ -13,6 +14,8 @@ import os
 import shutil
 import subprocess
 import tempfile
+import time
+import urllib.request
 
 # stack.sh's port variables, by the name a caller asks for. Kafka's and RabbitMQ's too: `down`
 # stops the epmd on SHOPMICRO_RABBITMQ_EPMD_PORT, which must not be the one of a user's stack.
@@ -35,6 +38,20 @@ PORT_VARS = {
     "notification-admin": "SHOPMICRO_NOTIFY_ADMIN_PORT",
     "api-docs": "SHOPMICRO_API_DOCS_PORT",
 }
+
+
+def wait_http_ok(url, seconds):
+    """True once GET url answers 200 (tried every 0.2 s), False after seconds without."""
+    end = time.monotonic() + seconds
+    while time.monotonic() < end:
+        try:
+            with urllib.request.urlopen(url, timeout=2) as r:
+                if r.status == 200:
+                    return True
+        except OSError:
+            pass
+        time.sleep(0.2)
+    return False
 
 
 def free_ports(stack, n):
