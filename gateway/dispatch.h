@@ -65,10 +65,20 @@ typedef struct gw_loop {
     gw_auth_loop_t *auth;     /* its token cache (door.h); NULL: no key set */
 } gw_loop_t;
 
+/* The loop a request arrived on: h2o_context_t is gw_loop_t's first member. */
+static inline gw_loop_t *gw_loop_of(h2o_req_t *req)
+{
+    return (gw_loop_t *)req->conn->ctx;
+}
+
 /* Registers the dispatcher for every path of host, and the filter that
  * turns h2o's own error answers (413 body too large, 400 bad chunked
- * encoding) into JSON error bodies. app is borrowed. */
+ * encoding) into JSON error bodies (errfilter.h). app is borrowed. */
 void gw_dispatch_register(h2o_hostconf_t *host, gw_app_t *app);
+
+/* The request's id: the client's X-Request-Id (sanitised), or a new random
+ * one; also set as the response's X-Request-Id. In the request's pool. */
+const char *gw_request_id(gw_loop_t *l, h2o_req_t *req);
 
 /* After h2o_context_init(&l->ctx, ...), on the loop's thread. */
 void gw_loop_dispatch_init(gw_loop_t *l, gw_app_t *app);
