@@ -146,8 +146,10 @@ static size_t put_error_info(char *buf, size_t cap, size_t pos, const Google__Rp
     meta_t sorted[RPC_ERROR_METADATA_MAX * 4];
     size_t n = info->n_metadata < SVC_COUNTOF(sorted) ? info->n_metadata : SVC_COUNTOF(sorted);
 
-    memcpy(sorted, info->metadata, n * sizeof *sorted);
-    qsort(sorted, n, sizeof *sorted, meta_cmp);
+    if (n > 0) { /* protobuf-c leaves metadata NULL when there is none */
+        memcpy(sorted, info->metadata, n * sizeof *sorted);
+        qsort(sorted, n, sizeof *sorted, meta_cmp);
+    }
     pos = put_type(buf, cap, pos, &google__rpc__error_info__descriptor);
     pos = put_member(buf, cap, pos, false, "reason", info->reason);
     pos = put_member(buf, cap, pos, false, "domain", info->domain);
