@@ -59,12 +59,8 @@ def contract(st, args):
             return f"schemathesis exited {rc}: see its FAILURES (or Errors) above"
         # No failure of the API, only an error of the tool's own: one more run, said loudly.
         log("schemathesis reported an error of its own and no failure: running it once more")
-    status = st.run("status").stdout
-    for svc in SERVICES:
-        line = next((l for l in status.splitlines() if l.split()[:1] == [svc]), "")
-        if "running" not in line:
-            return f"{svc} is not running after the run: {line.strip() or 'no status line'}"
-    return None
+    stopped = st.not_running(SERVICES)
+    return f"after the run: {'; '.join(stopped)}" if stopped else None
 
 
 def main():

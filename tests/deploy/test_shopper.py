@@ -77,11 +77,7 @@ def run(st, args):
     bad += check_stats(stats, args.rate, args.duration)
     if p.returncode != 0:
         bad.append(f"stack.sh shop exited {p.returncode}")
-    status = st.run("status").stdout
-    for svc in SERVICES:
-        line = next((l for l in status.splitlines() if l.split()[:1] == [svc]), "")
-        if "running" not in line:
-            bad.append(f"{svc} is not running after the run: {line.strip() or 'no status line'}")
+    bad += [f"after the run: {b}" for b in st.not_running(SERVICES)]
     return bad
 
 

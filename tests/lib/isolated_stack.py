@@ -102,6 +102,16 @@ class IsolatedStack:
         except OSError:
             return ""
 
+    def not_running(self, services):
+        """What stack.sh status says of each of services that is not running: [] when all are."""
+        status = self.run("status").stdout
+        bad = []
+        for svc in services:
+            line = next((l for l in status.splitlines() if l.split()[:1] == [svc]), "")
+            if "running" not in line:
+                bad.append(f"{svc} is not running: {line.strip() or 'no status line'}")
+        return bad
+
     def tail_logs(self, services, lines=25):
         for svc in services:
             text = self.read_log(svc).splitlines()
