@@ -91,13 +91,8 @@ def main():
     finally:
         if driver is not None:
             driver.quit()
-        if not st.down() and failure is None:
-            failure = "stack.sh down failed"
-        if failure:
-            st.tail_logs(("gateway",))
-            say("kept %s" % st.run_dir)
-        else:
-            st.remove()
+        down = st.teardown(failure is not None, ("gateway",), say=say)
+        failure = failure or down
     if failure:
         say("FAIL " + failure)
         return 1

@@ -83,14 +83,8 @@ def main():
     except Exception as e:  # a broken step must still tear the stack down
         failure = f"exception: {e!r}"
     finally:
-        if not st.down() and failure is None:
-            failure = "stack.sh down failed"
-        if failure:
-            st.tail_logs(SERVICES)
-        if failure or args.keep:
-            log(f"kept {st.run_dir}")
-        else:
-            st.remove()
+        down = st.teardown(failure is not None, SERVICES, args.keep, log)
+        failure = failure or down
     if failure:
         log(f"FAIL {failure}")
         return 1

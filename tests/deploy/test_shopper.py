@@ -98,14 +98,9 @@ def main():
     except Exception as e:  # a broken step must still tear the stack down
         bad = [f"exception: {e!r}"]
     finally:
-        if not st.down() and not bad:
-            bad = ["stack.sh down failed"]
-        if bad:
-            st.tail_logs(SERVICES)
-        if bad or args.keep:
-            log(f"kept {st.run_dir}")
-        else:
-            st.remove()
+        down = st.teardown(bool(bad), SERVICES, args.keep, log)
+        if down and not bad:
+            bad = [down]
     for b in bad:
         log(f"FAIL {b}")
     if bad:

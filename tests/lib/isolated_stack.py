@@ -124,3 +124,16 @@ class IsolatedStack:
 
     def remove(self):
         shutil.rmtree(self.run_dir, ignore_errors=True)
+
+    def teardown(self, failed, services, keep=False, say=print):
+        """The end of every run: stack.sh down; after a failure (failed, or down's own) the last
+        log lines of services, and the run folder kept for a post-mortem (as with keep), else
+        removed. Returns "stack.sh down failed" when down did, else None."""
+        down_ok = self.down()
+        if failed or not down_ok:
+            self.tail_logs(services)
+        if failed or not down_ok or keep:
+            say(f"kept {self.run_dir}")
+        else:
+            self.remove()
+        return None if down_ok else "stack.sh down failed"

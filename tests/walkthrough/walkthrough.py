@@ -312,14 +312,9 @@ def main():
         FAILURES.append(f"exception: {e!r}")
     finally:
         log("teardown: stack.sh down")
-        if not ST.down():
-            FAILURES.append("stack.sh down failed")
-        if FAILURES:
-            ST.tail_logs(("catalog", "order", "gateway"))
-        if FAILURES or ARGS.keep:
-            log(f"kept {ST.run_dir}")
-        else:
-            ST.remove()
+        down = ST.teardown(bool(FAILURES), ("catalog", "order", "gateway"), ARGS.keep, log)
+        if down:
+            FAILURES.append(down)
     if crashed:
         raise crashed
     if FAILURES:
