@@ -109,8 +109,7 @@ static void refuse_locked(slot_t *s, uint64_t now_ns, rs_grpc_result_t *res)
     res->retry_after_ms = s->hint_until_ns > now_ns ? ceil_ms(s->hint_until_ns - now_ns)
                                                     : GW_FAILFAST_PROBE_RETRY_AFTER_MS;
     memcpy(res->message, s->message, sizeof res->message);
-    res->details.len = s->details.len;
-    memcpy(res->details.bytes, s->details.bytes, s->details.len);
+    rpc_status_details_copy(&res->details, &s->details);
 }
 
 /* Refuses the call if the window or a probe's lease holds at now_ns.
@@ -171,8 +170,7 @@ static void open_locked(gw_failfast_t *ff, slot_t *s, const rs_grpc_result_t *re
     s->probe_until_ns = 0;
     s->epoch++;
     snprintf(s->message, sizeof s->message, "%s", res->message);
-    s->details.len = res->details.len;
-    memcpy(s->details.bytes, res->details.bytes, res->details.len);
+    rpc_status_details_copy(&s->details, &res->details);
     atomic_store_explicit(&s->until_ns, now_ns + window, memory_order_release);
 }
 

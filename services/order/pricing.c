@@ -70,7 +70,6 @@ static svc_err_t describe(const rs_grpc_result_t *res, ord_price_fault_t *fault,
 {
     fault->retry_after_ms = res->retry_after_ms;
     fault->reason = rs_reason_constant(res->reason);
-    fault->dependency = res->err != SVC_EINVAL && res->err != SVC_EUNIMPL;
     switch (res->err) {
     case SVC_ETIMEDOUT:
         svc_errbuf_set(errbuf, "pricing: deadline exceeded: %s (reason=%s attempts=%u)",

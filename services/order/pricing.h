@@ -53,8 +53,7 @@ typedef struct ord_price_fault {
      * CATALOG_MISMATCH (INTERNAL), or the catalog call's resilience verdict
      * (BREAKER_OPEN, DEADLINE, ATTEMPTS_EXHAUSTED, ...: rs_reason_constant). */
     const char *reason;
-    bool dependency; /* the failure is the catalog's (UNAVAILABLE, DEADLINE_EXCEEDED) */
-    int line;        /* PRODUCT_NOT_FOUND: the line whose product is unknown; else -1 */
+    int line; /* PRODUCT_NOT_FOUND: the line whose product is unknown; else -1 */
 } ord_price_fault_t;
 
 svc_err_t ord_price_lines(rs_grpc_client_t *cl, ord_line_t *lines, size_t n, uint64_t deadline_ns,

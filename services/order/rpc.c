@@ -174,7 +174,7 @@ static svc_err_t pricing_failed(rpc_ctx_t *ctx, const create_req_t *req, const o
                  first_item_of(req, lines[fault->line].product_id));
         rpc_ctx_set_bad_field(ctx, field);
     }
-    if (fault->dependency) {
+    if (err == SVC_EUNAVAIL || err == SVC_ETIMEDOUT) { /* the catalog's failure, not ours */
         /* Our catalog client has already retried and may have opened its
          * breaker; this service is fine. Saying so keeps the gateway from
          * retrying again or opening its breaker for the order service; the

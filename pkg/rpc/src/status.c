@@ -24,15 +24,20 @@ void rpc__ctx_reset_reply(rpc_ctx_t *c)
     c->n_header_md = 0;
 }
 
+/* Copies key and value into the call's arena; false when either does not fit. */
+static bool dup_pair(rpc_ctx_t *c, const char *key, const char *value, const char **k,
+                     const char **v)
+{
+    *k = rpc_ctx_strdup(c, key);
+    *v = rpc_ctx_strdup(c, value);
+    return *k != NULL && *v != NULL;
+}
+
 void rpc_ctx_add_header_md(rpc_ctx_t *c, const char *key, const char *value)
 {
     const char *k, *v;
 
-    if (c->n_header_md == RPC_HEADER_MD_MAX)
-        return;
-    k = rpc_ctx_strdup(c, key);
-    v = rpc_ctx_strdup(c, value);
-    if (k == NULL || v == NULL)
+    if (c->n_header_md == RPC_HEADER_MD_MAX || !dup_pair(c, key, value, &k, &v))
         return;
     /* Static slices: the strings live in the arena until the reply is sent. */
     memset(&c->header_md[c->n_header_md], 0, sizeof c->header_md[0]);
@@ -49,11 +54,7 @@ void rpc_ctx_add_error_metadata(rpc_ctx_t *c, const char *key, const char *value
 {
     const char *k, *v;
 
-    if (c->n_meta == RPC_ERROR_METADATA_MAX)
-        return;
-    k = rpc_ctx_strdup(c, key);
-    v = rpc_ctx_strdup(c, value);
-    if (k == NULL || v == NULL)
+    if (c->n_meta == RPC_ERROR_METADATA_MAX || !dup_pair(c, key, value, &k, &v))
         return;
     c->meta_key[c->n_meta] = k;
     c->meta_value[c->n_meta++] = v;

@@ -257,11 +257,8 @@ static ProtobufCMessage *collect(rs_grpc_async_t *a, rs_outcome_t *o)
     ProtobufCMessage *resp = rpc_unary_finish(&a->u, a->resp_desc, &r);
 
     memcpy(a->message, r.message, sizeof a->message);
-    a->details.len = r.details.len;
-    memcpy(a->details.bytes, r.details.bytes, r.details.len);
-    a->headers.n = r.headers.n;
-    a->headers.len = r.headers.len;
-    memcpy(a->headers.bytes, r.headers.bytes, r.headers.len);
+    rpc_status_details_copy(&a->details, &r.details);
+    rpc_header_md_copy(&a->headers, &r.headers);
     o->err = r.err;
     o->attempt_timer_fired = r.err == SVC_ETIMEDOUT;
     o->dependency_failed = r.dependency_failure;

@@ -50,6 +50,8 @@ struct rs_grpc_client {
 /* client.c */
 /* The channel a call with these options uses. */
 grpc_channel *rs__channel(const rs_grpc_client_t *cl, const rs_grpc_call_opts_t *o);
+/* The caller's result of a finished call r, from its last attempt's message,
+ * status details and header metadata (none of them NULL). */
 void rs__result_fill(rs_grpc_client_t *cl, const rs_result_t *r, const char *last_message,
                      const rpc_status_details_t *last_details, const rpc_header_md_t *last_headers,
                      rs_grpc_result_t *res);

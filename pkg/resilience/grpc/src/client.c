@@ -332,16 +332,13 @@ void rs__result_fill(rs_grpc_client_t *cl, const rs_result_t *r, const char *las
                      const rpc_status_details_t *last_details, const rpc_header_md_t *last_headers,
                      rs_grpc_result_t *res)
 {
+    /* What a server said comes only from an attempt that reached one. */
     res->headers.n = res->headers.len = 0;
-    if (r->attempts > 0 && last_headers != NULL && last_headers->n > 0) {
-        res->headers.n = last_headers->n;
-        res->headers.len = last_headers->len;
-        memcpy(res->headers.bytes, last_headers->bytes, last_headers->len);
-    }
     res->details.len = 0;
-    if (r->err != SVC_OK && r->attempts > 0 && last_details != NULL && last_details->len > 0) {
-        res->details.len = last_details->len;
-        memcpy(res->details.bytes, last_details->bytes, last_details->len);
+    if (r->attempts > 0) {
+        rpc_header_md_copy(&res->headers, last_headers);
+        if (r->err != SVC_OK)
+            rpc_status_details_copy(&res->details, last_details);
     }
     res->err = r->err;
     res->reason = r->reason;
@@ -419,9 +416,8 @@ static void blocking_attempt(void *arg, const rs_attempt_t *at, rs_outcome_t *ou
     co.n_md = rs__md_with_attempt(b->o, at->number, num, md);
     rpc_call_unary(rs__channel(b->cl, b->o), b->method, b->req, b->resp_desc, &b->resp, &co, &r);
     memcpy(b->message, r.message, sizeof b->message);
-    b->details.len = r.details.len;
-    memcpy(b->details.bytes, r.details.bytes, r.details.len);
-    b->headers = r.headers;
+    rpc_status_details_copy(&b->details, &r.details);
+    rpc_header_md_copy(&b->headers, &r.headers);
     out->err = rs__server_cancel_is_unavailable(r.err);
     /* rpc_call_unary only ever sees our attempt deadline (a parent's earlier
      * deadline is part of it), so DEADLINE_EXCEEDED is "our timer fired";

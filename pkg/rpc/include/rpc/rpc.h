@@ -18,6 +18,8 @@
 #ifndef RPC_RPC_H
 #define RPC_RPC_H
 
+#include <string.h>
+
 #include <grpc/grpc.h>
 #include <protobuf-c/protobuf-c.h>
 
@@ -220,10 +222,9 @@ void rpc_ctx_set_pushback_ms(rpc_ctx_t *c, uint32_t ms);
 #define RPC_STATUS_DETAILS_MD "grpc-status-details-bin"
 /* The type URL of a detail is this prefix and the message's full name. */
 #define RPC_TYPE_URL_PREFIX "type.googleapis.com/"
-/* An ErrorInfo reason: UPPER_SNAKE_CASE, at most 63 characters (AIP-193). */
-#define RPC_ERROR_REASON_MAX 63
 /* How many ErrorInfo metadata entries a reply carries; more are dropped. */
 #define RPC_ERROR_METADATA_MAX 4
+/* reason: UPPER_SNAKE_CASE, at most 63 characters (AIP-193). */
 void rpc_ctx_set_error_reason(rpc_ctx_t *c, const char *reason);
 void rpc_ctx_add_error_metadata(rpc_ctx_t *c, const char *key, const char *value);
 /* The request field an INVALID_ARGUMENT is about, as a path of proto field
@@ -293,6 +294,14 @@ typedef struct rpc_status_details {
     uint8_t bytes[RPC_STATUS_DETAILS_MAX];
 } rpc_status_details_t;
 
+/* *dst = *src, copying only the bytes in use (the buffer is 2 KiB). */
+static inline void rpc_status_details_copy(rpc_status_details_t *dst,
+                                           const rpc_status_details_t *src)
+{
+    dst->len = src->len;
+    memcpy(dst->bytes, src->bytes, src->len);
+}
+
 /* A reply's header metadata, as received: the entries that fit, each key
  * and value NUL-terminated one after the other ("key\0value\0...").
  * gRPC's own (content-type, grpc-*) and binary ones (-bin) are not kept.
@@ -303,6 +312,14 @@ typedef struct rpc_header_md {
     size_t len; /* bytes used */
     char bytes[RPC_HEADER_MD_BYTES];
 } rpc_header_md_t;
+
+/* *dst = *src, copying only the bytes in use. */
+static inline void rpc_header_md_copy(rpc_header_md_t *dst, const rpc_header_md_t *src)
+{
+    dst->n = src->n;
+    dst->len = src->len;
+    memcpy(dst->bytes, src->bytes, src->len);
+}
 
 /* The next entry of h from *pos (0 to begin): sets *key and *value (NUL-
  * terminated, borrowed from h) and advances *pos; false at the end. */
