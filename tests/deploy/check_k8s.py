@@ -46,6 +46,8 @@
    ConfigMap), a placeholder there, and the statistics file in an emptyDir (the root filesystem is
    read-only); no Service or PodDisruptionBudget selects it.
 An empty or unbuilt BINARY fails the check: every program is built before ctest runs.
+This file has rules 1-5 and the run; k8s_lib.py the verdict counter, the schema walk and the
+container hardening both use, k8s_shopper.py rule 6.
 """
 import base64
 import os
@@ -53,7 +55,10 @@ import re
 import shutil
 import subprocess
 import sys
-import tempfile
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from k8s_lib import PLACEHOLDER, check, check_hardened, failures, note, walk  # noqa: E402
+from k8s_shopper import check_shopper, render_with_shopper  # noqa: E402
 
 ROOT = os.path.realpath(os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", ".."))
 KNOWN_KINDS = {("v1", "Namespace"), ("v1", "ConfigMap"), ("v1", "Secret"), ("v1", "Service"),
@@ -72,167 +77,12 @@ STARTUP_WAIT = {"catalog": ("CATALOG_DB_STARTUP_WAIT_MS", 15000), "order": ("ORD
 ADDR_TARGET = {"CATALOG_ADDR": ("catalog", "CATALOG_LISTEN"), "ORDER_ADDR": ("order", "ORDER_LISTEN")}
 # The relays: RELAY_NAME -> the variable whose database's outbox it relays.
 RELAY_DB = {"relay": "ORDER_DB_DSN", "relay-catalog": "CATALOG_DB_DSN"}
-PLACEHOLDER = "CHANGE-ME"
 # ConfigMaps that pods mount but the kustomization must not make: created (and updated in place)
 # at apply time, so that `kubectl apply -k` never replaces what is in them (README.md "Tokens").
 EXTERNAL_CONFIGMAPS = {"gateway-jwks": "the token issuer's JWKS (README.md, \"Tokens\")"}
 GRACE_MARGIN_S = 5
 
-# Kubernetes 1.30's types, as far as deploy/k8s uses them: "[!]field:kind" where kind is s string,
-# i integer, b boolean, q quantity, x int-or-string, a/K array of K, m/K map of K, or a type
-# below; ! marks a required field. A field whose type is not listed is reported, not checked.
-SCHEMA = {
-    "Deployment": "apiVersion:s kind:s metadata:ObjectMeta spec:DeploymentSpec status:DeploymentStatus",
-    "DeploymentSpec": "minReadySeconds:i paused:b progressDeadlineSeconds:i replicas:i revisionHistoryLimit:i !selector:LabelSelector strategy:DeploymentStrategy !template:PodTemplateSpec",
-    "DeploymentStrategy": "rollingUpdate:RollingUpdateDeployment type:s",
-    "RollingUpdateDeployment": "maxSurge:x maxUnavailable:x",
-    "PodTemplateSpec": "metadata:ObjectMeta spec:PodSpec",
-    "PodSpec": "activeDeadlineSeconds:i affinity:Affinity automountServiceAccountToken:b !containers:a/Container dnsConfig:PodDNSConfig dnsPolicy:s enableServiceLinks:b ephemeralContainers:a/EphemeralContainer hostAliases:a/HostAlias hostIPC:b hostNetwork:b hostPID:b hostUsers:b hostname:s imagePullSecrets:a/LocalObjectReference initContainers:a/Container nodeName:s nodeSelector:m/s os:PodOS overhead:m/q preemptionPolicy:s priority:i priorityClassName:s readinessGates:a/PodReadinessGate resourceClaims:a/PodResourceClaim restartPolicy:s runtimeClassName:s schedulerName:s schedulingGates:a/PodSchedulingGate securityContext:PodSecurityContext serviceAccount:s serviceAccountName:s setHostnameAsFQDN:b shareProcessNamespace:b subdomain:s terminationGracePeriodSeconds:i tolerations:a/Toleration topologySpreadConstraints:a/TopologySpreadConstraint volumes:a/Volume",
-    "Container": "args:a/s command:a/s env:a/EnvVar envFrom:a/EnvFromSource image:s imagePullPolicy:s lifecycle:Lifecycle livenessProbe:Probe !name:s ports:a/ContainerPort readinessProbe:Probe resizePolicy:a/ContainerResizePolicy resources:ResourceRequirements restartPolicy:s securityContext:SecurityContext startupProbe:Probe stdin:b stdinOnce:b terminationMessagePath:s terminationMessagePolicy:s tty:b volumeDevices:a/VolumeDevice volumeMounts:a/VolumeMount workingDir:s",
-    "ContainerPort": "!containerPort:i hostIP:s hostPort:i name:s protocol:s",
-    "EnvFromSource": "configMapRef:ConfigMapEnvSource prefix:s secretRef:SecretEnvSource",
-    "ConfigMapEnvSource": "name:s optional:b",
-    "SecretEnvSource": "name:s optional:b",
-    "EnvVar": "!name:s value:s valueFrom:EnvVarSource",
-    "EnvVarSource": "configMapKeyRef:ConfigMapKeySelector fieldRef:ObjectFieldSelector resourceFieldRef:ResourceFieldSelector secretKeyRef:SecretKeySelector",
-    "ObjectFieldSelector": "apiVersion:s !fieldPath:s",
-    "ConfigMapKeySelector": "!key:s name:s optional:b",
-    "SecretKeySelector": "!key:s name:s optional:b",
-    "Probe": "exec:ExecAction failureThreshold:i grpc:GRPCAction httpGet:HTTPGetAction initialDelaySeconds:i periodSeconds:i successThreshold:i tcpSocket:TCPSocketAction terminationGracePeriodSeconds:i timeoutSeconds:i",
-    "HTTPGetAction": "host:s httpHeaders:a/HTTPHeader path:s !port:x scheme:s",
-    "HTTPHeader": "!name:s !value:s",
-    "GRPCAction": "!port:i service:s",
-    "ExecAction": "command:a/s",
-    "TCPSocketAction": "host:s !port:x",
-    "Lifecycle": "postStart:LifecycleHandler preStop:LifecycleHandler",
-    "LifecycleHandler": "exec:ExecAction httpGet:HTTPGetAction sleep:SleepAction tcpSocket:TCPSocketAction",
-    "SleepAction": "!seconds:i",
-    "ResourceRequirements": "claims:a/ResourceClaim limits:m/q requests:m/q",
-    "SecurityContext": "allowPrivilegeEscalation:b appArmorProfile:AppArmorProfile capabilities:Capabilities privileged:b procMount:s readOnlyRootFilesystem:b runAsGroup:i runAsNonRoot:b runAsUser:i seLinuxOptions:SELinuxOptions seccompProfile:SeccompProfile windowsOptions:WindowsSecurityContextOptions",
-    "PodSecurityContext": "appArmorProfile:AppArmorProfile fsGroup:i fsGroupChangePolicy:s runAsGroup:i runAsNonRoot:b runAsUser:i seLinuxOptions:SELinuxOptions seccompProfile:SeccompProfile supplementalGroups:a/i sysctls:a/Sysctl windowsOptions:WindowsSecurityContextOptions",
-    "Capabilities": "add:a/s drop:a/s",
-    "SeccompProfile": "localhostProfile:s !type:s",
-    "TopologySpreadConstraint": "labelSelector:LabelSelector matchLabelKeys:a/s !maxSkew:i minDomains:i nodeAffinityPolicy:s nodeTaintsPolicy:s !topologyKey:s !whenUnsatisfiable:s",
-    "Service": "apiVersion:s kind:s metadata:ObjectMeta spec:ServiceSpec status:ServiceStatus",
-    "ServiceSpec": "allocateLoadBalancerNodePorts:b clusterIP:s clusterIPs:a/s externalIPs:a/s externalName:s externalTrafficPolicy:s healthCheckNodePort:i internalTrafficPolicy:s ipFamilies:a/s ipFamilyPolicy:s loadBalancerClass:s loadBalancerIP:s loadBalancerSourceRanges:a/s ports:a/ServicePort publishNotReadyAddresses:b selector:m/s sessionAffinity:s sessionAffinityConfig:SessionAffinityConfig trafficDistribution:s type:s",
-    "ServicePort": "appProtocol:s name:s nodePort:i !port:i protocol:s targetPort:x",
-    "Volume": "configMap:ConfigMapVolumeSource emptyDir:EmptyDirVolumeSource !name:s secret:SecretVolumeSource",
-    "ConfigMapVolumeSource": "defaultMode:i items:a/KeyToPath name:s optional:b",
-    "SecretVolumeSource": "defaultMode:i items:a/KeyToPath optional:b secretName:s",
-    "KeyToPath": "!key:s mode:i !path:s",
-    "EmptyDirVolumeSource": "medium:s sizeLimit:q",
-    "VolumeMount": "!mountPath:s mountPropagation:s !name:s readOnly:b recursiveReadOnly:s subPath:s subPathExpr:s",
-    "ConfigMap": "apiVersion:s binaryData:m/s data:m/s immutable:b kind:s metadata:ObjectMeta",
-    "Secret": "apiVersion:s data:m/s immutable:b kind:s metadata:ObjectMeta stringData:m/s type:s",
-    "Namespace": "apiVersion:s kind:s metadata:ObjectMeta spec:NamespaceSpec status:NamespaceStatus",
-    "NamespaceSpec": "finalizers:a/s",
-    "PodDisruptionBudget": "apiVersion:s kind:s metadata:ObjectMeta spec:PodDisruptionBudgetSpec status:PodDisruptionBudgetStatus",
-    "PodDisruptionBudgetSpec": "maxUnavailable:x minAvailable:x selector:LabelSelector unhealthyPodEvictionPolicy:s",
-    "Ingress": "apiVersion:s kind:s metadata:ObjectMeta spec:IngressSpec status:IngressStatus",
-    "IngressSpec": "defaultBackend:IngressBackend ingressClassName:s rules:a/IngressRule tls:a/IngressTLS",
-    "IngressRule": "host:s http:HTTPIngressRuleValue",
-    "HTTPIngressRuleValue": "!paths:a/HTTPIngressPath",
-    "HTTPIngressPath": "!backend:IngressBackend path:s !pathType:s",
-    "IngressBackend": "resource:TypedLocalObjectReference service:IngressServiceBackend",
-    "IngressServiceBackend": "!name:s port:ServiceBackendPort",
-    "ServiceBackendPort": "name:s number:i",
-    "IngressTLS": "hosts:a/s secretName:s",
-    "TypedLocalObjectReference": "apiGroup:s !kind:s !name:s",
-    "ObjectMeta": "annotations:m/s creationTimestamp:s deletionGracePeriodSeconds:i deletionTimestamp:s finalizers:a/s generateName:s generation:i labels:m/s managedFields:a/ManagedFieldsEntry name:s namespace:s ownerReferences:a/OwnerReference resourceVersion:s selfLink:s uid:s",
-    "LabelSelector": "matchExpressions:a/LabelSelectorRequirement matchLabels:m/s",
-    "LabelSelectorRequirement": "!key:s !operator:s values:a/s",
-}
-
-FAILS = 0
-
-
-def check(ok, msg):
-    global FAILS
-    print(("ok:   " if ok else "FAIL: ") + msg)
-    if not ok:
-        FAILS += 1
-    return ok
-
-
-def note(msg):
-    print("note: " + msg)
-
-
-# ---- the schema walk ----
-def parse_schema():
-    out = {}
-    for name, spec in SCHEMA.items():
-        fields = {}
-        for tok in spec.split():
-            req = tok.startswith("!")
-            field, kind = tok.lstrip("!").split(":", 1)
-            fields[field] = (kind, req)
-        out[name] = fields
-    return out
-
-
-TYPES = parse_schema()
-QUANTITY = re.compile(r"^[+-]?(\d+(\.\d*)?|\.\d+)(m|k|M|G|T|P|E|Ki|Mi|Gi|Ti|Pi|Ei|[eE][+-]?\d+)?$")
-
-
-def walk(value, kind, path, errors, unchecked):
-    if value is None:
-        return
-    if kind == "s":
-        if not isinstance(value, str):
-            errors.append(f"{path}: a string expected, got {value!r}")
-    elif kind == "i":
-        if not isinstance(value, int) or isinstance(value, bool):
-            errors.append(f"{path}: an integer expected, got {value!r}")
-    elif kind == "b":
-        if not isinstance(value, bool):
-            errors.append(f"{path}: true or false expected, got {value!r}")
-    elif kind == "x":
-        if not (isinstance(value, str) or (isinstance(value, int) and not isinstance(value, bool))):
-            errors.append(f"{path}: an integer or a string expected, got {value!r}")
-    elif kind == "q":
-        if isinstance(value, bool) or not QUANTITY.match(str(value)):
-            errors.append(f"{path}: not a quantity: {value!r}")
-    elif kind.startswith("a/"):
-        if not isinstance(value, list):
-            errors.append(f"{path}: a list expected")
-        else:
-            for i, v in enumerate(value):
-                walk(v, kind[2:], f"{path}[{i}]", errors, unchecked)
-    elif kind.startswith("m/"):
-        if not isinstance(value, dict):
-            errors.append(f"{path}: a map expected")
-        else:
-            for k, v in value.items():
-                walk(v, kind[2:], f"{path}.{k}", errors, unchecked)
-    elif kind in TYPES:
-        if not isinstance(value, dict):
-            errors.append(f"{path}: an object ({kind}) expected")
-            return
-        fields = TYPES[kind]
-        for k, v in value.items():
-            if k not in fields:
-                errors.append(f"{path}.{k}: no such field in {kind}")
-            else:
-                walk(v, fields[k][0], f"{path}.{k}", errors, unchecked)
-        for k, (_, req) in fields.items():
-            if req and value.get(k) is None:
-                errors.append(f"{path}.{k}: required by {kind}")
-    else:
-        unchecked.append(f"{path} ({kind})")
-
-
 # ---- helpers ----
-def parse_quantity(q):
-    s = str(q)
-    units = {"m": 1e-3, "k": 1e3, "M": 1e6, "G": 1e9, "T": 1e12, "Ki": 2 ** 10, "Mi": 2 ** 20,
-             "Gi": 2 ** 30, "Ti": 2 ** 40}
-    for u in sorted(units, key=len, reverse=True):
-        if s.endswith(u):
-            return float(s[: -len(u)]) * units[u]
-    return float(s)
-
-
 def host_port(addr):
     """(host, port) of "host:port" or of gRPC's "dns:///host:port"."""
     m = re.match(r"^(?:dns:///)?\[?([^\]]*)\]?:(\d+)$", addr.strip())
@@ -349,35 +199,17 @@ def check_render(tag, docs, helps, dports):
         replicas = spec.get("replicas", 1)
         check(replicas >= 2, f"{tag}: Deployment/{dname}: {replicas} replicas (2 at least)")
         check(pspec.get("enableServiceLinks") is False, f"{tag}: Deployment/{dname}: enableServiceLinks: false")
-        psc = pspec.get("securityContext") or {}
         containers = pspec.get("containers") or []
         if not check(len(containers) == 1 and not pspec.get("initContainers"),
                      f"{tag}: Deployment/{dname}: one container"):
             continue
         c = containers[0]
-        csc = c.get("securityContext") or {}
         images.add(c.get("image"))
         cmd = (c.get("command") or []) + (c.get("args") or [])
         prog = os.path.basename(cmd[0]) if cmd else None
         check(prog in DRAIN and cmd[0] == f"/usr/local/bin/{prog}",
               f"{tag}: Deployment/{dname}: runs one of the image's services ({cmd[:1]})")
-        # Security
-        non_root = csc.get("runAsNonRoot", psc.get("runAsNonRoot"))
-        uid = csc.get("runAsUser", psc.get("runAsUser"))
-        check(non_root is True and uid not in (None, 0), f"{tag}: {dname}: runAsNonRoot with uid {uid}")
-        check(csc.get("allowPrivilegeEscalation") is False, f"{tag}: {dname}: allowPrivilegeEscalation: false")
-        check("ALL" in ((csc.get("capabilities") or {}).get("drop") or []) and not (csc.get("capabilities") or {}).get("add"),
-              f"{tag}: {dname}: capabilities: drop ALL, add none")
-        check(csc.get("readOnlyRootFilesystem") is True, f"{tag}: {dname}: readOnlyRootFilesystem")
-        seccomp = (csc.get("seccompProfile") or psc.get("seccompProfile") or {}).get("type")
-        check(seccomp in ("RuntimeDefault", "Localhost"), f"{tag}: {dname}: seccompProfile {seccomp}")
-        # Resources
-        res = c.get("resources") or {}
-        req, lim = res.get("requests") or {}, res.get("limits") or {}
-        ok = all(r in req and r in lim for r in ("cpu", "memory"))
-        if ok:
-            ok = all(parse_quantity(req[r]) <= parse_quantity(lim[r]) for r in ("cpu", "memory"))
-        check(ok, f"{tag}: {dname}: requests and limits of cpu and memory, requests <= limits ({req} / {lim})")
+        check_hardened(tag, dname, pspec, c)
         # Environment: envFrom sources exist, no variable twice, names from --help
         env = {}
         sources = {}
@@ -667,117 +499,6 @@ def check_ingress(tag, ingresses, services):
         check(want_port in ports, f"{tag}: Ingress/{name}: Service {want_svc} has the port {want_port} ({ports})")
 
 
-SHOPPER_KINDS = {("Deployment", "shopper"), ("ConfigMap", "shopper-config"), ("Secret", "shopper-tokens")}
-SHOPPER_MAX_RATE = 5
-
-
-def render_with_shopper(kubectl, kdir):
-    """The base with components/shopper, through an overlay in a temporary folder (an overlay may
-    not sit inside its base's folder)."""
-    with tempfile.TemporaryDirectory(prefix="check-k8s-") as tmp:
-        rel = os.path.relpath(kdir, tmp)
-        with open(os.path.join(tmp, "kustomization.yaml"), "w", encoding="utf-8") as f:
-            f.write("apiVersion: kustomize.config.k8s.io/v1beta1\nkind: Kustomization\n"
-                    f"resources:\n  - {rel}\ncomponents:\n  - {rel}/components/shopper\n")
-        r = subprocess.run([kubectl, "kustomize", tmp], capture_output=True, text=True, timeout=120)
-    return r.returncode, r.stdout, r.stderr
-
-
-def generated(name):
-    """A generated object's name without kustomize's hash suffix."""
-    return re.sub(r"-[a-z0-9]{10}$", "", name)
-
-
-def check_shopper(tag, base_docs, docs):
-    key = lambda d: (d.get("kind"), generated((d.get("metadata") or {}).get("name", "")))
-    base = {key(d): d for d in base_docs if d}
-    objs = {key(d): d for d in docs if d}
-    added = set(objs) - set(base)
-    check(added == SHOPPER_KINDS, f"{tag}: shopper: the component adds {sorted(SHOPPER_KINDS)} ({sorted(added)})")
-    changed = sorted(k for k in base if objs.get(k) != base[k])
-    check(not changed, f"{tag}: shopper: the component changes no object of the base ({changed or 'none changed'})")
-    ns = next(iter(n for (k, n) in base if k == "Namespace"), None)
-    for k in sorted(added):
-        d = objs[k]
-        meta = d.get("metadata") or {}
-        errors, unchecked = [], []
-        walk(d, k[0], f"{k[0]}/{k[1]}", errors, unchecked)
-        check(not errors, f"{tag}: shopper: {k[0]}/{k[1]}: every field is a Kubernetes 1.30 field of its type"
-              + ("" if not errors else ": " + "; ".join(errors)))
-        check(meta.get("namespace") == ns and (meta.get("labels") or {}).get("app.kubernetes.io/part-of") == "shopmicro",
-              f"{tag}: shopper: {k[0]}/{k[1]}: in namespace {ns}, label part-of=shopmicro")
-    dep = objs.get(("Deployment", "shopper"))
-    if dep is None:
-        return
-    spec = dep.get("spec") or {}
-    pspec = (spec.get("template") or {}).get("spec") or {}
-    labels = ((spec.get("template") or {}).get("metadata") or {}).get("labels") or {}
-    check(spec.get("replicas") == 1, f"{tag}: shopper: 1 replica (SHOPPER_RATE is per pod; got {spec.get('replicas')})")
-    check(pspec.get("enableServiceLinks") is False and pspec.get("automountServiceAccountToken") is False,
-          f"{tag}: shopper: enableServiceLinks and automountServiceAccountToken false")
-    cs = pspec.get("containers") or []
-    if not check(len(cs) == 1, f"{tag}: shopper: one container"):
-        return
-    c = cs[0]
-    psc, csc = pspec.get("securityContext") or {}, c.get("securityContext") or {}
-    uid = csc.get("runAsUser", psc.get("runAsUser"))
-    check(csc.get("runAsNonRoot", psc.get("runAsNonRoot")) is True and uid not in (None, 0)
-          and csc.get("allowPrivilegeEscalation") is False and csc.get("readOnlyRootFilesystem") is True
-          and "ALL" in ((csc.get("capabilities") or {}).get("drop") or [])
-          and not (csc.get("capabilities") or {}).get("add")
-          and (csc.get("seccompProfile") or psc.get("seccompProfile") or {}).get("type") in ("RuntimeDefault", "Localhost"),
-          f"{tag}: shopper: non-root (uid {uid}), no privilege escalation, ALL dropped, read-only root, seccomp")
-    res = c.get("resources") or {}
-    req, lim = res.get("requests") or {}, res.get("limits") or {}
-    check(all(r in req and r in lim and parse_quantity(req[r]) <= parse_quantity(lim[r]) for r in ("cpu", "memory")),
-          f"{tag}: shopper: requests and limits of cpu and memory, requests <= limits ({req} / {lim})")
-    for pname in ("startupProbe", "livenessProbe"):
-        cmd = " ".join(((c.get(pname) or {}).get("exec") or {}).get("command") or [])
-        check(cmd.endswith(" /opt/shopper/alive.py 30") or "/opt/shopper/alive.py" in cmd,
-              f"{tag}: shopper: {pname} runs alive.py ({cmd or 'none'})")
-    env = {}
-    for ef in c.get("envFrom") or []:
-        ref = (ef.get("configMapRef") or {}).get("name")
-        cm = next((d for d in docs if d and d.get("kind") == "ConfigMap" and d["metadata"]["name"] == ref), None)
-        if check(cm is not None, f"{tag}: shopper: configMapRef {ref} exists in the render"):
-            env.update(cm.get("data") or {})
-    check(not any(k in env for k in ("SHOPPER_TOKENS", "SHOPPER_ADMIN_TOKEN")),
-          f"{tag}: shopper: no token in its ConfigMap (SHOPPER_TOKENS, SHOPPER_ADMIN_TOKEN unset)")
-    m = re.match(r"^http://([a-z0-9.-]+):(\d+)$", env.get("LOCUST_HOST", ""))
-    gw = next((d for d in docs if d and d.get("kind") == "Service" and d["metadata"]["name"] == "gateway"), {})
-    http = [p.get("port") for p in (gw.get("spec") or {}).get("ports") or [] if p.get("name") == "http"]
-    check(bool(m) and m.group(1).split(".")[0] == "gateway" and int(m.group(2)) in http,
-          f"{tag}: shopper: LOCUST_HOST={env.get('LOCUST_HOST')} is the gateway Service's http port ({http})")
-    try:
-        rate = float(env.get("SHOPPER_RATE", "2"))
-    except ValueError:
-        rate = -1
-    check(0 < rate <= SHOPPER_MAX_RATE, f"{tag}: shopper: a gentle SHOPPER_RATE ({env.get('SHOPPER_RATE')}, at most {SHOPPER_MAX_RATE})")
-    vols = {v.get("name"): v for v in pspec.get("volumes") or []}
-
-    def mount_of(path):
-        return max((mt for mt in c.get("volumeMounts") or [] if path.startswith(mt.get("mountPath", "").rstrip("/") + "/")),
-                   key=lambda mt: len(mt.get("mountPath", "")), default=None)
-    for var in ("SHOPPER_TOKENS_FILE", "SHOPPER_ADMIN_TOKEN_FILE"):
-        mt = mount_of(env.get(var, ""))
-        sec = (vols.get((mt or {}).get("name")) or {}).get("secret") or {}
-        check(mt is not None and mt.get("readOnly") is True and not mt.get("subPath")
-              and generated(sec.get("secretName", "")) == "shopper-tokens",
-              f"{tag}: shopper: {var}={env.get(var)} is in a read-only mount of the Secret shopper-tokens, without subPath")
-    secret = next((d for d in docs if d and d.get("kind") == "Secret" and generated(d["metadata"]["name"]) == "shopper-tokens"), {})
-    vals = {k: base64.b64decode("".join(str(v).split())).decode() for k, v in (secret.get("data") or {}).items()}
-    check(vals.get("tokens") == PLACEHOLDER and set(vals) <= {"tokens", "admin-token"},
-          f"{tag}: shopper: the Secret shopper-tokens holds the placeholder {PLACEHOLDER} only ({sorted(vals)})")
-    mt = mount_of(env.get("SHOPPER_STATS_FILE", ""))
-    check(mt is not None and not mt.get("readOnly") and "emptyDir" in (vols.get(mt.get("name")) or {}),
-          f"{tag}: shopper: SHOPPER_STATS_FILE={env.get('SHOPPER_STATS_FILE')} is in an emptyDir")
-    sel_hits = [f"{d['kind']}/{d['metadata']['name']}" for d in docs if d and d.get("kind") in ("Service", "PodDisruptionBudget")
-                and (d.get("spec") or {}).get("type") != "ExternalName"  # no endpoints whatever its selector
-                and (sel := ((d.get("spec") or {}).get("selector") or {}))
-                and all(labels.get(k2) == v for k2, v in (sel.get("matchLabels", sel) if d["kind"] == "PodDisruptionBudget" else sel).items())]
-    check(not sel_hits, f"{tag}: shopper: no Service or PodDisruptionBudget selects it ({', '.join(sel_hits) or 'none'})")
-
-
 def main(argv):
     root = ROOT
     if argv[:1] == ["--root"]:
@@ -820,8 +541,8 @@ def main(argv):
             print(err)
             continue
         check_shopper(tag, docs, list(yaml.safe_load_all(out)))
-    if FAILS:
-        print(f"deploy/k8s: {FAILS} check(s) FAILED")
+    if failures():
+        print(f"deploy/k8s: {failures()} check(s) FAILED")
         return 1
     print("deploy/k8s: all checks passed")
     return 0
