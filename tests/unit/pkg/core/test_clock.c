@@ -17,10 +17,17 @@ static void rfc3339_is_utc_with_milliseconds(void **state)
 {
     char s[SVC_RFC3339_LEN];
     struct tm tm;
-    time_t before = time(NULL), at;
+    time_t before, after, at;
+    int tries = 0;
 
     (void)state;
-    svc_rfc3339_now(s);
+    /* The wall clock may be stepped back between the readings (NTP; it was, on a CI machine):
+     * then read again, so that before <= after brackets the formatted time. */
+    do {
+        before = time(NULL);
+        svc_rfc3339_now(s);
+        after = time(NULL);
+    } while (after < before && ++tries < 5);
     assert_int_equal(strlen(s), 24);
     /* 2026-12-03T12:34:56.789Z */
     for (int i = 0; i < 24; i++) {
@@ -37,7 +44,7 @@ static void rfc3339_is_utc_with_milliseconds(void **state)
     tm.tm_year -= 1900;
     tm.tm_mon -= 1;
     at = timegm(&tm);
-    assert_true(at >= before && at <= time(NULL));
+    assert_true(at >= before && at <= after);
 }
 
 int main(void)
